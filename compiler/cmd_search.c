@@ -1,0 +1,12 @@
+/*
+ * cmd_search.c: `rankplan search`. Not built yet: reports so and exits 70 rather
+ * than pretending to work.
+ */
+#include "cli.h"
+
+int cmd_search(int argc, char **argv) {
+  RP_UNUSED(argc);
+  RP_UNUSED(argv);
+  fputs("rankplan search: not implemented in this build\n", stderr);
+  return RP_EXIT_INTERNAL;
+}

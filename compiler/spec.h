@@ -1,0 +1,173 @@
+/*
+ * spec.h: the typed Spec IR, output of the parse stage (compiler/parse.c)
+ * and input of every later stage.
+ *
+ * Invariants once spec_parse() returned without errors:
+ *  - every field a stage reads carries .set and .loc (the YAML position it
+ *    came from, which may be inside a catalog file when a preset supplied
+ *    it); unset optional fields hold their documented default with .set
+ *    false and .loc pointing at the enclosing section;
+ *  - quantities are in base units: bytes (int64, exact), bytes per second,
+ *    FLOP per second, seconds, requests per second (double);
+ *  - counts are positive int64 unless documented otherwise;
+ *  - nothing here refers to libyaml: later stages never see YAML.
+ */
+#ifndef RANKPLAN_SPEC_H
+#define RANKPLAN_SPEC_H
+
+#include "diag.h"
+
+typedef struct { int64_t v; SrcLoc loc; bool set; } SInt;  /* counts, bytes */
+typedef struct { double v; SrcLoc loc; bool set; } SNum;   /* quantities */
+typedef struct { const char *v; SrcLoc loc; bool set; } SStr;
+typedef struct { bool v; SrcLoc loc; bool set; } SBool;
+typedef struct { int v; SrcLoc loc; bool set; } SEnum;
+
+typedef enum { DT_FP32, DT_BF16, DT_FP16, DT_FP8, DT_INT8, DT_INT4, DT__COUNT } DType;
+typedef enum { ATTN_MHA, ATTN_GQA, ATTN_MQA, ATTN_MLA } AttnKind;
+typedef enum { MODE_AGGREGATED, MODE_DISAGGREGATED, MODE_SEARCH } DeployMode;
+typedef enum { ENGINE_GENERIC, ENGINE_VLLM, ENGINE_SGLANG } Engine;
+typedef enum { ROLE_PREFILL, ROLE_DECODE, ROLE_BOTH } PoolRole;
+
+const char *dtype_name(DType t);
+const char *attn_kind_name(AttnKind k);
+const char *mode_name(DeployMode m);
+const char *engine_name(Engine e);
+const char *role_name(PoolRole r);
+
+typedef struct {
+  SrcLoc loc;   /* the `model:` mapping */
+  SStr preset;  /* catalog entry name, if any */
+  SStr name;    /* display name (catalog "name:" or the preset) */
+  SInt layers, hidden_size, vocab_size;
+  SBool tie_embeddings;                   /* default false */
+  struct {
+    SrcLoc loc;
+    SEnum kind;                           /* AttnKind */
+    SInt heads, kv_heads, head_dim;       /* kv_heads defaults: mha=heads, mqa=1 */
+    SBool qk_norm;                        /* per-head q/k RMSNorm (Qwen3); default false */
+    SBool qkv_bias;                       /* default false */
+    /* MLA only */
+    SInt q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  } attention;
+  struct {
+    SrcLoc loc;
+    SInt intermediate_size;               /* dense FFN (SwiGLU: gate, up, down) */
+  } ffn;
+  struct {
+    SrcLoc loc;
+    bool present;                         /* a `moe:` section was given */
+    SInt experts, top_k, shared_experts;  /* shared_experts default 0 */
+    SInt expert_intermediate_size;
+    SInt dense_layers;                    /* leading dense layers, default 0 */
+    SBool router_bias;                    /* default false */
+  } moe;
+  struct {
+    SrcLoc loc;
+    SEnum weights, kv_cache, activations; /* DType; defaults bf16 */
+  } dtype;
+  SInt max_context;
+} ModelSpec;
+
+typedef struct {
+  SrcLoc loc;   /* the `hardware:` mapping */
+  SStr preset;
+  SStr name;
+  struct {
+    SrcLoc loc;
+    SInt memory;         /* bytes */
+    SNum hbm_bandwidth;  /* bytes/s */
+    SNum bf16, fp16, fp8, int8;  /* dense FLOP/s (or OP/s); fp8/int8 may be unset */
+  } gpu;
+  SInt nodes, gpus_per_node;
+  SInt nodes_per_rack;   /* optional; topology for placement hooks */
+  struct { SrcLoc loc; SInt domain; SNum bandwidth; SNum latency; } scale_up;  /* domain in GPUs; B/s per GPU per direction; s */
+  struct { SrcLoc loc; SNum bandwidth; SNum latency; } scale_out;              /* B/s per GPU per direction; s */
+} HardwareSpec;
+
+typedef struct {
+  SrcLoc loc;
+  SInt input_tokens, output_tokens;
+  SNum rate;           /* req/s; optional */
+} WorkloadSpec;
+
+typedef struct {
+  SrcLoc loc;
+  SNum ttft, tpot;     /* seconds */
+} SloSpec;
+
+typedef struct {
+  SrcLoc loc;          /* the pool's mapping */
+  SStr name;
+  SEnum role;          /* PoolRole */
+  SInt replicas;       /* default 1 */
+  SInt tp, pp, cp, dp, ep, etp, dcp;  /* default 1 each; etp defaults to 1 */
+  struct { SrcLoc loc; bool set; size_t len; SInt *items; } layer_partition;
+} PoolSpec;
+
+typedef struct {
+  SrcLoc loc;
+  SEnum mode;          /* DeployMode */
+  SEnum engine;        /* Engine, default generic */
+  SStr order;          /* default "tp-cp-ep-dp-pp" */
+  SBool allow_tp_across_domain;  /* default false */
+  size_t npools;
+  PoolSpec *pools;
+  struct {
+    SrcLoc loc;
+    SNum utilization;  /* fraction of GPU memory usable, default 0.90 */
+    SInt reserve;      /* bytes, default 2 GiB */
+    SInt kv_block;     /* tokens per KV block, default 16 */
+  } memory;
+  struct {
+    SrcLoc loc;
+    SStr placement, layer_partition, expert_placement, objective;  /* Lua files */
+  } hooks;
+} DeploymentSpec;
+
+typedef struct {
+  SrcLoc loc;
+  SInt gpu_budget;     /* default: whole cluster */
+  SInt top;            /* rows to print, default 10 */
+  SNum headroom;       /* rho for xPyD sizing, default 0.9 */
+} SearchSpec;
+
+typedef struct Spec {
+  const char *file;    /* interned path of the spec */
+  char sha256[65];     /* digest of the spec's bytes */
+  SInt version;
+  SStr name;
+  ModelSpec model;
+  HardwareSpec hardware;
+  WorkloadSpec workload;
+  SloSpec slo;
+  DeploymentSpec deployment;
+  SearchSpec search;
+  void *arena;         /* owned allocations; freed by spec_free */
+} Spec;
+
+/* Parses a spec from bytes already read (name is the path shown in
+ * diagnostics). catalog_dir is where presets are looked up (NULL: the
+ * default, see spec_catalog_dir()). Returns NULL when any error was
+ * reported; warnings alone still return the Spec. */
+Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len,
+                 const char *catalog_dir);
+/* Reads path (size-capped) and parses it; unreadable → E0001/E0002. */
+Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir);
+void spec_free(Spec *s);
+
+/* The catalog directory: $RANKPLAN_CATALOG, else the one installed next to
+ * the binary's source tree (compiled in). */
+const char *spec_catalog_dir(void);
+
+/* Size cap for spec files, bytes. */
+#define SPEC_MAX_BYTES (1u << 20)
+
+/* Structural rules that need the whole Spec (pools fit the cluster, roles
+ * match the mode, order string, ...). Called by spec_parse. */
+void spec_check_structure(Diags *d, Spec *s);
+
+/* GPUs used by one pool: replicas * tp * cp * dp * pp (checked). */
+int64_t pool_gpus(const PoolSpec *p);
+
+#endif

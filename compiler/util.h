@@ -1,0 +1,115 @@
+/*
+ * util.h: small helpers shared by every stage of the compiler and by the
+ * runtime: allocation that never returns NULL (out of memory is an internal
+ * error, exit 70), a growable string buffer, and 64-bit checked arithmetic.
+ *
+ * Every byte and FLOP count in rankplan goes through ck_add/ck_mul (or the
+ * saturating variants when a caller reports the overflow as a diagnostic):
+ * an overflow is reported, never wrapped.
+ */
+#ifndef RANKPLAN_UTIL_H
+#define RANKPLAN_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RP_VERSION "0.1.0"
+
+/* Exit codes shared by both binaries (architecture.md). */
+enum {
+  RP_EXIT_OK = 0,
+  RP_EXIT_INPUT = 1,    /* the input is wrong; diagnostics printed */
+  RP_EXIT_USAGE = 2,    /* usage error or unreadable file */
+  RP_EXIT_RUNTIME = 3,  /* a rank died, a peer never came, a transfer failed */
+  RP_EXIT_INTERNAL = 70 /* a bug in rankplan */
+};
+
+#define RP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define RP_UNUSED(x) ((void)(x))
+
+#if defined(__GNUC__)
+#define RP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define RP_NORETURN __attribute__((noreturn))
+#else
+#define RP_PRINTF(f, a)
+#define RP_NORETURN
+#endif
+
+/* Prints "rankplan: internal error: ..." and exits 70. For broken invariants
+ * and allocation failure only, never for bad input. */
+RP_NORETURN void rp_internal(const char *fmt, ...) RP_PRINTF(1, 2);
+#define RP_ASSERT(c)                                                         \
+  do {                                                                       \
+    if (!(c)) rp_internal("%s:%d: assertion '%s' failed", __FILE__,          \
+                          __LINE__, #c);                                     \
+  } while (0)
+
+void *rp_malloc(size_t n);
+void *rp_calloc(size_t n, size_t size);
+void *rp_realloc(void *p, size_t n);
+char *rp_strdup(const char *s);
+char *rp_strndup(const char *s, size_t n);
+char *rp_sprintf(const char *fmt, ...) RP_PRINTF(1, 2);
+char *rp_vsprintf(const char *fmt, va_list ap);
+
+/* Growable array: RP_VEC(T) v = {0}; rp_vec_push(&v, x); */
+#define RP_VEC(T) struct { T *items; size_t len, cap; }
+#define rp_vec_push(v, x)                                                    \
+  do {                                                                       \
+    if ((v)->len == (v)->cap) {                                              \
+      (v)->cap = (v)->cap ? (v)->cap * 2 : 8;                                \
+      (v)->items = rp_realloc((v)->items, (v)->cap * sizeof(*(v)->items));   \
+    }                                                                        \
+    (v)->items[(v)->len++] = (x);                                            \
+  } while (0)
+
+/* String buffer. */
+typedef struct {
+  char *buf;
+  size_t len, cap;
+} StrBuf;
+void sb_init(StrBuf *sb);
+void sb_free(StrBuf *sb);
+void sb_putc(StrBuf *sb, char c);
+void sb_puts(StrBuf *sb, const char *s);
+void sb_putn(StrBuf *sb, const char *s, size_t n);
+void sb_printf(StrBuf *sb, const char *fmt, ...) RP_PRINTF(2, 3);
+void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
+char *sb_take(StrBuf *sb); /* returns the buffer (NUL-terminated), resets sb */
+
+/* Checked 64-bit arithmetic: return false on overflow, *out untouched. */
+static inline bool ck_add(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+static inline bool ck_sub(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_sub_overflow(a, b, out);
+}
+static inline bool ck_mul(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+/* Sticky-overflow accumulator: compute a long expression, test ok once. */
+typedef struct {
+  bool ok;
+} CkState;
+int64_t ckm(CkState *st, int64_t a, int64_t b); /* a*b, sets st->ok=false on overflow */
+int64_t cka(CkState *st, int64_t a, int64_t b); /* a+b */
+int64_t cks(CkState *st, int64_t a, int64_t b); /* a-b */
+
+/* Reads a whole file, refusing more than max bytes. Returns 0, or an errno
+ * value (EFBIG when the file is over max). *out is NUL-terminated. */
+int rp_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* Writes data to path atomically: temp file in the same directory, fsync,
+ * rename. A crash never leaves a partial file at path. Returns 0 or errno. */
+int rp_write_file_atomic(const char *path, const char *data, size_t len);
+
+/* Hex SHA-256 of data (65 bytes incl. NUL written to hex). */
+void rp_sha256_hex(const void *data, size_t len, char hex[65]);
+
+/* Formats bytes as "12.34 GiB" into buf. */
+const char *rp_fmt_bytes(int64_t bytes, char *buf, size_t n);
+
+#endif

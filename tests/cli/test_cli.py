@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""CLI contract of `rankplan`: help, version, exit codes, formats."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+RP = os.environ["RANKPLAN"]
+SRC = os.environ["SRCROOT"]
+fails = 0
+
+
+def run(*args, **kw):
+    env = dict(os.environ, NO_COLOR="1")
+    env.update(kw.pop("env", {}))
+    return subprocess.run([RP, *args], capture_output=True, text=True, env=env, timeout=60, **kw)
+
+
+def check(cond, what):
+    global fails
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        fails += 1
+
+
+p = run("--help")
+check(p.returncode == 0 and "usage: rankplan" in p.stdout, "rankplan --help")
+p = run("--version")
+check(p.returncode == 0 and p.stdout.startswith("rankplan "), "rankplan --version")
+p = run()
+check(p.returncode == 2, "no command exits 2")
+p = run("chek", "x.yaml")
+check(p.returncode == 2 and "did you mean 'rankplan check'" in p.stderr, "unknown command suggests")
+for c in ("check", "compile", "search", "explain"):
+    p = run(c, "--help")
+    check(p.returncode == 0 and f"usage: rankplan {c}" in p.stdout, f"rankplan {c} --help")
+p = run("check")
+check(p.returncode == 2, "check without SPEC exits 2")
+p = run("check", "--bogus", "x.yaml")
+check(p.returncode == 2 and "unknown option" in p.stderr, "check unknown option exits 2")
+p = run("check", "/nonexistent/spec.yaml")
+check(p.returncode == 2 and "/nonexistent/spec.yaml" in p.stderr, "unreadable spec exits 2 and names it")
+p = run("check", "--format", "xml", "x.yaml")
+check(p.returncode == 2, "unknown --format exits 2")
+
+with tempfile.TemporaryDirectory() as d:
+    bad = os.path.join(d, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("version: 1\nmodle: {}\n")
+    p = run("check", "--format", "json", bad)
+    ok = p.returncode == 1
+    try:
+        j = json.loads(p.stdout)
+        ok = ok and j["format"] == "rankplan.diagnostics/1" and j["errors"] >= 1
+        ok = ok and all({"code", "severity", "message", "location", "help", "notes"} <= set(x) for x in j["diagnostics"])
+    except Exception as e:  # noqa: BLE001
+        print(e)
+        ok = False
+    check(ok, "check --format json is valid and carries the documented keys")
+    p = run("check", "--format", "sarif", bad)
+    ok = p.returncode == 1
+    try:
+        j = json.loads(p.stdout)
+        ok = ok and j["version"] == "2.1.0" and j["runs"][0]["tool"]["driver"]["name"] == "rankplan"
+        res = j["runs"][0]["results"]
+        ok = ok and len(res) >= 1 and all("ruleId" in r and "locations" in r for r in res)
+    except Exception as e:  # noqa: BLE001
+        print(e)
+        ok = False
+    check(ok, "check --format sarif is SARIF 2.1.0")
+    p = run("check", bad)
+    check("\033[" not in p.stderr, "no colour when not a TTY / NO_COLOR")
+    check(p.returncode == 1 and "bad.yaml:2:1: error[" in p.stderr, "text diagnostic has file:line:col: error[code]")
+
+sys.exit(1 if fails else 0)
