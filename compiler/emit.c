@@ -1,0 +1,2 @@
+/* emit.c: not written yet. */
+typedef int rp__stub_emit;

@@ -1,0 +1,2 @@
+/* explain.c: not written yet. */
+typedef int rp__stub_explain;

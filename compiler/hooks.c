@@ -1,0 +1,2 @@
+/* hooks.c: not written yet. */
+typedef int rp__stub_hooks;

@@ -1,0 +1,2 @@
+/* model.c: not written yet. */
+typedef int rp__stub_model;

@@ -1,0 +1,2 @@
+/* units.c: not written yet. */
+typedef int rp__stub_units;

@@ -1,0 +1,2 @@
+/* validate.c: not written yet. */
+typedef int rp__stub_validate;

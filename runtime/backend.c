@@ -1,0 +1,2 @@
+/* backend.c: not written yet. */
+typedef int rp__stub_backend;

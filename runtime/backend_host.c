@@ -1,0 +1,2 @@
+/* backend_host.c: not written yet. */
+typedef int rp__stub_backend_host;

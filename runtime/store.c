@@ -1,0 +1,2 @@
+/* store.c: not written yet. */
+typedef int rp__stub_store;

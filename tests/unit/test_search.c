@@ -1,0 +1,4 @@
+/* test_search.c: not written yet. */
+#include "t.h"
+
+int main(void) { T_DONE(); }
