@@ -1,0 +1,204 @@
+/*
+ * plan.h: the plan file as C data, shared by the compiler (`rankplan
+ * explain`) and the runtime (`rankrun`). docs/plan.md is the reference for
+ * every key; schemas/plan.schema.json is its machine-readable form.
+ *
+ * plan_load() reads a plan written by `rankplan compile`, checks it and
+ * returns it as flat arrays, so that a runtime needs no arithmetic of its
+ * own: each rank's node, device, coordinates, group ids and shards are
+ * explicit. The loader depends on Jansson, util.c and nothing else (no
+ * libyaml, no Lua).
+ *
+ * Invariants of a Plan returned by plan_load():
+ *  - format is "rankplan.plan/1";
+ *  - ranks[] is sorted by rank and groups[] by id; in a whole plan (not a
+ *    --split-by-node file) ranks[i].rank == i, groups[i].id == i and
+ *    nranks == world_size;
+ *  - every rank belongs to exactly one group of each kind except
+ *    embedding, and to at most one embedding group; ranks[i].groups[k] is
+ *    that group's id, or -1 when the rank is in no group of kind k
+ *    (embedding only);
+ *  - group membership agrees with the members' coordinates: members of a
+ *    tp group share every coordinate but tp, and so on for each kind (see
+ *    plan_kind_fixes()), and every member lists the group under its kind;
+ *  - ranks[i].node < nnodes and ranks[i].device < nodes[node].gpus;
+ *  - each pool's ranks are [first_rank, first_rank + nranks).
+ */
+#ifndef RANKPLAN_PLAN_H
+#define RANKPLAN_PLAN_H
+
+#include "util.h"
+
+#define PLAN_FORMAT "rankplan.plan/1"
+
+/* Process-group kinds, in the order the plan lists a rank's groups. The
+ * first eleven are Megatron-Core groups (dense, then decoupled expert);
+ * dcp groups consecutive tp ranks (decode context parallel); embedding holds
+ * the first and last pp stage; instance is one engine replica; world is
+ * every rank of the plan. */
+typedef enum {
+  GK_TP,
+  GK_CP,
+  GK_DP,
+  GK_PP,
+  GK_TP_CP,
+  GK_DP_CP,
+  GK_TP_PP,
+  GK_TP_DP_CP,
+  GK_EP,
+  GK_ETP,
+  GK_EDP,
+  GK_TP_EP,
+  GK_DCP,
+  GK_EMBEDDING,
+  GK_INSTANCE,
+  GK_WORLD,
+  GK__COUNT
+} GroupKind;
+
+/* Coordinates of a rank inside its instance. */
+typedef enum {
+  CO_TP,
+  CO_CP,
+  CO_DP,
+  CO_PP,
+  CO_EP,
+  CO_ETP,
+  CO_EDP,
+  CO_DCP,
+  CO__COUNT
+} CoordKind;
+
+/* Shards a rank holds, each a half-open range [start, end). */
+typedef enum { SH_LAYERS, SH_Q_HEADS, SH_KV_HEADS, SH_EXPERTS, SH_VOCAB, SH__COUNT } ShardKind;
+
+/* Memory ledger entries, bytes. */
+typedef enum {
+  MEM_WEIGHTS,
+  MEM_KV_CACHE,
+  MEM_ACTIVATIONS,
+  MEM_WORKSPACE,
+  MEM_RESERVED,
+  MEM_CAPACITY,
+  MEM__COUNT
+} MemKind;
+
+/* Names as they appear in the plan ("tp-cp", "kv_heads", ...). */
+const char *plan_kind_name(GroupKind k);
+const char *plan_coord_name(CoordKind c);
+const char *plan_shard_name(ShardKind s);
+const char *plan_mem_name(MemKind m);
+/* Looks a group kind up by its plan name; false when unknown. */
+bool plan_kind_parse(const char *s, GroupKind *out);
+/* Whether all members of one group of kind k must share coordinate c.
+ * Dense kinds fix the dense coordinates (tp, cp, dp, pp) they do not span;
+ * expert kinds fix the expert coordinates (etp, ep, edp, pp) they do not
+ * span; dcp fixes cp, dp and pp; embedding fixes tp, cp and dp; instance
+ * and world fix nothing. */
+bool plan_kind_fixes(GroupKind k, CoordKind c);
+
+typedef struct {
+  int32_t node;  /* index == position in nodes[] */
+  int32_t gpus;  /* local GPUs (devices 0 .. gpus-1) */
+  int32_t first_rank, nranks; /* ranks placed here: listed in node_ranks */
+} PlanNode;
+
+typedef struct {
+  char *name;
+  char *role;                /* "prefill" | "decode" | "both" */
+  int64_t replicas;
+  int64_t size[CO__COUNT];   /* tp, cp, dp, pp, ep, etp, edp, dcp */
+  int64_t instance_size;     /* tp * cp * dp * pp */
+  int64_t first_rank, nranks;
+  int64_t *layer_partition;  /* size[CO_PP] entries: layers per pp stage */
+} PlanPool;
+
+typedef struct {
+  int32_t rank, node, local_rank, device, pool, instance;
+  int32_t coords[CO__COUNT];
+  int32_t groups[GK__COUNT];       /* group id per kind, -1: none */
+  int64_t shard[SH__COUNT][2];     /* [start, end) */
+  int64_t memory[MEM__COUNT];      /* bytes */
+  int64_t kv_bytes_per_token, kv_block_tokens, kv_blocks;
+} PlanRank;
+
+typedef struct {
+  int32_t id;
+  GroupKind kind;
+  int32_t pool, instance; /* -1 for the world group */
+  int32_t n;
+  int32_t *ranks;         /* global ranks, in the plan's order */
+} PlanGroup;
+
+/* One KV transfer of kv_reshard[] (docs/plan.md): src and dst are ranks
+ * relative to the serving attention replica of the prefill and decode
+ * instance. tokens is "all", a list of ranges, or a stride class. */
+typedef enum { PT_ALL, PT_RANGES, PT_STRIDE } PlanTokensKind;
+typedef struct {
+  int64_t src, dst;
+  int64_t layers[2], kv_heads[2];
+  PlanTokensKind tokens;
+  size_t nranges;
+  int64_t (*ranges)[2];     /* PT_RANGES: [start, end) */
+  int64_t stride, offset;   /* PT_STRIDE: tokens t with t % stride == offset */
+  int64_t bytes_per_token;
+} PlanTransfer;
+
+typedef struct {
+  char *prefill, *decode;   /* pool names */
+  size_t ntransfers;
+  PlanTransfer *transfers;
+} PlanReshard;
+
+typedef struct {
+  char *code, *severity, *message;
+} PlanDiag;
+
+typedef struct Plan {
+  char *path;
+  char *compiler;           /* version that wrote it */
+  char spec_sha256[65];
+  int64_t world_size;
+  size_t nnodes;
+  PlanNode *nodes;
+  int32_t *node_ranks;      /* ranks grouped by node: nodes[n].first_rank indexes here */
+  size_t npools;
+  PlanPool *pools;
+  int64_t nranks;
+  PlanRank *ranks;
+  int64_t ngroups;
+  PlanGroup *groups;
+  size_t nreshard;
+  PlanReshard *reshard;
+  /* estimates; has_estimates false when the plan holds null */
+  bool has_estimates;
+  double ttft_ms, tpot_ms, throughput_tok_s, goodput_tok_s_per_gpu;
+  size_t ndiags;
+  PlanDiag *diags;
+  bool partial;             /* a --split-by-node file: only one node's ranks */
+  int32_t partial_node;
+} Plan;
+
+/* Reads and checks a plan file. spec_path, when not NULL, is the spec the
+ * plan must have been compiled from (its SHA-256 must match spec_sha256).
+ * On failure returns NULL and sets *err to a message naming the place, like
+ * "plan.json: ranks[12].node: expected an integer, got a string" (free it
+ * with free()). */
+Plan *plan_load(const char *path, const char *spec_path, char **err);
+
+/* Same from bytes already read; name is the path used in messages. */
+Plan *plan_load_mem(const char *name, const char *text, size_t len,
+                    const char *spec_path, char **err);
+
+void plan_free(Plan *p);
+
+/* The rank's group of kind k, or NULL when it has none. In a split plan a
+ * rank not on this node has no entry: r must be a rank the plan lists
+ * (plan_find_rank). */
+const PlanGroup *plan_rank_group(const Plan *p, const PlanRank *r, GroupKind k);
+
+/* The entry for global rank r, or NULL when the plan does not hold it (a
+ * split plan holds only its node's ranks). */
+const PlanRank *plan_find_rank(const Plan *p, int64_t r);
+
+#endif
