@@ -1,0 +1,86 @@
+/*
+ * memory.h: the per-rank memory ledger. For one rank class (a pool and one
+ * of its pp stages; every rank of that class holds the same bytes, since
+ * experts, heads and vocabulary rows divide evenly once the rules of
+ * validate.c pass, and ceilings are used when they do not), how GPU memory
+ * splits into weights, activations, workspace, reserve, communication
+ * buffers and the KV pool, and how many requests the KV pool holds.
+ *
+ * Input: a Spec that parsed, one of its pools, a pp stage and the layer
+ * partition. Output: a MemLedger of int64 byte counts. Invariants: every
+ * figure is computed with checked arithmetic (overflow is E0299, never a
+ * wrap); kv_pool may be negative (the weights do not fit), and then
+ * kv_blocks, requests_fit are 0. docs/memory.md states every formula.
+ */
+#ifndef RANKPLAN_MEMORY_H
+#define RANKPLAN_MEMORY_H
+
+#include "model.h"
+
+/* What one rank of the class holds, as counts (the layout stage turns them
+ * into [start, end) ranges). */
+typedef struct {
+  int64_t first_layer, layers;   /* [first_layer, first_layer + layers) */
+  int64_t dense_layers, moe_layers; /* of those layers */
+  int64_t q_heads;               /* heads / tp */
+  int64_t kv_heads;              /* max(1, kv_heads / tp); 1 for MLA */
+  int64_t experts;               /* routed experts per ep rank: ceil(experts / ep) */
+  int64_t vocab;                 /* ceil(vocab / tp) rows, on first/last stage only */
+  bool has_embedding, has_lm_head;
+} MemShard;
+
+typedef struct MemLedger {
+  MemShard shard;
+  int64_t ranks;                 /* ranks in this class: replicas * tp * cp * dp */
+  /* Weight bytes by component (scales included). */
+  int64_t w_embedding, w_lm_head, w_attention, w_norms, w_ffn_dense;
+  int64_t w_experts, w_shared, w_routers;
+  /* The ledger, bytes per rank. */
+  int64_t capacity;              /* hardware.gpu.memory */
+  int64_t usable;                /* floor(capacity * utilization) */
+  int64_t weights;               /* sum of the w_* above */
+  int64_t activations;           /* peak live activations of one forward */
+  int64_t workspace;             /* library workspace (GEMM) */
+  int64_t reserve;               /* deployment.memory.reserve */
+  int64_t comm;                  /* communication buffers */
+  int64_t kv_pool;               /* usable - all of the above; may be < 0 */
+  /* KV capacity. */
+  int64_t kv_bytes_per_token;    /* this rank's layers and heads */
+  int64_t kv_block_tokens;       /* deployment.memory.kv_block */
+  int64_t kv_blocks;             /* floor(kv_pool / (block * bytes/token)), >= 0 */
+  int64_t tokens_per_forward;    /* tokens the activation estimate assumes */
+  /* Requests. One request's KV lives on one attention replica (the tp*cp
+   * ranks of one dp rank, over every pp stage); cp and dcp split its
+   * tokens across ranks. */
+  int64_t request_tokens;        /* workload input + output tokens */
+  int64_t request_blocks;        /* blocks one such request needs on a rank */
+  int64_t max_context_blocks;    /* blocks one max_context request needs on a rank */
+  int64_t requests_fit;          /* B_memory per attention replica */
+  int64_t requests_fit_instance; /* requests_fit * dp */
+  bool max_context_fits;         /* kv_blocks >= max_context_blocks */
+} MemLedger;
+
+/* Balanced split of `layers` over `pp` stages: the first (layers % pp)
+ * stages get one layer more. out has pp entries. This is the generic
+ * engine's split; per-engine splits belong to the layout stage
+ * (partition.c), whose result callers pass to mem_ledger. */
+void mem_balanced_partition(int64_t layers, int64_t pp, int64_t *out);
+
+/* Computes the ledger of pool p's stage pp_stage (0-based). layer_partition
+ * has p->pp entries (layers per stage) or is NULL: then the pool's own
+ * layer_partition when set, else mem_balanced_partition. Returns false and
+ * reports E0299 (when d is not NULL) on overflow; the rules about the
+ * result (weights over budget, KV under one max_context request) are
+ * validate.c's, not reported here. */
+bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
+                const int64_t *layer_partition, MemLedger *out, Diags *d);
+
+/* Communication buffer bytes one rank holds per communicator with more
+ * than one member (docs/memory.md). */
+#define MEM_COMM_BYTES_PER_GROUP ((int64_t)64 << 20)
+/* GEMM library workspace per rank (docs/memory.md). */
+#define MEM_WORKSPACE_BYTES ((int64_t)32 << 20)
+/* Sequences per decode forward the activation estimate assumes. */
+#define MEM_DECODE_SEQS 256
+
+#endif
