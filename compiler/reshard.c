@@ -1,2 +1,628 @@
-/* reshard.c: not written yet. */
-typedef int rp__stub_reshard;
+/*
+ * reshard.c: KV-reshard maps between a prefill and a decode layout.
+ *
+ * Input: two RsLayout descriptors (one attention replica of the prefill
+ * pool, one of the decode pool). Output: an RsMap, the transfers that move
+ * one request's KV from the prefill ranks that own it to the decode ranks
+ * that need it, with ranks relative to each serving attention replica.
+ *
+ * Algorithm (docs/reshard.md): every rank owns one box over (layers, kv
+ * heads, token set). Source ranks with identical boxes are replicas of one
+ * another and form a class; every cell is owned by exactly one class. For
+ * each destination rank and each source class the intersection of their
+ * boxes is a piece that must travel. Pieces are grouped by the candidate
+ * sources that may send them (the class, restricted to the destination's
+ * node when one of its members is there), and each group's layers are laid
+ * end to end and cut into contiguous runs of near-equal bytes, one run per
+ * candidate, least-loaded candidates first.
+ *
+ * Invariants of a map returned by rs_map_build (proven independently by
+ * reshard_check.c in the tests): every cell a decode rank owns arrives
+ * exactly once; each transfer's cells are owned by its source; no transfer
+ * is empty; the output is a pure function of the two descriptors.
+ */
+#include "reshard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec.h"
+
+int64_t rs_replica_ranks(const RsLayout *l) { return l->tp * l->cp * l->pp; }
+
+static int64_t rs__heads(const RsLayout *l) { return l->mla ? 1 : l->kv_heads; }
+
+static int64_t rs__gcd(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+static int64_t rs__lcm(int64_t a, int64_t b) { return a / rs__gcd(a, b) * b; }
+
+/* Lists the head-sharding sizes (tp / dcp) that split h heads evenly, up to
+ * 64, as the help line of E0403. */
+static void rs__valid_shards(int64_t h, StrBuf *sb) {
+  bool first = true;
+  for (int64_t e = 1; e <= 64; e++) {
+    if (h % e == 0 || e % h == 0) {
+      sb_printf(sb, "%s%lld", first ? "" : ", ", (long long)e);
+      first = false;
+    }
+  }
+}
+
+bool rs_layout_check(Diags *d, const RsLayout *l) {
+  const char *pool = l->pool ? l->pool : "?";
+  struct { const char *name; int64_t v; } sizes[] = {
+      {"tp", l->tp}, {"pp", l->pp}, {"cp", l->cp}, {"dcp", l->dcp},
+      {"dp", l->dp}, {"layers", l->layers},
+      {"kv_heads", rs__heads(l)},
+      {"kv bytes per head and token", l->kv_bytes_per_head_token}};
+  for (size_t i = 0; i < RP_ARRAY_LEN(sizes); i++) {
+    if (sizes[i].v < 1) {
+      diag_at(d, DIAG_E0409, l->loc,
+              "`%s` of pool `%s` is not positive: expected at least 1, got %lld",
+              sizes[i].name, pool, (long long)sizes[i].v);
+      return false;
+    }
+  }
+  CkState st = {true};
+  ckm(&st, ckm(&st, l->tp, l->cp), l->pp);
+  if (!st.ok) {
+    diag_at(d, DIAG_E0406, l->loc, "ranks of one replica of pool `%s` overflow 64 bits", pool);
+    return false;
+  }
+  bool ok = true;
+  if (l->tp % l->dcp != 0) {
+    Diag *g = diag_at(d, DIAG_E0407, l->loc,
+                      "`dcp` does not divide `tp` in pool `%s`: expected a divisor of %lld, got %lld",
+                      pool, (long long)l->tp, (long long)l->dcp);
+    StrBuf sb;
+    sb_init(&sb);
+    for (int64_t v = 1; v <= l->tp; v++)
+      if (l->tp % v == 0) sb_printf(&sb, "%s%lld", v == 1 ? "" : ", ", (long long)v);
+    diag_help(g, "valid dcp values for tp %lld: %s", (long long)l->tp, sb.buf);
+    sb_free(&sb);
+    ok = false;
+  } else {
+    int64_t h = rs__heads(l), e = l->tp / l->dcp;
+    if (h % e != 0 && e % h != 0) {
+      Diag *g = diag_at(d, DIAG_E0403, l->loc,
+                        "%lld kv heads do not split over tp/dcp = %lld ranks of pool `%s`: "
+                        "expected a divisor or a multiple of %lld, got %lld",
+                        (long long)h, (long long)e, pool, (long long)h, (long long)e);
+      StrBuf sb;
+      sb_init(&sb);
+      rs__valid_shards(h, &sb);
+      diag_help(g, "valid tp/dcp values: %s", sb.buf);
+      sb_free(&sb);
+      ok = false;
+    }
+  }
+  if (l->layer_partition) {
+    CkState ls = {true};
+    int64_t sum = 0;
+    for (int64_t s = 0; s < l->pp; s++) {
+      if (l->layer_partition[s] < 1) {
+        diag_at(d, DIAG_E0405, l->loc,
+                "pp stage %lld of pool `%s` holds no layer: expected at least 1, got %lld",
+                (long long)s, pool, (long long)l->layer_partition[s]);
+        return false;
+      }
+      sum = cka(&ls, sum, l->layer_partition[s]);
+    }
+    if (!ls.ok || sum != l->layers) {
+      Diag *g = diag_at(d, DIAG_E0405, l->loc,
+                        "layer partition of pool `%s` does not cover the model: "
+                        "expected %lld layers over %lld stages, got %lld",
+                        pool, (long long)l->layers, (long long)l->pp, (long long)sum);
+      diag_help(g, "give %lld stage sizes that sum to %lld", (long long)l->pp,
+                (long long)l->layers);
+      ok = false;
+    }
+  } else if (l->pp > l->layers) {
+    diag_at(d, DIAG_E0405, l->loc,
+            "pool `%s` has more pp stages than layers: expected at most %lld, got %lld",
+            pool, (long long)l->layers, (long long)l->pp);
+    ok = false;
+  }
+  return ok;
+}
+
+/* First layer of stage s and its layer count. */
+static void rs__stage_layers(const RsLayout *l, int64_t s, int64_t *begin, int64_t *count) {
+  if (l->layer_partition) {
+    int64_t b = 0;
+    for (int64_t i = 0; i < s; i++) b += l->layer_partition[i];
+    *begin = b;
+    *count = l->layer_partition[s];
+    return;
+  }
+  int64_t q = l->layers / l->pp, r = l->layers % l->pp;
+  *begin = s * q + (s < r ? s : r);
+  *count = q + (s < r ? 1 : 0);
+}
+
+RsBox rs_rank_box(const RsLayout *l, int64_t rel) {
+  RP_ASSERT(rel >= 0 && rel < rs_replica_ranks(l));
+  int64_t t = rel % l->tp, c = (rel / l->tp) % l->cp, s = rel / (l->tp * l->cp);
+  RsBox b;
+  memset(&b, 0, sizeof b);
+  int64_t n;
+  rs__stage_layers(l, s, &b.layer_begin, &n);
+  b.layer_end = b.layer_begin + n;
+  /* dcp groups consecutive tp ranks: tp rank t is dcp rank t % dcp of head
+   * group t / dcp, and tp / dcp groups shard the heads. */
+  int64_t h = rs__heads(l), e = l->tp / l->dcp, grp = t / l->dcp;
+  if (e <= h) {
+    b.head_begin = grp * (h / e);
+    b.head_end = b.head_begin + h / e;
+  } else {
+    b.head_begin = grp / (e / h);
+    b.head_end = b.head_begin + 1;
+  }
+  b.tokens.stride = l->dcp;
+  b.tokens.offset = t % l->dcp;
+  if (l->cp > 1) {
+    b.tokens.nchunks = 2 * l->cp;
+    b.tokens.nids = 2;
+    b.tokens.ids[0] = c;
+    b.tokens.ids[1] = 2 * l->cp - 1 - c;
+  } else {
+    b.tokens.nchunks = 1;
+    b.tokens.nids = 1;
+    b.tokens.ids[0] = 0;
+  }
+  return b;
+}
+
+static bool rs__box_eq(const RsBox *a, const RsBox *b) {
+  if (a->layer_begin != b->layer_begin || a->layer_end != b->layer_end ||
+      a->head_begin != b->head_begin || a->head_end != b->head_end ||
+      a->tokens.nchunks != b->tokens.nchunks || a->tokens.nids != b->tokens.nids ||
+      a->tokens.stride != b->tokens.stride || a->tokens.offset != b->tokens.offset)
+    return false;
+  for (int i = 0; i < a->tokens.nids; i++)
+    if (a->tokens.ids[i] != b->tokens.ids[i]) return false;
+  return true;
+}
+
+/* Intersects two token sets; false when the result is empty. The chunk
+ * counts must agree or one side must be unchunked (rs_map_build checks). */
+static bool rs__tokens_meet(const RsTokens *a, const RsTokens *b, RsTokens *out) {
+  RsTokens r;
+  memset(&r, 0, sizeof r);
+  if (a->nchunks == 1) {
+    r.nchunks = b->nchunks;
+    r.nids = b->nids;
+    memcpy(r.ids, b->ids, sizeof r.ids);
+  } else if (b->nchunks == 1) {
+    r.nchunks = a->nchunks;
+    r.nids = a->nids;
+    memcpy(r.ids, a->ids, sizeof r.ids);
+  } else {
+    RP_ASSERT(a->nchunks == b->nchunks);
+    r.nchunks = a->nchunks;
+    for (int i = 0; i < a->nids; i++)
+      for (int j = 0; j < b->nids; j++)
+        if (a->ids[i] == b->ids[j]) r.ids[r.nids++] = a->ids[i];
+  }
+  if (r.nids == 0) return false;
+  /* Residue classes: x = oa (mod sa) and x = ob (mod sb) meet iff
+   * oa = ob (mod gcd); the meet is one class modulo lcm. */
+  int64_t g = rs__gcd(a->stride, b->stride);
+  if ((a->offset - b->offset) % g != 0) return false;
+  r.stride = rs__lcm(a->stride, b->stride);
+  r.offset = -1;
+  for (int64_t x = a->offset; x < r.stride; x += a->stride)
+    if (x % b->stride == b->offset) {
+      r.offset = x;
+      break;
+    }
+  RP_ASSERT(r.offset >= 0);
+  *out = r;
+  return true;
+}
+
+static bool rs__box_meet(const RsBox *a, const RsBox *b, RsBox *out) {
+  RsBox r;
+  memset(&r, 0, sizeof r);
+  r.layer_begin = a->layer_begin > b->layer_begin ? a->layer_begin : b->layer_begin;
+  r.layer_end = a->layer_end < b->layer_end ? a->layer_end : b->layer_end;
+  r.head_begin = a->head_begin > b->head_begin ? a->head_begin : b->head_begin;
+  r.head_end = a->head_end < b->head_end ? a->head_end : b->head_end;
+  if (r.layer_begin >= r.layer_end || r.head_begin >= r.head_end) return false;
+  if (!rs__tokens_meet(&a->tokens, &b->tokens, &r.tokens)) return false;
+  *out = r;
+  return true;
+}
+
+/* Tokens p < x with p = o (mod s). */
+static int64_t rs__below(int64_t x, int64_t s, int64_t o) {
+  return x > o ? (x - o - 1) / s + 1 : 0;
+}
+
+static int64_t rs__chunk_start(int64_t j, int64_t T, int64_t k) {
+  int64_t jt;
+  if (!ck_mul(j, T, &jt)) rp_internal("reshard: chunk bound %lld * %lld overflows", (long long)j, (long long)T);
+  return jt / k;
+}
+
+int64_t rs_tokens_count(const RsTokens *t, int64_t T) {
+  int64_t n = 0;
+  for (int i = 0; i < t->nids; i++) {
+    int64_t a = rs__chunk_start(t->ids[i], T, t->nchunks);
+    int64_t b = rs__chunk_start(t->ids[i] + 1, T, t->nchunks);
+    n += rs__below(b, t->stride, t->offset) - rs__below(a, t->stride, t->offset);
+  }
+  return n;
+}
+
+bool rs_tokens_has(const RsTokens *t, int64_t T, int64_t p) {
+  if (p < 0 || p >= T || p % t->stride != t->offset) return false;
+  for (int i = 0; i < t->nids; i++)
+    if (p >= rs__chunk_start(t->ids[i], T, t->nchunks) &&
+        p < rs__chunk_start(t->ids[i] + 1, T, t->nchunks))
+      return true;
+  return false;
+}
+
+void rs_tokens_format(const RsTokens *t, StrBuf *sb) {
+  bool chunked = t->nchunks > 1, strided = t->stride > 1;
+  if (!chunked && !strided) {
+    sb_puts(sb, "all");
+    return;
+  }
+  if (chunked) {
+    sb_puts(sb, "chunks ");
+    for (int i = 0; i < t->nids; i++)
+      sb_printf(sb, "%s%lld", i ? "," : "", (long long)t->ids[i]);
+    sb_printf(sb, "/%lld", (long long)t->nchunks);
+  }
+  if (strided)
+    sb_printf(sb, "%sp%%%lld==%lld", chunked ? " & " : "", (long long)t->stride,
+              (long long)t->offset);
+}
+
+size_t rs_tokens_ranges(const RsTokens *t, int64_t T, int64_t **ranges) {
+  RP_VEC(int64_t) v = {0};
+  for (int i = 0; i < t->nids; i++) {
+    int64_t a = rs__chunk_start(t->ids[i], T, t->nchunks);
+    int64_t b = rs__chunk_start(t->ids[i] + 1, T, t->nchunks);
+    if (t->stride == 1) {
+      if (a < b) {
+        rp_vec_push(&v, a);
+        rp_vec_push(&v, b);
+      }
+      continue;
+    }
+    int64_t p = a + ((t->offset - a % t->stride) + t->stride) % t->stride;
+    for (; p < b; p += t->stride) {
+      rp_vec_push(&v, p);
+      rp_vec_push(&v, p + 1);
+    }
+  }
+  *ranges = v.items;
+  return v.len / 2;
+}
+
+bool rs_xfer_bytes(const RsTransfer *x, int64_t T, int64_t *out) {
+  return ck_mul(x->bytes_per_token, rs_tokens_count(&x->tokens, T), out);
+}
+
+/* DType names as the spec spells them (spec.h order); kept here so that
+ * this stage links without the front end. */
+static const char *rs__dtype_name(int t) {
+  static const char *const names[DT__COUNT] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4"};
+  return t >= 0 && t < DT__COUNT ? names[t] : "?";
+}
+
+/* Checks that the two sides hold the same KV and can be intersected. */
+static bool rs__compatible(Diags *d, const RsLayout *s, const RsLayout *t) {
+  const char *sp = s->pool ? s->pool : "?", *tp = t->pool ? t->pool : "?";
+  const char *sm = s->model_id ? s->model_id : "?", *tm = t->model_id ? t->model_id : "?";
+  if (strcmp(sm, tm) != 0) {
+    Diag *g = diag_at(d, DIAG_E0401, t->loc,
+                      "pool `%s` serves model `%s` but pool `%s` serves model `%s`",
+                      sp, sm, tp, tm);
+    diag_help(g, "a request's KV can only move between pools of the same model");
+    return false;
+  }
+  if (s->dtype != t->dtype) {
+    const char *sd = rs__dtype_name(s->dtype), *td = rs__dtype_name(t->dtype);
+    Diag *g = diag_at(d, DIAG_E0402, t->loc,
+                      "pool `%s` stores KV as `%s` but pool `%s` stores KV as `%s`",
+                      sp, sd, tp, td);
+    diag_help(g, "use one kv_cache dtype for both pools");
+    return false;
+  }
+  if (s->layers != t->layers || s->mla != t->mla || rs__heads(s) != rs__heads(t) ||
+      s->kv_bytes_per_head_token != t->kv_bytes_per_head_token) {
+    diag_at(d, DIAG_E0408, t->loc,
+            "pools `%s` and `%s` disagree on the KV shape of `%s`: expected %lld layers, "
+            "%lld kv heads, %lld bytes per head and token, got %lld, %lld, %lld",
+            sp, tp, sm, (long long)s->layers, (long long)rs__heads(s),
+            (long long)s->kv_bytes_per_head_token, (long long)t->layers,
+            (long long)rs__heads(t), (long long)t->kv_bytes_per_head_token);
+    return false;
+  }
+  if (s->cp > 1 && t->cp > 1 && s->cp != t->cp) {
+    Diag *g = diag_at(d, DIAG_E0404, t->loc,
+                      "pools `%s` and `%s` both chunk tokens for context parallelism: "
+                      "expected equal cp, got %lld and %lld",
+                      sp, tp, (long long)s->cp, (long long)t->cp);
+    diag_help(g, "use cp 1 on the decode pool (dcp interleaves tokens instead) or the same cp on both");
+    return false;
+  }
+  return true;
+}
+
+typedef struct {
+  int64_t dst, cls; /* destination rank, source class (its smallest rank) */
+  int64_t key_node; /* node the candidates were restricted to, or -1 */
+  RsBox box;
+} RsPiece;
+
+static int rs__xfer_cmp(const void *pa, const void *pb) {
+  const RsTransfer *a = pa, *b = pb;
+  int64_t ka[] = {a->dst, a->layer_begin, a->head_begin, a->tokens.ids[0], a->tokens.offset, a->src};
+  int64_t kb[] = {b->dst, b->layer_begin, b->head_begin, b->tokens.ids[0], b->tokens.offset, b->src};
+  for (size_t i = 0; i < RP_ARRAY_LEN(ka); i++)
+    if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
+  return 0;
+}
+
+void rs_map_free(RsMap *m) {
+  free(m->xfers.items);
+  memset(m, 0, sizeof *m);
+}
+
+bool rs_map_build(Diags *d, const RsLayout *src, const RsLayout *dst, RsMap *out) {
+  memset(out, 0, sizeof *out);
+  bool ok = rs_layout_check(d, src);
+  ok = rs_layout_check(d, dst) && ok;
+  if (!ok || !rs__compatible(d, src, dst)) return false;
+
+  int64_t ns = rs_replica_ranks(src), nd = rs_replica_ranks(dst);
+  RsBox *sb = rp_calloc((size_t)ns, sizeof *sb), *db = rp_calloc((size_t)nd, sizeof *db);
+  int64_t *rep = rp_calloc((size_t)ns, sizeof *rep);
+  int64_t *load = rp_calloc((size_t)ns, sizeof *load);
+  for (int64_t r = 0; r < ns; r++) sb[r] = rs_rank_box(src, r);
+  for (int64_t r = 0; r < nd; r++) db[r] = rs_rank_box(dst, r);
+  /* Replica classes: each rank points at the smallest rank with its box. */
+  for (int64_t r = 0; r < ns; r++) {
+    rep[r] = r;
+    for (int64_t q = 0; q < r; q++)
+      if (rep[q] == q && rs__box_eq(&sb[q], &sb[r])) {
+        rep[r] = q;
+        break;
+      }
+  }
+
+  /* Pieces: destination box meets source class box. */
+  RP_VEC(RsPiece) pieces = {0};
+  for (int64_t t = 0; t < nd; t++)
+    for (int64_t r = 0; r < ns; r++) {
+      RsPiece p;
+      if (rep[r] != r || !rs__box_meet(&db[t], &sb[r], &p.box)) continue;
+      p.dst = t;
+      p.cls = r;
+      p.key_node = -1;
+      if (src->node_of_rank && dst->node_of_rank) {
+        for (int64_t q = r; q < ns; q++)
+          if (rep[q] == r && src->node_of_rank[q] == dst->node_of_rank[t]) {
+            p.key_node = dst->node_of_rank[t];
+            break;
+          }
+      }
+      rp_vec_push(&pieces, p);
+    }
+
+  /* Weights are cells at a request length Tw where every chunk holds the
+   * same number of tokens of every residue class, so weight is exactly
+   * proportional to bytes for any request length that is a multiple of Tw. */
+  int64_t kch = rs__lcm(src->cp > 1 ? 2 * src->cp : 1, dst->cp > 1 ? 2 * dst->cp : 1);
+  int64_t tw = kch * rs__lcm(src->dcp, dst->dcp);
+  CkState st = {true};
+  bool *done = rp_calloc(pieces.len ? pieces.len : 1, sizeof *done);
+  int64_t *cand = rp_calloc((size_t)ns, sizeof *cand);
+  int64_t *bound = rp_calloc((size_t)ns, sizeof *bound);
+  for (size_t gi = 0; gi < pieces.len; gi++) {
+    if (done[gi]) continue;
+    int64_t cls = pieces.items[gi].cls, kn = pieces.items[gi].key_node;
+    /* Candidates: the class, on node kn when kn >= 0; least-loaded first. */
+    size_t nc = 0;
+    for (int64_t q = cls; q < ns; q++)
+      if (rep[q] == cls && (kn < 0 || src->node_of_rank[q] == kn)) cand[nc++] = q;
+    for (size_t i = 1; i < nc; i++)
+      for (size_t j = i; j > 0 && load[cand[j]] < load[cand[j - 1]]; j--) {
+        int64_t tmp = cand[j];
+        cand[j] = cand[j - 1];
+        cand[j - 1] = tmp;
+      }
+    int64_t total = 0;
+    for (size_t pi = gi; pi < pieces.len; pi++) {
+      RsPiece *p = &pieces.items[pi];
+      if (done[pi] || p->cls != cls || p->key_node != kn) continue;
+      int64_t w = ckm(&st, p->box.head_end - p->box.head_begin, rs_tokens_count(&p->box.tokens, tw));
+      total = cka(&st, total, ckm(&st, w, p->box.layer_end - p->box.layer_begin));
+    }
+    /* Water filling: the k least-loaded candidates are raised to one level,
+     * k the largest count whose highest load is still at or under that
+     * level; share[j] is what candidate j takes of this group. */
+    size_t k = 1;
+    int64_t prefix = 0;
+    for (size_t i = 0; i < nc; i++) {
+      prefix = cka(&st, prefix, load[cand[i]]);
+      if (ckm(&st, load[cand[i]], (int64_t)(i + 1)) <= cka(&st, total, prefix)) k = i + 1;
+    }
+    int64_t level_sum = total;
+    for (size_t i = 0; i < k; i++) level_sum = cka(&st, level_sum, load[cand[i]]);
+    for (size_t i = 0; i < k; i++) {
+      int64_t target = level_sum / (int64_t)k + ((int64_t)i < level_sum % (int64_t)k ? 1 : 0);
+      bound[i] = cka(&st, i ? bound[i - 1] : 0, target - load[cand[i]]);
+    }
+    /* Contiguous cut: candidate j takes units until the running sum reaches
+     * its bound (the sum of the shares of candidates 0..j). */
+    size_t j = 0;
+    int64_t cum = 0;
+    for (size_t pi = gi; pi < pieces.len && st.ok; pi++) {
+      RsPiece *p = &pieces.items[pi];
+      if (done[pi] || p->cls != cls || p->key_node != kn) continue;
+      done[pi] = true;
+      int64_t heads = p->box.head_end - p->box.head_begin;
+      int64_t w = ckm(&st, heads, rs_tokens_count(&p->box.tokens, tw));
+      RsTransfer cur;
+      bool open = false;
+      for (int64_t layer = p->box.layer_begin; layer < p->box.layer_end; layer++) {
+        int64_t s = cand[j];
+        if (open && cur.src == s) {
+          cur.layer_end = layer + 1;
+        } else {
+          if (open) rp_vec_push(&out->xfers, cur);
+          memset(&cur, 0, sizeof cur);
+          cur.src = s;
+          cur.dst = p->dst;
+          cur.layer_begin = layer;
+          cur.layer_end = layer + 1;
+          cur.head_begin = p->box.head_begin;
+          cur.head_end = p->box.head_end;
+          cur.tokens = p->box.tokens;
+          open = true;
+        }
+        load[s] = cka(&st, load[s], w);
+        cum = cka(&st, cum, w);
+        while (j + 1 < k && cum >= bound[j]) j++;
+      }
+      if (open) rp_vec_push(&out->xfers, cur);
+    }
+  }
+
+  for (size_t i = 0; i < out->xfers.len && st.ok; i++) {
+    RsTransfer *x = &out->xfers.items[i];
+    x->bytes_per_token = ckm(&st, ckm(&st, x->layer_end - x->layer_begin, x->head_end - x->head_begin),
+                             src->kv_bytes_per_head_token);
+    x->same_node = src->node_of_rank && dst->node_of_rank &&
+                   src->node_of_rank[x->src] == dst->node_of_rank[x->dst];
+    x->scale_up = src->domain_of_rank && dst->domain_of_rank &&
+                  src->domain_of_rank[x->src] == dst->domain_of_rank[x->dst];
+  }
+  if (out->xfers.len)
+    qsort(out->xfers.items, out->xfers.len, sizeof *out->xfers.items, rs__xfer_cmp);
+  out->src_ranks = ns;
+  out->dst_ranks = nd;
+
+  free(sb);
+  free(db);
+  free(rep);
+  free(load);
+  free(done);
+  free(cand);
+  free(bound);
+  free(pieces.items);
+  if (!st.ok) {
+    diag_at(d, DIAG_E0406, dst->loc,
+            "KV transfer sizes from pool `%s` to pool `%s` overflow 64 bits",
+            src->pool ? src->pool : "?", dst->pool ? dst->pool : "?");
+    rs_map_free(out);
+    return false;
+  }
+  return true;
+}
+
+bool rs_map_cost(Diags *d, const RsMap *m, int64_t T, double bw_up, double bw_out,
+                 double lat_up, double lat_out, RsCost *out) {
+  memset(out, 0, sizeof *out);
+  /* Per rank and link class: [rank][0] scale-up, [rank][1] scale-out. */
+  int64_t (*eg)[2] = rp_calloc((size_t)(m->src_ranks ? m->src_ranks : 1), sizeof *eg);
+  int64_t (*in)[2] = rp_calloc((size_t)(m->dst_ranks ? m->dst_ranks : 1), sizeof *in);
+  CkState st = {true};
+  for (size_t i = 0; i < m->xfers.len; i++) {
+    const RsTransfer *x = &m->xfers.items[i];
+    int64_t b = ckm(&st, x->bytes_per_token, rs_tokens_count(&x->tokens, T));
+    int c = x->scale_up ? 0 : 1;
+    eg[x->src][c] = cka(&st, eg[x->src][c], b);
+    in[x->dst][c] = cka(&st, in[x->dst][c], b);
+    out->bytes_total = cka(&st, out->bytes_total, b);
+    if (c == 0) out->bytes_scale_up = cka(&st, out->bytes_scale_up, b);
+    else out->bytes_scale_out = cka(&st, out->bytes_scale_out, b);
+  }
+  int64_t maxb[2] = {0, 0};
+  for (int64_t r = 0; r < m->src_ranks; r++) {
+    int64_t tot = cka(&st, eg[r][0], eg[r][1]);
+    if (tot > out->max_bytes_per_src) out->max_bytes_per_src = tot;
+    for (int c = 0; c < 2; c++)
+      if (eg[r][c] > maxb[c]) maxb[c] = eg[r][c];
+  }
+  for (int64_t r = 0; r < m->dst_ranks; r++)
+    for (int c = 0; c < 2; c++)
+      if (in[r][c] > maxb[c]) maxb[c] = in[r][c];
+  free(eg);
+  free(in);
+  if (!st.ok) {
+    if (d) diag_at(d, DIAG_E0406, (SrcLoc){0},
+                   "KV bytes of one %lld-token request overflow 64 bits", (long long)T);
+    return false;
+  }
+  if (maxb[0] > 0) out->time_scale_up_s = (double)maxb[0] / bw_up + lat_up;
+  if (maxb[1] > 0) out->time_scale_out_s = (double)maxb[1] / bw_out + lat_out;
+  out->time_s = out->time_scale_up_s > out->time_scale_out_s ? out->time_scale_up_s
+                                                             : out->time_scale_out_s;
+  return true;
+}
+
+bool rs_warn_slo(Diags *d, SrcLoc loc, const RsLayout *src, const RsLayout *dst,
+                 const RsCost *cost, double ttft_s) {
+  if (!(ttft_s > 0) || cost->time_s <= RS_SLO_SHARE * ttft_s) return false;
+  char b[32], b2[32];
+  Diag *g = diag_at(d, DIAG_W0401, loc,
+                    "KV transfer from pool `%s` to pool `%s` takes %.1f ms, over %.0f%% of the "
+                    "%.1f ms TTFT SLO (%.1f ms)",
+                    src->pool ? src->pool : "?", dst->pool ? dst->pool : "?", cost->time_s * 1e3,
+                    RS_SLO_SHARE * 100, ttft_s * 1e3, RS_SLO_SHARE * ttft_s * 1e3);
+  diag_note(g, "%s per request, busiest source rank sends %s",
+            rp_fmt_bytes(cost->bytes_total, b, sizeof b),
+            rp_fmt_bytes(cost->max_bytes_per_src, b2, sizeof b2));
+  diag_help(g, "place prefill and decode in one scale-up domain, or use fewer prefill ranks per "
+               "decode rank so the transfer spreads over more links");
+  return true;
+}
+
+bool rs_global_rank(const char *order, const RsLayout *l, int64_t instance_base,
+                    int64_t dp_rank, int64_t rel, int64_t *out) {
+  if (!order || rel < 0 || rel >= rs_replica_ranks(l) || dp_rank < 0 || dp_rank >= l->dp)
+    return false;
+  int64_t coord[4] = {rel % l->tp, (rel / l->tp) % l->cp, dp_rank, rel / (l->tp * l->cp)};
+  int64_t size[4] = {l->tp, l->cp, l->dp, l->pp};
+  static const char *const names[4] = {"tp", "cp", "dp", "pp"};
+  bool seen[4] = {false, false, false, false};
+  CkState st = {true};
+  int64_t stride = 1, g = instance_base;
+  const char *p = order;
+  while (*p) {
+    const char *e = strchr(p, '-');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    int k = -1;
+    for (int i = 0; i < 4; i++)
+      if (n == strlen(names[i]) && strncmp(p, names[i], n) == 0) k = i;
+    if (k < 0) {
+      if (!(n == 2 && strncmp(p, "ep", 2) == 0)) return false;
+    } else {
+      if (seen[k]) return false;
+      seen[k] = true;
+      g = cka(&st, g, ckm(&st, coord[k], stride));
+      stride = ckm(&st, stride, size[k]);
+    }
+    p += n;
+    if (*p == '-') p++;
+  }
+  for (int i = 0; i < 4; i++)
+    if (!seen[i]) return false;
+  if (!st.ok) return false;
+  *out = g;
+  return true;
+}
