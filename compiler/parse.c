@@ -1,10 +1,1066 @@
-/* parse.c: placeholder until the YAML front end lands. */
+/*
+ * parse.c: YAML node tree (yaml.h) → typed Spec IR (spec.h), the second
+ * half of the parse stage.
+ *
+ * Input: the bytes of a spec file, plus the catalog directory for
+ * `preset:` entries. Output: a Spec whose every field carries its value in
+ * base units, .set, and .loc (the YAML position of the value, possibly in a
+ * catalog file), or NULL with diagnostics. Invariants: every error in the
+ * file is reported, not just the first (readers record the problem, keep the
+ * documented default and carry on); unset optional fields hold their default
+ * with .loc at the enclosing section; after spec_parse returns, nothing
+ * refers to libyaml (strings live in the Spec's arena).
+ *
+ * A preset is merged at the tree level before typing: the catalog file is
+ * loaded by the same reader, and the keys written beside `preset:` replace
+ * the entry's key by key (recursively for nested mappings), so positions
+ * stay true for both files and the typing code has a single path.
+ *
+ * The structural rules that need the whole Spec (version, required
+ * sections, pool names and roles, the order string, pools against the
+ * cluster) live at the end of this file in spec_check_structure(). Model,
+ * memory and topology rules belong to compiler/validate.c.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "rp_config.h"
 #include "spec.h"
+#include "units.h"
+#include "yaml.h"
+
+/* ---------------------------------------------------------------------- */
+/* Name tables. */
+
+static const char *const dtype_names[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4"};
+static const char *const attn_names[] = {"mha", "gqa", "mqa", "mla"};
+static const char *const mode_names[] = {"aggregated", "disaggregated", "search"};
+static const char *const engine_names[] = {"generic", "vllm", "sglang"};
+static const char *const role_names[] = {"prefill", "decode", "both"};
+
+const char *dtype_name(DType t) {
+  return (unsigned)t < RP_ARRAY_LEN(dtype_names) ? dtype_names[t] : "?";
+}
+const char *attn_kind_name(AttnKind k) {
+  return (unsigned)k < RP_ARRAY_LEN(attn_names) ? attn_names[k] : "?";
+}
+const char *mode_name(DeployMode m) {
+  return (unsigned)m < RP_ARRAY_LEN(mode_names) ? mode_names[m] : "?";
+}
+const char *engine_name(Engine e) {
+  return (unsigned)e < RP_ARRAY_LEN(engine_names) ? engine_names[e] : "?";
+}
+const char *role_name(PoolRole r) {
+  return (unsigned)r < RP_ARRAY_LEN(role_names) ? role_names[r] : "?";
+}
+
+/* ---------------------------------------------------------------------- */
+/* Parser state and small helpers. */
+
+typedef struct {
+  Diags *d;
+  YArena *a;
+  Spec *s;
+  const char *catalog_dir;
+  bool quiet_missing; /* a preset failed: its keys' absence is no news */
+} P;
+
+#define KEYS(...) (const char *const[]){__VA_ARGS__}, RP_ARRAY_LEN(((const char *const[]){__VA_ARGS__}))
+
+static char *arena_strdup(P *p, const char *s) {
+  size_t n = strlen(s);
+  char *r = yaml_arena_alloc(p->a, n + 1);
+  memcpy(r, s, n + 1);
+  return r;
+}
+
+static char *join_path(P *p, const char *path, const char *key) {
+  char *t = rp_sprintf("%s%s%s", path, path[0] ? "." : "", key);
+  char *r = arena_strdup(p, t);
+  free(t);
+  return r;
+}
+
+/* Reports keys of m that are not in keys[] (E0101), with "did you mean" or
+ * the list of valid keys. */
+static void check_keys(P *p, const YNode *m, const char *path, const char *const *keys, size_t nk) {
+  if (!m || m->kind != YN_MAP) return;
+  for (size_t i = 0; i < m->n; i++) {
+    const YNode *k = m->pairs[i].key;
+    bool ok = false;
+    for (size_t j = 0; j < nk && !ok; j++) ok = strcmp(k->str, keys[j]) == 0;
+    if (ok) continue;
+    Diag *g = path[0] ? diag_at(p->d, DIAG_E0101, k->loc, "unknown key `%s` in `%s`", k->str, path)
+                      : diag_at(p->d, DIAG_E0101, k->loc, "unknown key `%s` at the top level", k->str);
+    const char *c = diag_closest(k->str, keys, nk);
+    if (c) {
+      diag_help(g, "did you mean `%s`?", c);
+    } else {
+      StrBuf sb;
+      sb_init(&sb);
+      for (size_t j = 0; j < nk; j++) sb_printf(&sb, "%s`%s`", j ? ", " : "", keys[j]);
+      diag_help(g, "valid keys here: %s", sb.buf);
+      sb_free(&sb);
+    }
+  }
+}
+
+/* A section: returns the mapping (or NULL when absent or not a mapping,
+ * after E0103) and sets *loc to the mapping's position, or to the parent's
+ * when absent. */
+static const YNode *section(P *p, const YNode *parent, const char *key, const char *path,
+                            SrcLoc parent_loc, SrcLoc *loc) {
+  const YNode *n = yaml_map_get(parent, key);
+  *loc = parent_loc;
+  if (!n) return NULL;
+  *loc = n->loc;
+  if (n->kind != YN_MAP) {
+    diag_at(p->d, DIAG_E0103, n->loc, "expected a mapping for `%s`, got a %s", path,
+            yaml_node_type_name(n));
+    return NULL;
+  }
+  return n;
+}
+
+static void missing(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key) {
+  if (p->quiet_missing) return;
+  SrcLoc l = m ? m->loc : sec;
+  Diag *g = path[0] ? diag_at(p->d, DIAG_E0102, l, "missing required key `%s` in `%s`", key, path)
+                    : diag_at(p->d, DIAG_E0102, l, "missing required key `%s`", key);
+  diag_help(g, "add `%s:` (see docs/spec.md for its meaning and unit)", key);
+}
+
+static bool is_yaml11_bool(const char *s) {
+  static const char *const w[] = {"yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON",
+                                  "off", "Off", "OFF", "y", "Y", "n", "N", "True", "TRUE",
+                                  "False", "FALSE"};
+  for (size_t i = 0; i < RP_ARRAY_LEN(w); i++)
+    if (strcmp(s, w[i]) == 0) return true;
+  return false;
+}
+
+static bool has_nul(const YNode *n) { return strlen(n->str) != n->len; }
+
+/* Type check common to every scalar reader: returns false after E0103. */
+static bool want_scalar(P *p, const YNode *v, const char *path, const char *what) {
+  if (v->kind != YN_SCALAR) {
+    diag_at(p->d, DIAG_E0103, v->loc, "expected %s for `%s`, got a %s", what, path,
+            yaml_node_type_name(v));
+    return false;
+  }
+  if (has_nul(v)) {
+    diag_at(p->d, DIAG_E0004, v->loc, "the value of `%s` contains a NUL character", path);
+    return false;
+  }
+  return true;
+}
+
+/* Integer literal of a count. Accepted: decimal digits, with a leading
+ * minus (so that negatives get a range error, not a syntax error). YAML 1.1
+ * forms (0x10, 010, 1_000, 0o17, 0b101) and anything non-integral are
+ * rejected with the decimal the writer probably meant. */
+static bool read_int_literal(P *p, const YNode *v, const char *path, int64_t lo, int64_t hi,
+                             int64_t *out) {
+  const char *s = v->str;
+  if (v->style != YS_PLAIN) {
+    Diag *g = diag_at(p->d, DIAG_E0103, v->loc, "expected an integer for `%s`, got a string", path);
+    diag_help(g, "remove the quotes: write %s", s);
+    return false;
+  }
+  if (is_yaml11_bool(s)) {
+    Diag *g = diag_at(p->d, DIAG_E0110, v->loc,
+                      "`%s` is a YAML 1.1 boolean, expected an integer for `%s`", s, path);
+    diag_help(g, "write true/false for a boolean, or a number");
+    return false;
+  }
+  const char *type = yaml_node_type_name(v);
+  if (strcmp(type, "null") == 0 || strcmp(type, "boolean") == 0) {
+    diag_at(p->d, DIAG_E0103, v->loc, "expected an integer for `%s`, got %s", path,
+            strcmp(type, "null") == 0 ? "nothing (null)" : "a boolean");
+    return false;
+  }
+  bool neg = s[0] == '-';
+  const char *digits = neg ? s + 1 : s;
+  size_t nd = strlen(digits);
+  bool all = nd > 0;
+  for (size_t i = 0; i < nd && all; i++) all = digits[i] >= '0' && digits[i] <= '9';
+  if (all && nd > 1 && digits[0] == '0') {
+    /* YAML 1.1 reads this as octal; nobody means that in a spec */
+    char *end;
+    unsigned long long oct = strtoull(digits, &end, 8);
+    Diag *g = diag_at(p->d, DIAG_E0104, v->loc,
+                      "`%s` has a leading zero, which YAML 1.1 reads as octal, for `%s`", s, path);
+    if (*end == '\0')
+      diag_help(g, "write %s%s or %s%llu", neg ? "-" : "", digits + strspn(digits, "0"),
+                neg ? "-" : "", oct);
+    else
+      diag_help(g, "write %s%s", neg ? "-" : "", digits + strspn(digits, "0"));
+    return false;
+  }
+  if (!all) {
+    Diag *g = diag_at(p->d, DIAG_E0104, v->loc, "expected a decimal integer for `%s`, got `%s`",
+                      path, s);
+    const char *b = neg || s[0] == '+' ? s + 1 : s;
+    char *end;
+    errno = 0;
+    if ((b[0] == '0' && (b[1] == 'x' || b[1] == 'X')) || (b[0] == '0' && b[1] == 'o') ||
+        (b[0] == '0' && b[1] == 'b')) {
+      int base = b[1] == 'o' ? 8 : b[1] == 'b' ? 2 : 16;
+      unsigned long long x = strtoull(b + 2, &end, base);
+      if (*end == '\0' && end != b + 2 && errno == 0)
+        diag_help(g, "write %s%llu", neg ? "-" : "", x);
+      else
+        diag_help(g, "write the number in decimal digits");
+    } else if (strchr(s, '_')) {
+      StrBuf sb;
+      sb_init(&sb);
+      for (const char *c = s; *c; c++)
+        if (*c != '_') sb_putc(&sb, *c);
+      diag_help(g, "write %s (no underscores)", sb.buf ? sb.buf : "");
+      sb_free(&sb);
+    } else {
+      double x = strtod(s, &end);
+      if (*end == '\0' && isfinite(x) && x == floor(x) && fabs(x) < 1e15)
+        diag_help(g, "write %.0f", x);
+      else if (strcmp(type, "number") == 0 || strstr(s, "inf") || strstr(s, "nan") ||
+               strstr(s, "Inf") || strstr(s, "NaN"))
+        diag_help(g, "a count is a whole number from %lld to %lld", (long long)lo, (long long)hi);
+      else
+        diag_help(g, "a count is written as plain digits, e.g. 8");
+    }
+    return false;
+  }
+  errno = 0;
+  char *end;
+  long long x = strtoll(s, &end, 10);
+  if (errno == ERANGE || x < lo || x > hi) {
+    Diag *g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected %lld to %lld",
+                      s, path, (long long)lo, (long long)hi);
+    if (lo == 1 && (x <= 0 || errno != ERANGE)) diag_help(g, "`%s` must be a positive count", path);
+    else diag_help(g, "use a value from %lld to %lld", (long long)lo, (long long)hi);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+/* The common head of every field reader: finds the value; when absent,
+ * reports E0102 if required and fills in the default position. */
+static const YNode *field(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key,
+                          bool required, SrcLoc *loc, bool *set, char **fpath) {
+  *loc = m ? m->loc : sec;
+  *set = false;
+  *fpath = join_path(p, path, key);
+  const YNode *v = yaml_map_get(m, key);
+  if (!v) {
+    if (required) missing(p, m, sec, path, key);
+    return NULL;
+  }
+  *loc = v->loc;
+  return v;
+}
+
+static void rd_int(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SInt *o,
+                   bool required, int64_t def, int64_t lo, int64_t hi) {
+  char *fp;
+  o->v = def;
+  const YNode *v = field(p, m, sec, path, key, required, &o->loc, &o->set, &fp);
+  if (!v || !want_scalar(p, v, fp, "an integer")) return;
+  if (read_int_literal(p, v, fp, lo, hi, &o->v)) o->set = true;
+  else o->v = def;
+}
+
+static void rd_bool(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SBool *o,
+                    bool def) {
+  char *fp;
+  o->v = def;
+  const YNode *v = field(p, m, sec, path, key, false, &o->loc, &o->set, &fp);
+  if (!v || !want_scalar(p, v, fp, "true or false")) return;
+  if (v->style == YS_PLAIN && strcmp(v->str, "true") == 0) {
+    o->v = true;
+    o->set = true;
+  } else if (v->style == YS_PLAIN && strcmp(v->str, "false") == 0) {
+    o->v = false;
+    o->set = true;
+  } else if (v->style == YS_PLAIN && is_yaml11_bool(v->str)) {
+    Diag *g = diag_at(p->d, DIAG_E0110, v->loc, "`%s` is a YAML 1.1 boolean word for `%s`", v->str, fp);
+    diag_help(g, "write true or false");
+  } else {
+    Diag *g = diag_at(p->d, DIAG_E0103, v->loc, "expected true or false for `%s`, got the %s `%s`", fp,
+                      yaml_node_type_name(v), v->str);
+    diag_help(g, "write true or false");
+  }
+}
+
+static void rd_str(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SStr *o,
+                   bool required, const char *def) {
+  char *fp;
+  o->v = def;
+  const YNode *v = field(p, m, sec, path, key, required, &o->loc, &o->set, &fp);
+  if (!v || !want_scalar(p, v, fp, "a string")) return;
+  if (v->style == YS_PLAIN && strcmp(yaml_node_type_name(v), "null") == 0) {
+    diag_at(p->d, DIAG_E0103, v->loc, "expected a string for `%s`, got nothing (null)", fp);
+    return;
+  }
+  o->v = v->str;
+  o->set = true;
+}
+
+static void rd_enum(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SEnum *o,
+                    bool required, int def, const char *const *words, size_t nw) {
+  char *fp;
+  o->v = def;
+  const YNode *v = field(p, m, sec, path, key, required, &o->loc, &o->set, &fp);
+  if (!v || !want_scalar(p, v, fp, "a word")) return;
+  for (size_t i = 0; i < nw; i++)
+    if (strcmp(v->str, words[i]) == 0) {
+      o->v = (int)i;
+      o->set = true;
+      return;
+    }
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < nw; i++) sb_printf(&sb, "%s%s", i ? (i + 1 == nw ? " or " : ", ") : "", words[i]);
+  Diag *g = diag_at(p->d, DIAG_E0109, v->loc, "unknown value `%s` for `%s`: expected %s", v->str, fp,
+                    sb.buf);
+  const char *c = diag_closest(v->str, words, nw);
+  if (c) diag_help(g, "did you mean `%s`?", c);
+  sb_free(&sb);
+}
+
+/* A quantity with a unit. Memory goes to an SInt (exact bytes), the other
+ * kinds to an SNum; pass the one that applies. min_zero allows 0. */
+static void rd_qty(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key,
+                   UnitKind kind, SInt *oi, SNum *on, bool required, double def, bool min_zero) {
+  char *fp;
+  SrcLoc loc;
+  bool set;
+  if (oi) oi->v = (int64_t)def;
+  if (on) on->v = def;
+  const YNode *v = field(p, m, sec, path, key, required, &loc, &set, &fp);
+  if (oi) oi->loc = loc, oi->set = false;
+  if (on) on->loc = loc, on->set = false;
+  if (!v || !want_scalar(p, v, fp, units_kind_name(kind))) return;
+  const char *type = yaml_node_type_name(v);
+  UnitValue u;
+  UnitsStatus st = strcmp(type, "null") == 0 ? UNITS_BAD_NUMBER : units_parse(v->str, kind, &u);
+  Diag *g = NULL;
+  switch (st) {
+  case UNITS_OK:
+    if (u.value < 0 || (!min_zero && u.value <= 0)) {
+      g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected a %s %s",
+                  v->str, fp, min_zero ? "non-negative" : "positive", units_kind_name(kind));
+      break;
+    }
+    if (oi) oi->v = u.bytes, oi->set = true;
+    if (on) on->v = u.value, on->set = true;
+    return;
+  case UNITS_MISSING_UNIT:
+    g = diag_at(p->d, DIAG_E0106, v->loc, "`%s` is a bare number, expected a %s with its unit for `%s`",
+                v->str, units_kind_name(kind), fp);
+    diag_help(g, "write it with a unit, e.g. `%s`; accepted units: %s", units_example(kind),
+              units_accepted(kind));
+    return;
+  case UNITS_WRONG_KIND:
+    g = diag_at(p->d, DIAG_E0107, v->loc, "`%s` is a %s, expected a %s for `%s`", v->str,
+                units_kind_name(u.got), units_kind_name(kind), fp);
+    diag_help(g, "write a %s, e.g. `%s`; accepted units: %s", units_kind_name(kind),
+              units_example(kind), units_accepted(kind));
+    return;
+  case UNITS_UNKNOWN_UNIT:
+    g = diag_at(p->d, DIAG_E0107, v->loc, "unknown unit `%s` in `%s` for `%s`", u.unit, v->str, fp);
+    if (u.suggest)
+      diag_help(g, "did you mean `%s`?%s", u.suggest,
+                kind == UNIT_MEMORY && strchr(u.unit, 'b') ? " (a lower-case b is a bit; memory is written in bytes)" : "");
+    else
+      diag_help(g, "accepted units for a %s: %s", units_kind_name(kind), units_accepted(kind));
+    return;
+  case UNITS_BAD_NUMBER:
+    g = diag_at(p->d, DIAG_E0108, v->loc, "cannot read a number in `%s` for `%s`", v->str, fp);
+    diag_help(g, "write decimal digits and a unit, e.g. `%s`", units_example(kind));
+    return;
+  case UNITS_NOT_WHOLE:
+    g = diag_at(p->d, DIAG_E0108, v->loc, "`%s` is not a whole number of bytes for `%s`", v->str, fp);
+    diag_help(g, "use a smaller unit, e.g. MiB instead of GiB");
+    return;
+  case UNITS_OVERFLOW:
+    g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`", v->str, fp);
+    diag_help(g, "%s", kind == UNIT_MEMORY ? "memory must fit in 2^63-1 bytes" : "use a finite value");
+    return;
+  case UNITS_NEGATIVE:
+    g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected a %s %s", v->str,
+                fp, min_zero ? "non-negative" : "positive", units_kind_name(kind));
+    return;
+  }
+}
+
+/* A plain number without unit (fractions such as memory.utilization):
+ * accepted range (lo, hi]. */
+static void rd_frac(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SNum *o,
+                    double def, double lo, double hi) {
+  char *fp;
+  o->v = def;
+  const YNode *v = field(p, m, sec, path, key, false, &o->loc, &o->set, &fp);
+  if (!v || !want_scalar(p, v, fp, "a number")) return;
+  const char *type = yaml_node_type_name(v);
+  if (v->style != YS_PLAIN || (strcmp(type, "integer") != 0 && strcmp(type, "number") != 0)) {
+    Diag *g = diag_at(p->d, DIAG_E0103, v->loc, "expected a number for `%s`, got `%s`", fp, v->str);
+    diag_help(g, "write a plain number, e.g. 0.9");
+    return;
+  }
+  double x = strtod(v->str, NULL);
+  if (!isfinite(x) || x <= lo || x > hi) {
+    diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected more than %g and at most %g",
+            v->str, fp, lo, hi);
+    return;
+  }
+  o->v = x;
+  o->set = true;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Presets: catalog lookup and key-by-key merge. */
+
+const char *spec_catalog_dir(void) {
+  const char *e = getenv("RANKPLAN_CATALOG");
+  if (e && *e) return e;
+  return RP_SOURCE_ROOT "/plans/catalog";
+}
+
+static bool preset_name_ok(const char *s) {
+  if (!*s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9'))) return false;
+  for (const char *c = s; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
+      return false;
+  return strlen(s) <= 64;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Names of the entries of one catalog kind, sorted (caller frees). */
+static size_t catalog_names(const char *dir, char ***out) {
+  RP_VEC(char *) v = {0};
+  DIR *dp = opendir(dir);
+  if (dp) {
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+      size_t n = strlen(e->d_name);
+      if (n > 5 && strcmp(e->d_name + n - 5, ".yaml") == 0) rp_vec_push(&v, rp_strndup(e->d_name, n - 5));
+    }
+    closedir(dp);
+  }
+  if (v.len) qsort(v.items, v.len, sizeof *v.items, cmp_str);
+  *out = v.items;
+  return v.len;
+}
+
+/* The path shown in diagnostics for a catalog file: relative to the project
+ * when the catalog is the bundled one, so messages do not depend on where
+ * the source tree lives. */
+static char *catalog_display(const char *dir, const char *kind, const char *name) {
+  char *a = realpath(dir, NULL), *b = realpath(RP_SOURCE_ROOT "/plans/catalog", NULL);
+  bool bundled = a && b && strcmp(a, b) == 0;
+  free(a);
+  free(b);
+  return bundled ? rp_sprintf("plans/catalog/%s/%s.yaml", kind, name)
+                 : rp_sprintf("%s/%s/%s.yaml", dir, kind, name);
+}
+
+static YNode *merge(P *p, const YNode *base, const YNode *over, const char *skip) {
+  YNode *r = yaml_arena_alloc(p->a, sizeof *r);
+  *r = *over;
+  r->pairs = yaml_arena_alloc(p->a, (base->n + over->n + 1) * sizeof(YPair));
+  r->n = 0;
+  for (size_t i = 0; i < base->n; i++) {
+    YPair bp = base->pairs[i];
+    YNode *ov = yaml_map_get(over, bp.key->str);
+    if (ov && bp.val->kind == YN_MAP && ov->kind == YN_MAP) {
+      bp.val = merge(p, bp.val, ov, NULL);
+    } else if (ov) {
+      for (size_t j = 0; j < over->n; j++)
+        if (over->pairs[j].val == ov) bp = over->pairs[j];
+    }
+    r->pairs[r->n++] = bp;
+  }
+  for (size_t j = 0; j < over->n; j++) {
+    const char *k = over->pairs[j].key->str;
+    if ((skip && strcmp(k, skip) == 0) || yaml_map_get(base, k)) continue;
+    r->pairs[r->n++] = over->pairs[j];
+  }
+  return r;
+}
+
+/* Resolves `preset:` in a model or hardware mapping: returns the merged
+ * mapping (or m itself when there is no preset, or on error). */
+static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const char *path, SStr *preset) {
+  preset->loc = m->loc;
+  preset->set = false;
+  preset->v = NULL;
+  const YNode *v = yaml_map_get(m, "preset");
+  if (!v) return m;
+  char *fp = join_path(p, path, "preset");
+  if (!want_scalar(p, v, fp, "a catalog entry name")) return m;
+  preset->loc = v->loc;
+  char *dir = rp_sprintf("%s/%s", p->catalog_dir, kind);
+  char **names;
+  size_t nn = catalog_names(dir, &names);
+  const YNode *result = m;
+  char *file = rp_sprintf("%s/%s.yaml", dir, v->str);
+  char *text = NULL;
+  size_t len = 0;
+  int err = preset_name_ok(v->str) ? rp_read_file(file, SPEC_MAX_BYTES, &text, &len) : ENOENT;
+  if (err) {
+    Diag *g = diag_at(p->d, DIAG_E0111, v->loc, "unknown %s preset `%s`", path, v->str);
+    const char *c = diag_closest(v->str, (const char *const *)names, nn);
+    if (c) {
+      diag_help(g, "did you mean `%s`?", c);
+    } else if (nn) {
+      StrBuf sb;
+      sb_init(&sb);
+      for (size_t i = 0; i < nn; i++) sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
+      diag_help(g, "catalog entries in %s: %s", dir, sb.buf);
+      sb_free(&sb);
+    } else {
+      diag_help(g, "the catalog directory %s has no entries; set RANKPLAN_CATALOG or --catalog", dir);
+    }
+    if (err != ENOENT && preset_name_ok(v->str))
+      diag_note(g, "%s: %s", file, strerror(err));
+    goto out;
+  }
+  char *shown = catalog_display(p->catalog_dir, kind, v->str);
+  const char *iname = diags_add_source(p->d, shown, text, len);
+  free(shown);
+  YNode *root = yaml_load(p->d, p->a, iname, text, len);
+  if (!root) {
+    Diag *g = diag_at(p->d, DIAG_E0118, v->loc, "catalog entry `%s` cannot be read", v->str);
+    diag_note(g, "see the errors reported in %s", iname);
+    goto out;
+  }
+  if (root->kind != YN_MAP || yaml_map_get(root, "preset")) {
+    Diag *g = diag_at(p->d, DIAG_E0118, v->loc, "catalog entry `%s` is invalid", v->str);
+    diag_note(g, "%s must be a mapping of %s keys without `preset:`", iname, path);
+    goto out;
+  }
+  preset->v = v->str;
+  preset->set = true;
+  result = merge(p, root, m, "preset");
+out:
+  for (size_t i = 0; i < nn; i++) free(names[i]);
+  free(names);
+  free(text);
+  free(file);
+  free(dir);
+  return result;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Sections. */
+
+#define I64MAX INT64_MAX
+
+static void parse_model(P *p, const YNode *root) {
+  ModelSpec *mo = &p->s->model;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "model", "model", root->loc, &sec);
+  mo->loc = sec;
+  if (m) m = apply_preset(p, m, "models", "model", &mo->preset);
+  else mo->preset.loc = sec;
+  p->quiet_missing = yaml_map_get(m, "preset") && !mo->preset.set;
+  check_keys(p, m, "model", KEYS("preset", "name", "layers", "hidden_size", "vocab_size",
+                                  "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context"));
+  rd_str(p, m, sec, "model", "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
+  rd_int(p, m, sec, "model", "layers", &mo->layers, true, 1, 1, I64MAX);
+  rd_int(p, m, sec, "model", "hidden_size", &mo->hidden_size, true, 1, 1, I64MAX);
+  rd_int(p, m, sec, "model", "vocab_size", &mo->vocab_size, true, 1, 1, I64MAX);
+  rd_bool(p, m, sec, "model", "tie_embeddings", &mo->tie_embeddings, false);
+  rd_int(p, m, sec, "model", "max_context", &mo->max_context, true, 1, 1, I64MAX);
+
+  /* attention */
+  SrcLoc as;
+  const YNode *a = section(p, m, "attention", "model.attention", sec, &as);
+  mo->attention.loc = as;
+  if (m && !yaml_map_get(m, "attention")) missing(p, m, sec, "model", "attention");
+  rd_enum(p, a, as, "model.attention", "kind", &mo->attention.kind, a != NULL, ATTN_GQA, attn_names,
+          RP_ARRAY_LEN(attn_names));
+  bool mla = mo->attention.kind.v == ATTN_MLA;
+  if (mla)
+    check_keys(p, a, "model.attention", KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias",
+                                             "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                             "qk_rope_head_dim", "v_head_dim"));
+  else
+    check_keys(p, a, "model.attention", KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias"));
+  rd_int(p, a, as, "model.attention", "heads", &mo->attention.heads, a != NULL, 1, 1, I64MAX);
+  int64_t kv_def = mo->attention.kind.v == ATTN_GQA ? 1
+                   : mo->attention.kind.v == ATTN_MHA ? mo->attention.heads.v : 1;
+  rd_int(p, a, as, "model.attention", "kv_heads", &mo->attention.kv_heads,
+         a != NULL && mo->attention.kind.v == ATTN_GQA, kv_def, 1, I64MAX);
+  rd_bool(p, a, as, "model.attention", "qk_norm", &mo->attention.qk_norm, false);
+  rd_bool(p, a, as, "model.attention", "qkv_bias", &mo->attention.qkv_bias, false);
+  if (mla) {
+    rd_int(p, a, as, "model.attention", "q_lora_rank", &mo->attention.q_lora_rank, false, 0, 0, I64MAX);
+    rd_int(p, a, as, "model.attention", "kv_lora_rank", &mo->attention.kv_lora_rank, true, 1, 1, I64MAX);
+    rd_int(p, a, as, "model.attention", "qk_nope_head_dim", &mo->attention.qk_nope_head_dim, true, 1, 1, I64MAX);
+    rd_int(p, a, as, "model.attention", "qk_rope_head_dim", &mo->attention.qk_rope_head_dim, true, 1, 1, I64MAX);
+    rd_int(p, a, as, "model.attention", "v_head_dim", &mo->attention.v_head_dim, true, 1, 1, I64MAX);
+    int64_t hd = 0;
+    if (!ck_add(mo->attention.qk_nope_head_dim.v, mo->attention.qk_rope_head_dim.v, &hd)) hd = 1;
+    rd_int(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, false, hd, 1, I64MAX);
+  } else {
+    rd_int(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, a != NULL, 1, 1, I64MAX);
+  }
+
+  /* moe (optional) */
+  SrcLoc ms;
+  const YNode *moe = section(p, m, "moe", "model.moe", sec, &ms);
+  mo->moe.loc = ms;
+  mo->moe.present = moe != NULL;
+  check_keys(p, moe, "model.moe", KEYS("experts", "top_k", "shared_experts", "expert_intermediate_size",
+                                       "dense_layers", "router_bias"));
+  rd_int(p, moe, ms, "model.moe", "experts", &mo->moe.experts, moe != NULL, 0, 1, I64MAX);
+  rd_int(p, moe, ms, "model.moe", "top_k", &mo->moe.top_k, moe != NULL, 0, 1, I64MAX);
+  rd_int(p, moe, ms, "model.moe", "shared_experts", &mo->moe.shared_experts, false, 0, 0, I64MAX);
+  rd_int(p, moe, ms, "model.moe", "expert_intermediate_size", &mo->moe.expert_intermediate_size,
+         moe != NULL, 0, 1, I64MAX);
+  rd_int(p, moe, ms, "model.moe", "dense_layers", &mo->moe.dense_layers, false, 0, 0, I64MAX);
+  rd_bool(p, moe, ms, "model.moe", "router_bias", &mo->moe.router_bias, false);
+
+  /* ffn: required when some layer is dense */
+  bool dense = !mo->moe.present || mo->moe.dense_layers.v > 0 || mo->moe.shared_experts.v < 0;
+  SrcLoc fs;
+  const YNode *f = section(p, m, "ffn", "model.ffn", sec, &fs);
+  mo->ffn.loc = fs;
+  if (m && dense && !yaml_map_get(m, "ffn")) missing(p, m, sec, "model", "ffn");
+  check_keys(p, f, "model.ffn", KEYS("intermediate_size"));
+  rd_int(p, f, fs, "model.ffn", "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, I64MAX);
+
+  /* dtype: a mapping, or one word for all three */
+  const YNode *dt = yaml_map_get(m, "dtype");
+  mo->dtype.loc = dt ? dt->loc : sec;
+  if (dt && dt->kind == YN_SCALAR) {
+    rd_enum(p, m, sec, "model", "dtype", &mo->dtype.weights, false, DT_BF16, dtype_names,
+            RP_ARRAY_LEN(dtype_names));
+    mo->dtype.kv_cache = mo->dtype.weights;
+    mo->dtype.activations = mo->dtype.weights;
+  } else {
+    SrcLoc ds;
+    const YNode *dm = section(p, m, "dtype", "model.dtype", sec, &ds);
+    check_keys(p, dm, "model.dtype", KEYS("weights", "kv_cache", "activations"));
+    rd_enum(p, dm, ds, "model.dtype", "weights", &mo->dtype.weights, false, DT_BF16, dtype_names,
+            RP_ARRAY_LEN(dtype_names));
+    rd_enum(p, dm, ds, "model.dtype", "kv_cache", &mo->dtype.kv_cache, false, DT_BF16, dtype_names,
+            RP_ARRAY_LEN(dtype_names));
+    rd_enum(p, dm, ds, "model.dtype", "activations", &mo->dtype.activations, false, DT_BF16,
+            dtype_names, RP_ARRAY_LEN(dtype_names));
+  }
+  p->quiet_missing = false;
+}
+
+static void parse_hardware(P *p, const YNode *root) {
+  HardwareSpec *h = &p->s->hardware;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "hardware", "hardware", root->loc, &sec);
+  h->loc = sec;
+  if (m) m = apply_preset(p, m, "hardware", "hardware", &h->preset);
+  else h->preset.loc = sec;
+  p->quiet_missing = yaml_map_get(m, "preset") && !h->preset.set;
+  check_keys(p, m, "hardware", KEYS("preset", "name", "gpu", "nodes", "gpus_per_node", "nodes_per_rack",
+                                     "scale_up", "scale_out"));
+  rd_str(p, m, sec, "hardware", "name", &h->name, false, h->preset.v ? h->preset.v : "");
+  rd_int(p, m, sec, "hardware", "nodes", &h->nodes, m != NULL, 1, 1, I64MAX);
+  rd_int(p, m, sec, "hardware", "gpus_per_node", &h->gpus_per_node, m != NULL, 1, 1, I64MAX);
+  rd_int(p, m, sec, "hardware", "nodes_per_rack", &h->nodes_per_rack, false, 0, 1, I64MAX);
+
+  SrcLoc gs;
+  const YNode *g = section(p, m, "gpu", "hardware.gpu", sec, &gs);
+  h->gpu.loc = gs;
+  if (m && !yaml_map_get(m, "gpu")) missing(p, m, sec, "hardware", "gpu");
+  check_keys(p, g, "hardware.gpu", KEYS("memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "int8"));
+  rd_qty(p, g, gs, "hardware.gpu", "memory", UNIT_MEMORY, &h->gpu.memory, NULL, g != NULL, 0, false);
+  rd_qty(p, g, gs, "hardware.gpu", "hbm_bandwidth", UNIT_BANDWIDTH, NULL, &h->gpu.hbm_bandwidth, g != NULL, 0, false);
+  rd_qty(p, g, gs, "hardware.gpu", "bf16", UNIT_COMPUTE, NULL, &h->gpu.bf16, g != NULL, 0, false);
+  rd_qty(p, g, gs, "hardware.gpu", "fp16", UNIT_COMPUTE, NULL, &h->gpu.fp16, false, h->gpu.bf16.v, false);
+  rd_qty(p, g, gs, "hardware.gpu", "fp8", UNIT_COMPUTE, NULL, &h->gpu.fp8, false, 0, false);
+  rd_qty(p, g, gs, "hardware.gpu", "int8", UNIT_COMPUTE, NULL, &h->gpu.int8, false, 0, false);
+
+  SrcLoc us;
+  const YNode *u = section(p, m, "scale_up", "hardware.scale_up", sec, &us);
+  h->scale_up.loc = us;
+  if (m && !yaml_map_get(m, "scale_up")) missing(p, m, sec, "hardware", "scale_up");
+  check_keys(p, u, "hardware.scale_up", KEYS("domain", "bandwidth", "latency"));
+  rd_int(p, u, us, "hardware.scale_up", "domain", &h->scale_up.domain, false, h->gpus_per_node.v, 1, I64MAX);
+  rd_qty(p, u, us, "hardware.scale_up", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_up.bandwidth, u != NULL, 0, false);
+  rd_qty(p, u, us, "hardware.scale_up", "latency", UNIT_TIME, NULL, &h->scale_up.latency, false, 0, true);
+
+  SrcLoc os;
+  const YNode *o = section(p, m, "scale_out", "hardware.scale_out", sec, &os);
+  h->scale_out.loc = os;
+  if (m && !yaml_map_get(m, "scale_out")) missing(p, m, sec, "hardware", "scale_out");
+  check_keys(p, o, "hardware.scale_out", KEYS("bandwidth", "latency"));
+  rd_qty(p, o, os, "hardware.scale_out", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_out.bandwidth, o != NULL, 0, false);
+  rd_qty(p, o, os, "hardware.scale_out", "latency", UNIT_TIME, NULL, &h->scale_out.latency, false, 0, true);
+  p->quiet_missing = false;
+}
+
+static void parse_workload(P *p, const YNode *root) {
+  WorkloadSpec *w = &p->s->workload;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "workload", "workload", root->loc, &sec);
+  w->loc = sec;
+  check_keys(p, m, "workload", KEYS("input_tokens", "output_tokens", "rate"));
+  rd_int(p, m, sec, "workload", "input_tokens", &w->input_tokens, m != NULL, 1, 1, I64MAX);
+  rd_int(p, m, sec, "workload", "output_tokens", &w->output_tokens, m != NULL, 1, 1, I64MAX);
+  rd_qty(p, m, sec, "workload", "rate", UNIT_RATE, NULL, &w->rate, false, 0, false);
+}
+
+static void parse_slo(P *p, const YNode *root) {
+  SloSpec *o = &p->s->slo;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "slo", "slo", root->loc, &sec);
+  o->loc = sec;
+  check_keys(p, m, "slo", KEYS("ttft", "tpot"));
+  rd_qty(p, m, sec, "slo", "ttft", UNIT_TIME, NULL, &o->ttft, m != NULL, 0, false);
+  rd_qty(p, m, sec, "slo", "tpot", UNIT_TIME, NULL, &o->tpot, m != NULL, 0, false);
+}
+
+static void parse_pool(P *p, const YNode *m, const char *path, PoolSpec *pl, DeployMode mode) {
+  SrcLoc sec = m->loc;
+  pl->loc = sec;
+  check_keys(p, m, path, KEYS("name", "role", "replicas", "tp", "pp", "cp", "dp", "ep", "etp", "dcp",
+                              "layer_partition"));
+  rd_str(p, m, sec, path, "name", &pl->name, true, "");
+  rd_enum(p, m, sec, path, "role", &pl->role, mode == MODE_DISAGGREGATED, ROLE_BOTH, role_names,
+          RP_ARRAY_LEN(role_names));
+  rd_int(p, m, sec, path, "replicas", &pl->replicas, false, 1, 1, I64MAX);
+  rd_int(p, m, sec, path, "tp", &pl->tp, false, 1, 1, I64MAX);
+  rd_int(p, m, sec, path, "pp", &pl->pp, false, 1, 1, I64MAX);
+  rd_int(p, m, sec, path, "cp", &pl->cp, false, 1, 1, I64MAX);
+  rd_int(p, m, sec, path, "dp", &pl->dp, false, 1, 1, I64MAX);
+  rd_int(p, m, sec, path, "ep", &pl->ep, false, 1, 1, I64MAX);
+  rd_int(p, m, sec, path, "etp", &pl->etp, false, 1, 1, I64MAX);
+  rd_int(p, m, sec, path, "dcp", &pl->dcp, false, 1, 1, I64MAX);
+  const YNode *lp = yaml_map_get(m, "layer_partition");
+  pl->layer_partition.loc = sec;
+  if (lp) {
+    char *fp = join_path(p, path, "layer_partition");
+    pl->layer_partition.loc = lp->loc;
+    if (lp->kind != YN_SEQ) {
+      Diag *g = diag_at(p->d, DIAG_E0103, lp->loc, "expected a sequence of layer counts for `%s`, got a %s",
+                        fp, yaml_node_type_name(lp));
+      diag_help(g, "write one count per pipeline stage, e.g. [40, 40]");
+      return;
+    }
+    pl->layer_partition.items = yaml_arena_alloc(p->a, (lp->n ? lp->n : 1) * sizeof(SInt));
+    pl->layer_partition.len = lp->n;
+    bool ok = true;
+    for (size_t i = 0; i < lp->n; i++) {
+      SInt *it = &pl->layer_partition.items[i];
+      const YNode *v = lp->items[i];
+      it->loc = v->loc;
+      char *ip = rp_sprintf("%s[%zu]", fp, i);
+      if (want_scalar(p, v, ip, "an integer") && read_int_literal(p, v, ip, 1, I64MAX, &it->v))
+        it->set = true;
+      else
+        ok = false;
+      free(ip);
+    }
+    pl->layer_partition.set = ok;
+  }
+}
+
+static void parse_deployment(P *p, const YNode *root) {
+  DeploymentSpec *dp = &p->s->deployment;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "deployment", "deployment", root->loc, &sec);
+  dp->loc = sec;
+  check_keys(p, m, "deployment", KEYS("mode", "engine", "order", "allow_tp_across_domain", "pools",
+                                       "memory", "hooks", "placement"));
+  rd_enum(p, m, sec, "deployment", "mode", &dp->mode, m != NULL, MODE_AGGREGATED, mode_names,
+          RP_ARRAY_LEN(mode_names));
+  rd_enum(p, m, sec, "deployment", "engine", &dp->engine, false, ENGINE_GENERIC, engine_names,
+          RP_ARRAY_LEN(engine_names));
+  rd_str(p, m, sec, "deployment", "order", &dp->order, false, "tp-cp-ep-dp-pp");
+  rd_bool(p, m, sec, "deployment", "allow_tp_across_domain", &dp->allow_tp_across_domain, false);
+
+  const YNode *pools = yaml_map_get(m, "pools");
+  if (!pools && m && dp->mode.v != MODE_SEARCH) missing(p, m, sec, "deployment", "pools");
+  if (pools && pools->kind != YN_SEQ) {
+    Diag *g = diag_at(p->d, DIAG_E0103, pools->loc, "expected a sequence of pools for `deployment.pools`, got a %s",
+                      yaml_node_type_name(pools));
+    diag_help(g, "write each pool as a list item starting with `- name: ...`");
+  } else if (pools) {
+    if (pools->n == 0 && dp->mode.v != MODE_SEARCH) {
+      Diag *g = diag_at(p->d, DIAG_E0105, pools->loc, "`deployment.pools` is empty, expected at least one pool");
+      diag_help(g, "add a pool, e.g. `- { name: main, tp: 8 }`");
+    }
+    dp->pools = yaml_arena_alloc(p->a, (pools->n ? pools->n : 1) * sizeof(PoolSpec));
+    for (size_t i = 0; i < pools->n; i++) {
+      char *path = rp_sprintf("deployment.pools[%zu]", i);
+      const YNode *pm = pools->items[i];
+      if (pm->kind != YN_MAP) {
+        diag_at(p->d, DIAG_E0103, pm->loc, "expected a mapping for `%s`, got a %s", path, yaml_node_type_name(pm));
+      } else {
+        parse_pool(p, pm, arena_strdup(p, path), &dp->pools[dp->npools++], (DeployMode)dp->mode.v);
+      }
+      free(path);
+    }
+  }
+
+  SrcLoc ms;
+  const YNode *mem = section(p, m, "memory", "deployment.memory", sec, &ms);
+  dp->memory.loc = ms;
+  check_keys(p, mem, "deployment.memory", KEYS("utilization", "reserve", "kv_block"));
+  rd_frac(p, mem, ms, "deployment.memory", "utilization", &dp->memory.utilization, 0.90, 0.0, 1.0);
+  rd_qty(p, mem, ms, "deployment.memory", "reserve", UNIT_MEMORY, &dp->memory.reserve, NULL, false,
+         (double)(2LL << 30), true);
+  rd_int(p, mem, ms, "deployment.memory", "kv_block", &dp->memory.kv_block, false, 16, 1, I64MAX);
+
+  SrcLoc hs;
+  const YNode *hk = section(p, m, "hooks", "deployment.hooks", sec, &hs);
+  dp->hooks.loc = hs;
+  check_keys(p, hk, "deployment.hooks", KEYS("placement", "layer_partition", "expert_placement", "objective"));
+  rd_str(p, hk, hs, "deployment.hooks", "placement", &dp->hooks.placement, false, NULL);
+  rd_str(p, hk, hs, "deployment.hooks", "layer_partition", &dp->hooks.layer_partition, false, NULL);
+  rd_str(p, hk, hs, "deployment.hooks", "expert_placement", &dp->hooks.expert_placement, false, NULL);
+  rd_str(p, hk, hs, "deployment.hooks", "objective", &dp->hooks.objective, false, NULL);
+  /* `deployment.placement` is the shorthand spec.md shows for hooks.placement */
+  const YNode *pl = yaml_map_get(m, "placement");
+  if (pl) {
+    if (dp->hooks.placement.set) {
+      Diag *g = diag_at(p->d, DIAG_E0013, pl->loc,
+                        "placement hook given twice, as `deployment.placement` and `deployment.hooks.placement`");
+      diag_note(g, "the other one is at %s:%d:%d", dp->hooks.placement.loc.file,
+                dp->hooks.placement.loc.line, dp->hooks.placement.loc.col);
+      diag_help(g, "keep one of the two");
+    } else {
+      rd_str(p, m, sec, "deployment", "placement", &dp->hooks.placement, false, NULL);
+    }
+  }
+}
+
+static void parse_search(P *p, const YNode *root) {
+  SearchSpec *se = &p->s->search;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "search", "search", root->loc, &sec);
+  se->loc = sec;
+  check_keys(p, m, "search", KEYS("gpu_budget", "top", "headroom"));
+  int64_t all = 0;
+  if (!ck_mul(p->s->hardware.nodes.v, p->s->hardware.gpus_per_node.v, &all)) all = I64MAX;
+  rd_int(p, m, sec, "search", "gpu_budget", &se->gpu_budget, false, all, 1, I64MAX);
+  rd_int(p, m, sec, "search", "top", &se->top, false, 10, 1, I64MAX);
+  rd_frac(p, m, sec, "search", "headroom", &se->headroom, 0.9, 0.0, 1.0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Entry points. */
+
+static Spec *parse_tree(P *p, const YNode *root, const char *name) {
+  Spec *s = p->s;
+  if (root->kind != YN_MAP) {
+    Diag *g = diag_at(p->d, DIAG_E0103, root->loc, "expected a mapping at the top of the spec, got a %s",
+                      yaml_node_type_name(root));
+    diag_help(g, "a spec starts with `version: 1` followed by its sections; see docs/spec.md");
+    return NULL;
+  }
+  check_keys(p, root, "", KEYS("version", "name", "model", "hardware", "workload", "slo", "deployment", "search"));
+  rd_int(p, root, root->loc, "", "version", &s->version, true, 1, INT64_MIN, I64MAX);
+  /* the spec's name defaults to the file name without directory and .yaml */
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  size_t bl = strlen(base);
+  if (bl > 5 && strcmp(base + bl - 5, ".yaml") == 0) bl -= 5;
+  else if (bl > 4 && strcmp(base + bl - 4, ".yml") == 0) bl -= 4;
+  char *stem = yaml_arena_alloc(p->a, bl + 1);
+  memcpy(stem, base, bl);
+  rd_str(p, root, root->loc, "", "name", &s->name, false, stem);
+  parse_model(p, root);
+  parse_hardware(p, root);
+  parse_workload(p, root);
+  parse_slo(p, root);
+  parse_deployment(p, root);
+  parse_search(p, root);
+  return s;
+}
+
+Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const char *catalog_dir) {
+  const char *file = diags_add_source(d, name, text, len);
+  int before = d->nerrors;
+  if (len > SPEC_MAX_BYTES) {
+    Diag *g = diag_at(d, DIAG_E0002, (SrcLoc){file, 0, 0}, "the spec is %zu bytes, over the cap of %u bytes",
+                      len, SPEC_MAX_BYTES);
+    diag_help(g, "a spec is a few kilobytes; check that the right file was given");
+    return NULL;
+  }
+  Spec *s = rp_calloc(1, sizeof *s);
+  YArena *a = yaml_arena_new();
+  s->arena = a;
+  s->file = file;
+  rp_sha256_hex(text, len, s->sha256);
+  P p = {d, a, s, catalog_dir ? catalog_dir : spec_catalog_dir(), false};
+  const YNode *root = yaml_load(d, a, file, text, len);
+  if (root) {
+    parse_tree(&p, root, name);
+    if (root->kind == YN_MAP) {
+      SrcLoc top = root->loc;
+      static const char *const req[] = {"model", "hardware", "workload", "deployment"};
+      for (size_t i = 0; i < RP_ARRAY_LEN(req); i++)
+        if (!yaml_map_get(root, req[i])) {
+          Diag *g = diag_at(d, DIAG_E0116, top, "missing section `%s`", req[i]);
+          diag_help(g, "add a `%s:` section (see docs/spec.md)", req[i]);
+        }
+      if (s->deployment.mode.v == MODE_SEARCH && s->deployment.mode.set && !yaml_map_get(root, "slo")) {
+        Diag *g = diag_at(d, DIAG_E0116, s->deployment.mode.loc, "missing section `slo`, which `mode: search` needs");
+        diag_help(g, "add `slo: { ttft: 600 ms, tpot: 40 ms }` with your targets");
+      }
+      spec_check_structure(d, s);
+    }
+  }
+  if (d->nerrors > before) {
+    spec_free(s);
+    return NULL;
+  }
+  return s;
+}
 
 Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
-  RP_UNUSED(catalog_dir);
-  diag_at(d, DIAG_E0001, (SrcLoc){path, 0, 0}, "spec parsing is not built yet");
-  return NULL;
+  char *text = NULL;
+  size_t len = 0;
+  int err = rp_read_file(path, SPEC_MAX_BYTES, &text, &len);
+  if (err == EFBIG) {
+    Diag *g = diag_at(d, DIAG_E0002, (SrcLoc){diags_intern(d, path), 0, 0},
+                      "the spec is over the size cap of %u bytes", SPEC_MAX_BYTES);
+    diag_help(g, "a spec is a few kilobytes; check that the right file was given");
+    return NULL;
+  }
+  if (err) {
+    diag_at(d, DIAG_E0001, (SrcLoc){diags_intern(d, path), 0, 0}, "cannot read the spec: %s",
+            strerror(err));
+    return NULL;
+  }
+  Spec *s = spec_parse(d, path, text, len, catalog_dir);
+  free(text);
+  return s;
 }
-void spec_free(Spec *s) { free(s); }
+
+void spec_free(Spec *s) {
+  if (!s) return;
+  yaml_arena_free(s->arena);
+  free(s);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Structure rules. */
+
+/* Returns -1 when the product overflows int64. */
+int64_t pool_gpus(const PoolSpec *pl) {
+  CkState st = {true};
+  int64_t n = ckm(&st, ckm(&st, ckm(&st, ckm(&st, pl->replicas.v, pl->tp.v), pl->cp.v), pl->dp.v), pl->pp.v);
+  return st.ok ? n : -1;
+}
+
+static bool order_ok(const char *o) {
+  static const char *const dims[] = {"tp", "cp", "ep", "dp", "pp"};
+  bool seen[5] = {false};
+  size_t n = strlen(o);
+  if (n != 14) return false;
+  for (size_t i = 0; i < 5; i++) {
+    if (i < 4 && o[3 * i + 2] != '-') return false;
+    size_t k = 0;
+    while (k < 5 && strncmp(o + 3 * i, dims[k], 2) != 0) k++;
+    if (k == 5 || seen[k]) return false;
+    seen[k] = true;
+  }
+  return true;
+}
+
+void spec_check_structure(Diags *d, Spec *s) {
+  if (s->version.set && s->version.v != 1) {
+    Diag *g = diag_at(d, DIAG_E0112, s->version.loc, "unsupported spec version %lld, expected 1",
+                      (long long)s->version.v);
+    diag_help(g, "this rankplan reads version 1 specs (docs/spec.md)");
+  }
+  DeploymentSpec *dp = &s->deployment;
+  if (dp->order.set && !order_ok(dp->order.v)) {
+    Diag *g = diag_at(d, DIAG_E0115, dp->order.loc,
+                      "`%s` is not a rank order: expected tp, cp, ep, dp and pp, each once, joined by `-`",
+                      dp->order.v);
+    diag_help(g, "innermost first, e.g. `tp-cp-ep-dp-pp` (the default)");
+  }
+  /* pool names unique */
+  for (size_t i = 0; i < dp->npools; i++)
+    for (size_t j = 0; j < i; j++)
+      if (dp->pools[i].name.set && dp->pools[j].name.set &&
+          strcmp(dp->pools[i].name.v, dp->pools[j].name.v) == 0) {
+        Diag *g = diag_at(d, DIAG_E0114, dp->pools[i].name.loc, "duplicate pool name `%s`", dp->pools[i].name.v);
+        diag_note(g, "first used at %s:%d:%d", dp->pools[j].name.loc.file, dp->pools[j].name.loc.line,
+                  dp->pools[j].name.loc.col);
+        diag_help(g, "give every pool its own name");
+        break;
+      }
+  /* roles against the mode */
+  if (dp->mode.set && dp->mode.v == MODE_AGGREGATED) {
+    for (size_t i = 0; i < dp->npools; i++)
+      if (dp->pools[i].role.v != ROLE_BOTH) {
+        Diag *g = diag_at(d, DIAG_E0117, dp->pools[i].role.loc,
+                          "pool `%s` has role `%s`, but `mode: aggregated` pools serve both phases",
+                          dp->pools[i].name.v ? dp->pools[i].name.v : "?", role_name((PoolRole)dp->pools[i].role.v));
+        diag_help(g, "write `role: both` (or omit it), or use `mode: disaggregated`");
+      }
+  } else if (dp->mode.set && dp->mode.v == MODE_DISAGGREGATED && dp->npools > 0) {
+    bool pre = false, dec = false;
+    for (size_t i = 0; i < dp->npools; i++) {
+      if (dp->pools[i].role.v == ROLE_PREFILL) pre = true;
+      if (dp->pools[i].role.v == ROLE_DECODE) dec = true;
+      if (dp->pools[i].role.v == ROLE_BOTH && dp->pools[i].role.set) {
+        Diag *g = diag_at(d, DIAG_E0117, dp->pools[i].role.loc,
+                          "pool `%s` has role `both`, but `mode: disaggregated` separates prefill and decode",
+                          dp->pools[i].name.v ? dp->pools[i].name.v : "?");
+        diag_help(g, "write `role: prefill` or `role: decode`, or use `mode: aggregated`");
+      }
+    }
+    bool all_roles = true;
+    for (size_t i = 0; i < dp->npools; i++) all_roles = all_roles && dp->pools[i].role.set;
+    if (all_roles && (!pre || !dec)) {
+      Diag *g = diag_at(d, DIAG_E0117, dp->mode.loc,
+                        "`mode: disaggregated` needs a prefill pool and a decode pool, got no %s pool",
+                        !pre ? "prefill" : "decode");
+      diag_help(g, "add a pool with `role: %s`, or use `mode: aggregated`", !pre ? "prefill" : "decode");
+    }
+  }
+  /* pools fit the cluster */
+  if (dp->npools > 0 && s->hardware.nodes.set && s->hardware.gpus_per_node.set) {
+    CkState st = {true};
+    int64_t have = ckm(&st, s->hardware.nodes.v, s->hardware.gpus_per_node.v);
+    int64_t need = 0;
+    StrBuf sb;
+    sb_init(&sb);
+    for (size_t i = 0; i < dp->npools; i++) {
+      const PoolSpec *pl = &dp->pools[i];
+      int64_t g = pool_gpus(pl);
+      if (g < 0) st.ok = false;
+      else need = cka(&st, need, g);
+      sb_printf(&sb, "%spool `%s`: %lld replicas x tp %lld x cp %lld x dp %lld x pp %lld = %lld GPUs", i ? "\n" : "",
+                pl->name.v ? pl->name.v : "?", (long long)pl->replicas.v, (long long)pl->tp.v,
+                (long long)pl->cp.v, (long long)pl->dp.v, (long long)pl->pp.v, (long long)g);
+    }
+    SrcLoc at = dp->npools ? dp->pools[0].loc : dp->loc;
+    if (!st.ok) {
+      Diag *g = diag_at(d, DIAG_E0105, at, "the pools' GPU count overflows a 64-bit integer");
+      diag_help(g, "use realistic replica and parallel sizes");
+    } else if (need > have) {
+      Diag *g = diag_at(d, DIAG_E0113, at,
+                        "the pools need %lld GPUs, the cluster has %lld (%lld nodes x %lld GPUs per node)",
+                        (long long)need, (long long)have, (long long)s->hardware.nodes.v,
+                        (long long)s->hardware.gpus_per_node.v);
+      diag_note(g, "%s", sb.buf);
+      diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",
+                (long long)((need + s->hardware.gpus_per_node.v - 1) / s->hardware.gpus_per_node.v));
+    }
+    sb_free(&sb);
+  }
+}
