@@ -1,2 +1,249 @@
-/* memory.c: not written yet. */
-typedef int rp__stub_memory;
+/*
+ * memory.c: the per-rank memory ledger.
+ *
+ * Input IR: Spec (spec.h) after parse, one PoolSpec, a pp stage and the
+ * layer partition. Output IR: MemLedger (memory.h), one per rank class
+ * (pool x pp stage). Invariants: every byte count is int64 and computed
+ * with the sticky-overflow accumulator; an overflow returns false with
+ * E0299 and leaves *out zeroed. The ledger only measures: whether the
+ * result is acceptable (weights over budget, KV under one max_context
+ * request) is decided by validate.c, so the plan stage can call this on
+ * candidate layouts without producing diagnostics.
+ *
+ * How each component is sharded (docs/memory.md has the full table):
+ *  - embedding on the first stage and lm_head on the last, vocab-parallel
+ *    over tp (ceil(vocab / tp) rows per rank); tied embeddings with pp > 1
+ *    keep a copy on the last stage;
+ *  - attention q/o (and MLA q_b, kv_b, o) split by heads over tp; k/v
+ *    split over tp down to one KV head per rank (replicated beyond);
+ *    MLA q_a and kv_a projections are replicated on every tp rank, as
+ *    vLLM's and SGLang's DeepSeek models load them (ReplicatedLinear);
+ *  - norms and routers replicated on every rank;
+ *  - dense FFNs and shared experts split over tp (column/row parallel);
+ *  - routed experts split over ep (whole experts) and etp (each expert's
+ *    intermediate dimension);
+ *  - cp and attention dp replicate the dense weights.
+ */
+#include "memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t dim(const SInt *v) { return v->v > 0 ? v->v : 1; }
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+void mem_balanced_partition(int64_t layers, int64_t pp, int64_t *out) {
+  RP_ASSERT(pp > 0);
+  for (int64_t i = 0; i < pp; i++) out[i] = layers / pp + (i < layers % pp ? 1 : 0);
+}
+
+/* Matrix and plain-tensor bytes with the overflow folded into st. */
+static int64_t mat(CkState *st, DType t, int64_t rows, int64_t cols, int64_t count) {
+  int64_t r = model_matrix_bytes(t, rows, cols, count);
+  if (r < 0) st->ok = false;
+  return r < 0 ? 0 : r;
+}
+static int64_t plain(CkState *st, DType t, int64_t n) {
+  int64_t r = model_plain_bytes(t, n);
+  if (r < 0) st->ok = false;
+  return r < 0 ? 0 : r;
+}
+
+/* SwiGLU FFN with intermediate I split over n ranks: gate and up
+ * [I/n, hidden], down [hidden, I/n]. */
+static int64_t ffn_bytes(CkState *st, DType t, int64_t hidden, int64_t inter_rank) {
+  if (inter_rank <= 0) return 0;
+  return cka(st, mat(st, t, inter_rank, hidden, 2), mat(st, t, hidden, inter_rank, 1));
+}
+
+/* One layer's attention weights on one rank. */
+static int64_t attn_bytes_rank(CkState *st, const ModelSpec *m, const MemShard *sh) {
+  DType t = (DType)m->dtype.weights.v;
+  int64_t h = m->hidden_size.v, qh = sh->q_heads;
+  if ((AttnKind)m->attention.kind.v == ATTN_MLA) {
+    int64_t ql = m->attention.q_lora_rank.v, kvl = m->attention.kv_lora_rank.v;
+    int64_t nope = m->attention.qk_nope_head_dim.v, rope = m->attention.qk_rope_head_dim.v;
+    int64_t vd = m->attention.v_head_dim.v;
+    int64_t qdim = ckm(st, qh, cka(st, nope, rope));
+    int64_t b = 0, norms = kvl;
+    if (ql > 0) {
+      b = cka(st, b, mat(st, t, ql, h, 1));      /* q_a: replicated */
+      b = cka(st, b, mat(st, t, qdim, ql, 1));   /* q_b: split by heads */
+      norms = cka(st, norms, ql);
+    } else {
+      b = cka(st, b, mat(st, t, qdim, h, 1));
+    }
+    b = cka(st, b, mat(st, t, cka(st, kvl, rope), h, 1));                /* kv_a: replicated */
+    b = cka(st, b, mat(st, t, ckm(st, qh, cka(st, nope, vd)), kvl, 1));  /* kv_b */
+    b = cka(st, b, mat(st, t, h, ckm(st, qh, vd), 1));                   /* o */
+    return cka(st, b, plain(st, t, norms));
+  }
+  int64_t hd = model_head_dim(m), kvh = sh->kv_heads;
+  int64_t b = cka(st, cka(st, mat(st, t, ckm(st, qh, hd), h, 1), mat(st, t, h, ckm(st, qh, hd), 1)),
+                  mat(st, t, ckm(st, kvh, hd), h, 2));
+  int64_t extra = m->attention.qk_norm.v ? ckm(st, 2, hd) : 0;
+  if (m->attention.qkv_bias.v) extra = cka(st, extra, ckm(st, cka(st, qh, ckm(st, 2, kvh)), hd));
+  return cka(st, b, plain(st, t, extra));
+}
+
+/* Activation elements one token keeps live on one rank during the widest
+ * step of a layer: the residual stream, the normed input, the attention
+ * output and the sum being reduced (4 * hidden), the rank's q/k/v (or the
+ * MLA q, latent and expanded k/v) and the FFN's gate and up outputs
+ * (2 * its intermediate share). */
+static int64_t act_width(CkState *st, const ModelSpec *m, const MemShard *sh, int64_t tp,
+                         int64_t etp) {
+  int64_t h = m->hidden_size.v, w = ckm(st, 4, h);
+  if ((AttnKind)m->attention.kind.v == ATTN_MLA) {
+    int64_t nope = m->attention.qk_nope_head_dim.v, rope = m->attention.qk_rope_head_dim.v;
+    int64_t vd = m->attention.v_head_dim.v, kvl = m->attention.kv_lora_rank.v;
+    w = cka(st, w, ckm(st, sh->q_heads, cka(st, cka(st, nope, rope), cka(st, nope, vd))));
+    w = cka(st, w, cka(st, kvl, rope));
+  } else {
+    w = cka(st, w, ckm(st, cka(st, sh->q_heads, ckm(st, 2, sh->kv_heads)), model_head_dim(m)));
+  }
+  int64_t inter = 0;
+  if (sh->dense_layers > 0) inter = ceil_div(m->ffn.intermediate_size.v, tp);
+  if (sh->moe_layers > 0) {
+    int64_t ie = m->moe.expert_intermediate_size.v;
+    int64_t routed = ckm(st, min64(m->moe.top_k.v, m->moe.experts.v), ceil_div(ie, etp));
+    int64_t shared = ceil_div(ckm(st, m->moe.shared_experts.v, ie), tp);
+    inter = max64(inter, cka(st, routed, shared));
+  }
+  return cka(st, w, ckm(st, 2, inter));
+}
+
+/* The pool's parallel sizes with defaults applied. */
+typedef struct {
+  int64_t tp, pp, cp, dp, ep, etp, dcp, replicas;
+} Par;
+
+static Par pool_par(const PoolSpec *p) {
+  Par r = {dim(&p->tp), dim(&p->pp), dim(&p->cp), dim(&p->dp),
+           dim(&p->ep), dim(&p->etp), dim(&p->dcp), dim(&p->replicas)};
+  return r;
+}
+
+bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
+                const int64_t *layer_partition, MemLedger *out, Diags *d) {
+  const ModelSpec *m = &s->model;
+  Par q = pool_par(p);
+  CkState st = {true};
+  MemLedger L;
+  memset(&L, 0, sizeof L);
+  memset(out, 0, sizeof *out);
+  RP_ASSERT(pp_stage >= 0 && pp_stage < q.pp);
+
+  /* Which layers this stage holds. */
+  int64_t nl = m->layers.v;
+  int64_t *part = rp_calloc((size_t)q.pp, sizeof *part);
+  if (layer_partition) {
+    memcpy(part, layer_partition, (size_t)q.pp * sizeof *part);
+  } else if (p->layer_partition.set && p->layer_partition.len == (size_t)q.pp) {
+    for (int64_t i = 0; i < q.pp; i++) part[i] = p->layer_partition.items[i].v;
+  } else {
+    mem_balanced_partition(nl, q.pp, part);
+  }
+  MemShard *sh = &L.shard;
+  for (int64_t i = 0; i < pp_stage; i++) sh->first_layer = cka(&st, sh->first_layer, part[i]);
+  sh->layers = part[pp_stage] > 0 ? part[pp_stage] : 0;
+  free(part);
+  int64_t n_dense = nl;
+  if (model_is_moe(m)) n_dense = min64(m->moe.dense_layers.set ? m->moe.dense_layers.v : 0, nl);
+  int64_t end = cka(&st, sh->first_layer, sh->layers);
+  sh->dense_layers = max64(0, min64(end, n_dense) - min64(sh->first_layer, n_dense));
+  sh->moe_layers = sh->layers - sh->dense_layers;
+  sh->q_heads = ceil_div(m->attention.heads.v, q.tp);
+  sh->kv_heads = model_kv_heads_per_rank(m, q.tp);
+  sh->experts = model_is_moe(m) ? ceil_div(m->moe.experts.v, q.ep) : 0;
+  sh->vocab = ceil_div(m->vocab_size.v, q.tp);
+  sh->has_embedding = pp_stage == 0;
+  sh->has_lm_head = pp_stage == q.pp - 1 && (!m->tie_embeddings.v || q.pp > 1);
+  L.ranks = ckm(&st, ckm(&st, q.replicas, q.tp), ckm(&st, q.cp, q.dp));
+
+  /* Weights. */
+  DType wt = (DType)m->dtype.weights.v;
+  int64_t h = m->hidden_size.v;
+  int64_t vocab_rows = ckm(&st, sh->vocab, h);
+  if (sh->has_embedding) L.w_embedding = plain(&st, wt, vocab_rows);
+  if (sh->has_lm_head) L.w_lm_head = plain(&st, wt, vocab_rows);
+  L.w_attention = ckm(&st, attn_bytes_rank(&st, m, sh), sh->layers);
+  L.w_norms = plain(&st, wt, cka(&st, ckm(&st, ckm(&st, 2, h), sh->layers),
+                                 pp_stage == q.pp - 1 ? h : 0));
+  L.w_ffn_dense = ckm(&st, ffn_bytes(&st, wt, h, ceil_div(m->ffn.intermediate_size.v, q.tp)),
+                      sh->dense_layers);
+  if (model_is_moe(m) && sh->moe_layers > 0) {
+    int64_t ie = m->moe.expert_intermediate_size.v;
+    int64_t one = ffn_bytes(&st, wt, h, ceil_div(ie, q.etp));
+    L.w_experts = ckm(&st, ckm(&st, one, sh->experts), sh->moe_layers);
+    int64_t shared_inter = ckm(&st, m->moe.shared_experts.v, ie);
+    L.w_shared = ckm(&st, ffn_bytes(&st, wt, h, ceil_div(shared_inter, q.tp)), sh->moe_layers);
+    int64_t router = ckm(&st, m->moe.experts.v, h);
+    if (m->moe.router_bias.v) router = cka(&st, router, m->moe.experts.v);
+    L.w_routers = ckm(&st, plain(&st, wt, router), sh->moe_layers);
+  }
+  L.weights = cka(&st, cka(&st, cka(&st, L.w_embedding, L.w_lm_head), cka(&st, L.w_attention, L.w_norms)),
+                  cka(&st, cka(&st, L.w_ffn_dense, L.w_experts), cka(&st, L.w_shared, L.w_routers)));
+
+  /* Activations: one forward's widest layer, plus fp32 logits on the last
+   * stage. Prefill (and aggregated) pools run one whole prompt per
+   * forward, split over cp; decode pools run MEM_DECODE_SEQS sequences. */
+  int64_t an, ad;
+  model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
+  bool decode = (PoolRole)p->role.v == ROLE_DECODE;
+  int64_t in_tok = s->workload.input_tokens.v > 0 ? s->workload.input_tokens.v : 1;
+  L.tokens_per_forward = decode ? MEM_DECODE_SEQS : ceil_div(in_tok, q.cp);
+  int64_t seqs = decode ? MEM_DECODE_SEQS : 1;
+  int64_t width = act_width(&st, m, sh, q.tp, q.etp);
+  L.activations = ceil_div(ckm(&st, ckm(&st, L.tokens_per_forward, width), an), ad);
+  if (pp_stage == q.pp - 1)
+    L.activations = cka(&st, L.activations, ckm(&st, ckm(&st, seqs, sh->vocab), 4));
+
+  /* Fixed costs. */
+  L.workspace = MEM_WORKSPACE_BYTES;
+  int64_t groups = (q.tp > 1) + (q.cp > 1) + (q.dp > 1) + (q.pp > 1) +
+                   (model_is_moe(m) && q.ep > 1) + (model_is_moe(m) && q.etp > 1);
+  L.comm = ckm(&st, groups, MEM_COMM_BYTES_PER_GROUP);
+  const DeploymentSpec *dep = &s->deployment;
+  L.reserve = dep->memory.reserve.set || dep->memory.reserve.v > 0 ? dep->memory.reserve.v
+                                                                   : (int64_t)2 << 30;
+  double util = dep->memory.utilization.set || dep->memory.utilization.v > 0
+                    ? dep->memory.utilization.v
+                    : 0.90;
+  L.capacity = s->hardware.gpu.memory.v;
+  L.usable = (int64_t)((double)L.capacity * util);
+  int64_t used = cka(&st, cka(&st, cka(&st, L.weights, L.activations), cka(&st, L.workspace, L.reserve)),
+                     L.comm);
+  L.kv_pool = cks(&st, L.usable, used);
+
+  /* KV capacity and requests. One request's tokens spread over the cp and
+   * dcp ranks of its attention replica. */
+  L.kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q.tp, sh->layers, q.dcp);
+  if (L.kv_bytes_per_token < 0) st.ok = false;
+  L.kv_block_tokens = dep->memory.kv_block.v > 0 ? dep->memory.kv_block.v : 16;
+  int64_t block_bytes = ckm(&st, L.kv_block_tokens, L.kv_bytes_per_token);
+  L.kv_blocks = L.kv_pool > 0 && block_bytes > 0 ? L.kv_pool / block_bytes : 0;
+  int64_t split = ckm(&st, q.cp, q.dcp);
+  L.request_tokens = cka(&st, s->workload.input_tokens.v, s->workload.output_tokens.v);
+  L.request_blocks = ceil_div(ceil_div(L.request_tokens, split), L.kv_block_tokens);
+  L.max_context_blocks = ceil_div(ceil_div(m->max_context.v, split), L.kv_block_tokens);
+  if (sh->layers == 0) {
+    /* A stage without layers stores no KV: it never limits requests. */
+    L.request_blocks = L.max_context_blocks = 0;
+  }
+  L.requests_fit = L.request_blocks > 0 ? L.kv_blocks / L.request_blocks : 0;
+  L.requests_fit_instance = ckm(&st, L.requests_fit, q.dp);
+  L.max_context_fits = L.kv_blocks >= L.max_context_blocks;
+
+  if (!st.ok) {
+    if (d)
+      diag_at(d, DIAG_E0299, p->loc,
+              "memory ledger of pool `%s` stage %lld overflows a 64-bit integer",
+              p->name.v ? p->name.v : "?", (long long)pp_stage);
+    return false;
+  }
+  *out = L;
+  return true;
+}

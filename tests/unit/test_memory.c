@@ -1,4 +1,228 @@
-/* test_memory.c: not written yet. */
+/*
+ * Unit tests for memory.c: the per-rank ledger. Specs are built as structs
+ * (model_fixtures.h); expected figures are recomputed here from the
+ * model's parameter counts and the sharding rules of docs/memory.md, so a
+ * change in either side shows up.
+ */
+#include "memory.h"
+#include "model_fixtures.h"
 #include "t.h"
 
-int main(void) { T_DONE(); }
+#define GIB ((int64_t)1 << 30)
+
+static PoolSpec pool;
+
+static void fx_spec(Spec *s, void (*model)(ModelSpec *), int64_t gpu_bytes) {
+  memset(s, 0, sizeof *s);
+  model(&s->model);
+  FX_I(s->hardware.gpu.memory, gpu_bytes);
+  FX_I(s->hardware.nodes, 1);
+  FX_I(s->hardware.gpus_per_node, 8);
+  FX_I(s->hardware.scale_up.domain, 8);
+  FX_I(s->workload.input_tokens, 4000);
+  FX_I(s->workload.output_tokens, 500);
+  s->deployment.memory.utilization.v = 0.90;
+  s->deployment.memory.utilization.set = true;
+  FX_I(s->deployment.memory.reserve, 2 * GIB);
+  FX_I(s->deployment.memory.kv_block, 16);
+  memset(&pool, 0, sizeof pool);
+  pool.name.v = "p";
+  FX_I(pool.role, ROLE_BOTH);
+  FX_I(pool.replicas, 1);
+  FX_I(pool.tp, 1);
+  FX_I(pool.pp, 1);
+  FX_I(pool.cp, 1);
+  FX_I(pool.dp, 1);
+  FX_I(pool.ep, 1);
+  FX_I(pool.etp, 1);
+  FX_I(pool.dcp, 1);
+  s->deployment.npools = 1;
+  s->deployment.pools = &pool;
+}
+
+/* Llama-3.1-70B on one 80 GB GPU: 141 GB of bf16 weights cannot fit. */
+static void test_over_budget(void) {
+  Spec s;
+  fx_spec(&s, fx_llama70b, 80 * 1000000000LL);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  ModelParams p;
+  T_CHECK(model_params(&s.model, &p, NULL));
+  T_EQ_INT(L.weights, 2 * p.total);
+  T_CHECK(L.kv_pool < 0);
+  T_EQ_INT(L.kv_blocks, 0);
+  T_EQ_INT(L.requests_fit, 0);
+  T_CHECK(!L.max_context_fits);
+  T_EQ_INT(L.usable, 72 * 1000000000LL);
+}
+
+/* Llama-3.1-70B at TP8 on 141 GB GPUs: every split is exact, so the rank's
+ * weights are the sharded parameters times two bytes, norms replicated. */
+static void test_tp8_dense(void) {
+  Spec s;
+  fx_spec(&s, fx_llama70b, 141 * 1000000000LL);
+  FX_I(pool.tp, 8);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  ModelParams p;
+  T_CHECK(model_params(&s.model, &p, NULL));
+  int64_t sharded = (p.total - p.norms) / 8;
+  T_EQ_INT(L.weights, 2 * (sharded + p.norms));
+  T_EQ_INT(L.w_embedding, 2 * 128256LL / 8 * 8192);
+  T_EQ_INT(L.shard.q_heads, 8);
+  T_EQ_INT(L.shard.kv_heads, 1);
+  T_EQ_INT(L.shard.vocab, 16032);
+  T_EQ_INT(L.kv_bytes_per_token, 40960);
+  /* The ledger adds up. */
+  T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace - L.reserve - L.comm);
+  T_EQ_INT(L.comm, MEM_COMM_BYTES_PER_GROUP); /* the tp group only */
+  T_EQ_INT(L.kv_blocks, L.kv_pool / (16 * 40960));
+  /* 4500 tokens need 282 blocks of 16; 131072 need 8192. */
+  T_EQ_INT(L.request_blocks, 282);
+  T_EQ_INT(L.max_context_blocks, 8192);
+  T_EQ_INT(L.requests_fit, L.kv_blocks / 282);
+  T_CHECK(L.requests_fit > 0);
+  T_CHECK(L.max_context_fits);
+  /* Activations: 4000 tokens x (4*8192 + (8+2)*128 + 2*28672/8) x 2 bytes,
+   * plus one sequence's fp32 logits over 16032 vocabulary rows. */
+  T_EQ_INT(L.tokens_per_forward, 4000);
+  T_EQ_INT(L.activations, 4000LL * (4 * 8192 + 10 * 128 + 2 * 3584) * 2 + 16032LL * 4);
+  T_EQ_INT(L.ranks, 8);
+}
+
+/* pp 2: the stages split the layers; embedding first, lm_head and the
+ * final norm last; together they hold what pp 1 holds. */
+static void test_pp_stages(void) {
+  Spec s;
+  fx_spec(&s, fx_llama70b, 141 * 1000000000LL);
+  FX_I(pool.tp, 8);
+  MemLedger one, a, b;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &one, NULL));
+  FX_I(pool.pp, 2);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &a, NULL));
+  T_CHECK(mem_ledger(&s, &pool, 1, NULL, &b, NULL));
+  T_EQ_INT(a.shard.first_layer, 0);
+  T_EQ_INT(a.shard.layers, 40);
+  T_EQ_INT(b.shard.first_layer, 40);
+  T_CHECK(a.shard.has_embedding && !a.shard.has_lm_head);
+  T_CHECK(!b.shard.has_embedding && b.shard.has_lm_head);
+  T_EQ_INT(a.weights + b.weights, one.weights);
+  T_EQ_INT(a.kv_bytes_per_token, 20480);
+  /* An explicit partition wins over the balanced split. */
+  int64_t part[2] = {30, 50};
+  T_CHECK(mem_ledger(&s, &pool, 1, part, &b, NULL));
+  T_EQ_INT(b.shard.first_layer, 30);
+  T_EQ_INT(b.shard.layers, 50);
+  T_EQ_INT(b.kv_bytes_per_token, 25600);
+  int64_t bal[3];
+  mem_balanced_partition(10, 3, bal);
+  T_CHECK(bal[0] == 4 && bal[1] == 3 && bal[2] == 3);
+  /* Tied embeddings: with pp > 1 the last stage keeps its own copy. */
+  FX_I(s.model.tie_embeddings, true);
+  T_CHECK(mem_ledger(&s, &pool, 1, NULL, &b, NULL));
+  T_CHECK(b.shard.has_lm_head && b.w_lm_head > 0);
+  FX_I(pool.pp, 1);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &b, NULL));
+  T_CHECK(!b.shard.has_lm_head && b.w_lm_head == 0);
+}
+
+/* Qwen3-235B-A22B at TP8 and EP8: one KV head per GPU (replicated), 16
+ * experts per rank, routers and norms replicated. */
+static void test_moe_ep(void) {
+  Spec s;
+  fx_spec(&s, fx_qwen3_235b, 141 * 1000000000LL);
+  FX_I(pool.tp, 8);
+  FX_I(pool.ep, 8);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.kv_bytes_per_token, 48128);
+  T_EQ_INT(L.shard.experts, 16);
+  T_EQ_INT(L.w_experts, 94LL * 16 * 3 * 4096 * 1536 * 2);
+  T_EQ_INT(L.w_routers, 94LL * 128 * 4096 * 2);
+  T_EQ_INT(L.w_shared, 0);
+  T_EQ_INT(L.shard.moe_layers, 94);
+  T_EQ_INT(L.comm, 2 * MEM_COMM_BYTES_PER_GROUP); /* tp and ep */
+  /* etp 2 halves each expert and doubles... nothing else. */
+  FX_I(pool.ep, 4);
+  FX_I(pool.etp, 2);
+  MemLedger E;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &E, NULL));
+  T_EQ_INT(E.shard.experts, 32);
+  T_EQ_INT(E.w_experts, L.w_experts);
+}
+
+/* DeepSeek-V3 (fp8 weights, 128x128 block scales) with attention dp 8 and
+ * ep 8 on 141 GB GPUs: MLA weights whole on each rank (tp 1), 32 experts
+ * per rank, dense layers replicated, latent KV 70,272 bytes per token. */
+static void test_dsv3_dp_ep(void) {
+  Spec s;
+  fx_spec(&s, fx_dsv3, 141 * 1000000000LL);
+  FX_I(pool.dp, 8);
+  FX_I(pool.ep, 8);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.shard.experts, 32);
+  T_EQ_INT(L.shard.dense_layers, 3);
+  T_EQ_INT(L.shard.moe_layers, 58);
+  T_EQ_INT(L.kv_bytes_per_token, 70272);
+  /* One routed expert at fp8: gate/up [2048, 7168] and down [7168, 2048]
+   * with 16x56 and 56x16 blocks of fp32 scales. */
+  int64_t expert = 3LL * 2048 * 7168 + 3 * 16 * 56 * 4;
+  T_EQ_INT(L.w_experts, 58 * 32 * expert);
+  ModelBytes b;
+  T_CHECK(model_weight_bytes(&s.model, &b, NULL));
+  T_EQ_INT(L.w_attention, b.attention);
+  T_EQ_INT(L.w_ffn_dense, b.ffn_dense);
+  T_EQ_INT(L.requests_fit_instance, 8 * L.requests_fit);
+  T_EQ_INT(L.ranks, 8);
+  /* At tp 8 the latent is stored on every rank, still 70,272 bytes. */
+  FX_I(pool.dp, 1);
+  FX_I(pool.tp, 8);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.kv_bytes_per_token, 70272);
+  T_EQ_INT(L.shard.q_heads, 16);
+}
+
+/* cp and dcp split one request's tokens over ranks. */
+static void test_context_split(void) {
+  Spec s;
+  fx_spec(&s, fx_llama8b, 80 * 1000000000LL);
+  FX_I(pool.tp, 8);
+  FX_I(pool.role, ROLE_DECODE);
+  FX_I(pool.dcp, 4);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.max_context_blocks, 131072 / 4 / 16);
+  T_EQ_INT(L.request_blocks, (4500 / 4 + 15) / 16);
+  T_EQ_INT(L.tokens_per_forward, MEM_DECODE_SEQS);
+  FX_I(pool.role, ROLE_PREFILL);
+  FX_I(pool.dcp, 1);
+  FX_I(pool.cp, 2);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.tokens_per_forward, 2000);
+  T_EQ_INT(L.max_context_blocks, 131072 / 2 / 16);
+}
+
+static void test_overflow(void) {
+  Spec s;
+  fx_spec(&s, fx_llama8b, 80 * 1000000000LL);
+  FX_I(s.model.hidden_size, INT64_MAX / 8);
+  Diags d;
+  diags_init(&d);
+  MemLedger L;
+  T_CHECK(!mem_ledger(&s, &pool, 0, NULL, &L, &d));
+  T_CHECK(d.list.len == 1 && d.list.items[0]->code == DIAG_E0299);
+  T_EQ_INT(L.weights, 0);
+  diags_free(&d);
+}
+
+int main(void) {
+  T_RUN(test_over_budget);
+  T_RUN(test_tp8_dense);
+  T_RUN(test_pp_stages);
+  T_RUN(test_moe_ep);
+  T_RUN(test_dsv3_dp_ep);
+  T_RUN(test_context_split);
+  T_RUN(test_overflow);
+  T_DONE();
+}
