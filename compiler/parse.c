@@ -127,8 +127,9 @@ static const YNode *section(P *p, const YNode *parent, const char *key, const ch
 }
 
 static void missing(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key) {
-  if (p->quiet_missing) return;
-  SrcLoc l = m ? m->loc : sec;
+  /* an absent section is reported once, as such, not key by key */
+  if (p->quiet_missing || !m) return;
+  SrcLoc l = m->loc;
   Diag *g = path[0] ? diag_at(p->d, DIAG_E0102, l, "missing required key `%s` in `%s`", key, path)
                     : diag_at(p->d, DIAG_E0102, l, "missing required key `%s`", key);
   diag_help(g, "add `%s:` (see docs/spec.md for its meaning and unit)", key);
@@ -524,10 +525,14 @@ static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const c
       StrBuf sb;
       sb_init(&sb);
       for (size_t i = 0; i < nn; i++) sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
-      diag_help(g, "catalog entries in %s: %s", dir, sb.buf);
+      char *shown = catalog_display(p->catalog_dir, kind, "");
+      shown[strlen(shown) - strlen("/.yaml")] = '\0';
+      diag_help(g, "catalog entries in %s: %s", shown, sb.buf);
+      free(shown);
       sb_free(&sb);
     } else {
       diag_help(g, "the catalog directory %s has no entries; set RANKPLAN_CATALOG or --catalog", dir);
+      diag_note(g, "catalog: %s", p->catalog_dir);
     }
     if (err != ENOENT && preset_name_ok(v->str))
       diag_note(g, "%s: %s", file, strerror(err));
@@ -1045,7 +1050,7 @@ void spec_check_structure(Diags *d, Spec *s) {
       if (g < 0) st.ok = false;
       else need = cka(&st, need, g);
       sb_printf(&sb, "%spool `%s`: %lld replicas x tp %lld x cp %lld x dp %lld x pp %lld = %lld GPUs", i ? "\n" : "",
-                pl->name.v ? pl->name.v : "?", (long long)pl->replicas.v, (long long)pl->tp.v,
+                pl->name.set ? pl->name.v : "(unnamed)", (long long)pl->replicas.v, (long long)pl->tp.v,
                 (long long)pl->cp.v, (long long)pl->dp.v, (long long)pl->pp.v, (long long)g);
     }
     SrcLoc at = dp->npools ? dp->pools[0].loc : dp->loc;
@@ -1054,8 +1059,9 @@ void spec_check_structure(Diags *d, Spec *s) {
       diag_help(g, "use realistic replica and parallel sizes");
     } else if (need > have) {
       Diag *g = diag_at(d, DIAG_E0113, at,
-                        "the pools need %lld GPUs, the cluster has %lld (%lld nodes x %lld GPUs per node)",
+                        "the pools need %lld GPUs, the cluster has %lld (%lld node%s x %lld GPUs per node)",
                         (long long)need, (long long)have, (long long)s->hardware.nodes.v,
+                        s->hardware.nodes.v == 1 ? "" : "s",
                         (long long)s->hardware.gpus_per_node.v);
       diag_note(g, "%s", sb.buf);
       diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "diag.h"
 #include "units.h"
@@ -156,10 +157,10 @@ UnitsStatus units_parse(const char *s, UnitKind want, UnitValue *out) {
     size_t n = 0;
     for (size_t i = 0; i < RP_ARRAY_LEN(units); i++)
       if (units[i].kind == want) cands[n++] = units[i].name;
-    out->suggest = diag_closest(out->unit, cands, n);
-    /* a wrong case ("gb/s") is the usual slip; prefer the same letters */
+    /* a wrong case ("gb/s") is the usual slip: the same letters first */
     for (size_t i = 0; i < n && !out->suggest; i++)
       if (strcasecmp(cands[i], out->unit) == 0) out->suggest = cands[i];
+    if (!out->suggest) out->suggest = diag_closest(out->unit, cands, n);
     return UNITS_UNKNOWN_UNIT;
   }
   if (u->kind != want) {

@@ -436,10 +436,16 @@ static void parser_error(Builder *b, yaml_parser_t *p) {
     return;
   }
   Diag *g;
-  if (c < 0 && p->problem_mark.index > 0)
-    g = diag_at(b->d, DIAG_E0005, loc, "unexpected end of file: %s", problem);
-  else
-    g = diag_at(b->d, DIAG_E0005, loc, "invalid YAML: %s", problem);
+  if (c < 0 && p->context) {
+    /* The file ended inside a construct: point at where it opened, which is
+     * where the missing bracket or quote belongs. */
+    g = diag_at(b->d, DIAG_E0005, mark_loc(b, p->context_mark), "unexpected end of file %s: %s",
+                p->context, problem);
+    diag_note(g, "the file ends at %d:%d", loc.line, loc.col);
+    diag_help(g, "the file looks truncated: close every bracket and quote");
+    return;
+  }
+  g = diag_at(b->d, DIAG_E0005, loc, "invalid YAML: %s", problem);
   if (p->context)
     diag_note(g, "%s, which started at %d:%d", p->context, (int)p->context_mark.line + 1,
               (int)p->context_mark.column + 1);
