@@ -1,2 +1,453 @@
-/* emit.c: not written yet. */
-typedef int rp__stub_emit;
+/*
+ * emit.c: the plan file. Layout (placed) → plan JSON (docs/plan.md).
+ *
+ * Input: a placed Layout, its Spec, the compilation's warnings. Output: the
+ * plan text, and files written atomically.
+ * Invariants: the same input gives the same bytes (keys in a fixed order,
+ * no hash-ordered containers, no clock, no paths, integers printed exactly);
+ * the text is valid against schemas/plan.schema.json; a file is either the
+ * whole new plan or untouched (rp_write_file_atomic: temp file, fsync,
+ * rename).
+ *
+ * The emitter writes JSON by hand into one buffer rather than through
+ * Jansson objects: a 131,072-rank plan holds millions of numbers, and
+ * building a Jansson tree for it costs several times the memory and time of
+ * printing it directly (docs/benchmarks.md). Strings are escaped per RFC
+ * 8259. The loader (plan_load.c) reads plans back with Jansson.
+ *
+ * Layout of the text: top-level keys one per line, each rank and each group
+ * one object per line, so that a diff of two plans reads rank by rank.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "layout.h"
+#include "memory.h"
+
+/* ---- memory ledger ----------------------------------------------------- */
+
+/* PLACEHOLDER until the memory ledger (memory.c, mem_ledger) is built:
+ * only capacity and the reserve are real; weights, activations, workspace
+ * and KV are 0. Switch to mem_ledger() when it lands. */
+static bool emit__ledger(const Spec *s, const PoolSpec *ps, int64_t st, const int64_t *lp,
+                         MemLedger *m, Diags *d) {
+  RP_UNUSED(ps);
+  RP_UNUSED(st);
+  RP_UNUSED(lp);
+  RP_UNUSED(d);
+  m->capacity = s->hardware.gpu.memory.v;
+  m->usable = m->capacity;
+  m->reserve = s->deployment.memory.reserve.v;
+  m->kv_block_tokens = s->deployment.memory.kv_block.v;
+  return true;
+}
+
+bool lay_memory(Diags *d, const Spec *s, Layout *L) {
+  for (size_t p = 0; p < L->npools; p++) {
+    LayPool *P = &L->pools[p];
+    const PoolSpec *ps = &s->deployment.pools[p];
+    int64_t pp = P->size[CO_PP];
+    free(P->mem);
+    free(P->kv_bytes_per_token);
+    free(P->kv_blocks);
+    P->mem = rp_calloc((size_t)pp, sizeof *P->mem);
+    P->kv_bytes_per_token = rp_calloc((size_t)pp, sizeof(int64_t));
+    P->kv_blocks = rp_calloc((size_t)pp, sizeof(int64_t));
+    P->kv_block_tokens = s->deployment.memory.kv_block.v > 0 ? s->deployment.memory.kv_block.v : 16;
+    for (int64_t st = 0; st < pp; st++) {
+      MemLedger m;
+      memset(&m, 0, sizeof m);
+      if (!emit__ledger(s, ps, st, P->layer_partition, &m, d)) return false;
+      int64_t *e = P->mem[st];
+      CkState ck = {true};
+      e[MEM_WEIGHTS] = m.weights;
+      e[MEM_KV_CACHE] = m.kv_pool > 0 ? m.kv_pool : 0;
+      e[MEM_ACTIVATIONS] = m.activations;
+      e[MEM_WORKSPACE] = m.workspace;
+      /* reserved: what the engine never hands out: the spec's reserve, the
+       * communication buffers and the share above utilization. With a KV
+       * pool >= 0 the five entries add up to capacity. */
+      e[MEM_RESERVED] = cka(&ck, cka(&ck, m.reserve, m.comm), cks(&ck, m.capacity, m.usable));
+      e[MEM_CAPACITY] = m.capacity;
+      P->kv_bytes_per_token[st] = m.kv_bytes_per_token;
+      P->kv_blocks[st] = m.kv_blocks;
+      P->kv_block_tokens = m.kv_block_tokens ? m.kv_block_tokens : P->kv_block_tokens;
+      if (!ck.ok) {
+        diag_at(d, DIAG_E0305, P->loc, "the memory ledger of pool `%s` stage %lld overflows",
+                P->name, (long long)st);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/* ---- JSON writing -------------------------------------------------------- */
+
+static void put_i64(StrBuf *sb, int64_t v) {
+  char tmp[24];
+  int n = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0) tmp[n++] = '-';
+  char out[24];
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  sb_putn(sb, out, (size_t)n);
+}
+
+static void put_str(StrBuf *sb, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  sb_putc(sb, '"');
+  if (s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+      unsigned char c = *p;
+      if (c == '"' || c == '\\') {
+        char e[2] = {'\\', (char)c};
+        sb_putn(sb, e, 2);
+      } else if (c == '\n') {
+        sb_putn(sb, "\\n", 2);
+      } else if (c == '\t') {
+        sb_putn(sb, "\\t", 2);
+      } else if (c < 0x20) {
+        char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        sb_putn(sb, e, 6);
+      } else {
+        sb_putc(sb, (char)c);
+      }
+    }
+  }
+  sb_putc(sb, '"');
+}
+
+#define PUTS(lit) sb_putn(sb, lit, sizeof(lit) - 1)
+
+static void put_key(StrBuf *sb, const char *k) {
+  put_str(sb, k);
+  sb_putc(sb, ':');
+}
+
+static void put_range(StrBuf *sb, const int64_t r[2]) {
+  sb_putc(sb, '[');
+  put_i64(sb, r[0]);
+  sb_putc(sb, ',');
+  put_i64(sb, r[1]);
+  sb_putc(sb, ']');
+}
+
+static void put_double(StrBuf *sb, double v) { sb_printf(sb, "%.6f", v); }
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static const char *sev_name(Severity s) {
+  return s == SEV_ERROR ? "error" : s == SEV_WARNING ? "warning" : "note";
+}
+
+static void emit_pools(StrBuf *sb, const Layout *L) {
+  PUTS("  \"pools\": [");
+  for (size_t p = 0; p < L->npools; p++) {
+    const LayPool *P = &L->pools[p];
+    PUTS(p ? ",\n    {" : "\n    {");
+    put_key(sb, "name");
+    put_str(sb, P->name);
+    PUTS(",\"role\":");
+    put_str(sb, role_name(P->role));
+    PUTS(",\"replicas\":");
+    put_i64(sb, P->replicas);
+    for (int c = 0; c < CO__COUNT; c++) {
+      sb_putc(sb, ',');
+      put_key(sb, plan_coord_name((CoordKind)c));
+      put_i64(sb, P->size[c]);
+    }
+    PUTS(",\"instance_size\":");
+    put_i64(sb, P->instance_size);
+    PUTS(",\"ranks\":");
+    int64_t rr[2] = {P->first_rank, P->first_rank + P->nranks};
+    put_range(sb, rr);
+    PUTS(",\"layer_partition\":[");
+    for (int64_t i = 0; i < P->size[CO_PP]; i++) {
+      if (i) sb_putc(sb, ',');
+      put_i64(sb, P->layer_partition[i]);
+    }
+    PUTS("]}");
+  }
+  PUTS(L->npools ? "\n  ],\n" : "],\n");
+}
+
+static void emit_rank(StrBuf *sb, const Spec *s, const Layout *L, int64_t r) {
+  const LayRank *R = &L->ranks[r];
+  const LayPool *P = &L->pools[R->pool];
+  int st = R->coords[CO_PP];
+  PUTS("{\"rank\":");
+  put_i64(sb, r);
+  PUTS(",\"node\":");
+  put_i64(sb, R->node);
+  PUTS(",\"local_rank\":");
+  put_i64(sb, R->local_rank);
+  PUTS(",\"device\":");
+  put_i64(sb, R->device);
+  PUTS(",\"pool\":");
+  put_str(sb, P->name);
+  PUTS(",\"instance\":");
+  put_i64(sb, R->instance);
+  PUTS(",\"coords\":{");
+  for (int c = 0; c < CO__COUNT; c++) {
+    if (c) sb_putc(sb, ',');
+    put_key(sb, plan_coord_name((CoordKind)c));
+    put_i64(sb, R->coords[c]);
+  }
+  PUTS("},\"groups\":{");
+  bool first = true;
+  for (int k = 0; k < GK__COUNT; k++) {
+    if (R->group[k] < 0) continue;
+    if (!first) sb_putc(sb, ',');
+    first = false;
+    put_key(sb, plan_kind_name((GroupKind)k));
+    put_i64(sb, R->group[k]);
+  }
+  PUTS("},\"shard\":{");
+  int64_t sh[SH__COUNT][2];
+  lay_rank_shards(L, s, r, sh);
+  for (int k = 0; k < SH__COUNT; k++) {
+    if (k) sb_putc(sb, ',');
+    put_key(sb, plan_shard_name((ShardKind)k));
+    put_range(sb, sh[k]);
+  }
+  PUTS("},\"memory\":{");
+  for (int m = 0; m < MEM__COUNT; m++) {
+    if (m) sb_putc(sb, ',');
+    put_key(sb, plan_mem_name((MemKind)m));
+    put_i64(sb, P->mem ? P->mem[st][m] : 0);
+  }
+  PUTS("},\"kv\":{\"bytes_per_token\":");
+  put_i64(sb, P->kv_bytes_per_token ? P->kv_bytes_per_token[st] : 0);
+  PUTS(",\"block_tokens\":");
+  put_i64(sb, P->kv_block_tokens);
+  PUTS(",\"blocks\":");
+  put_i64(sb, P->kv_blocks ? P->kv_blocks[st] : 0);
+  PUTS("}}");
+}
+
+static void emit_group(StrBuf *sb, const Layout *L, int64_t gi) {
+  const LayGroup *G = &L->groups[gi];
+  PUTS("{\"id\":");
+  put_i64(sb, gi);
+  PUTS(",\"kind\":");
+  put_str(sb, plan_kind_name(G->kind));
+  PUTS(",\"pool\":");
+  if (G->pool < 0) PUTS("null");
+  else put_str(sb, L->pools[G->pool].name);
+  PUTS(",\"instance\":");
+  if (G->instance < 0) PUTS("null");
+  else put_i64(sb, G->instance);
+  PUTS(",\"ranks\":[");
+  const int32_t *m = L->members + G->off;
+  for (int32_t j = 0; j < G->n; j++) {
+    if (j) sb_putc(sb, ',');
+    put_i64(sb, m[j]);
+  }
+  PUTS("]}");
+}
+
+/* The kv_reshard section: one entry per prefill → decode pool pair, filled
+ * by the reshard stage. Empty until that stage runs in compile. */
+static void emit_kv_reshard(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) {
+  RP_UNUSED(s);
+  RP_UNUSED(L);
+  RP_UNUSED(node);
+  PUTS("  \"kv_reshard\": [],\n");
+}
+
+char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,
+                int32_t node, size_t *len) {
+  RP_ASSERT(L->placed);
+  StrBuf sbv;
+  StrBuf *sb = &sbv;
+  sb_init(sb);
+  PUTS("{\n  \"format\": \"" PLAN_FORMAT "\",\n  \"compiler\": \"rankplan " RP_VERSION "\",\n");
+  PUTS("  \"spec_sha256\": ");
+  put_str(sb, s->sha256);
+  PUTS(",\n  \"name\": ");
+  put_str(sb, s->name.set ? s->name.v : "");
+  PUTS(",\n  \"engine\": ");
+  put_str(sb, engine_name(L->engine));
+  if (node >= 0) {
+    PUTS(",\n  \"node\": ");
+    put_i64(sb, node);
+  }
+  PUTS(",\n  \"world_size\": ");
+  put_i64(sb, L->world_size);
+  PUTS(",\n  \"scale_up_domain\": ");
+  put_i64(sb, L->domain);
+  PUTS(",\n");
+
+  /* nodes: every node of the cluster, with the ranks placed on it. */
+  int64_t *node_first = rp_calloc((size_t)L->nodes + 1, sizeof *node_first);
+  for (int64_t r = 0; r < L->nranks; r++) node_first[L->ranks[r].node + 1]++;
+  for (int64_t n = 0; n < L->nodes; n++) node_first[n + 1] += node_first[n];
+  int32_t *by_node = rp_malloc((size_t)(L->nranks ? L->nranks : 1) * sizeof *by_node);
+  {
+    int64_t *fill = rp_malloc((size_t)(L->nodes ? L->nodes : 1) * sizeof *fill);
+    memcpy(fill, node_first, (size_t)L->nodes * sizeof *fill);
+    for (int64_t r = 0; r < L->nranks; r++) by_node[fill[L->ranks[r].node]++] = (int32_t)r;
+    free(fill);
+  }
+  /* A node file lists only its own node. */
+  PUTS("  \"nodes\": [");
+  int64_t n0 = node < 0 ? 0 : node, n1 = node < 0 ? L->nodes : node + 1;
+  for (int64_t n = n0; n < n1; n++) {
+    PUTS(n > n0 ? ",\n    {\"node\":" : "\n    {\"node\":");
+    put_i64(sb, n);
+    PUTS(",\"gpus\":");
+    put_i64(sb, L->gpus_per_node);
+    PUTS(",\"ranks\":[");
+    for (int64_t i = node_first[n]; i < node_first[n + 1]; i++) {
+      if (i > node_first[n]) sb_putc(sb, ',');
+      put_i64(sb, by_node[i]);
+    }
+    PUTS("]}");
+  }
+  PUTS(n1 > n0 ? "\n  ],\n" : "],\n");
+
+  emit_pools(sb, L);
+
+  /* ranks: all of them, or the node's. */
+  PUTS("  \"ranks\": [");
+  bool first = true;
+  if (node < 0) {
+    for (int64_t r = 0; r < L->nranks; r++) {
+      PUTS(first ? "\n    " : ",\n    ");
+      first = false;
+      emit_rank(sb, s, L, r);
+    }
+  } else {
+    for (int64_t i = node_first[node]; i < node_first[node + 1]; i++) {
+      PUTS(first ? "\n    " : ",\n    ");
+      first = false;
+      emit_rank(sb, s, L, by_node[i]);
+    }
+  }
+  PUTS(first ? "],\n" : "\n  ],\n");
+
+  /* groups: all, or those a rank of the node belongs to, by id. */
+  PUTS("  \"groups\": [");
+  first = true;
+  if (node < 0) {
+    for (int64_t g = 0; g < L->ngroups; g++) {
+      PUTS(first ? "\n    " : ",\n    ");
+      first = false;
+      emit_group(sb, L, g);
+    }
+  } else {
+    /* The node's groups: collect, sort, drop repeats. */
+    RP_VEC(int32_t) ids = {0};
+    for (int64_t i = node_first[node]; i < node_first[node + 1]; i++)
+      for (int k = 0; k < GK__COUNT; k++) {
+        int32_t g = L->ranks[by_node[i]].group[k];
+        if (g >= 0) rp_vec_push(&ids, g);
+      }
+    qsort(ids.items, ids.len, sizeof *ids.items, cmp_i32);
+    for (size_t i = 0; i < ids.len; i++) {
+      if (i && ids.items[i] == ids.items[i - 1]) continue;
+      PUTS(first ? "\n    " : ",\n    ");
+      first = false;
+      emit_group(sb, L, ids.items[i]);
+    }
+    free(ids.items);
+  }
+  PUTS(first ? "],\n" : "\n  ],\n");
+  free(node_first);
+  free(by_node);
+
+  emit_kv_reshard(sb, s, L, node);
+
+  PUTS("  \"estimates\": ");
+  if (est && est->has) {
+    PUTS("{\"ttft_ms\":");
+    put_double(sb, est->ttft_ms);
+    PUTS(",\"tpot_ms\":");
+    put_double(sb, est->tpot_ms);
+    PUTS(",\"throughput_tok_s\":");
+    put_double(sb, est->throughput_tok_s);
+    PUTS(",\"goodput_tok_s_per_gpu\":");
+    put_double(sb, est->goodput_tok_s_per_gpu);
+    PUTS("}");
+  } else {
+    PUTS("null");
+  }
+  PUTS(",\n  \"diagnostics\": [");
+  first = true;
+  for (size_t i = 0; d && i < d->list.len; i++) {
+    const Diag *g = d->list.items[i];
+    if (g->sev == SEV_ERROR) continue;
+    PUTS(first ? "\n    {\"code\":" : ",\n    {\"code\":");
+    first = false;
+    put_str(sb, diag_info(g->code)->code);
+    PUTS(",\"slug\":");
+    put_str(sb, diag_info(g->code)->slug);
+    PUTS(",\"severity\":");
+    put_str(sb, sev_name(g->sev));
+    PUTS(",\"message\":");
+    put_str(sb, g->msg);
+    PUTS(",\"line\":");
+    put_i64(sb, g->loc.line);
+    PUTS(",\"column\":");
+    put_i64(sb, g->loc.col);
+    PUTS("}");
+  }
+  PUTS(first ? "]\n}\n" : "\n  ]\n}\n");
+  *len = sb->len;
+  return sb_take(sb);
+}
+
+/* Creates dir (one level) when missing. */
+static int ensure_dir(const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return errno;
+  return 0;
+}
+
+int emit_plan_files(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,
+                    const char *path, const char *split_dir, char **what) {
+  *what = NULL;
+  /* The node files first, the whole plan last: a run that fails half-way
+   * leaves no new whole plan that disagrees with its node files. */
+  if (split_dir) {
+    int err = ensure_dir(split_dir);
+    if (err) {
+      *what = rp_strdup(split_dir);
+      return err;
+    }
+    for (int64_t n = 0; n < L->nodes; n++) {
+      size_t len;
+      char *text = emit_plan(d, s, L, est, (int32_t)n, &len);
+      char *p = rp_sprintf("%s/node-%lld.plan.json", split_dir, (long long)n);
+      err = rp_write_file_atomic(p, text, len);
+      free(text);
+      if (err) {
+        *what = p;
+        return err;
+      }
+      free(p);
+    }
+  }
+  if (path) {
+    size_t len;
+    char *text = emit_plan(d, s, L, est, -1, &len);
+    int err = rp_write_file_atomic(path, text, len);
+    free(text);
+    if (err) {
+      *what = rp_strdup(path);
+      return err;
+    }
+  }
+  return 0;
+}

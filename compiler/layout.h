@@ -96,6 +96,10 @@ typedef struct {
   int64_t first_rank, nranks;
   int64_t *layer_partition; /* size[CO_PP] entries */
   int64_t *layer_start;     /* first layer of each stage */
+  /* Per pp stage, filled by lay_memory(): bytes by MemKind, and KV. */
+  int64_t (*mem)[MEM__COUNT];
+  int64_t *kv_bytes_per_token, *kv_blocks;
+  int64_t kv_block_tokens;
 } LayPool;
 
 typedef struct {
@@ -174,5 +178,37 @@ bool lay_place_set(Diags *d, Layout *L, const int32_t *node,
  * pp stage). */
 void lay_rank_shards(const Layout *L, const Spec *s, int64_t r,
                      int64_t out[SH__COUNT][2]);
+
+/* ---- memory and KV per rank class (emit.c) ----------------------------- */
+
+/* Fills pools[].mem: the ledger of each pp stage (every rank of one pool
+ * and stage holds the same bytes). Returns false after reporting when the
+ * ledger overflows. */
+bool lay_memory(Diags *d, const Spec *s, Layout *L);
+
+/* ---- emit (emit.c) ----------------------------------------------------- */
+
+/* The `estimates` section; has false: the plan holds null. */
+typedef struct {
+  bool has;
+  double ttft_ms, tpot_ms, throughput_tok_s, goodput_tok_s_per_gpu;
+} PlanEstimates;
+
+/* The plan JSON (docs/plan.md) for the whole layout (node < 0) or for the
+ * ranks of one node (a --split-by-node file: those ranks, the groups they
+ * belong to, every pool, the kv_reshard entries involving them). L must be
+ * placed and lay_memory() must have run. The warnings in d go to
+ * `diagnostics`. Output is deterministic: keys in a fixed order, integers
+ * only, except estimates (printed with %.6f). Returns malloc'd text and
+ * its length in *len. */
+char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,
+                int32_t node, size_t *len);
+
+/* Writes the whole plan to path atomically (temp file + rename) and, when
+ * split_dir is not NULL, one file per node to split_dir/node-<N>.plan.json
+ * (the directory is created when missing). Returns 0 or an errno value;
+ * *what names the path that failed. */
+int emit_plan_files(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,
+                    const char *path, const char *split_dir, char **what);
 
 #endif
