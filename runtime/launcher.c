@@ -1,2 +1,752 @@
-/* launcher.c: not written yet. */
-typedef int rp__stub_launcher;
+/*
+ * launcher.c: the runtime's plan reader, the per-node launcher and the
+ * per-rank worker.
+ *
+ * Input: a plan file (architecture.md, "Plan file"), the node number, the
+ * rendezvous address. Output: one worker process per local rank, run to
+ * completion or stopped together; a report (report.c).
+ * Invariants: shared fate. When any rank of any node fails, every launcher
+ * learns it through the store's `fail` key (created once: the first
+ * failure wins) within one poll interval, sends SIGTERM to its ranks, and
+ * SIGKILL after the grace period; no launcher exits while one of its ranks
+ * is alive. A rank that exits with RT_WORKER_PEER (it lost a peer or a
+ * deadline passed) is a consequence, not a cause: its launcher waits
+ * RT_SECONDARY_WAIT seconds for a cause to be published before naming it.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "launcher.h"
+#include "report.h"
+#include "store.h"
+
+#define RT_POLL_S 0.02        /* supervision tick */
+#define RT_STORE_POLL_S 0.1   /* how often a launcher reads `fail` */
+#define RT_SECONDARY_WAIT 1.0 /* see the opening comment */
+
+extern char **environ;
+
+/* ---------------------------------------------------------------------------
+ * Plan reader. */
+
+static RtResult plan_int(json_t *o, const char *key, const char *where,
+                         int lo, int hi, int *out) {
+  json_t *v = json_object_get(o, key);
+  if (!json_is_integer(v))
+    return rt_err(RT_ERR_INVALID, "plan: `%s` of %s is missing or not an "
+                  "integer", key, where);
+  json_int_t x = json_integer_value(v);
+  if (x < lo || x > hi)
+    return rt_err(RT_ERR_INVALID, "plan: `%s` of %s is %lld, expected %d to "
+                  "%d", key, where, (long long)x, lo, hi);
+  *out = (int)x;
+  return RT_OK;
+}
+
+static char *id_text(json_t *v) {
+  if (json_is_string(v)) return rp_strdup(json_string_value(v));
+  if (json_is_integer(v))
+    return rp_sprintf("%lld", (long long)json_integer_value(v));
+  return NULL;
+}
+
+RtResult rt_plan_load(const char *path, RtPlan *p) {
+  memset(p, 0, sizeof *p);
+  json_error_t je;
+  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  if (!root)
+    return rt_err(je.line < 0 ? RT_ERR_SYS : RT_ERR_INVALID,
+                  "cannot read plan `%s`: %s (line %d)", path, je.text,
+                  je.line);
+  RtResult r = RT_OK;
+  const int maxw = 1 << 20;
+  RTCHECKGOTO(plan_int(root, "world_size", "the plan", 1, maxw, &p->world_size),
+              r, fail);
+  json_t *nodes = json_object_get(root, "nodes");
+  if (json_is_array(nodes) && json_array_size(nodes) > 0)
+    p->nnodes = (int)json_array_size(nodes);
+  else if (json_is_integer(nodes) && json_integer_value(nodes) > 0 &&
+           json_integer_value(nodes) <= maxw)
+    p->nnodes = (int)json_integer_value(nodes);
+  else {
+    r = rt_err(RT_ERR_INVALID, "plan: `nodes` is missing or empty");
+    goto fail;
+  }
+  json_t *ranks = json_object_get(root, "ranks");
+  if (!json_is_array(ranks) || json_array_size(ranks) != (size_t)p->world_size) {
+    r = rt_err(RT_ERR_INVALID, "plan: `ranks` must list %d ranks, got %zu",
+               p->world_size, json_is_array(ranks) ? json_array_size(ranks) : 0);
+    goto fail;
+  }
+  p->ranks = rp_calloc((size_t)p->world_size, sizeof *p->ranks);
+  for (int i = 0; i < p->world_size; i++) p->ranks[i].rank = -1;
+  for (size_t i = 0; i < json_array_size(ranks); i++) {
+    json_t *x = json_array_get(ranks, i);
+    char where[64];
+    snprintf(where, sizeof where, "ranks[%zu]", i);
+    int rk, node, lr, dev;
+    RTCHECKGOTO(plan_int(x, "rank", where, 0, p->world_size - 1, &rk), r, fail);
+    RTCHECKGOTO(plan_int(x, "node", where, 0, p->nnodes - 1, &node), r, fail);
+    RTCHECKGOTO(plan_int(x, "local_rank", where, 0, maxw, &lr), r, fail);
+    RTCHECKGOTO(plan_int(x, "device", where, 0, maxw, &dev), r, fail);
+    if (p->ranks[rk].rank >= 0) {
+      r = rt_err(RT_ERR_INVALID, "plan: rank %d is listed twice", rk);
+      goto fail;
+    }
+    p->ranks[rk] = (RtRank){rk, node, lr, dev, NULL};
+    json_t *pool = json_object_get(x, "pool");
+    p->ranks[rk].pool = rp_strdup(json_is_string(pool) ? json_string_value(pool) : "");
+  }
+  for (int a = 0; a < p->world_size; a++)
+    for (int b = a + 1; b < p->world_size; b++)
+      if (p->ranks[a].node == p->ranks[b].node &&
+          p->ranks[a].local_rank == p->ranks[b].local_rank) {
+        r = rt_err(RT_ERR_INVALID, "plan: ranks %d and %d share local rank %d "
+                   "on node %d", a, b, p->ranks[a].local_rank, p->ranks[a].node);
+        goto fail;
+      }
+  json_t *groups = json_object_get(root, "groups");
+  if (!json_is_array(groups)) {
+    r = rt_err(RT_ERR_INVALID, "plan: `groups` is missing");
+    goto fail;
+  }
+  p->groups = rp_calloc(json_array_size(groups) + 1, sizeof *p->groups);
+  for (size_t i = 0; i < json_array_size(groups); i++) {
+    json_t *x = json_array_get(groups, i);
+    RtGroup *g = &p->groups[p->ngroups++];
+    g->id = id_text(json_object_get(x, "id"));
+    json_t *kind = json_object_get(x, "kind");
+    json_t *gr = json_object_get(x, "ranks");
+    if (!g->id || !json_is_string(kind) || !json_is_array(gr) ||
+        json_array_size(gr) == 0 || json_array_size(gr) > (size_t)p->world_size) {
+      r = rt_err(RT_ERR_INVALID, "plan: groups[%zu] needs `id`, `kind` and 1 "
+                 "to %d `ranks`", i, p->world_size);
+      goto fail;
+    }
+    g->kind = rp_strdup(json_string_value(kind));
+    g->ranks = rp_malloc(sizeof(int) * json_array_size(gr));
+    for (size_t k = 0; k < json_array_size(gr); k++) {
+      json_t *v = json_array_get(gr, k);
+      json_int_t m = json_is_integer(v) ? json_integer_value(v) : -1;
+      if (m < 0 || m >= p->world_size || rt_group_index(g, (int)m) >= 0) {
+        r = rt_err(RT_ERR_INVALID, "plan: group `%s` member %zu is not a "
+                   "distinct rank in 0 to %d", g->id, k, p->world_size - 1);
+        goto fail;
+      }
+      g->ranks[g->nranks++] = (int)m;
+    }
+  }
+  json_decref(root);
+  return RT_OK;
+fail:
+  json_decref(root);
+  rt_plan_free(p);
+  return r;
+}
+
+void rt_plan_free(RtPlan *p) {
+  for (int i = 0; p->ranks && i < p->world_size; i++) free(p->ranks[i].pool);
+  for (int i = 0; i < p->ngroups; i++) {
+    free(p->groups[i].id);
+    free(p->groups[i].kind);
+    free(p->groups[i].ranks);
+  }
+  free(p->ranks);
+  free(p->groups);
+  memset(p, 0, sizeof *p);
+}
+
+int rt_group_index(const RtGroup *g, int r) {
+  for (int i = 0; i < g->nranks; i++)
+    if (g->ranks[i] == r) return i;
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Worker. */
+
+static int worker_exit(RtResult r) {
+  switch (r) {
+  case RT_OK: return RT_WORKER_OK;
+  case RT_ERR_CHECK:
+  case RT_ERR_EXISTS:
+  case RT_ERR_INVALID:
+  case RT_ERR_UNSUPPORTED: return RT_WORKER_CHECK;
+  default: return RT_WORKER_PEER;
+  }
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
+  signal(SIGPIPE, SIG_IGN);
+  const char *rs = getenv("RANK");
+  char *end = NULL;
+  long rank = rs ? strtol(rs, &end, 10) : -1;
+  if (!rs || !end || *end || rank < 0 || rank >= plan->world_size ||
+      plan->ranks[rank].node != o->node) {
+    fprintf(stderr, "rankrun: worker: bad RANK `%s` for node %d\n",
+            rs ? rs : "", o->node);
+    return RP_EXIT_USAGE;
+  }
+  const RtBackend *be = rt_backend_find(o->backend);
+  if (!be) {
+    fprintf(stderr, "rankrun: unknown backend `%s`\n", o->backend);
+    return RP_EXIT_USAGE;
+  }
+  RtStore st = {-1, o->timeout};
+  RtResult r = RT_OK;
+  void *state = NULL;
+  int ng = 0;
+  int *groups = rp_malloc(sizeof(int) * ((size_t)plan->ngroups + 1));
+  for (int i = 0; i < plan->ngroups; i++)
+    if (rt_group_index(&plan->groups[i], (int)rank) >= 0) groups[ng++] = i;
+  RtComm **comms = rp_calloc((size_t)ng + 1, sizeof *comms);
+  RtPreflight *pf = rp_calloc((size_t)ng + 1, sizeof *pf);
+  char key[64], val[256], host[64];
+  bool failed_comm = false;
+
+  RTCHECKGOTO(rt_store_connect(&st, o->rdzv_host, o->rdzv_port, o->timeout,
+                               o->timeout), r, fail);
+  snprintf(key, sizeof key, "rank/%ld", rank);
+  snprintf(val, sizeof val, "%d %d", o->node, (int)getpid());
+  r = rt_store_create(&st, key, val, strlen(val));
+  if (r == RT_ERR_EXISTS)
+    r = rt_err(r, "duplicate rank %ld: another process already joined as "
+               "rank %ld", rank, rank);
+  if (r != RT_OK) goto fail;
+  RTCHECKGOTO(rt_local_addr(st.fd, host, sizeof host), r, fail);
+  RtBackendCtx ctx = {plan, (int)rank, plan->ranks[rank].local_rank,
+                      plan->ranks[rank].device, &st, host, o->timeout};
+  RTCHECKGOTO(be->init(&ctx, &state), r, fail);
+  for (int i = 0; i < ng; i++)
+    RTCHECKGOTO(be->group_create(state, groups[i], &comms[i]), r, fail);
+  RTCHECKGOTO(rt_preflight(be, state, plan, (int)rank, comms, groups, ng,
+                           o->preflight_bytes, pf), r, fail);
+  for (int i = 0; i < ng; i++) {
+    if (be->comm_index(comms[i]) != 0) continue;
+    snprintf(key, sizeof key, "pf/%d", groups[i]);
+    snprintf(val, sizeof val, "%d %lld %d %.9f %.6f %.6f", pf[i].ok ? 1 : 0,
+             (long long)pf[i].bytes, pf[i].iters, pf[i].seconds,
+             pf[i].algbw_gbs, pf[i].busbw_gbs);
+    RTCHECKGOTO(rt_store_set(&st, key, val, strlen(val)), r, fail);
+  }
+  if (!o->quiet)
+    fprintf(stderr, "rankrun: rank %ld: preflight ok (%d groups)\n", rank, ng);
+  /* Soak: rounds of small all-reduces on every group, a fixed number of
+   * rounds so that every member runs the same collectives. */
+  if (o->soak > 0) {
+    int rounds = (int)(o->soak / 0.01) + 1;
+    int64_t buf[256];
+    void *dev = be->mem_alloc(state, sizeof buf);
+    if (!dev) {
+      r = rt_err(RT_ERR_SYS, "cannot allocate the soak buffer");
+      goto fail;
+    }
+    for (int k = 0; k < 256; k++) buf[k] = rank;
+    r = be->from_host(state, dev, buf, sizeof buf);
+    for (int round = 0; round < rounds && r == RT_OK; round++) {
+      for (int i = 0; i < ng && r == RT_OK; i++)
+        r = be->all_reduce(comms[i], dev, dev, 256, RT_I64, RT_MAX);
+      sleep_s(0.01);
+    }
+    be->mem_free(state, dev);
+    if (r != RT_OK) goto fail;
+  }
+  for (int i = 0; i < ng; i++) be->comm_destroy(comms[i], false);
+  be->finalize(state);
+  rt_store_close(&st);
+  free(groups);
+  free(comms);
+  free(pf);
+  return RT_WORKER_OK;
+fail:
+  fprintf(stderr, "rankrun: rank %ld: %s\n", rank, rt_errmsg());
+  failed_comm = true;
+  for (int i = 0; i < ng; i++)
+    if (comms[i]) be->comm_destroy(comms[i], failed_comm);
+  if (state) be->finalize(state);
+  rt_store_close(&st);
+  free(groups);
+  free(comms);
+  free(pf);
+  return worker_exit(r);
+}
+
+/* ---------------------------------------------------------------------------
+ * Launcher. */
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int s) { got_signal = s; }
+
+typedef struct {
+  const RtLaunchOpts *o;
+  const RtPlan *plan;
+  RtStore st;
+  bool store_ok;
+  RtReport rep;
+  /* the first failure known (from the store or local) */
+  bool have_fail, fail_published, fail_is_cause;
+  double secondary_t;
+  /* shutdown */
+  bool stopping;
+  double stop_t;
+  bool killed;
+} Launch;
+
+static void set_fail(Launch *L, int rank, int node, int code, int sig,
+                     const char *reason) {
+  L->rep.failed = true;
+  L->rep.fail_rank = rank;
+  L->rep.fail_node = node;
+  L->rep.fail_exit = code;
+  L->rep.fail_signal = sig;
+  free(L->rep.fail_reason);
+  L->rep.fail_reason = rp_strdup(reason);
+  L->have_fail = true;
+}
+
+/* Publishes this node's failure as the deployment's first one unless
+ * another was published already; either way, reads back the winner. */
+static void publish_fail(Launch *L) {
+  if (L->fail_published || !L->store_ok) return;
+  char *v = rp_sprintf("%d %d %d %d %s", L->rep.fail_rank, L->rep.fail_node,
+                       L->rep.fail_exit, L->rep.fail_signal,
+                       L->rep.fail_reason ? L->rep.fail_reason : "");
+  RtResult r = rt_store_create(&L->st, "fail", v, strlen(v));
+  free(v);
+  L->fail_published = true;
+  if (r != RT_OK && r != RT_ERR_EXISTS) L->store_ok = false;
+}
+
+/* Reads the store's `fail` key; true when it holds a failure. */
+static bool read_fail(Launch *L) {
+  if (!L->store_ok) return false;
+  char *v = NULL;
+  RtResult r = rt_store_get(&L->st, "fail", &v, NULL);
+  if (r == RT_ERR_NOTFOUND) return false;
+  if (r != RT_OK) {
+    L->store_ok = false;
+    if (!L->have_fail)
+      set_fail(L, -1, 0, -1, 0, "lost the rendezvous store on node 0");
+    L->fail_published = true;
+    return true;
+  }
+  int rank, node, code, sig, off = 0;
+  if (sscanf(v, "%d %d %d %d %n", &rank, &node, &code, &sig, &off) >= 4) {
+    set_fail(L, rank, node, code, sig, v + off);
+    L->fail_published = true;
+    L->fail_is_cause = true;
+  }
+  free(v);
+  return true;
+}
+
+static void signal_all(Launch *L, int sig) {
+  for (int i = 0; i < L->rep.nlocal; i++)
+    if (!L->rep.local[i].exited && L->rep.local[i].pid > 0)
+      kill(L->rep.local[i].pid, sig);
+}
+
+static void start_stop(Launch *L) {
+  if (L->stopping) return;
+  L->stopping = true;
+  L->stop_t = rt_now();
+  signal_all(L, SIGTERM);
+}
+
+static bool all_exited(const Launch *L) {
+  for (int i = 0; i < L->rep.nlocal; i++)
+    if (!L->rep.local[i].exited) return false;
+  return true;
+}
+
+/* Reaps children; a failure before shutdown becomes this node's failure,
+ * causes (signals, exit codes other than RT_WORKER_PEER) first. */
+static void reap(Launch *L) {
+  int cause = -1, conseq = -1;
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (int i = 0; i < L->rep.nlocal; i++) {
+      RtRankStatus *s = &L->rep.local[i];
+      if (s->pid != pid) continue;
+      s->exited = true;
+      s->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      s->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      bool bad = s->signal || s->exit_code != 0;
+      if (bad && !L->stopping) {
+        if (s->signal || s->exit_code != RT_WORKER_PEER) {
+          if (cause < 0) cause = i;
+        } else if (conseq < 0) {
+          conseq = i;
+        }
+      }
+    }
+  }
+  int pick = cause >= 0 ? cause : conseq;
+  if (pick < 0 || L->have_fail) return;
+  RtRankStatus *s = &L->rep.local[pick];
+  const char *why = s->signal ? "rank was killed by a signal"
+                    : cause >= 0 ? "rank exited with an error"
+                                 : "rank lost a peer or a deadline passed";
+  set_fail(L, s->rank, L->o->node, s->signal ? -1 : s->exit_code, s->signal,
+           why);
+  L->fail_is_cause = cause >= 0;
+  if (L->fail_is_cause)
+    publish_fail(L);
+  else
+    L->secondary_t = rt_now();
+}
+
+static char *dup_env(const char *k, const char *v) {
+  return rp_sprintf("%s=%s", k, v);
+}
+
+static bool env_skip(const char *e) {
+  static const char *const names[] = {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=",
+                                      "CUDA_VISIBLE_DEVICES=", "RANKRUN_"};
+  for (size_t i = 0; i < RP_ARRAY_LEN(names); i++)
+    if (strncmp(e, names[i], strlen(names[i])) == 0) return true;
+  return false;
+}
+
+/* Builds the worker's environment: the launcher's, minus the variables it
+ * sets itself. */
+static char **worker_env(const Launch *L, const RtRank *rk) {
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = rp_calloc(n + 8, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!env_skip(environ[i])) env[k++] = rp_strdup(environ[i]);
+  char num[32];
+  snprintf(num, sizeof num, "%d", rk->rank);
+  env[k++] = dup_env("RANK", num);
+  snprintf(num, sizeof num, "%d", rk->local_rank);
+  env[k++] = dup_env("LOCAL_RANK", num);
+  snprintf(num, sizeof num, "%d", L->plan->world_size);
+  env[k++] = dup_env("WORLD_SIZE", num);
+  snprintf(num, sizeof num, "%d", rk->device);
+  env[k++] = dup_env("RANKRUN_DEVICE", num);
+  if (strcmp(L->o->backend, "nccl") == 0)
+    env[k++] = dup_env("CUDA_VISIBLE_DEVICES", num);
+  env[k] = NULL;
+  return env;
+}
+
+static char **worker_argv(const Launch *L) {
+  char **a = rp_calloc(24, sizeof *a);
+  int k = 0;
+  a[k++] = rp_strdup("rankrun");
+  a[k++] = rp_strdup("--worker");
+  a[k++] = rp_strdup(L->o->plan_path);
+  a[k++] = rp_strdup("--node");
+  a[k++] = rp_sprintf("%d", L->o->node);
+  a[k++] = rp_strdup("--rendezvous");
+  a[k++] = rp_sprintf("%s:%d", L->o->rdzv_host, L->o->rdzv_port);
+  a[k++] = rp_strdup("--backend");
+  a[k++] = rp_strdup(L->o->backend);
+  a[k++] = rp_strdup("--timeout");
+  a[k++] = rp_sprintf("%g", L->o->timeout);
+  a[k++] = rp_strdup("--soak");
+  a[k++] = rp_sprintf("%g", L->o->soak);
+  a[k++] = rp_strdup("--preflight-bytes");
+  a[k++] = rp_sprintf("%lld", (long long)L->o->preflight_bytes);
+  if (L->o->quiet) a[k++] = rp_strdup("--quiet");
+  a[k] = NULL;
+  return a;
+}
+
+static void free_strv(char **v) {
+  for (size_t i = 0; v && v[i]; i++) free(v[i]);
+  free(v);
+}
+
+/* Collects preflight results of every group from the store. */
+static void collect_preflight(Launch *L, double deadline) {
+  for (int i = 0; i < L->plan->ngroups; i++) {
+    RtGroupResult *g = &L->rep.groups[i];
+    char key[32], *v = NULL;
+    snprintf(key, sizeof key, "pf/%d", i);
+    double left = deadline - rt_now();
+    if (!L->store_ok ||
+        rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) != RT_OK)
+      continue;
+    int ok = 0;
+    long long bytes = 0;
+    if (sscanf(v, "%d %lld %d %lf %lf %lf", &ok, &bytes, &g->iters,
+               &g->seconds, &g->algbw_gbs, &g->busbw_gbs) == 6) {
+      g->have = true;
+      g->ok = ok == 1;
+      g->bytes = bytes;
+    }
+    free(v);
+  }
+}
+
+static void print_dry_run(const Launch *L) {
+  printf("rankrun: dry run of node %d of %d (world size %d, backend %s, "
+         "rendezvous %s:%d)\n", L->o->node, L->plan->nnodes,
+         L->plan->world_size, L->o->backend, L->o->rdzv_host, L->o->rdzv_port);
+  if (L->o->node == 0)
+    printf("would start the rendezvous store on %s:%d\n", L->o->rdzv_host,
+           L->o->rdzv_port);
+  for (int i = 0; i < L->rep.nlocal; i++) {
+    const RtRank *rk = &L->plan->ranks[L->rep.local[i].rank];
+    printf("would start rank %d: RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d",
+           rk->rank, rk->rank, rk->local_rank, L->plan->world_size);
+    if (strcmp(L->o->backend, "nccl") == 0)
+      printf(" CUDA_VISIBLE_DEVICES=%d", rk->device);
+    printf(" device=%d pool=%s groups=", rk->device, rk->pool);
+    int k = 0;
+    for (int g = 0; g < L->plan->ngroups; g++)
+      if (rt_group_index(&L->plan->groups[g], rk->rank) >= 0)
+        printf("%s%s:%s", k++ ? "," : "", L->plan->groups[g].kind,
+               L->plan->groups[g].id);
+    printf("\n");
+  }
+}
+
+static int finish(Launch *L, RtStoreServer *srv, double t0) {
+  L->rep.exit_code = L->have_fail ? RP_EXIT_RUNTIME : RP_EXIT_OK;
+  /* Tell node 0 this launcher is done, so it can stop the store; node 0
+   * waits for every launcher (bounded) before stopping it. */
+  if (L->store_ok) {
+    int64_t done = 0;
+    if (rt_store_add(&L->st, "nodes/done", 1, &done) != RT_OK)
+      L->store_ok = false;
+    if (srv) {
+      double deadline = rt_now() + (L->have_fail ? L->o->grace + 2.0 : L->o->timeout);
+      while (L->store_ok && done < L->plan->nnodes && rt_now() < deadline) {
+        sleep_s(RT_STORE_POLL_S);
+        if (rt_store_add(&L->st, "nodes/done", 0, &done) != RT_OK) break;
+      }
+    }
+  }
+  rt_store_close(&L->st);
+  if (srv) rt_store_server_stop(srv);
+  L->rep.elapsed_s = rt_now() - t0;
+  char *text = rt_report_text(&L->rep);
+  fputs(text, stdout);
+  fflush(stdout);
+  free(text);
+  if (L->o->report_path) {
+    if (rt_report_write(&L->rep, L->o->report_path) != RT_OK) {
+      fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+      if (L->rep.exit_code == 0) L->rep.exit_code = RP_EXIT_RUNTIME;
+    }
+  }
+  int code = L->rep.exit_code;
+  free(L->rep.local);
+  free(L->rep.groups);
+  free(L->rep.fail_reason);
+  return code;
+}
+
+int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
+  double t0 = rt_now();
+  Launch L;
+  memset(&L, 0, sizeof L);
+  L.o = o;
+  L.plan = plan;
+  L.st.fd = -1;
+  L.rep.plan_path = o->plan_path;
+  L.rep.backend = o->backend;
+  L.rep.node = o->node;
+  L.rep.nnodes = plan->nnodes;
+  L.rep.world_size = plan->world_size;
+  L.rep.fail_rank = -1;
+  L.rep.ngroups = plan->ngroups;
+  L.rep.groups = rp_calloc((size_t)plan->ngroups + 1, sizeof *L.rep.groups);
+  for (int i = 0; i < plan->ngroups; i++) {
+    L.rep.groups[i].id = plan->groups[i].id;
+    L.rep.groups[i].kind = plan->groups[i].kind;
+    L.rep.groups[i].nranks = plan->groups[i].nranks;
+  }
+  if (o->node < 0 || o->node >= plan->nnodes) {
+    fprintf(stderr, "rankrun: node %d is not in the plan: expected 0 to %d\n",
+            o->node, plan->nnodes - 1);
+    free(L.rep.groups);
+    return RP_EXIT_USAGE;
+  }
+  L.rep.local = rp_calloc((size_t)plan->world_size, sizeof *L.rep.local);
+  for (int lr = 0; lr <= plan->world_size * 4; lr++)
+    for (int r = 0; r < plan->world_size; r++)
+      if (plan->ranks[r].node == o->node && plan->ranks[r].local_rank == lr)
+        L.rep.local[L.rep.nlocal++] = (RtRankStatus){
+            r, lr, plan->ranks[r].device, 0, false, -1, 0};
+  if (o->dry_run) {
+    print_dry_run(&L);
+    free(L.rep.local);
+    free(L.rep.groups);
+    return RP_EXIT_OK;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+
+  RtStoreServer *srv = NULL;
+  RtLaunchOpts oo = *o; /* the bound port, when 0 was asked for */
+  L.o = &oo;
+  if (o->node == 0) {
+    RtResult r = rt_store_server_start(o->rdzv_host, o->rdzv_port, o->timeout, &srv);
+    if (r != RT_OK) {
+      fprintf(stderr, "rankrun: cannot start the rendezvous store: %s\n",
+              rt_errmsg());
+      set_fail(&L, -1, o->node, -1, 0, rt_errmsg());
+      return finish(&L, NULL, t0);
+    }
+    oo.rdzv_port = rt_store_server_port(srv);
+  }
+  double join_deadline = t0 + o->timeout;
+  RtResult r = rt_store_connect(&L.st, oo.rdzv_host, oo.rdzv_port, o->timeout,
+                                o->timeout);
+  if (r != RT_OK) {
+    fprintf(stderr, "rankrun: node %d: %s\n", o->node, rt_errmsg());
+    set_fail(&L, -1, 0, -1, 0, rt_errmsg());
+    return finish(&L, srv, t0);
+  }
+  L.store_ok = true;
+  char key[64], val[64];
+  snprintf(key, sizeof key, "node/%d", o->node);
+  snprintf(val, sizeof val, "%d", (int)getpid());
+  r = rt_store_create(&L.st, key, val, strlen(val));
+  if (r != RT_OK) {
+    char *why = r == RT_ERR_EXISTS
+                    ? rp_sprintf("duplicate node %d: another launcher already "
+                                 "joined as node %d", o->node, o->node)
+                    : rp_strdup(rt_errmsg());
+    fprintf(stderr, "rankrun: %s\n", why);
+    set_fail(&L, -1, o->node, -1, 0, why);
+    free(why);
+    /* A duplicate must not stop the deployment it tried to join. */
+    L.store_ok = false;
+    return finish(&L, srv, t0);
+  }
+  /* Every launcher joins before any rank starts. */
+  for (int n = 0; n < plan->nnodes; n++) {
+    snprintf(key, sizeof key, "node/%d", n);
+    char *v = NULL;
+    double left = join_deadline - rt_now();
+    r = rt_store_wait(&L.st, key, left > 0 ? left : 0, &v, NULL);
+    free(v);
+    if (r != RT_OK) {
+      char *why = rp_sprintf("node %d never joined the rendezvous within "
+                             "%.1f s", n, o->timeout);
+      fprintf(stderr, "rankrun: %s\n", why);
+      set_fail(&L, -1, n, -1, 0, why);
+      free(why);
+      publish_fail(&L);
+      return finish(&L, srv, t0);
+    }
+    if (got_signal) break;
+  }
+  /* Start the ranks. Everything exec needs is built before fork. */
+  char **argv = worker_argv(&L);
+  for (int i = 0; i < L.rep.nlocal && !got_signal; i++) {
+    char **env = worker_env(&L, &plan->ranks[L.rep.local[i].rank]);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(RT_WORKER_PEER);
+      signal(SIGPIPE, SIG_DFL);
+      execve("/proc/self/exe", argv, env);
+      _exit(127);
+    }
+    free_strv(env);
+    if (pid < 0) {
+      set_fail(&L, L.rep.local[i].rank, o->node, -1, 0, "fork failed");
+      publish_fail(&L);
+      break;
+    }
+    L.rep.local[i].pid = pid;
+    if (!o->quiet)
+      fprintf(stderr, "rankrun: node %d: started rank %d pid %d\n", o->node,
+              L.rep.local[i].rank, (int)pid);
+  }
+  free_strv(argv);
+  for (int i = 0; i < L.rep.nlocal; i++)
+    if (L.rep.local[i].pid == 0) L.rep.local[i].exited = true;
+  if (L.have_fail || got_signal) start_stop(&L);
+
+  /* Supervise. */
+  double next_store = 0;
+  for (;;) {
+    reap(&L);
+    double now = rt_now();
+    if (got_signal && !L.stopping) {
+      char *why = rp_sprintf("launcher of node %d received signal %d",
+                             o->node, (int)got_signal);
+      if (!L.have_fail) {
+        set_fail(&L, -1, o->node, -1, (int)got_signal, why);
+        L.fail_is_cause = true;
+        publish_fail(&L);
+      }
+      free(why);
+      start_stop(&L);
+    }
+    if (L.have_fail && !L.stopping) start_stop(&L);
+    if (L.have_fail && !L.fail_published &&
+        now - L.secondary_t > RT_SECONDARY_WAIT)
+      publish_fail(&L);
+    if (now >= next_store && L.store_ok && !L.fail_is_cause) {
+      next_store = now + RT_STORE_POLL_S;
+      if (read_fail(&L)) start_stop(&L);
+    }
+    if (L.stopping && !L.killed && now - L.stop_t > o->grace) {
+      signal_all(&L, SIGKILL);
+      L.killed = true;
+    }
+    if (all_exited(&L)) {
+      if (!L.have_fail || L.fail_published || !L.store_ok) break;
+    }
+    sleep_s(RT_POLL_S);
+  }
+  if (!L.have_fail && L.store_ok) {
+    /* Locally fine: wait for every node to end, or for a failure. */
+    snprintf(key, sizeof key, "end/%d", o->node);
+    rt_store_set(&L.st, key, "ok", 2);
+    double deadline = rt_now() + o->timeout;
+    for (int n = 0; n < plan->nnodes && !L.have_fail;) {
+      char *v = NULL;
+      snprintf(key, sizeof key, "end/%d", n);
+      r = rt_store_get(&L.st, key, &v, NULL);
+      free(v);
+      if (r == RT_OK) {
+        n++;
+        continue;
+      }
+      if (read_fail(&L)) break;
+      if (r != RT_ERR_NOTFOUND || rt_now() > deadline || got_signal) {
+        set_fail(&L, -1, n, -1, 0, "node did not finish");
+        break;
+      }
+      sleep_s(RT_POLL_S);
+    }
+    if (!L.have_fail) collect_preflight(&L, rt_now() + o->timeout);
+    for (int i = 0; i < plan->ngroups && !L.have_fail; i++)
+      if (!L.rep.groups[i].have || !L.rep.groups[i].ok)
+        set_fail(&L, -1, o->node, -1, 0, "a group's preflight result is missing");
+  }
+  return finish(&L, srv, t0);
+}

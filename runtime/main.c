@@ -1,6 +1,176 @@
-/* main.c: rankrun, not written yet. */
-#include <stdio.h>
-int main(void) {
-  fputs("rankrun: not implemented in this build\n", stderr);
-  return 70;
+/*
+ * main.c: the `rankrun` command line. Parses options, loads the plan, and
+ * runs either the launcher of one node or (hidden `--worker` mode, used by
+ * the launcher itself) one rank. See launcher.h for the process model and
+ * docs/runtime.md for the user's view.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "launcher.h"
+#include "rp_config.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: rankrun PLAN --node N [--rendezvous HOST:PORT] "
+          "[--backend host|nccl]\n"
+          "               [--timeout S] [--grace S] [--dry-run] [--report FILE]\n"
+          "\n"
+          "Starts the ranks of node N of a plan written by `rankplan compile`,\n"
+          "one process per local rank, checks every group's collectives and\n"
+          "stops every rank of every node when one fails.\n"
+          "\n"
+          "options:\n"
+          "  --node N              this launcher's node (0 runs the rendezvous store)\n"
+          "  --rendezvous H:P      store address; node 0 binds exactly this address\n"
+          "                        (default 127.0.0.1:0 for a one-node plan)\n"
+          "  --backend NAME        %s (default host)\n"
+          "  --timeout S           join and operation timeout in seconds (default 30)\n"
+          "  --grace S             SIGTERM to SIGKILL grace period (default 2)\n"
+          "  --soak S              after the preflight, run collectives for about S s\n"
+          "  --preflight-bytes N   all-reduce size of the bandwidth check (default 1048576)\n"
+          "  --dry-run             print what would be started, start nothing\n"
+          "  --report FILE         write the JSON report to FILE, text to FILE.txt\n"
+          "  --quiet               no progress lines on stderr\n"
+          "  --help, --version\n"
+          "\n"
+          "exit codes: 0 success, 1 bad plan, 2 usage, 3 runtime failure, "
+          "70 internal error\n",
+          rt_backend_names());
+}
+
+static bool parse_num(const char *s, double lo, double hi, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || !end || *end || end == s || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+static int bad_usage(const char *fmt, ...) RP_PRINTF(1, 2);
+static int bad_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("rankrun: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\nrankrun: see `rankrun --help`\n", stderr);
+  return RP_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  RtLaunchOpts o;
+  memset(&o, 0, sizeof o);
+  o.node = -1;
+  o.backend = "host";
+  o.timeout = 30;
+  o.grace = 2;
+  o.preflight_bytes = 1 << 20;
+  bool worker = false;
+  const char *rdzv = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    double v;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return RP_EXIT_OK;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("rankrun %s\n", RP_VERSION);
+      return RP_EXIT_OK;
+    } else if (strcmp(a, "--worker") == 0) {
+      worker = true;
+    } else if (strcmp(a, "--dry-run") == 0) {
+      o.dry_run = true;
+    } else if (strcmp(a, "--quiet") == 0) {
+      o.quiet = true;
+    } else if (a[0] == '-' && a[1] == '-' && !next) {
+      return bad_usage("option `%s` needs a value", a);
+    } else if (strcmp(a, "--node") == 0) {
+      if (!parse_num(next, 0, 1 << 20, &v) || v != (int)v)
+        return bad_usage("bad --node `%s`: expected a node number", next);
+      o.node = (int)v;
+      i++;
+    } else if (strcmp(a, "--rendezvous") == 0) {
+      rdzv = next;
+      i++;
+    } else if (strcmp(a, "--backend") == 0) {
+      o.backend = next;
+      i++;
+    } else if (strcmp(a, "--timeout") == 0) {
+      if (!parse_num(next, 0.1, 86400, &v))
+        return bad_usage("bad --timeout `%s`: expected 0.1 to 86400 seconds", next);
+      o.timeout = v;
+      i++;
+    } else if (strcmp(a, "--grace") == 0) {
+      if (!parse_num(next, 0, 3600, &v))
+        return bad_usage("bad --grace `%s`: expected 0 to 3600 seconds", next);
+      o.grace = v;
+      i++;
+    } else if (strcmp(a, "--soak") == 0) {
+      if (!parse_num(next, 0, 86400, &v))
+        return bad_usage("bad --soak `%s`: expected 0 to 86400 seconds", next);
+      o.soak = v;
+      i++;
+    } else if (strcmp(a, "--preflight-bytes") == 0) {
+      if (!parse_num(next, 4, 1 << 30, &v) || v != (double)(int64_t)v)
+        return bad_usage("bad --preflight-bytes `%s`: expected 4 to 1073741824", next);
+      o.preflight_bytes = (int64_t)v;
+      i++;
+    } else if (strcmp(a, "--report") == 0) {
+      o.report_path = next;
+      i++;
+    } else if (a[0] == '-') {
+      return bad_usage("unknown option `%s`", a);
+    } else if (!o.plan_path) {
+      o.plan_path = a;
+    } else {
+      return bad_usage("unexpected argument `%s`: one PLAN only", a);
+    }
+  }
+  if (!o.plan_path) return bad_usage("%s", "missing PLAN");
+  if (o.node < 0) return bad_usage("%s", "missing --node N");
+  if (!rt_backend_find(o.backend)) {
+    fprintf(stderr, "rankrun: unknown backend `%s`: expected one of %s\n",
+            o.backend, rt_backend_names());
+    if (strcmp(o.backend, "nccl") == 0)
+      fprintf(stderr, "rankrun: this build has no NCCL (meson found none)\n");
+    return RP_EXIT_USAGE;
+  }
+  RtPlan plan;
+  RtResult r = rt_plan_load(o.plan_path, &plan);
+  if (r != RT_OK) {
+    fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+    return r == RT_ERR_SYS ? RP_EXIT_USAGE : RP_EXIT_INPUT;
+  }
+  if (rdzv) {
+    if (rt_parse_hostport(rdzv, &o.rdzv_host, &o.rdzv_port) != RT_OK) {
+      fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+      rt_plan_free(&plan);
+      return RP_EXIT_USAGE;
+    }
+  } else if (plan.nnodes > 1) {
+    fprintf(stderr, "rankrun: the plan has %d nodes: --rendezvous HOST:PORT "
+            "is needed so that launchers find node 0\n", plan.nnodes);
+    rt_plan_free(&plan);
+    return RP_EXIT_USAGE;
+  } else {
+    o.rdzv_host = rp_strdup("127.0.0.1");
+    o.rdzv_port = 0;
+  }
+  if (o.rdzv_port == 0 && plan.nnodes > 1) {
+    fprintf(stderr, "rankrun: --rendezvous port 0 only works for a one-node "
+            "plan (other nodes could not find it)\n");
+    free(o.rdzv_host);
+    rt_plan_free(&plan);
+    return RP_EXIT_USAGE;
+  }
+  int code = worker ? rt_worker_main(&o, &plan) : rt_launch(&o, &plan);
+  free(o.rdzv_host);
+  rt_plan_free(&plan);
+  return code;
 }

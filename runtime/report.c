@@ -1,2 +1,192 @@
-/* report.c: not written yet. */
-typedef int rp__stub_report;
+/*
+ * report.c: renders a launcher's report as JSON and as text.
+ *
+ * Input: an RtReport filled by the launcher. Output: a JSON document with
+ * a stable key order (format `rankrun.report/1`) and a text summary.
+ * Invariants: the JSON names the first failure with the same figures as
+ * the text; preflight results are listed per group and summed up per
+ * group kind (kinds in order of first appearance in the plan).
+ */
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+static const char *sig_name(int s) {
+  const char *d = s > 0 ? sigabbrev_np(s) : NULL;
+  return d ? d : "?";
+}
+
+/* Per-kind totals: number of groups, how many passed, bandwidth range. */
+typedef struct {
+  const char *kind;
+  int groups, ok, measured;
+  double min_bus, max_bus;
+} KindSum;
+
+static int kind_sums(const RtReport *r, KindSum **out) {
+  KindSum *ks = rp_calloc((size_t)r->ngroups + 1, sizeof *ks);
+  int nk = 0;
+  for (int i = 0; i < r->ngroups; i++) {
+    const RtGroupResult *g = &r->groups[i];
+    int k = 0;
+    while (k < nk && strcmp(ks[k].kind, g->kind) != 0) k++;
+    if (k == nk) {
+      ks[nk].kind = g->kind;
+      ks[nk].min_bus = -1;
+      nk++;
+    }
+    ks[k].groups++;
+    if (g->have && g->ok) ks[k].ok++;
+    if (g->have && g->nranks > 1) {
+      if (ks[k].min_bus < 0 || g->busbw_gbs < ks[k].min_bus)
+        ks[k].min_bus = g->busbw_gbs;
+      if (g->busbw_gbs > ks[k].max_bus) ks[k].max_bus = g->busbw_gbs;
+      ks[k].measured++;
+    }
+  }
+  *out = ks;
+  return nk;
+}
+
+char *rt_report_json(const RtReport *r) {
+  json_t *o = json_object();
+  json_object_set_new(o, "format", json_string("rankrun.report/1"));
+  json_object_set_new(o, "plan", json_string(r->plan_path ? r->plan_path : ""));
+  json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
+  json_object_set_new(o, "node", json_integer(r->node));
+  json_object_set_new(o, "nodes", json_integer(r->nnodes));
+  json_object_set_new(o, "world_size", json_integer(r->world_size));
+  json_object_set_new(o, "status", json_string(r->exit_code == 0 ? "ok" : "failed"));
+  json_object_set_new(o, "exit_code", json_integer(r->exit_code));
+  json_object_set_new(o, "elapsed_s", json_real(r->elapsed_s));
+  if (r->failed) {
+    json_t *f = json_object();
+    json_object_set_new(f, "rank", r->fail_rank >= 0 ? json_integer(r->fail_rank) : json_null());
+    json_object_set_new(f, "node", json_integer(r->fail_node));
+    json_object_set_new(f, "exit_code", r->fail_exit >= 0 ? json_integer(r->fail_exit) : json_null());
+    json_object_set_new(f, "signal", r->fail_signal ? json_integer(r->fail_signal) : json_null());
+    json_object_set_new(f, "signal_name",
+                        r->fail_signal ? json_string(sig_name(r->fail_signal)) : json_null());
+    json_object_set_new(f, "reason", json_string(r->fail_reason ? r->fail_reason : ""));
+    json_object_set_new(o, "first_failure", f);
+  } else {
+    json_object_set_new(o, "first_failure", json_null());
+  }
+  json_t *ranks = json_array();
+  for (int i = 0; i < r->nlocal; i++) {
+    const RtRankStatus *s = &r->local[i];
+    json_t *x = json_object();
+    json_object_set_new(x, "rank", json_integer(s->rank));
+    json_object_set_new(x, "local_rank", json_integer(s->local_rank));
+    json_object_set_new(x, "device", json_integer(s->device));
+    json_object_set_new(x, "pid", json_integer(s->pid));
+    json_object_set_new(x, "exit_code", s->exited && s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
+    json_object_set_new(x, "signal", s->signal ? json_integer(s->signal) : json_null());
+    json_array_append_new(ranks, x);
+  }
+  json_object_set_new(o, "ranks", ranks);
+  json_t *pf = json_object();
+  json_t *groups = json_array();
+  for (int i = 0; i < r->ngroups; i++) {
+    const RtGroupResult *g = &r->groups[i];
+    json_t *x = json_object();
+    json_object_set_new(x, "id", json_string(g->id));
+    json_object_set_new(x, "kind", json_string(g->kind));
+    json_object_set_new(x, "ranks", json_integer(g->nranks));
+    json_object_set_new(x, "checked", json_boolean(g->have));
+    json_object_set_new(x, "ok", json_boolean(g->have && g->ok));
+    json_object_set_new(x, "bytes", json_integer(g->bytes));
+    json_object_set_new(x, "iters", json_integer(g->iters));
+    json_object_set_new(x, "seconds", json_real(g->seconds));
+    json_object_set_new(x, "algbw_gbs", json_real(g->algbw_gbs));
+    json_object_set_new(x, "busbw_gbs", json_real(g->busbw_gbs));
+    json_array_append_new(groups, x);
+  }
+  json_object_set_new(pf, "groups", groups);
+  KindSum *ks;
+  int nk = kind_sums(r, &ks);
+  json_t *byk = json_object();
+  for (int k = 0; k < nk; k++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "groups", json_integer(ks[k].groups));
+    json_object_set_new(x, "ok", json_integer(ks[k].ok));
+    json_object_set_new(x, "min_busbw_gbs", ks[k].measured ? json_real(ks[k].min_bus) : json_null());
+    json_object_set_new(x, "max_busbw_gbs", ks[k].measured ? json_real(ks[k].max_bus) : json_null());
+    json_object_set_new(byk, ks[k].kind, x);
+  }
+  free(ks);
+  json_object_set_new(pf, "by_kind", byk);
+  json_object_set_new(o, "preflight", pf);
+  char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+  json_decref(o);
+  if (!s) rp_internal("cannot render the report");
+  char *out = rp_sprintf("%s\n", s);
+  free(s);
+  return out;
+}
+
+char *rt_report_text(const RtReport *r) {
+  StrBuf sb;
+  sb_init(&sb);
+  sb_printf(&sb, "rankrun report: node %d of %d, world size %d, backend %s\n",
+            r->node, r->nnodes, r->world_size, r->backend ? r->backend : "?");
+  sb_printf(&sb, "status: %s (exit %d) after %.2f s\n",
+            r->exit_code == 0 ? "ok" : "failed", r->exit_code, r->elapsed_s);
+  if (r->failed) {
+    sb_puts(&sb, "first failure: ");
+    if (r->fail_rank >= 0)
+      sb_printf(&sb, "rank %d on node %d", r->fail_rank, r->fail_node);
+    else
+      sb_printf(&sb, "node %d", r->fail_node);
+    if (r->fail_signal)
+      sb_printf(&sb, ", killed by signal %d (SIG%s)", r->fail_signal,
+                sig_name(r->fail_signal));
+    else if (r->fail_exit >= 0)
+      sb_printf(&sb, ", exit code %d", r->fail_exit);
+    if (r->fail_reason && *r->fail_reason)
+      sb_printf(&sb, ": %s", r->fail_reason);
+    sb_putc(&sb, '\n');
+  }
+  for (int i = 0; i < r->nlocal; i++) {
+    const RtRankStatus *s = &r->local[i];
+    sb_printf(&sb, "  rank %d (local %d, device %d, pid %d): ", s->rank,
+              s->local_rank, s->device, s->pid);
+    if (!s->exited)
+      sb_puts(&sb, "not reaped\n");
+    else if (s->signal)
+      sb_printf(&sb, "signal %d (SIG%s)\n", s->signal, sig_name(s->signal));
+    else
+      sb_printf(&sb, "exit %d\n", s->exit_code);
+  }
+  KindSum *ks;
+  int nk = kind_sums(r, &ks);
+  if (nk) sb_puts(&sb, "preflight (all-reduce of rank ids, then bandwidth):\n");
+  for (int k = 0; k < nk; k++) {
+    sb_printf(&sb, "  %-10s %d/%d groups ok", ks[k].kind, ks[k].ok,
+              ks[k].groups);
+    if (ks[k].measured)
+      sb_printf(&sb, ", bus bandwidth %.3f to %.3f GB/s", ks[k].min_bus,
+                ks[k].max_bus);
+    sb_putc(&sb, '\n');
+  }
+  free(ks);
+  return sb_take(&sb);
+}
+
+RtResult rt_report_write(const RtReport *r, const char *path) {
+  char *j = rt_report_json(r), *t = rt_report_text(r);
+  char *tp = rp_sprintf("%s.txt", path);
+  int e1 = rp_write_file_atomic(path, j, strlen(j));
+  int e2 = rp_write_file_atomic(tp, t, strlen(t));
+  RtResult res = RT_OK;
+  if (e1 || e2)
+    res = rt_err(RT_ERR_SYS, "cannot write the report `%s`: %s",
+                 e1 ? path : tp, strerror(e1 ? e1 : e2));
+  free(j);
+  free(t);
+  free(tp);
+  return res;
+}

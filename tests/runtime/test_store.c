@@ -1,4 +1,303 @@
-/* test_store.c: not written yet. */
+/*
+ * test_store.c: the rendezvous store's protocol, including what an
+ * untrusted client can send: garbage, oversized frames, silence, half
+ * frames, duplicate claims. Each test starts its own store on loopback.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
 #include "t.h"
 
-int main(void) { T_DONE(); }
+static RtStoreServer *start(double idle) {
+  RtStoreServer *s = NULL;
+  RtResult r = rt_store_server_start("127.0.0.1", 0, idle, &s);
+  T_EQ_INT(r, RT_OK);
+  if (r != RT_OK) {
+    fprintf(stderr, "%s\n", rt_errmsg());
+    exit(1);
+  }
+  return s;
+}
+
+static void client(RtStoreServer *s, RtStore *st) {
+  T_EQ_INT(rt_store_connect(st, "127.0.0.1", rt_store_server_port(s), 2.0, 2.0),
+           RT_OK);
+}
+
+static int raw_connect(RtStoreServer *s) {
+  int fd = -1;
+  T_EQ_INT(rt_connect("127.0.0.1", rt_store_server_port(s), rt_now() + 2, &fd),
+           RT_OK);
+  return fd;
+}
+
+/* True when the server closed fd within `within` seconds. */
+static bool closed_within(int fd, double within) {
+  char buf[64];
+  double deadline = rt_now() + within;
+  for (;;) {
+    RtResult r = rt_read_all(fd, buf, 1, deadline);
+    if (r == RT_ERR_CLOSED) return true;
+    if (r != RT_OK) return false; /* timeout: still open */
+  }
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+static void test_basic_ops(void) {
+  RtStoreServer *s = start(5);
+  RtStore st;
+  client(s, &st);
+  T_EQ_INT(rt_store_set(&st, "a", "hello", 5), RT_OK);
+  char *v = NULL;
+  size_t n = 0;
+  T_EQ_INT(rt_store_get(&st, "a", &v, &n), RT_OK);
+  T_EQ_STR(v, "hello");
+  T_EQ_INT(n, 5);
+  free(v);
+  v = NULL;
+  T_EQ_INT(rt_store_get(&st, "missing", &v, &n), RT_ERR_NOTFOUND);
+  T_CHECK(v == NULL);
+  int64_t x = 0;
+  T_EQ_INT(rt_store_add(&st, "ctr", 5, &x), RT_OK);
+  T_EQ_INT(x, 5);
+  T_EQ_INT(rt_store_add(&st, "ctr", -2, &x), RT_OK);
+  T_EQ_INT(x, 3);
+  /* Overflow of a counter is refused, never wrapped. */
+  T_EQ_INT(rt_store_add(&st, "big", INT64_MAX, &x), RT_OK);
+  T_EQ_INT(rt_store_add(&st, "big", 1, &x), RT_ERR_PROTO);
+  /* A counter key holding text is refused for add. */
+  T_EQ_INT(rt_store_add(&st, "a", 1, &x), RT_ERR_PROTO);
+  /* Binary values (an NCCL id) round-trip. */
+  unsigned char bin[128];
+  for (int i = 0; i < 128; i++) bin[i] = (unsigned char)(i * 7);
+  T_EQ_INT(rt_store_set(&st, "bin", bin, sizeof bin), RT_OK);
+  T_EQ_INT(rt_store_get(&st, "bin", &v, &n), RT_OK);
+  T_EQ_INT(n, 128);
+  T_CHECK(v && memcmp(v, bin, 128) == 0);
+  free(v);
+  /* Keys over the cap are refused by the client before sending. */
+  char longkey[RT_STORE_MAX_KEY + 2];
+  memset(longkey, 'k', sizeof longkey - 1);
+  longkey[sizeof longkey - 1] = 0;
+  T_EQ_INT(rt_store_set(&st, longkey, "x", 1), RT_ERR_INVALID);
+  rt_store_close(&st);
+  rt_store_server_stop(s);
+}
+
+static void test_duplicate_rank(void) {
+  RtStoreServer *s = start(5);
+  RtStore a, b;
+  client(s, &a);
+  client(s, &b);
+  T_EQ_INT(rt_store_create(&a, "rank/3", "0 100", 5), RT_OK);
+  T_EQ_INT(rt_store_create(&b, "rank/3", "0 200", 5), RT_ERR_EXISTS);
+  T_CHECK(strstr(rt_errmsg(), "rank/3") != NULL);
+  char *v = NULL;
+  T_EQ_INT(rt_store_get(&b, "rank/3", &v, NULL), RT_OK);
+  T_EQ_STR(v, "0 100"); /* the first claim stands */
+  free(v);
+  rt_store_close(&a);
+  rt_store_close(&b);
+  rt_store_server_stop(s);
+}
+
+typedef struct {
+  int port;
+  double delay;
+} SetLater;
+
+static void *set_later(void *arg) {
+  SetLater *sl = arg;
+  sleep_s(sl->delay);
+  RtStore st;
+  if (rt_store_connect(&st, "127.0.0.1", sl->port, 2, 2) == RT_OK) {
+    rt_store_set(&st, "late", "here", 4);
+    rt_store_close(&st);
+  }
+  return NULL;
+}
+
+static void test_wait(void) {
+  RtStoreServer *s = start(5);
+  RtStore st;
+  client(s, &st);
+  SetLater sl = {rt_store_server_port(s), 0.2};
+  pthread_t th;
+  pthread_create(&th, NULL, set_later, &sl);
+  char *v = NULL;
+  double t0 = rt_now();
+  T_EQ_INT(rt_store_wait(&st, "late", 5.0, &v, NULL), RT_OK);
+  T_CHECK(rt_now() - t0 < 4.0);
+  T_EQ_STR(v, "here");
+  free(v);
+  pthread_join(th, NULL);
+  /* A peer that never arrives: the wait fails at its timeout, within a
+   * loose window (this checks behaviour, not speed). */
+  t0 = rt_now();
+  v = NULL;
+  T_EQ_INT(rt_store_wait(&st, "never", 1.0, &v, NULL), RT_ERR_TIMEOUT);
+  double dt = rt_now() - t0;
+  T_CHECK(dt >= 0.9 && dt <= 2.0);
+  T_CHECK(v == NULL);
+  /* The connection is still usable after a timed-out wait. */
+  T_EQ_INT(rt_store_set(&st, "after", "1", 1), RT_OK);
+  rt_store_close(&st);
+  rt_store_server_stop(s);
+}
+
+static void test_garbage(void) {
+  RtStoreServer *s = start(5);
+  /* Text where a frame is expected: "GET " reads as a 1.2 GB length. */
+  int fd = raw_connect(s);
+  const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  T_EQ_INT(rt_write_all(fd, http, strlen(http), rt_now() + 2), RT_OK);
+  T_CHECK(closed_within(fd, 2.0));
+  close(fd);
+  /* A well-sized frame with an unknown op. */
+  fd = raw_connect(s);
+  unsigned char bad[] = {0, 0, 0, 5, 99, 0, 1, 'k', 'v'};
+  T_EQ_INT(rt_write_all(fd, bad, sizeof bad, rt_now() + 2), RT_OK);
+  T_CHECK(closed_within(fd, 2.0));
+  close(fd);
+  /* A key length pointing past the frame. */
+  fd = raw_connect(s);
+  unsigned char past[] = {0, 0, 0, 4, RT_STORE_OP_GET, 0, 200, 'k'};
+  T_EQ_INT(rt_write_all(fd, past, sizeof past, rt_now() + 2), RT_OK);
+  T_CHECK(closed_within(fd, 2.0));
+  close(fd);
+  /* A frame shorter than its header. */
+  fd = raw_connect(s);
+  unsigned char tiny[] = {0, 0, 0, 1, RT_STORE_OP_GET};
+  T_EQ_INT(rt_write_all(fd, tiny, sizeof tiny, rt_now() + 2), RT_OK);
+  T_CHECK(closed_within(fd, 2.0));
+  close(fd);
+  /* Random bytes. */
+  srand(7);
+  for (int k = 0; k < 20; k++) {
+    fd = raw_connect(s);
+    unsigned char junk[300];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)rand();
+    rt_write_all(fd, junk, sizeof junk, rt_now() + 2);
+    close(fd);
+  }
+  /* The store still serves well-behaved clients. */
+  RtStore st;
+  client(s, &st);
+  T_EQ_INT(rt_store_set(&st, "ok", "1", 1), RT_OK);
+  rt_store_close(&st);
+  int bad_n = 0;
+  rt_store_server_stats(s, &bad_n, NULL, NULL);
+  T_CHECK(bad_n >= 4);
+  rt_store_server_stop(s);
+}
+
+static void test_oversized(void) {
+  RtStoreServer *s = start(5);
+  int fd = raw_connect(s);
+  /* Only the 4-byte length is sent: the store refuses it before reading a
+   * body it would have to buffer. */
+  unsigned char hdr[4] = {0, 0x10, 0, 1}; /* 1 MiB + 1 */
+  T_EQ_INT(rt_write_all(fd, hdr, 4, rt_now() + 2), RT_OK);
+  T_CHECK(closed_within(fd, 2.0));
+  close(fd);
+  /* A value that makes the frame exceed the cap is refused by the client. */
+  RtStore st;
+  client(s, &st);
+  size_t big = RT_STORE_MAX_FRAME;
+  char *buf = calloc(1, big);
+  T_EQ_INT(rt_store_set(&st, "big", buf, big), RT_ERR_INVALID);
+  /* Just under the cap is fine. */
+  T_EQ_INT(rt_store_set(&st, "big", buf, big - 3 - 3), RT_OK);
+  free(buf);
+  rt_store_close(&st);
+  rt_store_server_stop(s);
+}
+
+static void test_silent_client(void) {
+  RtStoreServer *s = start(1.0);
+  int silent = raw_connect(s);
+  int half = raw_connect(s);
+  unsigned char part[2] = {0, 0};
+  T_EQ_INT(rt_write_all(half, part, 2, rt_now() + 2), RT_OK);
+  /* Others are served while the silent ones hold their connections. */
+  RtStore st;
+  client(s, &st);
+  double t0 = rt_now();
+  for (int i = 0; i < 50; i++) T_EQ_INT(rt_store_set(&st, "k", "v", 1), RT_OK);
+  T_CHECK(rt_now() - t0 < 1.0);
+  /* Both are dropped after the idle timeout (1 s), well before 3 s. */
+  T_CHECK(closed_within(silent, 3.0));
+  T_CHECK(closed_within(half, 3.0));
+  close(silent);
+  close(half);
+  /* A client that has sent a frame may stay idle (it is a known party). */
+  sleep_s(1.5);
+  T_EQ_INT(rt_store_set(&st, "k", "v", 1), RT_OK);
+  int idle_n = 0;
+  rt_store_server_stats(s, NULL, &idle_n, NULL);
+  T_EQ_INT(idle_n, 2);
+  rt_store_close(&st);
+  rt_store_server_stop(s);
+}
+
+static void test_port_in_use(void) {
+  RtStoreServer *s = start(5);
+  RtStoreServer *t = NULL;
+  RtResult r = rt_store_server_start("127.0.0.1", rt_store_server_port(s), 5, &t);
+  T_EQ_INT(r, RT_ERR_INUSE);
+  T_CHECK(strstr(rt_errmsg(), "already in use") != NULL);
+  T_CHECK(t == NULL);
+  rt_store_server_stop(s);
+}
+
+static void test_bound_address_only(void) {
+  /* Bound to 127.0.0.1, the store must not answer on 127.0.0.2 (another
+   * loopback address): it never binds the wildcard. */
+  RtStoreServer *s = start(5);
+  int fd = -1;
+  RtResult r = rt_connect("127.0.0.2", rt_store_server_port(s), rt_now() + 0.3, &fd);
+  T_CHECK(r != RT_OK);
+  if (r == RT_OK) close(fd);
+  rt_store_server_stop(s);
+}
+
+static void test_store_gone(void) {
+  /* A client whose store disappears gets an error, not a hang. */
+  RtStoreServer *s = start(5);
+  RtStore st;
+  client(s, &st);
+  rt_store_server_stop(s);
+  RtResult r = rt_store_set(&st, "k", "v", 1);
+  T_CHECK(r == RT_ERR_CLOSED || r == RT_ERR_TIMEOUT);
+  rt_store_close(&st);
+  /* Nobody listening: the join timeout bounds the connect. */
+  double t0 = rt_now();
+  RtStore st2;
+  r = rt_store_connect(&st2, "127.0.0.1", 1, 0.5, 0.5);
+  T_EQ_INT(r, RT_ERR_TIMEOUT);
+  T_CHECK(rt_now() - t0 < 2.0);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  T_RUN(test_basic_ops);
+  T_RUN(test_duplicate_rank);
+  T_RUN(test_wait);
+  T_RUN(test_garbage);
+  T_RUN(test_oversized);
+  T_RUN(test_silent_client);
+  T_RUN(test_port_in_use);
+  T_RUN(test_bound_address_only);
+  T_RUN(test_store_gone);
+  T_DONE();
+}

@@ -1,0 +1,137 @@
+/*
+ * backend.h: the communication backend interface, a versioned struct of
+ * function pointers (after NCCL's net_v8.h). A worker process picks one
+ * backend by name, initialises it once, creates one communicator per plan
+ * group it belongs to, runs collectives on them, and finalises.
+ *
+ * Common contract for every member:
+ *  - Results are RtResult values; a failure records its message with
+ *    rt_err() and leaves the backend usable only for finalize/abort.
+ *  - Every blocking call honours ctx->timeout (seconds) and returns
+ *    RT_ERR_TIMEOUT instead of hanging; a dead peer gives RT_ERR_CLOSED or
+ *    RT_ERR_TIMEOUT, never a hang.
+ *  - Buffers passed to communication calls come from mem_alloc (host memory
+ *    on the host backend, device memory on nccl).
+ *  - Collective calls are made by every member of the group in the same
+ *    order. Members create their communicators in the plan's group order,
+ *    which makes interleaved collectives on overlapping groups deadlock-free
+ *    (the lowest pending group can always progress).
+ */
+#ifndef RANKRUN_BACKEND_H
+#define RANKRUN_BACKEND_H
+
+#include "rp_config.h"
+
+#include "launcher.h"
+#include "rt.h"
+#include "store.h"
+
+#define RT_BACKEND_VERSION 1
+
+typedef enum { RT_I64 = 0, RT_F32 = 1 } RtDtype;
+typedef enum { RT_SUM = 0, RT_MAX = 1 } RtRedOp;
+
+/* What a backend is initialised with. */
+typedef struct {
+  const RtPlan *plan;
+  int rank;          /* global rank */
+  int local_rank;    /* rank index on this node */
+  int device;        /* plan device id; with nccl, CUDA_VISIBLE_DEVICES is
+                        set to it, so the process sees it as device 0 */
+  RtStore *store;    /* connected rendezvous store */
+  const char *bind_host; /* local address other ranks can reach */
+  double timeout;    /* join and operation deadline, seconds */
+} RtBackendCtx;
+
+typedef struct RtComm RtComm; /* one per (backend, group); backend-defined */
+
+typedef struct {
+  int version;      /* RT_BACKEND_VERSION */
+  const char *name; /* "host", "nccl" */
+
+  /* Prepares the process: publishes how peers reach this rank through the
+   * store and anything the backend needs once per process. Called once,
+   * before any group_create. *state is the backend's private state. */
+  RtResult (*init)(const RtBackendCtx *ctx, void **state);
+
+  /* Releases everything init and group_create made. Safe to call after a
+   * failure; never blocks longer than the context's timeout. */
+  RtResult (*finalize)(void *state);
+
+  /* Creates the communicator of plan group `group` (index in plan->groups)
+   * on this rank, which must be a member. Collective over the group's
+   * members; every member calls it for its groups in increasing index
+   * order. Must finish or fail within the timeout. */
+  RtResult (*group_create)(void *state, int group, RtComm **comm);
+
+  /* Frees a communicator before finalize. abort = true after a failure:
+   * the communicator may be mid-operation and must be torn down without
+   * waiting for peers (ncclCommAbort on nccl). */
+  RtResult (*comm_destroy)(RtComm *comm, bool abort);
+
+  /* Size of the communicator and this rank's index in it (the order of
+   * the plan group's `ranks`). */
+  int (*comm_size)(const RtComm *comm);
+  int (*comm_index)(const RtComm *comm);
+
+  /* Point to point: sends or receives `bytes` bytes to/from the member
+   * with index `peer`. A send may complete before the matching recv is
+   * posted only for small messages; callers pair sends and recvs so that
+   * neither side waits for the other to send first. */
+  RtResult (*send)(RtComm *comm, const void *buf, size_t bytes, int peer);
+  RtResult (*recv)(RtComm *comm, void *buf, size_t bytes, int peer);
+
+  /* recv[i] = op over members of send[i], for count elements of dtype.
+   * send and recv may be the same buffer. */
+  RtResult (*all_reduce)(RtComm *comm, const void *send, void *recv,
+                         size_t count, RtDtype dtype, RtRedOp op);
+
+  /* recv = concatenation of every member's `bytes` bytes, by index. */
+  RtResult (*all_gather)(RtComm *comm, const void *send, void *recv,
+                         size_t bytes);
+
+  /* Member i's block j (of `bytes` bytes) lands at member j's block i. */
+  RtResult (*all_to_all)(RtComm *comm, const void *send, void *recv,
+                         size_t bytes);
+
+  /* Returns once every member has entered the barrier. */
+  RtResult (*barrier)(RtComm *comm);
+
+  /* Memory for communication buffers, and copies between it and host
+   * memory. mem_alloc returns NULL when the memory is not there. */
+  void *(*mem_alloc)(void *state, size_t bytes);
+  void (*mem_free)(void *state, void *p);
+  RtResult (*to_host)(void *state, void *host, const void *mem, size_t bytes);
+  RtResult (*from_host)(void *state, void *mem, const void *host,
+                        size_t bytes);
+} RtBackend;
+
+/* The registry: every backend compiled into this binary. */
+const RtBackend *rt_backend_find(const char *name);
+/* Comma-separated names, for help text. */
+const char *rt_backend_names(void);
+
+extern const RtBackend rt_backend_host;
+#if RP_HAVE_NCCL
+extern const RtBackend rt_backend_nccl;
+#endif
+
+/* Result of one group's preflight. */
+typedef struct {
+  int group;        /* index in plan->groups */
+  bool ok;          /* the all-reduce of rank ids gave the expected sum */
+  int64_t bytes;    /* all-reduce payload per iteration */
+  int iters;
+  double seconds;   /* time for all iterations */
+  double algbw_gbs; /* bytes * iters / seconds / 1e9 */
+  double busbw_gbs; /* algbw * 2 (n-1)/n, the usual all-reduce bus figure */
+} RtPreflight;
+
+/* Runs the preflight on every communicator of this rank, in group order:
+ * an all-reduce of rank ids checked against the expected sum, then a timed
+ * all-reduce of `bytes` bytes. out[i] matches comms[i]. */
+RtResult rt_preflight(const RtBackend *be, void *state, const RtPlan *plan,
+                      int rank, RtComm **comms, const int *groups, int n,
+                      int64_t bytes, RtPreflight *out);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * launcher.h: the runtime's view of a plan, the launcher (one per node) and
+ * the worker (one process per rank).
+ *
+ * Process model: `rankrun PLAN --node N` is the launcher of node N. Node 0's
+ * launcher also runs the rendezvous store. Each launcher forks one child per
+ * local rank, and the child re-executes the same binary (/proc/self/exe) in
+ * the hidden worker mode `rankrun --worker PLAN`, with RANK, LOCAL_RANK,
+ * WORLD_SIZE, RANKRUN_STORE, RANKRUN_BACKEND (and CUDA_VISIBLE_DEVICES for
+ * nccl) in its environment. Exec rather than running the worker in the
+ * forked child: the launcher has a store thread, and after fork only
+ * async-signal-safe calls are allowed until exec.
+ */
+#ifndef RANKRUN_LAUNCHER_H
+#define RANKRUN_LAUNCHER_H
+
+#include "rt.h"
+
+/* The parts of a plan the runtime reads (architecture.md, "Plan file"). */
+typedef struct {
+  char *id;   /* the plan's group id, as text */
+  char *kind; /* tp, dp, pp, ..., world */
+  int nranks;
+  int *ranks; /* global ranks, in the plan's order */
+} RtGroup;
+
+typedef struct {
+  int rank, node, local_rank, device;
+  char *pool;
+} RtRank;
+
+typedef struct {
+  int world_size;
+  int nnodes;
+  RtRank *ranks;   /* indexed by global rank */
+  int ngroups;
+  RtGroup *groups; /* in the plan's order */
+} RtPlan;
+
+/* Loads and checks a plan file: ranks 0..world_size-1 each exactly once,
+ * nodes in range, local ranks unique per node, group members valid and
+ * distinct. Errors (RT_ERR_INVALID, or RT_ERR_SYS when unreadable) carry a
+ * message naming the field. */
+RtResult rt_plan_load(const char *path, RtPlan *p);
+void rt_plan_free(RtPlan *p);
+/* Index of rank r inside group g, or -1. */
+int rt_group_index(const RtGroup *g, int r);
+
+typedef struct {
+  const char *plan_path;
+  int node;
+  char *rdzv_host;  /* rendezvous store address */
+  int rdzv_port;
+  const char *backend;
+  double timeout;   /* join and operation timeout, seconds */
+  double grace;     /* SIGTERM then SIGKILL after this many seconds */
+  double soak;      /* after preflight, keep running collectives this long */
+  int64_t preflight_bytes;
+  bool dry_run;
+  const char *report_path; /* JSON; text goes to report_path + ".txt" */
+  bool quiet;
+} RtLaunchOpts;
+
+/* Runs the launcher of one node to completion. Returns the process exit
+ * code: 0, 3 (runtime failure), or 2 (the plan does not fit the options). */
+int rt_launch(const RtLaunchOpts *o, const RtPlan *plan);
+
+/* Runs one rank (the hidden worker mode). Returns the exit code: 0, 1 (a
+ * preflight check gave a wrong result), 3 (peer, store or timeout failure),
+ * 70 (internal). */
+int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan);
+
+/* Worker exit codes the launcher interprets. */
+enum {
+  RT_WORKER_OK = 0,
+  RT_WORKER_CHECK = 1, /* this rank saw a wrong collective result */
+  RT_WORKER_PEER = 3   /* a peer, the store or a deadline failed: usually a
+                          consequence of another rank's failure */
+};
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * report.h: what a launcher writes when it finishes, as JSON (format
+ * `rankrun.report/1`, keys only ever added) and as text. docs/runtime.md
+ * describes every field.
+ */
+#ifndef RANKRUN_REPORT_H
+#define RANKRUN_REPORT_H
+
+#include "rt.h"
+
+typedef struct {
+  int rank, local_rank, device;
+  int pid;
+  bool exited;   /* reaped */
+  int exit_code; /* when it exited normally, else -1 */
+  int signal;    /* the signal that ended it, else 0 */
+} RtRankStatus;
+
+typedef struct {
+  const char *id, *kind;
+  int nranks;
+  bool have;    /* a result came back */
+  bool ok;      /* the all-reduce of rank ids was right */
+  int64_t bytes;
+  int iters;
+  double seconds, algbw_gbs, busbw_gbs;
+} RtGroupResult;
+
+typedef struct {
+  const char *plan_path;
+  const char *backend;
+  int node, nnodes, world_size;
+  int exit_code; /* what the launcher exits with */
+  double elapsed_s;
+  /* The first failure of the deployment (any node), when there was one. */
+  bool failed;
+  int fail_rank; /* -1 when no rank is to blame (a node never joined) */
+  int fail_node;
+  int fail_exit;   /* exit code, or -1 */
+  int fail_signal; /* signal number, or 0 */
+  char *fail_reason;
+  int nlocal;
+  RtRankStatus *local; /* this node's ranks */
+  int ngroups;
+  RtGroupResult *groups; /* every group of the plan */
+} RtReport;
+
+/* Renders the report; the caller frees the string. */
+char *rt_report_json(const RtReport *r);
+char *rt_report_text(const RtReport *r);
+/* Writes JSON to path and text to path + ".txt", both atomically. */
+RtResult rt_report_write(const RtReport *r, const char *path);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * store.h: the rendezvous store, a small TCP key-value store run by the
+ * node-0 launcher. Ranks and launchers use it to find each other (their
+ * listening addresses), to claim their rank or node exactly once, to share
+ * NCCL unique ids, to publish the first failure, and to post preflight
+ * results. docs/runtime.md holds its threat model.
+ *
+ * Wire format (all integers big-endian):
+ *   request  = u32 len | u8 op | u16 keylen | key | value     (len counts
+ *              everything after itself; len <= RT_STORE_MAX_FRAME)
+ *   response = u32 len | u8 status | value
+ * ops: SET, CREATE (set only when absent: claims), GET (never blocks), WAIT
+ * (value: u32 milliseconds; answers when the key exists or the time is up),
+ * ADD (value: i64 delta; the key holds a decimal counter; answers the sum).
+ * A frame over the cap, a short frame, an unknown op, or a key over
+ * RT_STORE_MAX_KEY closes the connection: the store never guesses.
+ */
+#ifndef RANKRUN_STORE_H
+#define RANKRUN_STORE_H
+
+#include "rt.h"
+
+#define RT_STORE_MAX_FRAME (1u << 20) /* 1 MiB per frame */
+#define RT_STORE_MAX_KEY 256
+#define RT_STORE_MAX_CLIENTS 1024
+#define RT_STORE_MAX_BYTES (64ll << 20) /* all values together */
+
+enum {
+  RT_STORE_OP_SET = 1,
+  RT_STORE_OP_CREATE = 2,
+  RT_STORE_OP_GET = 3,
+  RT_STORE_OP_WAIT = 4,
+  RT_STORE_OP_ADD = 5
+};
+enum {
+  RT_STORE_ST_OK = 0,
+  RT_STORE_ST_NOTFOUND = 1,
+  RT_STORE_ST_EXISTS = 2,
+  RT_STORE_ST_TIMEOUT = 3,
+  RT_STORE_ST_BAD = 4
+};
+
+typedef struct RtStoreServer RtStoreServer;
+
+/* Starts the store on host:port in its own thread. host must be a local
+ * address; the store binds to it only (never the wildcard). port 0 picks a
+ * free port (tests). idle_timeout: a client that has sent no complete frame
+ * for this long after connecting, or that leaves a frame half-sent for this
+ * long, is dropped. Returns RT_ERR_INUSE when the port is taken. */
+RtResult rt_store_server_start(const char *host, int port, double idle_timeout,
+                               RtStoreServer **out);
+int rt_store_server_port(const RtStoreServer *s);
+/* Counters for tests: connections dropped for bad frames and for silence. */
+void rt_store_server_stats(RtStoreServer *s, int *dropped_bad,
+                           int *dropped_idle, int *clients);
+/* Stops the thread, closes every connection, frees everything. */
+void rt_store_server_stop(RtStoreServer *s);
+
+/* A client connection. op_timeout bounds each request/response. */
+typedef struct {
+  int fd;
+  double op_timeout;
+} RtStore;
+
+/* Connects, retrying until join_timeout seconds have passed (the store may
+ * start after its clients). */
+RtResult rt_store_connect(RtStore *st, const char *host, int port,
+                          double join_timeout, double op_timeout);
+void rt_store_close(RtStore *st);
+RtResult rt_store_set(RtStore *st, const char *key, const void *val, size_t n);
+/* Sets key only if absent; RT_ERR_EXISTS (message names the key) if not. */
+RtResult rt_store_create(RtStore *st, const char *key, const void *val,
+                         size_t n);
+/* Gets key's value (malloc'd, NUL-terminated, caller frees);
+ * RT_ERR_NOTFOUND if absent. */
+RtResult rt_store_get(RtStore *st, const char *key, char **val, size_t *n);
+/* Waits up to timeout seconds for key to exist, then gets it;
+ * RT_ERR_TIMEOUT if it never came. */
+RtResult rt_store_wait(RtStore *st, const char *key, double timeout,
+                       char **val, size_t *n);
+/* Adds delta to the counter at key (absent: 0) and returns the new value. */
+RtResult rt_store_add(RtStore *st, const char *key, int64_t delta,
+                      int64_t *out);
+
+#endif
