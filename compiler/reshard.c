@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layout.h"
+#include "model.h"
+#include "plan.h"
 #include "spec.h"
 
 int64_t rs_replica_ranks(const RsLayout *l) { return l->tp * l->cp * l->pp; }
@@ -625,4 +628,237 @@ bool rs_global_rank(const char *order, const RsLayout *l, int64_t instance_base,
   if (!st.ok) return false;
   *out = g;
   return true;
+}
+
+/* ---- the compile pipeline ----------------------------------------------- */
+
+/* Fills one side's descriptor from pool p of a placed Layout; node and
+ * domain ids are those of the pool's instance 0, attention-dp rank 0. */
+static void rs__side(const Spec *s, const Layout *L, size_t p, RsLayout *l, int64_t **node,
+                     int64_t **dom) {
+  const LayPool *P = &L->pools[p];
+  const ModelSpec *m = &s->model;
+  memset(l, 0, sizeof *l);
+  l->pool = P->name;
+  l->loc = P->loc;
+  l->model_id = m->name.set ? m->name.v : m->preset.set ? m->preset.v : "model";
+  l->dtype = m->dtype.kv_cache.v;
+  l->tp = P->size[CO_TP];
+  l->pp = P->size[CO_PP];
+  l->cp = P->size[CO_CP];
+  l->dp = P->size[CO_DP];
+  l->dcp = P->size[CO_DCP] > 0 ? P->size[CO_DCP] : 1;
+  l->layers = m->layers.v;
+  l->layer_partition = P->layer_partition;
+  l->mla = m->attention.kind.v == ATTN_MLA;
+  l->kv_heads = l->mla ? 1 : model_kv_heads(m);
+  int64_t per_token = model_kv_bytes_per_token(m);
+  int64_t h = l->kv_heads > 0 ? l->kv_heads : 1;
+  l->kv_bytes_per_head_token = per_token > 0 && l->layers > 0 ? per_token / l->layers / h : -1;
+  int64_t n = rs_replica_ranks(l);
+  *node = NULL;
+  *dom = NULL;
+  if (!L->placed || n < 1 || n > L->nranks) return;
+  *node = rp_calloc((size_t)n, sizeof **node);
+  *dom = rp_calloc((size_t)n, sizeof **dom);
+  const char *order = s->deployment.order.set ? s->deployment.order.v : "tp-cp-ep-dp-pp";
+  for (int64_t r = 0; r < n; r++) {
+    int64_t g;
+    if (!rs_global_rank(order, l, P->first_rank, 0, r, &g) || g < 0 || g >= L->nranks) {
+      free(*node);
+      free(*dom);
+      *node = *dom = NULL;
+      return;
+    }
+    const LayRank *R = &L->ranks[g];
+    (*node)[r] = R->node;
+    int64_t gpu = (int64_t)R->node * L->gpus_per_node + R->device;
+    (*dom)[r] = L->domain > 0 ? gpu / L->domain : R->node;
+  }
+  l->node_of_rank = *node;
+  l->domain_of_rank = *dom;
+}
+
+void rs_plan_free(RsPlan *p) {
+  for (size_t i = 0; i < p->npairs; i++) {
+    RsPair *q = &p->pairs[i];
+    rs_map_free(&q->map);
+    free(q->src_node);
+    free(q->src_dom);
+    free(q->dst_node);
+    free(q->dst_dom);
+  }
+  free(p->pairs);
+  memset(p, 0, sizeof *p);
+}
+
+bool rs_plan_build(Diags *d, const Spec *s, const Layout *L, RsPlan *out) {
+  memset(out, 0, sizeof *out);
+  RP_VEC(RsPair) v = {0};
+  bool ok = true;
+  for (size_t a = 0; a < L->npools; a++) {
+    if (L->pools[a].role != ROLE_PREFILL) continue;
+    for (size_t b = 0; b < L->npools; b++) {
+      if (L->pools[b].role != ROLE_DECODE) continue;
+      RsPair q;
+      memset(&q, 0, sizeof q);
+      q.prefill = a;
+      q.decode = b;
+      rs__side(s, L, a, &q.src, &q.src_node, &q.src_dom);
+      rs__side(s, L, b, &q.dst, &q.dst_node, &q.dst_dom);
+      if (!rs_map_build(d, &q.src, &q.dst, &q.map)) {
+        ok = false;
+      } else {
+        int64_t T = s->workload.input_tokens.set ? s->workload.input_tokens.v : 0;
+        const HardwareSpec *h = &s->hardware;
+        double up = h->scale_up.bandwidth.v > 0 ? h->scale_up.bandwidth.v : 1;
+        double so = h->scale_out.bandwidth.v > 0 ? h->scale_out.bandwidth.v : 1;
+        if (T > 0 && rs_map_cost(d, &q.map, T, up, so,
+                                 h->scale_up.latency.set ? h->scale_up.latency.v : 0,
+                                 h->scale_out.latency.set ? h->scale_out.latency.v : 0, &q.cost)) {
+          if (s->slo.ttft.set)
+            rs_warn_slo(d, q.dst.loc, &q.src, &q.dst, &q.cost, s->slo.ttft.v);
+        }
+      }
+      rp_vec_push(&v, q);
+    }
+  }
+  out->pairs = v.items;
+  out->npairs = v.len;
+  if (!ok) rs_plan_free(out);
+  return ok;
+}
+
+static bool rs__pool_on_node(const Layout *L, size_t p, int32_t node) {
+  const LayPool *P = &L->pools[p];
+  for (int64_t r = P->first_rank; r < P->first_rank + P->nranks; r++)
+    if (L->ranks[r].node == node) return true;
+  return false;
+}
+
+/* JSON string for a pool name (names are plain identifiers in practice;
+ * quotes, backslashes and control bytes are escaped anyway). */
+static void rs__json_str(StrBuf *sb, const char *s) {
+  sb_putc(sb, '"');
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') {
+      sb_putc(sb, '\\');
+      sb_putc(sb, (char)*p);
+    } else if (*p < 0x20) {
+      sb_printf(sb, "\\u%04x", *p);
+    } else {
+      sb_putc(sb, (char)*p);
+    }
+  }
+  sb_putc(sb, '"');
+}
+
+void rs_emit_json(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) {
+  Diags scratch;
+  diags_init(&scratch);
+  RsPlan P;
+  bool ok = rs_plan_build(&scratch, s, L, &P);
+  diags_free(&scratch);
+  sb_puts(sb, "  \"kv_reshard\": [");
+  int64_t T = s->workload.input_tokens.set ? s->workload.input_tokens.v : 0;
+  bool first = true;
+  for (size_t i = 0; ok && i < P.npairs; i++) {
+    const RsPair *q = &P.pairs[i];
+    if (node >= 0 && !rs__pool_on_node(L, q->prefill, node) && !rs__pool_on_node(L, q->decode, node))
+      continue;
+    sb_puts(sb, first ? "\n    {\"prefill\":" : ",\n    {\"prefill\":");
+    first = false;
+    rs__json_str(sb, L->pools[q->prefill].name);
+    sb_puts(sb, ",\"decode\":");
+    rs__json_str(sb, L->pools[q->decode].name);
+    sb_puts(sb, ",\"transfers\":[");
+    for (size_t k = 0; k < q->map.xfers.len; k++) {
+      const RsTransfer *x = &q->map.xfers.items[k];
+      sb_printf(sb, "%s\n      {\"src\":%lld,\"dst\":%lld,\"layers\":[%lld,%lld],\"kv_heads\":[%lld,%lld],\"tokens\":",
+                k ? "," : "", (long long)x->src, (long long)x->dst, (long long)x->layer_begin,
+                (long long)x->layer_end, (long long)x->head_begin, (long long)x->head_end);
+      bool chunked = x->tokens.nchunks > 1, strided = x->tokens.stride > 1;
+      if (!chunked && !strided) {
+        sb_puts(sb, "\"all\"");
+      } else {
+        sb_putc(sb, '{');
+        if (chunked) {
+          RsTokens c = x->tokens;
+          c.stride = 1;
+          c.offset = 0;
+          int64_t *rg = NULL;
+          size_t n = rs_tokens_ranges(&c, T, &rg);
+          sb_puts(sb, "\"ranges\":[");
+          for (size_t j = 0; j < n; j++)
+            sb_printf(sb, "%s[%lld,%lld]", j ? "," : "", (long long)rg[2 * j], (long long)rg[2 * j + 1]);
+          sb_putc(sb, ']');
+          free(rg);
+        }
+        if (strided)
+          sb_printf(sb, "%s\"stride\":%lld,\"offset\":%lld", chunked ? "," : "",
+                    (long long)x->tokens.stride, (long long)x->tokens.offset);
+        sb_putc(sb, '}');
+      }
+      sb_printf(sb, ",\"bytes_per_token\":%lld}", (long long)x->bytes_per_token);
+    }
+    sb_puts(sb, "]}");
+  }
+  sb_puts(sb, first ? "],\n" : "\n  ],\n");
+  if (ok) rs_plan_free(&P);
+}
+
+void rs_explain(FILE *out, const Plan *p, int64_t n_tokens) {
+  if (p->nreshard == 0) {
+    fprintf(out, "kv_reshard: none (no prefill -> decode pool pair)\n");
+    return;
+  }
+  for (size_t i = 0; i < p->nreshard; i++) {
+    const PlanReshard *R = &p->reshard[i];
+    fprintf(out, "kv_reshard %s -> %s: %zu transfers (ranks relative to the serving attention replica)\n",
+            R->prefill, R->decode, R->ntransfers);
+    fprintf(out, "  %5s    %-5s %-11s %-10s %-24s %12s %14s\n", "src", "dst", "layers", "kv_heads",
+            "tokens", "bytes/token", "bytes");
+    int64_t total = 0;
+    bool known = true;
+    for (size_t k = 0; k < R->ntransfers; k++) {
+      const PlanTransfer *x = &R->transfers[k];
+      char layers[32], heads[32], tok[64], bytes[32];
+      snprintf(layers, sizeof layers, "[%lld,%lld)", (long long)x->layers[0], (long long)x->layers[1]);
+      snprintf(heads, sizeof heads, "[%lld,%lld)", (long long)x->kv_heads[0], (long long)x->kv_heads[1]);
+      int64_t count = -1;
+      if (x->tokens == PT_ALL) {
+        snprintf(tok, sizeof tok, "all");
+        if (n_tokens > 0) count = n_tokens;
+      } else if (x->tokens == PT_STRIDE) {
+        snprintf(tok, sizeof tok, "p%%%lld==%lld", (long long)x->stride, (long long)x->offset);
+        if (n_tokens > 0) count = rs__below(n_tokens, x->stride, x->offset);
+      } else {
+        size_t n = 0;
+        count = 0;
+        for (size_t j = 0; j < x->nranges; j++) {
+          n += (size_t)snprintf(tok + n, n < sizeof tok ? sizeof tok - n : 0, "%s[%lld,%lld)",
+                                j ? "," : "", (long long)x->ranges[j][0], (long long)x->ranges[j][1]);
+          count += x->ranges[j][1] - x->ranges[j][0];
+          if (n >= sizeof tok) break;
+        }
+        if (n >= sizeof tok) snprintf(tok + sizeof tok - 4, 4, "...");
+      }
+      int64_t b = -1;
+      if (count >= 0 && !ck_mul(count, x->bytes_per_token, &b)) b = -1;
+      if (b >= 0) {
+        snprintf(bytes, sizeof bytes, "%lld", (long long)b);
+        if (!ck_add(total, b, &total)) known = false;
+      } else {
+        snprintf(bytes, sizeof bytes, "-");
+        known = false;
+      }
+      fprintf(out, "  %5lld -> %-5lld %-11s %-10s %-24s %12lld %14s\n", (long long)x->src,
+              (long long)x->dst, layers, heads, tok, (long long)x->bytes_per_token, bytes);
+    }
+    if (known) {
+      char hb[32];
+      fprintf(out, "  total %lld bytes (%s) per request\n", (long long)total,
+              rp_fmt_bytes(total, hb, sizeof hb));
+    }
+  }
 }

@@ -145,6 +145,49 @@ bool rs_warn_slo(Diags *d, SrcLoc loc, const RsLayout *src,
 bool rs_global_rank(const char *order, const RsLayout *l, int64_t instance_base,
                     int64_t dp_rank, int64_t rel, int64_t *out);
 
+/* ---- the compile pipeline: Spec + placed Layout -> maps ---- */
+
+struct Spec;
+struct Layout;
+struct Plan;
+
+/* One prefill pool -> decode pool pair. The descriptors point into arrays
+ * the pair owns (layer partitions, node and domain ids of instance 0, dp
+ * rank 0 of each pool). */
+typedef struct {
+  size_t prefill, decode;   /* pool indices in the Layout */
+  RsLayout src, dst;
+  RsMap map;
+  RsCost cost;              /* at workload.input_tokens */
+  int64_t *src_node, *src_dom, *dst_node, *dst_dom;
+} RsPair;
+
+typedef struct {
+  size_t npairs;
+  RsPair *pairs;
+} RsPlan;
+
+/* The reshard stage: one map for every (prefill-role pool, decode-role pool)
+ * pair of a placed Layout, in spec order (prefill outer). KV bytes per head
+ * come from model.h; node preference and link classes from the placement of
+ * the first instance of each pool. Reports E04xx on errors and W0401 when a
+ * transfer exceeds RS_SLO_SHARE of slo.ttft. Returns false on errors. */
+bool rs_plan_build(Diags *d, const struct Spec *s, const struct Layout *L, RsPlan *out);
+void rs_plan_free(RsPlan *p);
+
+/* Writes the plan's `  "kv_reshard": [...],\n` line(s) for emit.c: every
+ * pair when node < 0, else the pairs whose pools have a rank on node. Token
+ * sets are written as "all", {"stride", "offset"}, {"ranges"} (chunk ranges
+ * at workload.input_tokens) or, for a chunked and strided set, {"ranges",
+ * "stride", "offset"} meaning both hold. Builds the maps itself; a layout
+ * whose maps fail (already reported by rs_plan_build) writes an empty list. */
+void rs_emit_json(StrBuf *sb, const struct Spec *s, const struct Layout *L, int32_t node);
+
+/* `rankplan explain PLAN --reshard`: prints every pair's transfers, one per
+ * line: src -> dst, layers, kv heads, tokens, bytes per token and bytes per
+ * request when the token set is "all" (n_tokens > 0) or a range list. */
+void rs_explain(FILE *out, const struct Plan *p, int64_t n_tokens);
+
 /* ---- reshard_check.c: the independent checker ---- */
 
 /* Proves the map cell by cell for a T-token request: every cell a decode rank
