@@ -28,22 +28,6 @@
 
 /* ---- memory ledger ----------------------------------------------------- */
 
-/* PLACEHOLDER until the memory ledger (memory.c, mem_ledger) is built:
- * only capacity and the reserve are real; weights, activations, workspace
- * and KV are 0. Switch to mem_ledger() when it lands. */
-static bool emit__ledger(const Spec *s, const PoolSpec *ps, int64_t st, const int64_t *lp,
-                         MemLedger *m, Diags *d) {
-  RP_UNUSED(ps);
-  RP_UNUSED(st);
-  RP_UNUSED(lp);
-  RP_UNUSED(d);
-  m->capacity = s->hardware.gpu.memory.v;
-  m->usable = m->capacity;
-  m->reserve = s->deployment.memory.reserve.v;
-  m->kv_block_tokens = s->deployment.memory.kv_block.v;
-  return true;
-}
-
 bool lay_memory(Diags *d, const Spec *s, Layout *L) {
   for (size_t p = 0; p < L->npools; p++) {
     LayPool *P = &L->pools[p];
@@ -59,7 +43,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
     for (int64_t st = 0; st < pp; st++) {
       MemLedger m;
       memset(&m, 0, sizeof m);
-      if (!emit__ledger(s, ps, st, P->layer_partition, &m, d)) return false;
+      if (!mem_ledger(s, ps, st, P->layer_partition, &m, d)) return false;
       int64_t *e = P->mem[st];
       CkState ck = {true};
       e[MEM_WEIGHTS] = m.weights;
@@ -154,7 +138,7 @@ static void emit_pools(StrBuf *sb, const Layout *L) {
   PUTS("  \"pools\": [");
   for (size_t p = 0; p < L->npools; p++) {
     const LayPool *P = &L->pools[p];
-    PUTS(p ? ",\n    {" : "\n    {");
+    sb_puts(sb, p ? ",\n    {" : "\n    {");
     put_key(sb, "name");
     put_str(sb, P->name);
     PUTS(",\"role\":");
@@ -178,7 +162,7 @@ static void emit_pools(StrBuf *sb, const Layout *L) {
     }
     PUTS("]}");
   }
-  PUTS(L->npools ? "\n  ],\n" : "],\n");
+  sb_puts(sb, L->npools ? "\n  ],\n" : "],\n");
 }
 
 static void emit_rank(StrBuf *sb, const Spec *s, const Layout *L, int64_t r) {
@@ -303,7 +287,7 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
   PUTS("  \"nodes\": [");
   int64_t n0 = node < 0 ? 0 : node, n1 = node < 0 ? L->nodes : node + 1;
   for (int64_t n = n0; n < n1; n++) {
-    PUTS(n > n0 ? ",\n    {\"node\":" : "\n    {\"node\":");
+    sb_puts(sb, n > n0 ? ",\n    {\"node\":" : "\n    {\"node\":");
     put_i64(sb, n);
     PUTS(",\"gpus\":");
     put_i64(sb, L->gpus_per_node);
@@ -314,7 +298,7 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
     }
     PUTS("]}");
   }
-  PUTS(n1 > n0 ? "\n  ],\n" : "],\n");
+  sb_puts(sb, n1 > n0 ? "\n  ],\n" : "],\n");
 
   emit_pools(sb, L);
 
@@ -323,25 +307,25 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
   bool first = true;
   if (node < 0) {
     for (int64_t r = 0; r < L->nranks; r++) {
-      PUTS(first ? "\n    " : ",\n    ");
+      sb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_rank(sb, s, L, r);
     }
   } else {
     for (int64_t i = node_first[node]; i < node_first[node + 1]; i++) {
-      PUTS(first ? "\n    " : ",\n    ");
+      sb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_rank(sb, s, L, by_node[i]);
     }
   }
-  PUTS(first ? "],\n" : "\n  ],\n");
+  sb_puts(sb, first ? "],\n" : "\n  ],\n");
 
   /* groups: all, or those a rank of the node belongs to, by id. */
   PUTS("  \"groups\": [");
   first = true;
   if (node < 0) {
     for (int64_t g = 0; g < L->ngroups; g++) {
-      PUTS(first ? "\n    " : ",\n    ");
+      sb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_group(sb, L, g);
     }
@@ -356,13 +340,13 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
     qsort(ids.items, ids.len, sizeof *ids.items, cmp_i32);
     for (size_t i = 0; i < ids.len; i++) {
       if (i && ids.items[i] == ids.items[i - 1]) continue;
-      PUTS(first ? "\n    " : ",\n    ");
+      sb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_group(sb, L, ids.items[i]);
     }
     free(ids.items);
   }
-  PUTS(first ? "],\n" : "\n  ],\n");
+  sb_puts(sb, first ? "],\n" : "\n  ],\n");
   free(node_first);
   free(by_node);
 
@@ -387,7 +371,7 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
   for (size_t i = 0; d && i < d->list.len; i++) {
     const Diag *g = d->list.items[i];
     if (g->sev == SEV_ERROR) continue;
-    PUTS(first ? "\n    {\"code\":" : ",\n    {\"code\":");
+    sb_puts(sb, first ? "\n    {\"code\":" : ",\n    {\"code\":");
     first = false;
     put_str(sb, diag_info(g->code)->code);
     PUTS(",\"slug\":");
@@ -402,7 +386,7 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
     put_i64(sb, g->loc.col);
     PUTS("}");
   }
-  PUTS(first ? "]\n}\n" : "\n  ]\n}\n");
+  sb_puts(sb, first ? "]\n}\n" : "\n  ]\n}\n");
   *len = sb->len;
   return sb_take(sb);
 }
