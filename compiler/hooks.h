@@ -127,6 +127,12 @@ typedef struct {
  * groups. Strings point into the spec. Returns false (and reports E0618)
  * when a count overflows. Free with hook_ctx_free. */
 bool hook_ctx_build(HookCtx *ctx, const Spec *spec, Diags *d);
+/* The rank and group part of hook_ctx_build: with ctx's topology and pools
+ * filled (name, role, replicas and the parallel sizes; first_rank and size
+ * are computed here), lays out ranks and groups by `order` (NULL: the
+ * default "tp-cp-ep-dp-pp"). The caller owns ctx->pools (hook_ctx_free
+ * frees it). Returns false (E0618) when the rank count overflows. */
+bool hook_ctx_layout(HookCtx *ctx, const char *order, Diags *d);
 void hook_ctx_free(HookCtx *ctx);
 
 /* ---- entry points: each returns true and fills its output when the hook

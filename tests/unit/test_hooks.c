@@ -1,4 +1,595 @@
-/* test_hooks.c: not written yet. */
+/*
+ * test_hooks.c: the Lua hook sandbox and the four hook entry points.
+ *
+ * Abuse cases live in tests/hooks/abuse/, one Lua file per attack; each
+ * must end in its diagnostic code, naming the hook file, without a crash
+ * (the ASan+UBSan build runs this same program). Good cases check that
+ * results are converted exactly, and the lua/ examples run against a
+ * context built like the compiler builds it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hooks.h"
+#include "rp_config.h"
 #include "t.h"
 
-int main(void) { T_DONE(); }
+static char tmpdir[] = "/tmp/rp-hooks-XXXXXX";
+static int tmpn;
+
+/* Writes src to a fresh file and returns its path (static storage). */
+static const char *tmp_hook(const char *src) {
+  static char path[256];
+  snprintf(path, sizeof path, "%s/h%d.lua", tmpdir, tmpn++);
+  FILE *f = fopen(path, "w");
+  if (!f) abort();
+  fputs(src, f);
+  fclose(f);
+  return path;
+}
+
+static const char *abuse(const char *name) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/tests/hooks/abuse/%s.lua", RP_SOURCE_ROOT, name);
+  return path;
+}
+
+static const char *example(const char *name) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/lua/%s.lua", RP_SOURCE_ROOT, name);
+  return path;
+}
+
+/* 4 nodes of 8 GPUs in racks of 2 nodes; pools: prefill tp8 x2, decode
+ * tp4 x4 (32 ranks). */
+static void ctx_pd(HookCtx *c, Diags *d) {
+  memset(c, 0, sizeof *c);
+  c->nodes = 4;
+  c->gpus_per_node = 8;
+  c->domain = 8;
+  c->nodes_per_rack = 2;
+  c->model_name = "test-model";
+  c->layers = 80;
+  c->hidden_size = 8192;
+  c->vocab_size = 128256;
+  c->heads = 64;
+  c->kv_heads = 8;
+  c->head_dim = 128;
+  c->intermediate_size = 28672;
+  c->npools = 2;
+  c->pools = calloc(2, sizeof *c->pools);
+  c->pools[0] = (HookPool){.name = "prefill", .role = ROLE_PREFILL, .replicas = 2, .tp = 8,
+                           .pp = 1, .cp = 1, .dp = 1, .ep = 1, .etp = 1, .dcp = 1};
+  c->pools[1] = (HookPool){.name = "decode", .role = ROLE_DECODE, .replicas = 4, .tp = 4,
+                           .pp = 1, .cp = 1, .dp = 1, .ep = 1, .etp = 1, .dcp = 1};
+  T_CHECK(hook_ctx_layout(c, NULL, d));
+}
+
+typedef struct {
+  int64_t instructions, memory, timeout_ms;
+  bool twice;
+} Lim;
+
+static void env_for(HookEnv *env, Diags *d, HookKind k, const char *path, const Lim *l) {
+  hook_env_init(env, d);
+  if (l) {
+    if (l->instructions) env->lim.instructions = l->instructions;
+    if (l->memory) env->lim.memory = l->memory;
+    if (l->timeout_ms) env->lim.timeout_ms = l->timeout_ms;
+    env->lim.twice = l->twice;
+  }
+  SrcLoc loc = {"spec.yaml", 3, 5};
+  hook_env_set(env, d, k, path, loc);
+}
+
+/* The first error's code and message; prints every diagnostic on failure. */
+static const Diag *first_error(Diags *d) {
+  for (size_t i = 0; i < d->list.len; i++)
+    if (d->list.items[i]->sev == SEV_ERROR) return d->list.items[i];
+  return NULL;
+}
+
+static void dump(Diags *d) { diags_print(d, stderr, DIAG_FMT_TEXT, false); }
+
+/* Runs the placement hook `path` and expects diagnostic `code` whose
+ * message contains `text` and whose position is in the hook file (at
+ * `line`, or any line when line < 0). */
+static void expect_placement(const char *path, const Lim *l, const char *code,
+                             const char *text, int line) {
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_pd(&c, &d);
+  HookEnv env;
+  env_for(&env, &d, HOOK_PLACEMENT, path, l);
+  int64_t node[32], gpu[32];
+  bool ok = hook_run_placement(&env, &c, node, gpu, &d);
+  T_CHECK(!ok);
+  const Diag *g = first_error(&d);
+  T_CHECK(g != NULL);
+  if (g) {
+    T_EQ_STR(diag_info(g->code)->code, code);
+    T_CHECK(strstr(g->msg, text) != NULL);
+    T_EQ_STR(g->loc.file, path);
+    if (line >= 0) T_EQ_INT(g->loc.line, line);
+    if (strcmp(diag_info(g->code)->code, code) != 0 || !strstr(g->msg, text) ||
+        (line >= 0 && g->loc.line != line))
+      dump(&d);
+  }
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static double run_objective(const char *path, const Lim *l, bool *ok, Diags *d) {
+  HookCtx c;
+  ctx_pd(&c, d);
+  HookEnv env;
+  env_for(&env, d, HOOK_OBJECTIVE, path, l);
+  HookKV cand[] = {{"goodput", 12.5}, {"gpus", 32}};
+  double score = -1;
+  *ok = hook_run_objective(&env, &c, cand, 2, &score, d);
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  return score;
+}
+
+static void expect_objective(const char *path, const Lim *l, const char *code, const char *text) {
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  run_objective(path, l, &ok, &d);
+  T_CHECK(!ok);
+  const Diag *g = first_error(&d);
+  T_CHECK(g != NULL);
+  if (g) {
+    T_EQ_STR(diag_info(g->code)->code, code);
+    T_CHECK(strstr(g->msg, text) != NULL);
+    T_EQ_STR(g->loc.file, path);
+    if (strcmp(diag_info(g->code)->code, code) != 0 || !strstr(g->msg, text)) dump(&d);
+  }
+  diags_free(&d);
+}
+
+/* ---- limits ---- */
+
+static void test_infinite_loop(void) {
+  Lim l = {.instructions = 2000000};
+  expect_placement(abuse("infinite_loop"), &l, "E0606", "instruction budget of 2000000", -1);
+}
+
+static void test_pcall_cannot_catch_budget(void) {
+  Lim l = {.instructions = 2000000};
+  expect_placement(abuse("pcall_escape"), &l, "E0606", "instruction budget", -1);
+}
+
+static void test_deadline(void) {
+  Lim l = {.instructions = INT64_C(1000000000000), .timeout_ms = 50};
+  expect_objective(abuse("deadline"), &l, "E0608", "deadline of 50 ms");
+}
+
+static void test_deep_recursion(void) {
+  expect_objective(abuse("deep_recursion"), NULL, "E0617", "stack overflow");
+}
+
+static void test_string_rep_bomb(void) {
+  expect_objective(abuse("string_rep_bomb"), NULL, "E0607", "memory cap of 67108864 bytes");
+}
+
+static void test_table_bomb(void) {
+  Lim l = {.memory = INT64_C(8) << 20};
+  expect_placement(abuse("table_bomb"), &l, "E0607", "memory cap of 8388608 bytes", -1);
+}
+
+/* ---- the sandbox ---- */
+
+static void test_os_execute(void) {
+  expect_placement(abuse("os_execute"), NULL, "E0605", "used `os`", 2);
+}
+
+static void test_io_open(void) {
+  expect_placement(abuse("io_open"), NULL, "E0605", "used `io`", 2);
+}
+
+static void test_require(void) {
+  expect_placement(abuse("require"), NULL, "E0605", "used `require`", 1);
+}
+
+static void test_string_dump(void) {
+  expect_placement(abuse("string_dump"), NULL, "E0605", "used `string.dump`", 3);
+}
+
+static void test_binary_chunk(void) {
+  expect_placement(abuse("binary_chunk"), NULL, "E0605", "precompiled (binary) chunk", 4);
+}
+
+static void test_pcall_cannot_catch_denial(void) {
+  expect_placement(abuse("pcall_denied"), NULL, "E0605", "used `io`", 3);
+}
+
+static void test_strmeta_tamper(void) {
+  expect_placement(abuse("strmeta_tamper"), NULL, "E0605", "the string metatable", 3);
+}
+
+static void test_gc_finalizer(void) {
+  expect_placement(abuse("gc_finalizer"), NULL, "E0605", "`__gc`", 3);
+}
+
+static void test_error_table(void) {
+  expect_placement(abuse("error_table"), NULL, "E0604", "with a table value", 2);
+}
+
+static void test_error_nil(void) {
+  expect_placement(abuse("error_nil"), NULL, "E0604", "with a nil value", 2);
+}
+
+/* A plain error() names the innermost line of the hook file and keeps the
+ * traceback as notes. */
+static void test_error_string(void) {
+  expect_placement(abuse("error_string"), NULL, "E0604", "need at least 100 nodes, got 4", 3);
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_pd(&c, &d);
+  HookEnv env;
+  env_for(&env, &d, HOOK_PLACEMENT, abuse("error_string"), NULL);
+  int64_t node[32], gpu[32];
+  T_CHECK(!hook_run_placement(&env, &c, node, gpu, &d));
+  const Diag *g = first_error(&d);
+  T_CHECK(g && g->notes && strstr(g->notes, "error_string.lua:7: in function"));
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static void test_syntax_and_shape(void) {
+  expect_placement(abuse("syntax"), NULL, "E0602", "unexpected symbol near '='", 2);
+  expect_placement(abuse("not_function"), NULL, "E0603", "returns a number", 0);
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_pd(&c, &d);
+  HookEnv env;
+  env_for(&env, &d, HOOK_PLACEMENT, "/nonexistent/hook.lua", NULL);
+  int64_t node[32], gpu[32];
+  T_CHECK(!hook_run_placement(&env, &c, node, gpu, &d));
+  T_CHECK(!hook_run_placement(&env, &c, node, gpu, &d)); /* reported once */
+  T_EQ_INT(d.nerrors, 1);
+  const Diag *g = first_error(&d);
+  T_CHECK(g && g->code == DIAG_E0601 && strstr(g->msg, "cannot read placement hook `/nonexistent/hook.lua`"));
+  T_CHECK(g && strcmp(g->loc.file, "spec.yaml") == 0 && g->loc.line == 3);
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+/* The sandbox environment: what is there, what is not, determinism aids. */
+static void test_environment(void) {
+  const char *src =
+      "return function(ctx)\n"
+      "  local got = {}\n"
+      "  for _, n in ipairs({'string','table','math','utf8','pairs','ipairs','load','pcall'}) do\n"
+      "    assert(_G[n] ~= nil, n)\n"
+      "  end\n"
+      "  assert(('abc'):upper() == 'ABC')\n"
+      "  assert(getmetatable('') ~= nil)\n"
+      "  assert(math.randomseed == nil)\n"
+      "  local keys = {}\n"
+      "  for k in pairs({zeta = 1, alpha = 2, [3] = 3, [1] = 4, mid = 5}) do keys[#keys + 1] = tostring(k) end\n"
+      "  assert(table.concat(keys, ',') == '1,3,alpha,mid,zeta', table.concat(keys, ','))\n"
+      "  local f = load('return 6 * 7')\n"
+      "  assert(f() == 42)\n"
+      "  assert(load('return string')() == string)\n"
+      "  assert(collectgarbage('count') > 0)\n"
+      "  return math.random(1, 1000000) + 0.5\n"
+      "end\n";
+  const char *path = tmp_hook(src);
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double a = run_objective(path, NULL, &ok, &d);
+  T_CHECK(ok);
+  if (!ok) dump(&d);
+  double b = run_objective(path, NULL, &ok, &d);
+  T_CHECK(ok);
+  T_CHECK(a == b); /* math.random is seeded the same in every run */
+  diags_free(&d);
+  /* io is nil-safe to test only through the error: reading it is refused. */
+  expect_objective(tmp_hook("return function(ctx) return io and 1 or 0 end\n"), NULL, "E0605", "`io`");
+  expect_objective(tmp_hook("return function(ctx) collectgarbage('stop') return 1 end\n"), NULL,
+                   "E0605", "collectgarbage");
+  expect_objective(tmp_hook("return function(ctx) return debug.traceback() end\n"), NULL, "E0605",
+                   "`debug`");
+  expect_objective(tmp_hook("return function(ctx) return dofile('/etc/passwd') end\n"), NULL, "E0605",
+                   "`dofile`");
+  expect_objective(tmp_hook("return function(ctx) return loadfile('/etc/passwd') end\n"), NULL,
+                   "E0605", "`loadfile`");
+  expect_objective(tmp_hook("return function(ctx) return package.loaded end\n"), NULL, "E0605",
+                   "`package`");
+}
+
+/* ---- results ---- */
+
+static void test_nan(void) {
+  expect_placement(abuse("nan_node"), NULL, "E0609", "`placement[4].node` is nan, expected an integer", 9);
+  expect_objective(abuse("nan_objective"), NULL, "E0610", "`objective` is nan, expected a finite number");
+}
+
+static void test_non_integer(void) {
+  expect_placement(abuse("non_integer"), NULL, "E0609", "`placement[2].gpu` is 2.5, expected an integer", 8);
+}
+
+static void test_out_of_range(void) {
+  expect_placement(abuse("gpu_out_of_range"), NULL, "E0610",
+                   "`placement[17].gpu` = 9, but nodes have 8 GPUs (0-7)", 8);
+  expect_placement(abuse("rank_out_of_range"), NULL, "E0610",
+                   "`placement[5].rank` = 32, but ranks are 0-31", 8);
+}
+
+static void test_duplicates(void) {
+  expect_placement(abuse("duplicate_rank"), NULL, "E0611",
+                   "rank 2 is placed twice, by `placement[3]` and `placement[6]`", 8);
+  expect_placement(abuse("duplicate_gpu"), NULL, "E0611", "GPU 0 of node 0 holds ranks 0 and 1", 8);
+  expect_placement(abuse("short_result"), NULL, "E0609", "has 1 entries, expected one per rank (32)", 2);
+}
+
+static void test_tp_domain(void) {
+  expect_placement(abuse("tp_across_domain"), NULL, "E0613",
+                   "tp group of pool `prefill` instance 0 spans ranks 0 (node 0 GPU 0) and 1 (node 1 GPU 0)", 8);
+  /* allowed: a warning and the placement is accepted */
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_pd(&c, &d);
+  c.allow_tp_across_domain = true;
+  HookEnv env;
+  env_for(&env, &d, HOOK_PLACEMENT, abuse("tp_across_domain"), NULL);
+  int64_t node[32], gpu[32];
+  T_CHECK(hook_run_placement(&env, &c, node, gpu, &d));
+  T_EQ_INT(d.nerrors, 0);
+  T_EQ_INT(d.nwarnings, 1);
+  T_EQ_INT(node[5], 1);
+  T_EQ_INT(gpu[5], 1);
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static void test_metamethods_not_run(void) {
+  Lim l = {.instructions = 2000000};
+  expect_placement(abuse("metamethod_result"), &l, "E0609", "`placement[1].rank` is nil, expected an integer", 9);
+}
+
+static void test_nondeterministic(void) {
+  Lim l = {.twice = true};
+  expect_objective(abuse("nondeterministic"), &l, "E0614", "different results on two runs");
+  /* a deterministic hook passes the same check */
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double s = run_objective(tmp_hook("return {objective = function(ctx)\n"
+                                    "  return ctx.candidate.goodput / ctx.candidate.gpus\nend}\n"),
+                           &l, &ok, &d);
+  T_CHECK(ok);
+  T_NEAR(s, 12.5 / 32, 1e-12);
+  diags_free(&d);
+}
+
+static void test_placement_ok(void) {
+  /* Reverses the GPUs inside each node: a valid placement, read exactly. */
+  const char *path = tmp_hook(
+      "return function(ctx)\n"
+      "  local g, out = ctx.topology.gpus_per_node, {}\n"
+      "  for _, r in ipairs(ctx.ranks) do\n"
+      "    out[#out + 1] = {rank = r.rank, node = r.rank // g, gpu = g - 1 - r.rank % g}\n"
+      "  end\n"
+      "  return out\n"
+      "end\n");
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_pd(&c, &d);
+  HookEnv env;
+  env_for(&env, &d, HOOK_PLACEMENT, path, &(Lim){.twice = true});
+  int64_t node[32], gpu[32];
+  T_CHECK(hook_run_placement(&env, &c, node, gpu, &d));
+  T_EQ_INT(d.list.len, 0);
+  for (int r = 0; r < 32; r++) {
+    T_EQ_INT(node[r], r / 8);
+    T_EQ_INT(gpu[r], 7 - r % 8);
+  }
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static void test_context(void) {
+  /* ranks, groups, pools and topology as the hook sees them */
+  const char *path = tmp_hook(
+      "return function(ctx)\n"
+      "  assert(ctx.hook == 'objective')\n"
+      "  assert(ctx.world_size == 32 and #ctx.ranks == 32)\n"
+      "  assert(ctx.topology.racks == 2 and ctx.topology.nodes_per_rack == 2)\n"
+      "  assert(ctx.pools[2].name == 'decode' and ctx.pools[2].first_rank == 16)\n"
+      "  assert(ctx.pools[2].role == 'decode' and ctx.pools[2].size == 4)\n"
+      "  local r = ctx.ranks[19]\n"
+      "  assert(r.rank == 18 and r.pool == 'decode' and r.instance == 0 and r.tp == 2)\n"
+      "  local n = 0\n"
+      "  for _, g in ipairs(ctx.groups) do\n"
+      "    if g.kind == 'tp' and g.pool == 'decode' then n = n + 1 end\n"
+      "  end\n"
+      "  assert(n == 4, n)\n"
+      "  assert(ctx.model.layers == 80 and ctx.model.kv_heads == 8)\n"
+      "  return ctx.candidate.gpus\n"
+      "end\n");
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double s = run_objective(path, NULL, &ok, &d);
+  T_CHECK(ok);
+  if (!ok) dump(&d);
+  T_NEAR(s, 32, 0);
+  diags_free(&d);
+}
+
+static void test_layout_order(void) {
+  /* order pp-tp: tp is outer, so a tp group strides by pp */
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  memset(&c, 0, sizeof c);
+  c.nodes = 1;
+  c.gpus_per_node = 8;
+  c.npools = 1;
+  c.pools = calloc(1, sizeof *c.pools);
+  c.pools[0] = (HookPool){.name = "p", .replicas = 1, .tp = 4, .pp = 2, .cp = 1, .dp = 1, .ep = 1,
+                          .etp = 1, .dcp = 1};
+  T_CHECK(hook_ctx_layout(&c, "pp-tp-cp-ep-dp", &d));
+  T_EQ_INT(c.nranks, 8);
+  T_EQ_INT(c.ranks[1].pp, 1);
+  T_EQ_INT(c.ranks[1].tp, 0);
+  T_EQ_INT(c.ranks[2].tp, 1);
+  const HookGroup *tp0 = NULL;
+  for (size_t i = 0; i < c.ngroups; i++)
+    if (strcmp(c.groups[i].kind, "tp") == 0) {
+      tp0 = &c.groups[i];
+      break;
+    }
+  T_CHECK(tp0 && tp0->n == 4 && tp0->ranks[0] == 0 && tp0->ranks[1] == 2 && tp0->ranks[3] == 6);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static void test_layer_partition(void) {
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_pd(&c, &d);
+  c.pools[1].pp = 4;
+  HookEnv env;
+  env_for(&env, &d, HOOK_LAYER_PARTITION, tmp_hook("return function(ctx)\n  return {19, 21, 21, 19}\nend\n"), NULL);
+  int64_t out[4];
+  T_CHECK(hook_run_layer_partition(&env, &c, 1, out, &d));
+  T_EQ_INT(out[0], 19);
+  T_EQ_INT(out[1], 21);
+  hook_env_free(&env);
+  env_for(&env, &d, HOOK_LAYER_PARTITION, tmp_hook("return function(ctx)\n  return {20, 20, 20, 19}\nend\n"), NULL);
+  T_CHECK(!hook_run_layer_partition(&env, &c, 1, out, &d));
+  const Diag *g = first_error(&d);
+  T_CHECK(g && g->code == DIAG_E0616 && strstr(g->msg, "20 + 20 + 20 + 19 = 79, expected the model's 80 layers"));
+  hook_env_free(&env);
+  diags_free(&d);
+  diags_init(&d);
+  env_for(&env, &d, HOOK_LAYER_PARTITION, tmp_hook("return function(ctx)\n  return {80, 0, 0, 0}\nend\n"), NULL);
+  T_CHECK(!hook_run_layer_partition(&env, &c, 1, out, &d));
+  g = first_error(&d);
+  T_CHECK(g && g->code == DIAG_E0610 && strstr(g->msg, "`layer_partition[2]` = 0"));
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static void ctx_moe(HookCtx *c, Diags *d, int64_t experts, int64_t ep) {
+  ctx_pd(c, d);
+  c->experts = experts;
+  c->top_k = 8;
+  c->pools[0].ep = ep;
+}
+
+static void test_expert_placement(void) {
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_moe(&c, &d, 4, 2);
+  HookEnv env;
+  HookExpertMap m;
+  /* 4 experts, expert 0 replicated: 6 replicas, 3 per rank */
+  env_for(&env, &d, HOOK_EXPERT_PLACEMENT, tmp_hook("return function(ctx)\n  return {{0, 1}, {0}, {1}, {1, 0}}\nend\n"), NULL);
+  T_CHECK(hook_run_expert_placement(&env, &c, 0, &m, &d));
+  T_EQ_INT(m.slots_per_rank, 3);
+  T_EQ_INT(m.offsets[4], 6);
+  T_EQ_INT(m.ranks[m.offsets[3]], 1);
+  hook_expert_map_free(&m);
+  hook_env_free(&env);
+  /* unbalanced: 3 on rank 0, 2 on rank 1 */
+  env_for(&env, &d, HOOK_EXPERT_PLACEMENT, tmp_hook("return function(ctx)\n  return {{0, 1}, {0}, {1}, {0}}\nend\n"), NULL);
+  T_CHECK(!hook_run_expert_placement(&env, &c, 0, &m, &d));
+  T_CHECK(d.nerrors == 1 && d.list.items[0]->code == DIAG_E0612);
+  hook_env_free(&env);
+  diags_free(&d);
+  diags_init(&d);
+  /* duplicate and out-of-range ranks */
+  env_for(&env, &d, HOOK_EXPERT_PLACEMENT, tmp_hook("return function(ctx)\n  return {{0, 0}, {0}, {2}, {1}}\nend\n"), NULL);
+  T_CHECK(!hook_run_expert_placement(&env, &c, 0, &m, &d));
+  T_EQ_INT(d.nerrors, 2);
+  T_CHECK(d.list.items[0]->code == DIAG_E0611 && strstr(d.list.items[0]->msg, "expert 0 is on ep rank 0 twice"));
+  T_CHECK(d.list.items[1]->code == DIAG_E0610 && strstr(d.list.items[1]->msg, "`expert_placement[3][1]` = 2, but pool `prefill` has ep ranks 0-1"));
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static void test_settings(void) {
+  Diags d;
+  diags_init(&d);
+  HookEnv env;
+  setenv("RANKPLAN_HOOK_MEMORY", "16MiB", 1);
+  setenv("RANKPLAN_HOOK_TWICE", "1", 1);
+  setenv("RANKPLAN_HOOK_INSTRUCTIONS", "lots", 1);
+  T_CHECK(!hook_env_init(&env, &d));
+  T_EQ_INT(env.lim.memory, 16 << 20);
+  T_CHECK(env.lim.twice);
+  T_EQ_INT(env.lim.instructions, 100000000);
+  T_CHECK(d.nerrors == 1 && d.list.items[0]->code == DIAG_E0615 &&
+          strstr(d.list.items[0]->msg, "`RANKPLAN_HOOK_INSTRUCTIONS` is \"lots\""));
+  unsetenv("RANKPLAN_HOOK_MEMORY");
+  unsetenv("RANKPLAN_HOOK_TWICE");
+  unsetenv("RANKPLAN_HOOK_INSTRUCTIONS");
+  hook_env_free(&env);
+  diags_free(&d);
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) return 2;
+  (void)example;
+  T_RUN(test_infinite_loop);
+  T_RUN(test_pcall_cannot_catch_budget);
+  T_RUN(test_deadline);
+  T_RUN(test_deep_recursion);
+  T_RUN(test_string_rep_bomb);
+  T_RUN(test_table_bomb);
+  T_RUN(test_os_execute);
+  T_RUN(test_io_open);
+  T_RUN(test_require);
+  T_RUN(test_string_dump);
+  T_RUN(test_binary_chunk);
+  T_RUN(test_pcall_cannot_catch_denial);
+  T_RUN(test_strmeta_tamper);
+  T_RUN(test_gc_finalizer);
+  T_RUN(test_error_table);
+  T_RUN(test_error_nil);
+  T_RUN(test_error_string);
+  T_RUN(test_syntax_and_shape);
+  T_RUN(test_environment);
+  T_RUN(test_nan);
+  T_RUN(test_non_integer);
+  T_RUN(test_out_of_range);
+  T_RUN(test_duplicates);
+  T_RUN(test_tp_domain);
+  T_RUN(test_metamethods_not_run);
+  T_RUN(test_nondeterministic);
+  T_RUN(test_placement_ok);
+  T_RUN(test_context);
+  T_RUN(test_layout_order);
+  T_RUN(test_layer_partition);
+  T_RUN(test_expert_placement);
+  T_RUN(test_settings);
+  for (int i = 0; i < tmpn; i++) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/h%d.lua", tmpdir, i);
+    unlink(p);
+  }
+  rmdir(tmpdir);
+  T_DONE();
+}
