@@ -16,6 +16,8 @@
  */
 #include "t.h"
 
+#include "layout.h"
+#include "plan.h"
 #include "reshard.h"
 #include "spec.h"
 
@@ -673,6 +675,119 @@ static void test_random_pairs(void) {
   T_EQ_INT(failed, 0);
 }
 
+/* The pipeline: a spec parsed from text (the shape of
+ * plans/examples/llama-3.1-70b-pd.yaml), laid out and placed by the default
+ * placement, then the reshard stage, its JSON and its explain output. */
+static const char *pd_spec(const char *ttft) {
+  static char buf[2048];
+  snprintf(buf, sizeof buf,
+           "version: 1\nname: pd\nmodel:\n  preset: llama-3.1-70b\n"
+           "  dtype: { weights: bf16, kv_cache: bf16, activations: bf16 }\n"
+           "hardware:\n  preset: h200-sxm\n  nodes: 4\n  gpus_per_node: 8\n"
+           "workload:\n  input_tokens: 4000\n  output_tokens: 500\n"
+           "slo:\n  ttft: %s\n  tpot: 40 ms\n"
+           "deployment:\n  mode: disaggregated\n  pools:\n"
+           "    - { name: prefill, role: prefill, replicas: 2, tp: 8 }\n"
+           "    - { name: decode, role: decode, replicas: 2, tp: 4 }\n",
+           ttft);
+  return buf;
+}
+
+static Layout *pd_layout(Diags *dg, Spec **sp, const char *ttft) {
+  const char *text = pd_spec(ttft);
+  *sp = spec_parse(dg, "pd.yaml", text, strlen(text), NULL);
+  T_CHECK(*sp != NULL);
+  if (!*sp) return NULL;
+  Layout *L = lay_build(dg, *sp, NULL);
+  T_CHECK(L != NULL);
+  if (L) T_CHECK(lay_place_default(dg, L));
+  return L;
+}
+
+static void test_pipeline(void) {
+  Diags dg;
+  diags_init(&dg);
+  Spec *s;
+  Layout *L = pd_layout(&dg, &s, "600 ms");
+  if (!L) {
+    for (size_t i = 0; i < dg.list.len; i++) fprintf(stderr, "diag: %s\n", dg.list.items[i]->msg);
+    diags_free(&dg);
+    return;
+  }
+  RsPlan P;
+  T_CHECK(rs_plan_build(&dg, s, L, &P));
+  T_EQ_INT(P.npairs, 1);
+  T_CHECK(!has_code(&dg, "W0401", NULL, NULL));
+  if (P.npairs == 1) {
+    RsPair *q = &P.pairs[0];
+    T_EQ_INT(q->src.kv_bytes_per_head_token, 512);
+    T_EQ_INT(q->map.xfers.len, 8);
+    char why[512];
+    T_CHECK(rs_check_map(&q->src, &q->dst, &q->map, why, sizeof why));
+    T_EQ_INT(q->cost.bytes_total, (int64_t)80 * 8 * 512 * 4000);
+    /* The default placement puts prefill and decode on different nodes:
+     * every byte goes scale-out, 2 heads per decode rank over the NIC. */
+    T_EQ_INT(q->cost.bytes_scale_out, q->cost.bytes_total);
+    T_NEAR(q->cost.time_s, 80.0 * 2 * 512 * 4000 / s->hardware.scale_out.bandwidth.v, 1e-9);
+    /* The global-rank rule lands on the pools' ranks. */
+    int64_t g;
+    T_CHECK(rs_global_rank("tp-cp-ep-dp-pp", &q->dst, L->pools[1].first_rank, 0, 3, &g));
+    T_EQ_INT(g, L->pools[1].first_rank + 3);
+  }
+  rs_plan_free(&P);
+  StrBuf sb;
+  sb_init(&sb);
+  rs_emit_json(&sb, s, L, -1);
+  T_CHECK(strstr(sb.buf, "\"kv_reshard\": [\n    {\"prefill\":\"prefill\",\"decode\":\"decode\"") != NULL);
+  T_CHECK(strstr(sb.buf, "{\"src\":7,\"dst\":3,\"layers\":[0,80],\"kv_heads\":[7,8],"
+                         "\"tokens\":\"all\",\"bytes_per_token\":40960}") != NULL);
+  sb_free(&sb);
+  lay_free(L);
+  spec_free(s);
+  diags_free(&dg);
+  /* A 20 ms TTFT leaves 4 ms for the transfer: W0401. */
+  diags_init(&dg);
+  L = pd_layout(&dg, &s, "20 ms");
+  if (L) {
+    T_CHECK(rs_plan_build(&dg, s, L, &P));
+    T_CHECK(has_code(&dg, "W0401", "`prefill`", "20.0 ms"));
+    rs_plan_free(&P);
+    lay_free(L);
+  }
+  if (s) spec_free(s);
+  diags_free(&dg);
+}
+
+static void test_explain(void) {
+  int64_t rg[2][2] = {{0, 500}, {3500, 4000}};
+  PlanTransfer x[3];
+  memset(x, 0, sizeof x);
+  x[0] = (PlanTransfer){.src = 0, .dst = 0, .layers = {0, 80}, .kv_heads = {0, 1},
+                        .tokens = PT_ALL, .bytes_per_token = 40960};
+  x[1] = (PlanTransfer){.src = 8, .dst = 0, .layers = {0, 80}, .kv_heads = {0, 1},
+                        .tokens = PT_RANGES, .nranges = 2, .ranges = rg, .bytes_per_token = 40960};
+  x[2] = (PlanTransfer){.src = 1, .dst = 1, .layers = {0, 80}, .kv_heads = {1, 2},
+                        .tokens = PT_STRIDE, .stride = 2, .offset = 1, .bytes_per_token = 40960};
+  PlanReshard R = {.prefill = (char *)"prefill", .decode = (char *)"decode", .ntransfers = 3,
+                   .transfers = x};
+  Plan p;
+  memset(&p, 0, sizeof p);
+  p.nreshard = 1;
+  p.reshard = &R;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  rs_explain(f, &p, 4000);
+  fclose(f);
+  T_CHECK(strstr(text, "kv_reshard prefill -> decode: 3 transfers") != NULL);
+  T_CHECK(strstr(text, "    0 -> 0     [0,80)      [0,1)      all") != NULL);
+  T_CHECK(strstr(text, "[0,500),[3500,4000)") != NULL);
+  T_CHECK(strstr(text, "p%2==1") != NULL);
+  /* 4000 + 1000 + 2000 tokens of 40960 bytes. */
+  T_CHECK(strstr(text, "total 286720000 bytes") != NULL);
+  free(text);
+}
+
 int main(void) {
   T_RUN(test_ownership_boxes);
   T_RUN(test_tokens);
@@ -689,6 +804,8 @@ int main(void) {
   T_RUN(test_cost_and_slo);
   T_RUN(test_global_rank);
   T_RUN(test_deterministic);
+  T_RUN(test_pipeline);
+  T_RUN(test_explain);
   T_RUN(test_random_pairs);
   T_DONE();
 }
