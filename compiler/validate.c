@@ -368,7 +368,7 @@ static void rules_memory(Diags *d, const Spec *s, const PoolSpec *p, const int64
       kv_reported = true;
       int64_t tokens = L.kv_blocks * L.kv_block_tokens;
       int64_t split = dimv(&p->cp) * dimv(&p->dcp);
-      Diag *g = diag_at(d, DIAG_E0217, s->model.max_context.set ? s->model.max_context.loc : p->loc,
+      Diag *g = diag_at(d, DIAG_E0217, p->loc,
                         "KV cache of pool `%s` stage %lld holds %lld tokens per GPU (%s in %lld "
                         "blocks), but one request at max_context %lld needs %lld",
                         pname(p), (long long)st, (long long)tokens,
