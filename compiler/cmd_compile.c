@@ -3,7 +3,7 @@
  *
  * parse → validate → layout (rank generator, layer partition) → placement
  * (default, or the spec's Lua placement hook, validated either way) →
- * memory ledger → emit. Nothing is written unless every stage succeeded:
+ * memory ledger → KV reshard maps → emit. Nothing is written unless every stage succeeded:
  * with any error the command prints the diagnostics and exits 1, and an
  * existing plan at PLAN stays as it was. Files are written atomically.
  */
@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "hooks.h"
 #include "layout.h"
+#include "reshard.h"
 #include "spec.h"
 #include "validate.h"
 
@@ -127,6 +128,12 @@ int cmd_compile(int argc, char **argv) {
   }
   if (L && !diags_failed(&d)) place(&d, spec, L);
   if (L && !diags_failed(&d)) lay_memory(&d, spec, L);
+  if (L && !diags_failed(&d)) {
+    /* KV reshard maps between prefill and decode pools: errors stop the
+     * compile, warnings go into the plan. emit writes the maps. */
+    RsPlan rsp;
+    if (rs_plan_build(&d, spec, L, &rsp)) rs_plan_free(&rsp);
+  }
 
   int rc = RP_EXIT_OK;
   if (unreadable) rc = RP_EXIT_USAGE;

@@ -25,6 +25,7 @@
 
 #include "layout.h"
 #include "memory.h"
+#include "reshard.h"
 
 /* ---- memory ledger ----------------------------------------------------- */
 
@@ -240,13 +241,10 @@ static void emit_group(StrBuf *sb, const Layout *L, int64_t gi) {
   PUTS("]}");
 }
 
-/* The kv_reshard section: one entry per prefill → decode pool pair, filled
- * by the reshard stage. Empty until that stage runs in compile. */
+/* The kv_reshard section: one entry per prefill → decode pool pair, from
+ * the reshard stage (reshard.h), which writes the whole line. */
 static void emit_kv_reshard(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) {
-  RP_UNUSED(s);
-  RP_UNUSED(L);
-  RP_UNUSED(node);
-  PUTS("  \"kv_reshard\": [],\n");
+  rs_emit_json(sb, s, L, node);
 }
 
 char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,

@@ -132,7 +132,9 @@ typedef struct {
 
 /* One KV transfer of kv_reshard[] (docs/plan.md): src and dst are ranks
  * relative to the serving attention replica of the prefill and decode
- * instance. tokens is "all", a list of ranges, or a stride class. */
+ * instance. tokens is "all", a list of ranges, or a stride class; a range
+ * list may carry a stride class too (stride > 1), and then a token must be
+ * in both. stride is 1 and offset 0 when the plan gives none. */
 typedef enum { PT_ALL, PT_RANGES, PT_STRIDE } PlanTokensKind;
 typedef struct {
   int64_t src, dst;
@@ -140,7 +142,7 @@ typedef struct {
   PlanTokensKind tokens;
   size_t nranges;
   int64_t (*ranges)[2];     /* PT_RANGES: [start, end) */
-  int64_t stride, offset;   /* PT_STRIDE: tokens t with t % stride == offset */
+  int64_t stride, offset;   /* tokens t with t % stride == offset (1, 0: all) */
   int64_t bytes_per_token;
 } PlanTransfer;
 
@@ -200,5 +202,24 @@ const PlanGroup *plan_rank_group(const Plan *p, const PlanRank *r, GroupKind k);
 /* The entry for global rank r, or NULL when the plan does not hold it (a
  * split plan holds only its node's ranks). */
 const PlanRank *plan_find_rank(const Plan *p, int64_t r);
+
+/* ---- explain.c: `rankplan explain` ------------------------------------ */
+
+typedef struct {
+  bool summary;     /* the plan at a glance: pools, nodes, groups, warnings */
+  bool ranks;       /* one line per rank (the default with no other view) */
+  bool memory;      /* the memory ledger per pool and pp stage */
+  bool reshard;     /* kv_reshard transfers (reshard.h prints them) */
+  int64_t tokens;   /* request length for the reshard byte totals; 0: none */
+  int64_t rank;     /* >= 0: everything about this rank */
+  bool groups;      /* list the groups of kind `kind` */
+  GroupKind kind;
+  bool json;        /* one JSON document for tools instead of tables */
+} ExplainOpts;
+
+/* Prints the views o asks for, in the order summary, ranks, rank, groups,
+ * memory, reshard. Returns false (after printing "explain: ..." to err)
+ * when o->rank is not in the plan. */
+bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o);
 
 #endif

@@ -456,34 +456,36 @@ static bool load_reshard(Ld *ld, Plan *p, json_t *root) {
           !get_int(ld, x, xp, "bytes_per_token", 0, INT64_MAX, &X->bytes_per_token))
         return false;
       json_t *tok = json_object_get(x, "tokens");
+      X->stride = 1;
+      X->offset = 0;
       if (json_is_string(tok) && strcmp(json_string_value(tok), "all") == 0) {
         X->tokens = PT_ALL;
-      } else if (json_is_object(tok) && json_object_get(tok, "stride")) {
+      } else if (json_is_object(tok) &&
+                 (json_object_get(tok, "stride") || json_object_get(tok, "ranges"))) {
         char tp[160];
         snprintf(tp, sizeof tp, "%s.tokens", xp);
-        X->tokens = PT_STRIDE;
-        if (!get_int(ld, tok, tp, "stride", 1, INT64_MAX, &X->stride) ||
-            !get_int(ld, tok, tp, "offset", 0, INT64_MAX, &X->offset))
-          return false;
-        if (X->offset >= X->stride)
-          return fail(ld, "%s.offset: expected below stride %lld, got %lld", tp,
-                      (long long)X->stride, (long long)X->offset);
-      } else if (json_is_object(tok) && json_object_get(tok, "ranges")) {
-        char tp[160];
-        snprintf(tp, sizeof tp, "%s.tokens", xp);
-        json_t *rs = field(ld, tok, tp, "ranges", JSON_ARRAY);
-        if (!rs) return false;
-        X->tokens = PT_RANGES;
-        X->nranges = json_array_size(rs);
-        X->ranges = rp_calloc(X->nranges ? X->nranges : 1, sizeof *X->ranges);
-        for (size_t k = 0; k < X->nranges; k++) {
-          json_t *e = json_array_get(rs, k);
-          json_t *holder = json_pack("{s:O}", "r", e);
-          char rp[224];
-          snprintf(rp, sizeof rp, "%s.ranges[%zu]", tp, k);
-          bool ok = get_range(ld, holder, rp, "r", X->ranges[k]);
-          json_decref(holder);
-          if (!ok) return false;
+        X->tokens = json_object_get(tok, "ranges") ? PT_RANGES : PT_STRIDE;
+        if (json_object_get(tok, "stride")) {
+          if (!get_int(ld, tok, tp, "stride", 1, INT64_MAX, &X->stride) ||
+              !get_int(ld, tok, tp, "offset", 0, INT64_MAX, &X->offset))
+            return false;
+          if (X->offset >= X->stride)
+            return fail(ld, "%s.offset: expected below stride %lld, got %lld", tp,
+                        (long long)X->stride, (long long)X->offset);
+        }
+        if (X->tokens == PT_RANGES) {
+          json_t *rs = field(ld, tok, tp, "ranges", JSON_ARRAY);
+          if (!rs) return false;
+          X->nranges = json_array_size(rs);
+          X->ranges = rp_calloc(X->nranges ? X->nranges : 1, sizeof *X->ranges);
+          for (size_t k = 0; k < X->nranges; k++) {
+            json_t *holder = json_pack("{s:O}", "r", json_array_get(rs, k));
+            char rp[224];
+            snprintf(rp, sizeof rp, "%s.ranges[%zu]", tp, k);
+            bool ok = get_range(ld, holder, rp, "r", X->ranges[k]);
+            json_decref(holder);
+            if (!ok) return false;
+          }
         }
       } else {
         return fail(ld, "%s.tokens: expected \"all\", {\"ranges\": ...} or {\"stride\", "
