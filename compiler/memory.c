@@ -30,7 +30,7 @@
 #include <string.h>
 
 static int64_t dim(const SInt *v) { return v->v > 0 ? v->v : 1; }
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 

@@ -156,7 +156,7 @@ bool model_dtype_quantised(DType t) {
 /* Quantisation block edge (fp8) and group size (int8, int4). */
 #define QUANT_BLOCK 128
 
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 
 int64_t model_matrix_bytes(DType t, int64_t rows, int64_t cols, int64_t count) {
   CkState st = {true};
