@@ -1,2 +1,663 @@
-/* cost.c: not written yet. */
-typedef int rp__stub_cost;
+/*
+ * cost.c: the analytic cost model (roofline plus communication).
+ *
+ * Input IR: a Spec without parse errors (spec.h), the model arithmetic of
+ * model.h, and a CostLayout per engine instance.
+ * Output IR: times in seconds and per-GPU byte/FLOP counts (CostPrefill,
+ * CostDecode), queueing waits, and the published closed forms the search
+ * uses (xPyD ratio, attention tp optimum, pp rebalance, zigzag cp units).
+ * Invariants: byte and FLOP counts are int64 and go through checked
+ * arithmetic; an overflow makes the function return false (the caller
+ * reports E0501) and never wraps. Times are doubles derived from those
+ * counts. Every efficiency and latency constant comes from CostConsts; no
+ * number in this file is a tuning knob of its own. docs/cost-model.md is
+ * the reference for each formula; the comment above each function names
+ * the section.
+ */
+#include "cost.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory.h"
+#include "model.h"
+
+/* ---- constants table ----------------------------------------------------- */
+
+static const CostConstInfo cost__table[] = {
+#define X(name, def, lo, hi, doc) {#name, def, lo, hi, doc, offsetof(CostConsts, name)},
+    COST_CONSTANTS(X)
+#undef X
+};
+
+const CostConstInfo *cost_const_table(size_t *n) {
+  *n = RP_ARRAY_LEN(cost__table);
+  return cost__table;
+}
+
+void cost_consts_default(CostConsts *c) {
+  for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++)
+    *(double *)((char *)c + cost__table[i].offset) = cost__table[i].def;
+}
+
+/* The calibration file is JSON because `rankrun --probe` writes it and
+ * Jansson is already a dependency; the keys are exactly the table's names
+ * so a typo can never be silently ignored. */
+bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
+                           bool *unreadable) {
+  const char *file = diags_intern(d, path);
+  SrcLoc whole = {file, 0, 0};
+  char *text = NULL;
+  size_t len = 0;
+  *unreadable = false;
+  int err = rp_read_file(path, 1u << 20, &text, &len);
+  if (err) {
+    Diag *g = diag_at(d, DIAG_E0505, whole, "cannot read calibration file `%s`: %s",
+                      path, strerror(err));
+    diag_help(g, "pass the JSON file `rankrun --probe` wrote, or drop --calibration");
+    *unreadable = true;
+    return false;
+  }
+  diags_add_source(d, path, text, len);
+  json_error_t je;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  free(text);
+  if (!root) {
+    Diag *g = diag_at(d, DIAG_E0504, (SrcLoc){file, je.line > 0 ? je.line : 0,
+                                              je.column > 0 ? je.column : 1},
+                      "calibration file `%s` is not valid JSON: %s", path, je.text);
+    diag_help(g, "the file is one JSON object: {\"mfu_prefill\": 0.55, ...}");
+    return false;
+  }
+  if (!json_is_object(root)) {
+    Diag *g = diag_at(d, DIAG_E0504, whole,
+                      "calibration file `%s` must hold a JSON object, got a %s", path,
+                      json_is_array(root) ? "array" : "scalar");
+    diag_help(g, "write {\"mfu_prefill\": 0.55, ...}");
+    json_decref(root);
+    return false;
+  }
+  bool ok = true;
+  const char *names[RP_ARRAY_LEN(cost__table) + 2];
+  for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++) names[i] = cost__table[i].name;
+  names[RP_ARRAY_LEN(cost__table)] = "format";
+  names[RP_ARRAY_LEN(cost__table) + 1] = "source";
+  /* Jansson iterates objects in insertion order, so the diagnostics come in
+   * file order and the output is deterministic. */
+  const char *key;
+  json_t *val;
+  json_object_foreach(root, key, val) {
+    if (strcmp(key, "source") == 0) {
+      if (!json_is_string(val)) {
+        diag_at(d, DIAG_E0503, whole, "`source` in calibration file `%s` must be a string", path);
+        ok = false;
+      }
+      continue;
+    }
+    if (strcmp(key, "format") == 0) {
+      if (!json_is_string(val) || strcmp(json_string_value(val), "rankplan.calibration/1") != 0) {
+        Diag *g = diag_at(d, DIAG_E0503, whole,
+                          "unsupported `format` in calibration file `%s`: expected "
+                          "\"rankplan.calibration/1\"", path);
+        diag_help(g, "drop the key or write \"format\": \"rankplan.calibration/1\"");
+        ok = false;
+      }
+      continue;
+    }
+    const CostConstInfo *ci = NULL;
+    for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++)
+      if (strcmp(cost__table[i].name, key) == 0) ci = &cost__table[i];
+    if (!ci) {
+      Diag *g = diag_at(d, DIAG_E0502, whole, "unknown key `%s` in calibration file `%s`",
+                        key, path);
+      const char *near = diag_closest(key, names, RP_ARRAY_LEN(names));
+      if (near) diag_help(g, "did you mean `%s`?", near);
+      else diag_help(g, "docs/cost-model.md lists every constant");
+      ok = false;
+      continue;
+    }
+    if (!json_is_number(val)) {
+      diag_at(d, DIAG_E0503, whole, "`%s` in calibration file `%s` must be a number", key, path);
+      ok = false;
+      continue;
+    }
+    double v = json_number_value(val);
+    if (!(v >= ci->lo && v <= ci->hi)) {
+      Diag *g = diag_at(d, DIAG_E0503, whole,
+                        "`%s` in calibration file `%s` is out of range: expected %g to %g, got %g",
+                        key, path, ci->lo, ci->hi, v);
+      diag_help(g, "%s", ci->doc);
+      ok = false;
+      continue;
+    }
+    *(double *)((char *)c + ci->offset) = v;
+  }
+  json_decref(root);
+  return ok;
+}
+
+/* ---- model ---------------------------------------------------------------- */
+
+int64_t cost_layout_gpus(const CostLayout *l) {
+  CkState st = {true};
+  int64_t g = ckm(&st, ckm(&st, ckm(&st, l->tp, l->cp), l->dp), l->pp);
+  return st.ok ? g : -1;
+}
+
+static int64_t cost__cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+/* Peak dense FLOP/s of the GPU for the model's compute dtype: fp8 or int8
+ * weights run on the fp8/int8 tensor cores when the hardware gives that
+ * figure (as DeepSeek-V3's FP8 GEMMs do); otherwise bf16 (fp16 for fp16
+ * activations). */
+static double cost__peak(const Spec *s) {
+  const ModelSpec *ms = &s->model;
+  DType w = (DType)ms->dtype.weights.v;
+  if (w == DT_FP8 && s->hardware.gpu.fp8.v > 0) return s->hardware.gpu.fp8.v;
+  if (w == DT_INT8 && s->hardware.gpu.int8.v > 0) return s->hardware.gpu.int8.v;
+  if ((DType)ms->dtype.activations.v == DT_FP16 && s->hardware.gpu.fp16.v > 0)
+    return s->hardware.gpu.fp16.v;
+  return s->hardware.gpu.bf16.v;
+}
+
+bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
+  memset(m, 0, sizeof *m);
+  m->k = *k;
+  m->loc = s->model.loc;
+  const ModelSpec *ms = &s->model;
+  const HardwareSpec *hw = &s->hardware;
+  m->ms = ms;
+  ModelParams mp;
+  ModelBytes mb;
+  if (!model_params(ms, &mp, d) || !model_weight_bytes(ms, &mb, d)) return false;
+  CkState st = {true};
+  m->kind = (AttnKind)ms->attention.kind.v;
+  m->moe = model_is_moe(ms);
+  m->layers = ms->layers.v;
+  m->n_dense = mp.n_dense;
+  m->n_moe = mp.n_moe;
+  m->hidden = ms->hidden_size.v;
+  m->vocab = ms->vocab_size.v;
+  m->heads = ms->attention.heads.v;
+  m->kv_heads = model_kv_heads(ms);
+  m->head_dim = model_head_dim(ms);
+  m->dense_ffn_size = ms->ffn.intermediate_size.v;
+  if (m->moe) {
+    m->experts = ms->moe.experts.v;
+    m->top_k = ms->moe.top_k.v;
+    m->expert_ffn_size = ms->moe.expert_intermediate_size.v;
+  }
+  m->attn_params = mp.attn.total;
+  m->dense_ffn_params = mp.dense_ffn;
+  m->expert_params = mp.expert;
+  m->shared_params = mp.shared;
+  m->router_params = mp.router;
+  m->lm_params = ckm(&st, m->vocab, m->hidden);
+  m->tied = mb.lm_head == 0;
+  int64_t L = m->layers > 0 ? m->layers : 1;
+  m->b_attn = cost__cdiv(mb.attention, L);
+  m->b_norms = cost__cdiv(mb.norms, L);
+  m->b_dense_ffn = m->n_dense > 0 ? cost__cdiv(mb.ffn_dense, m->n_dense) : 0;
+  if (m->moe && m->n_moe > 0) {
+    m->b_expert = cost__cdiv(mb.experts_routed, ckm(&st, m->n_moe, m->experts));
+    m->b_shared = cost__cdiv(mb.experts_shared, m->n_moe);
+    m->b_router = cost__cdiv(mb.routers, m->n_moe);
+  }
+  m->b_embed = mb.embedding;
+  m->b_lm = m->tied ? mb.embedding : mb.lm_head;
+  int64_t num, den;
+  model_dtype_size((DType)ms->dtype.activations.v, &num, &den);
+  m->act_bytes = num >= den ? cost__cdiv(num, den) : 1;
+  m->kv_bytes_token = model_kv_bytes_per_token(ms);
+  m->kv_bytes_token_layer = model_kv_bytes_per_token_rank(ms, 1, 1, 1);
+  if (m->kv_bytes_token < 0 || m->kv_bytes_token_layer < 0) st.ok = false;
+  /* FLOPs per (query, key) pair per layer: QK^T and AV, 2 FLOPs per
+   * multiply-add. MLA prefill runs the expanded (MHA-like) form, MLA decode
+   * the absorbed form over the latent (docs/cost-model.md, "Attention"). */
+  int64_t H = m->heads;
+  if (m->kind == ATTN_MLA) {
+    int64_t nope = ms->attention.qk_nope_head_dim.v, rope = ms->attention.qk_rope_head_dim.v;
+    int64_t vd = ms->attention.v_head_dim.v, lat = ms->attention.kv_lora_rank.v;
+    m->attn_pair_flops_prefill = ckm(&st, ckm(&st, 2, H), cka(&st, cka(&st, nope, rope), vd));
+    m->attn_pair_flops_decode = ckm(&st, ckm(&st, 2, H), cka(&st, cka(&st, lat, rope), lat));
+  } else {
+    m->attn_pair_flops_prefill = ckm(&st, ckm(&st, 4, H), m->head_dim);
+    m->attn_pair_flops_decode = m->attn_pair_flops_prefill;
+  }
+  /* hardware */
+  bool ok = true;
+  SrcLoc hl = hw->loc;
+  m->peak_flops = cost__peak(s);
+  m->hbm_bw = hw->gpu.hbm_bandwidth.v;
+  m->gpu_mem = hw->gpu.memory.v;
+  m->domain = hw->scale_up.domain.v > 0 ? hw->scale_up.domain.v : hw->gpus_per_node.v;
+  if (m->domain < 1) m->domain = 1;
+  m->gpus_total = ckm(&st, hw->nodes.v, hw->gpus_per_node.v);
+  m->up_bw = hw->scale_up.bandwidth.v;
+  m->out_bw = hw->scale_out.bandwidth.v;
+  m->up_lat = hw->scale_up.latency.set ? hw->scale_up.latency.v : k->scale_up_latency_s;
+  m->out_lat = hw->scale_out.latency.set ? hw->scale_out.latency.v : k->scale_out_latency_s;
+  struct { const char *key; double v; SrcLoc loc; } need[] = {
+      {"hardware.gpu.memory", (double)m->gpu_mem, hw->gpu.loc},
+      {"hardware.gpu.hbm_bandwidth", m->hbm_bw, hw->gpu.loc},
+      {"hardware.gpu.bf16", m->peak_flops, hw->gpu.loc},
+      {"hardware.scale_up.bandwidth", m->domain > 1 ? m->up_bw : 1.0, hw->scale_up.loc},
+      {"hardware.scale_out.bandwidth", m->out_bw, hw->scale_out.loc},
+  };
+  for (size_t i = 0; i < RP_ARRAY_LEN(need); i++) {
+    if (need[i].v > 0) continue;
+    Diag *g = diag_at(d, DIAG_E0506, need[i].loc.line ? need[i].loc : hl,
+                      "the cost model needs `%s`, which the spec does not give", need[i].key);
+    diag_help(g, "set `%s` (with its unit) or use a hardware preset that has it", need[i].key);
+    ok = false;
+  }
+  double util = s->deployment.memory.utilization.v > 0 ? s->deployment.memory.utilization.v : 0.90;
+  int64_t reserve = s->deployment.memory.reserve.v > 0 ? s->deployment.memory.reserve.v : 0;
+  m->usable_mem = (int64_t)floor((double)m->gpu_mem * util) - reserve;
+  /* workload */
+  m->tin = s->workload.input_tokens.v;
+  m->tout = s->workload.output_tokens.v;
+  m->rate = s->workload.rate.set ? s->workload.rate.v : 0.0;
+  m->slo_ttft = s->slo.ttft.v;
+  m->slo_tpot = s->slo.tpot.v;
+  if (!st.ok) {
+    diag_at(d, DIAG_E0501, m->loc, "a parameter or FLOP count of model `%s` overflows 64 bits",
+            ms->name.v ? ms->name.v : "model");
+    ok = false;
+  }
+  return ok;
+}
+
+LinkClass cost_link_class(const CostModel *m, int64_t span) {
+  return span <= m->domain ? LINK_SCALE_UP : LINK_SCALE_OUT;
+}
+
+double cost_link_bw(const CostModel *m, LinkClass c) {
+  return c == LINK_SCALE_UP ? m->up_bw * m->k.scale_up_efficiency
+                            : m->out_bw * m->k.scale_out_efficiency;
+}
+
+double cost_link_lat(const CostModel *m, LinkClass c) {
+  return c == LINK_SCALE_UP ? m->up_lat : m->out_lat;
+}
+
+double cost_ring_allreduce(double bytes, int64_t n, double bw, double lat) {
+  if (n <= 1) return 0.0;
+  double f = 2.0 * (double)(n - 1) / (double)n;
+  return f * bytes / bw + 2.0 * (double)(n - 1) * lat;
+}
+
+double cost_all_to_all(double bytes, int64_t n, double bw, double lat) {
+  if (n <= 1) return 0.0;
+  return (double)(n - 1) / (double)n * bytes / bw + lat;
+}
+
+/* Extra work of the last stage (the logits matmul) in units of an average
+ * layer's active parameters: e = lm_params / (active params per layer). */
+static double cost__tail_extra(const CostModel *m) {
+  double per_layer = (double)m->attn_params +
+                     ((double)m->n_dense * (double)m->dense_ffn_params +
+                      (double)m->n_moe * ((double)m->top_k * (double)m->expert_params +
+                                          (double)m->shared_params + (double)m->router_params)) /
+                         (double)m->layers;
+  return per_layer > 0 ? (double)m->lm_params / per_layer : 0.0;
+}
+
+/* The tail's share beta solves tail + e = full stage with full = L/(p-1+beta)
+ * and tail = beta * full: beta = (L - e(p-1)) / (L + e). */
+static double cost__tail_beta(const CostModel *m, int64_t pp) {
+  double L = (double)m->layers, e = cost__tail_extra(m);
+  double beta = (L - e * (double)(pp - 1)) / (L + e);
+  if (beta > 1.0) beta = 1.0;
+  if (beta < 0.05) beta = 0.05;
+  return beta;
+}
+
+/* Fills part[pp] with the stage split the cost model assumes; a split the
+ * rebalance cannot give falls back to the balanced one. */
+static void cost__partition(const CostModel *m, int64_t pp, int64_t *part, double *beta) {
+  double b = pp > 1 ? cost__tail_beta(m, pp) : 1.0;
+  if (!cost_pp_rebalance(m->layers, pp, b, part)) {
+    /* Balanced: the first layers % pp stages take one layer more. */
+    b = 1.0;
+    for (int64_t i = 0; i < pp; i++) part[i] = m->layers / pp + (i < m->layers % pp);
+  }
+  if (beta) *beta = b;
+}
+
+int64_t cost_stage_layers(const CostModel *m, int64_t pp, double *beta_out) {
+  if (pp <= 1) {
+    if (beta_out) *beta_out = 1.0;
+    return m->layers;
+  }
+  int64_t *part = rp_malloc((size_t)pp * sizeof *part);
+  cost__partition(m, pp, part, beta_out);
+  int64_t mx = 0;
+  for (int64_t i = 0; i < pp; i++) mx = part[i] > mx ? part[i] : mx;
+  free(part);
+  return mx;
+}
+
+int64_t cost_weight_bytes_gpu(const CostModel *m, const CostLayout *l) {
+  CkState st = {true};
+  int64_t pp = l->pp;
+  int64_t *part = rp_malloc((size_t)pp * sizeof *part);
+  cost__partition(m, pp, part, NULL);
+  int64_t worst = 0, first = 0;
+  int64_t local_experts = m->moe ? cost__cdiv(m->experts, l->ep) : 0;
+  int64_t per_moe = cka(&st, cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router),
+                        ckm(&st, local_experts, cost__cdiv(m->b_expert, l->etp)));
+  int64_t per_attn = cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms);
+  int64_t per_dense = cost__cdiv(m->b_dense_ffn, l->tp);
+  for (int64_t sidx = 0; sidx < pp; sidx++) {
+    int64_t n = part[sidx];
+    int64_t nd = 0;
+    if (first < m->n_dense) nd = (m->n_dense - first) < n ? (m->n_dense - first) : n;
+    int64_t nm = n - nd;
+    int64_t w = ckm(&st, n, per_attn);
+    w = cka(&st, w, ckm(&st, nd, per_dense));
+    w = cka(&st, w, ckm(&st, nm, per_moe));
+    if (sidx == 0) w = cka(&st, w, cost__cdiv(m->b_embed, l->tp));
+    /* The last stage holds the lm_head; a tied head is the embedding, a
+     * second copy only when the last stage is not the first. */
+    if (sidx == pp - 1 && (!m->tied || pp > 1)) w = cka(&st, w, cost__cdiv(m->b_lm, l->tp));
+    if (w > worst) worst = w;
+    first += n;
+  }
+  free(part);
+  return st.ok ? worst : -1;
+}
+
+int64_t cost_kv_bytes_token_gpu(const CostModel *m, const CostLayout *l) {
+  int64_t layers = cost_stage_layers(m, l->pp, NULL);
+  int64_t b = model_kv_bytes_per_token_rank(m->ms, l->tp, layers, l->dcp);
+  if (b < 0) return -1;
+  return cost__cdiv(b, l->dcp * (l->cp > 0 ? l->cp : 1));
+}
+
+/* Communicators a rank of this layout holds (each costs
+ * MEM_COMM_BYTES_PER_GROUP of buffers, memory.h). */
+static int64_t cost__ncomms(const CostLayout *l) {
+  int64_t n = 0;
+  int64_t dims[] = {l->tp, l->pp, l->cp, l->dp, l->ep, l->etp, l->dcp};
+  for (size_t i = 0; i < RP_ARRAY_LEN(dims); i++) n += dims[i] > 1;
+  return n;
+}
+
+/* Bytes of one GPU that the KV pool can use: usable memory minus weights,
+ * GEMM workspace and communication buffers (memory.h constants). */
+static int64_t cost__kv_free(const CostModel *m, const CostLayout *l) {
+  int64_t w = cost_weight_bytes_gpu(m, l);
+  if (w < 0) return -1;
+  CkState st = {true};
+  int64_t f = cks(&st, m->usable_mem, w);
+  f = cks(&st, f, MEM_WORKSPACE_BYTES);
+  f = cks(&st, f, ckm(&st, cost__ncomms(l), MEM_COMM_BYTES_PER_GROUP));
+  return st.ok ? f : -1;
+}
+
+int64_t cost_batch_memory(const CostModel *m, const CostLayout *l) {
+  int64_t f = cost__kv_free(m, l);
+  int64_t kv = cost_kv_bytes_token_gpu(m, l);
+  if (f <= 0 || kv <= 0) return 0;
+  CkState st = {true};
+  int64_t req = ckm(&st, cka(&st, m->tin, m->tout), kv);
+  if (!st.ok || req <= 0) return 0;
+  return ckm(&st, l->dp, f / req);
+}
+
+/* ---- prefill -------------------------------------------------------------- */
+
+/* docs/cost-model.md, "Prefill": linear FLOPs 2 * active params per token,
+ * causal attention S(S+1)/2 pairs per layer, both split over tp*cp ranks
+ * (attention over cp with the zigzag balance); tp all-reduces, cp ring KV
+ * passes, ep dispatch/combine and pp boundary sends per layer. */
+bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
+  memset(out, 0, sizeof *out);
+  CkState st = {true};
+  int64_t S = m->tin;
+  int64_t tpcp = ckm(&st, l->tp, l->cp);
+  int64_t f_dense = ckm(&st, 2, cka(&st, m->attn_params, m->dense_ffn_params));
+  int64_t f_moe = ckm(&st, 2, cka(&st, cka(&st, m->attn_params, m->shared_params),
+                                  cka(&st, ckm(&st, m->top_k, m->expert_params), m->router_params)));
+  int64_t lin = cka(&st, ckm(&st, m->n_dense, f_dense), ckm(&st, m->n_moe, f_moe));
+  lin = ckm(&st, lin, S);
+  int64_t pairs = ckm(&st, S, S + 1) / 2;
+  int64_t attn = ckm(&st, ckm(&st, pairs, m->attn_pair_flops_prefill), m->layers);
+  int64_t lm = ckm(&st, 2, m->lm_params); /* logits of the last token only */
+  if (!st.ok) return false;
+  double imb = cost_cp_imbalance(l->cp, true);
+  double flops_rank = (double)lin / (double)tpcp + (double)attn * imb / (double)tpcp +
+                      (double)lm / (double)l->tp;
+  out->cp_imbalance = imb;
+  out->compute = flops_rank / (m->peak_flops * m->k.mfu_prefill);
+  double act = (double)m->act_bytes, h = (double)m->hidden;
+  double L = (double)m->layers;
+  if (l->tp > 1) {
+    LinkClass c = cost_link_class(m, l->tp);
+    double bytes = (double)S / (double)l->cp * h * act;
+    out->comm_tp = L * 2.0 * cost_ring_allreduce(bytes, l->tp, cost_link_bw(m, c), cost_link_lat(m, c));
+  }
+  if (l->cp > 1) {
+    LinkClass c = cost_link_class(m, tpcp);
+    int64_t kvr = model_kv_bytes_per_token_rank(m->ms, l->tp, 1, 1);
+    double chunk = (double)S / (double)l->cp * (double)kvr;
+    out->comm_cp = L * (double)(l->cp - 1) * (chunk / cost_link_bw(m, c) + cost_link_lat(m, c));
+  }
+  if (m->moe && l->ep > 1) {
+    LinkClass c = cost_link_class(m, l->ep * l->etp);
+    double bytes = (double)S / (double)tpcp * h * act * (double)m->top_k;
+    out->comm_ep = (double)m->n_moe * 2.0 *
+                   cost_all_to_all(bytes, l->ep, cost_link_bw(m, c), cost_link_lat(m, c));
+  }
+  int64_t gpus = cost_layout_gpus(l);
+  double send = 0.0;
+  if (l->pp > 1) {
+    LinkClass c = cost_link_class(m, gpus);
+    send = (double)S / (double)l->cp * h * act / cost_link_bw(m, c) + cost_link_lat(m, c);
+    out->comm_pp = (double)(l->pp - 1) * send;
+  }
+  double work = out->compute + (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp + out->comm_ep);
+  out->latency = work + out->comm_pp;
+  double frac = (double)cost_stage_layers(m, l->pp, NULL) / L;
+  out->stage = l->pp > 1 ? work * frac + send : work;
+  out->mu = (double)l->dp / out->stage;
+  out->tok_s_gpu = out->mu * (double)S / (double)gpus;
+  return true;
+}
+
+/* ---- decode --------------------------------------------------------------- */
+
+/* One layer of one decode step on one GPU: roofline max(bytes/HBM,
+ * FLOPs/peak) plus the layer's collectives. */
+typedef struct {
+  double bytes, flops, comm;
+} CostLayerStep;
+
+bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B, double ctx,
+                      CostDecode *out) {
+  memset(out, 0, sizeof *out);
+  if (B < 1) B = 1;
+  CkState st = {true};
+  int64_t b = cost__cdiv(B, l->pp);
+  int64_t bdp = cost__cdiv(b, l->dp);
+  int64_t c = (int64_t)ceil(ctx);
+  int64_t kvr = model_kv_bytes_per_token_rank(m->ms, l->tp, 1, l->dcp);
+  if (kvr < 0) return false;
+  /* KV read per layer: this dp rank's requests, their context split over
+   * dcp ranks. */
+  int64_t kv_layer = cost__cdiv(ckm(&st, ckm(&st, bdp, c), kvr), l->dcp);
+  int64_t attn_flops = ckm(&st, ckm(&st, bdp, c), m->attn_pair_flops_decode) / l->tp;
+  CostLayerStep dl = {0}, ml = {0};
+  dl.bytes = (double)cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
+                         cost__cdiv(m->b_dense_ffn, l->tp)) + (double)kv_layer;
+  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, bdp),
+                                  cka(&st, m->attn_params, m->dense_ffn_params)) / l->tp,
+                         attn_flops);
+  if (m->moe) {
+    int64_t local = cost__cdiv(m->experts, l->ep);
+    double touched = cost_experts_touched(m->experts, m->top_k, local, b);
+    ml.bytes = (double)cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
+                           cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router)) +
+               touched * (double)cost__cdiv(m->b_expert, l->etp) + (double)kv_layer;
+    int64_t f = ckm(&st, ckm(&st, 2, bdp), cka(&st, m->attn_params, m->shared_params)) / l->tp;
+    f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));
+    f = cka(&st, f, ckm(&st, ckm(&st, ckm(&st, 2, b), m->top_k), m->expert_params) /
+                        ckm(&st, l->tp, l->dp));
+    ml.flops = (double)cka(&st, f, attn_flops);
+  }
+  if (!st.ok) return false;
+  double act = (double)m->act_bytes, h = (double)m->hidden;
+  double tp_comm = 0.0;
+  if (l->tp > 1) {
+    LinkClass lc = cost_link_class(m, l->tp);
+    tp_comm = 2.0 * cost_ring_allreduce((double)bdp * h * act, l->tp, cost_link_bw(m, lc),
+                                        cost_link_lat(m, lc));
+  }
+  if (l->dcp > 1) {
+    /* dcp ranks hold different tokens of the same heads: their partial
+     * attention outputs are combined with one reduction per layer. */
+    LinkClass lc = cost_link_class(m, l->tp);
+    tp_comm += cost_ring_allreduce((double)bdp * h * act * (double)l->dcp / (double)l->tp,
+                                   l->dcp, cost_link_bw(m, lc), cost_link_lat(m, lc));
+  }
+  dl.comm = tp_comm;
+  ml.comm = tp_comm;
+  if (m->moe && l->ep > 1) {
+    LinkClass lc = cost_link_class(m, l->ep * l->etp);
+    double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k;
+    ml.comm += 2.0 * cost_all_to_all(bytes, l->ep, cost_link_bw(m, lc), cost_link_lat(m, lc));
+  }
+  double bw = m->hbm_bw * m->k.hbm_efficiency;
+  double pk = m->peak_flops * m->k.mfu_decode;
+  double ov = 1.0 - m->k.comm_overlap;
+  double nd = (double)m->n_dense, nm = (double)m->n_moe;
+  double t_mem = nd * dl.bytes / bw + nm * ml.bytes / bw;
+  double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
+  double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
+                    nm * (fmax(ml.bytes / bw, ml.flops / pk) + ov * ml.comm);
+  /* The logits of every sequence on the last stage (vocab split over tp). */
+  double lm_bytes = (double)cost__cdiv(m->b_lm, l->tp);
+  double lm_flops = 2.0 * (double)bdp * (double)m->lm_params / (double)l->tp;
+  double t_lm = fmax(lm_bytes / bw, lm_flops / pk);
+  double send = 0.0;
+  if (l->pp > 1) {
+    LinkClass lc = cost_link_class(m, cost_layout_gpus(l));
+    send = (double)bdp * h * act / cost_link_bw(m, lc) + cost_link_lat(m, lc);
+  }
+  out->memory = t_mem + lm_bytes / bw;
+  out->compute = t_cmp + lm_flops / pk;
+  out->comm = nd * dl.comm + nm * ml.comm + (double)(l->pp - 1) * send;
+  out->memory_bound = out->memory >= out->compute;
+  out->tpot = t_layers + t_lm + (double)l->pp * m->k.step_overhead_s + (double)(l->pp - 1) * send;
+  double pp = (double)l->pp;
+  out->bytes_gpu = (int64_t)ceil((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
+  out->flops_gpu = (int64_t)ceil((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
+  return true;
+}
+
+double cost_kv_transfer(const CostModel *m, const CostLayout *pre, const CostLayout *dec) {
+  double bytes = (double)m->tin * (double)m->kv_bytes_token;
+  /* Ranks holding distinct KV: GQA splits heads over min(tp, kv_heads)
+   * ranks, MLA's latent is whole on every tp rank; pp and cp split layers
+   * and tokens. */
+  int64_t hs = m->kind == ATTN_MLA ? 1 : m->kv_heads;
+  int64_t src = (pre->tp < hs ? pre->tp : hs) * pre->pp * pre->cp;
+  int64_t dst = (dec->tp < hs ? dec->tp : hs) * dec->pp;
+  int64_t n = src < dst ? src : dst;
+  if (n < 1) n = 1;
+  return bytes / ((double)n * cost_link_bw(m, LINK_SCALE_OUT)) + cost_link_lat(m, LINK_SCALE_OUT);
+}
+
+/* ---- queueing ------------------------------------------------------------- */
+
+double cost_md1_wait(double rho, double mu) {
+  if (rho <= 0.0) return 0.0;
+  if (rho >= 1.0 || mu <= 0.0) return (double)INFINITY;
+  return rho / (2.0 * mu * (1.0 - rho));
+}
+
+double cost_md1_max_rho(double mu, double w) {
+  if (w <= 0.0 || mu <= 0.0) return 0.0;
+  double x = 2.0 * mu * w;
+  return x / (1.0 + x);
+}
+
+/* ---- published formulas --------------------------------------------------- */
+
+bool cost_xpyd_ratio(double tin, double tout, double P, double D, int64_t maxden,
+                     int64_t *x, int64_t *y) {
+  if (!(tin > 0 && tout > 0 && P > 0 && D > 0) || maxden < 1) return false;
+  double r = (tin / P) / (tout / D); /* x / y */
+  /* Continued fraction of r; stop when the next convergent exceeds maxden
+   * in either term or matches r to 1e-9. */
+  int64_t h0 = 0, h1 = 1, k0 = 1, k1 = 0; /* h/k convergents */
+  double v = r;
+  for (int i = 0; i < 64; i++) {
+    double a = floor(v);
+    if (a > (double)INT32_MAX) break;
+    int64_t ai = (int64_t)a;
+    int64_t h2 = ai * h1 + h0, k2 = ai * k1 + k0;
+    if (h2 > maxden || k2 > maxden) break;
+    h0 = h1; h1 = h2; k0 = k1; k1 = k2;
+    if (fabs((double)h1 / (double)k1 - r) <= 1e-9 * r) break;
+    double frac = v - a;
+    if (frac < 1e-12) break;
+    v = 1.0 / frac;
+  }
+  if (h1 < 1 || k1 < 1) {
+    /* r is below 1/maxden or above maxden: clamp to the extreme ratio. */
+    if (r < 1.0) { h1 = 1; k1 = maxden; }
+    else { h1 = maxden; k1 = 1; }
+  }
+  *x = h1;
+  *y = k1;
+  return true;
+}
+
+double cost_attn_tp_opt(double w_mla, double gpus, double kv_total) {
+  if (!(w_mla > 0 && gpus > 0 && kv_total > 0)) return 1.0;
+  return sqrt(w_mla * gpus / kv_total);
+}
+
+bool cost_pp_rebalance(int64_t layers, int64_t p, double beta, int64_t *out) {
+  if (p < 1 || layers < p || !(beta > 0.0)) return false;
+  if (p == 1) {
+    out[0] = layers;
+    return true;
+  }
+  int64_t n = llround((double)layers / ((double)(p - 1) + beta));
+  while (n > 1 && layers - (p - 1) * n < 1) n--;
+  int64_t tail = layers - (p - 1) * n;
+  if (n < 1 || tail < 1) return false;
+  for (int64_t i = 0; i + 1 < p; i++) out[i] = n;
+  out[p - 1] = tail;
+  return true;
+}
+
+int64_t cost_cp_chunk_units(int64_t n, int64_t rank, bool zigzag) {
+  if (n < 1 || rank < 0 || rank >= n) return 0;
+  if (zigzag) return (rank + 1) + (2 * n - rank); /* chunks r and 2n-1-r */
+  return (2 * rank + 1) + (2 * rank + 2);         /* chunks 2r and 2r+1 */
+}
+
+double cost_cp_imbalance(int64_t n, bool zigzag) {
+  if (n <= 1) return 1.0;
+  int64_t mx = 0, sum = 0;
+  for (int64_t r = 0; r < n; r++) {
+    int64_t u = cost_cp_chunk_units(n, r, zigzag);
+    sum += u;
+    if (u > mx) mx = u;
+  }
+  return (double)mx * (double)n / (double)sum;
+}
+
+double cost_experts_touched(int64_t experts, int64_t top_k, int64_t local, int64_t tokens) {
+  if (experts <= 0 || local <= 0 || tokens <= 0) return 0.0;
+  double p = 1.0 - (double)top_k / (double)experts;
+  if (p < 0.0) p = 0.0;
+  return (double)local * (1.0 - pow(p, (double)tokens));
+}

@@ -1,2 +1,824 @@
-/* search.c: not written yet. */
-typedef int rp__stub_search;
+/*
+ * search.c: SLO-aware layout search and xPyD pool sizing.
+ *
+ * Input IR: a Spec without parse errors and the cost constants.
+ * Output IR: SearchOut (search.h): ranked deployments, each with its pools'
+ * layouts and instance counts, predicted TTFT, TPOT, throughput, goodput
+ * per GPU, the binding constraint and whether it is on the Pareto frontier.
+ *
+ * The search runs in three steps.
+ *  1. For each pool role (prefill, decode, both) it enumerates every
+ *     tp/pp/cp/dp/ep/etp/dcp within the GPU budget in a fixed order, keeps
+ *     the layouts that pass the rules (search_layout_valid) and fit memory,
+ *     and evaluates each with the cost model: a prefill layout by its
+ *     latency and tokens/s per GPU, a decode layout by the largest batch
+ *     that meets the TPOT SLO and fits memory, an aggregated layout by both
+ *     at once (decode steps stall while the instance runs prefills).
+ *  2. Disaggregated: the best prefill and decode layouts are paired; for
+ *     each pair the prefill utilisation is capped by the headroom rho and
+ *     by the TTFT SLO (M/D/1 queueing), the xPyD ratio comes from
+ *     cost_xpyd_ratio, and an integer search over (x, y) picks the
+ *     instance counts with the best goodput per GPU that fit the cluster.
+ *  3. Everything is ranked (goodput/GPU, then TTFT, TPOT, layout text) and
+ *     the Pareto frontier of goodput/GPU against TTFT and TPOT is marked.
+ * Every step counts evaluations against the named budget
+ * (SearchOptions.max_candidates); the order never depends on anything but
+ * the inputs, so the output is byte-identical run to run.
+ */
+#include "search.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+const char *search_binding_name(SearchBinding b) {
+  switch (b) {
+  case BIND_MEMORY: return "memory";
+  case BIND_TPOT: return "tpot";
+  case BIND_BATCH_CAP: return "batch-cap";
+  case BIND_LOAD: return "load";
+  case BIND_TTFT: return "ttft";
+  case BIND_HEADROOM: return "headroom";
+  case BIND_GPUS: return "gpus";
+  case BIND_SLO_MISS: return "slo-miss";
+  }
+  return "?";
+}
+
+/* ---- rules ---------------------------------------------------------------- */
+
+bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
+                         bool tp_across_domain, const char **why) {
+  const char *w = NULL;
+  if (m->heads % l->tp) w = "heads % tp != 0";
+  else if (m->kind != ATTN_MLA && m->kv_heads % l->tp && l->tp % m->kv_heads)
+    w = "kv_heads and tp do not divide one another";
+  else if (m->hidden % l->tp) w = "hidden_size % tp != 0";
+  else if (m->n_dense > 0 && m->dense_ffn_size > 0 && m->dense_ffn_size % l->tp)
+    w = "intermediate_size % tp != 0";
+  else if (!tp_across_domain && l->tp > m->domain) w = "tp wider than the scale-up domain";
+  else if (l->pp > m->layers) w = "pp > layers";
+  else if (l->cp > 1 && role != ROLE_PREFILL) w = "cp is for prefill pools";
+  else if (l->cp > 1 && m->kind == ATTN_MLA) w = "MLA cannot use head-split cp";
+  else if (l->cp > 1 && m->heads % (l->tp * l->cp)) w = "heads % (tp*cp) != 0";
+  else if (l->dcp > 1 && role == ROLE_PREFILL) w = "dcp is for decode pools";
+  else if (l->dcp > 1 && m->heads % l->dcp) w = "heads % dcp != 0";
+  else if (l->dcp > 1 && m->kind == ATTN_MLA && (l->tp % l->dcp)) w = "dcp must divide tp";
+  else if (l->dcp > 1 && m->kind != ATTN_MLA &&
+           (l->tp < m->kv_heads || (l->tp / m->kv_heads) % l->dcp))
+    w = "dcp must divide tp / kv_heads";
+  else if (!m->moe && (l->ep > 1 || l->etp > 1)) w = "ep and etp need a MoE model";
+  else if (m->moe && (m->experts % l->ep || l->ep > m->experts)) w = "experts % ep != 0";
+  else if (m->moe && m->expert_ffn_size % l->etp) w = "expert_intermediate_size % etp != 0";
+  else if (m->moe && (l->tp * l->cp * l->dp) % (l->ep * l->etp))
+    w = "ep*etp does not divide tp*cp*dp";
+  if (why) *why = w;
+  return w == NULL;
+}
+
+/* ---- per-role evaluation ---------------------------------------------------- */
+
+typedef struct {
+  CostLayout lay;
+  int64_t gpus;
+  CostPrefill pre;      /* prefill and both */
+  int64_t batch;        /* decode and both */
+  double tpot;          /* decode/both at batch (both: with prefill stalls) */
+  double dec_tok_s;     /* decode/both: output tokens/s of one instance at full load */
+  double rcap;          /* both: requests/s of one instance at full load */
+  double rho;           /* both: utilisation allowed (headroom, TTFT) */
+  SearchBinding binding;
+  double score;         /* tokens/s per GPU used to keep the best */
+} RoleEval;
+
+typedef RP_VEC(RoleEval) RoleVec;
+
+typedef struct {
+  const CostModel *m;
+  const Spec *s;
+  int64_t G;
+  double rho;
+  int64_t max;
+  int64_t evals;
+  bool hit;
+  FILE *progress;
+} Ctx;
+
+static bool ctx_spend(Ctx *c, int64_t n) {
+  if (c->evals + n > c->max) {
+    c->hit = true;
+    return false;
+  }
+  c->evals += n;
+  if (c->progress && (c->evals & 0x3fff) < n)
+    fprintf(c->progress, "\rsearch: %lld candidates evaluated", (long long)c->evals);
+  return true;
+}
+
+static double search__ctx(const CostModel *m) {
+  return (double)m->tin + (double)m->tout / 2.0;
+}
+
+/* Largest B in [1, hi] with pred(B) (pred monotone: true then false); 0
+ * when pred(1) fails. */
+typedef bool (*BatchPred)(const CostModel *m, const CostLayout *l, int64_t B, void *arg);
+
+static int64_t search__largest(const CostModel *m, const CostLayout *l, int64_t hi,
+                               BatchPred pred, void *arg) {
+  if (hi < 1 || !pred(m, l, 1, arg)) return 0;
+  int64_t lo = 1;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (pred(m, l, mid, arg)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+static bool pred_decode(const CostModel *m, const CostLayout *l, int64_t B, void *arg) {
+  RP_UNUSED(arg);
+  CostDecode dc;
+  if (!cost_decode_step(m, l, B, search__ctx(m), &dc)) return false;
+  return dc.tpot <= m->slo_tpot;
+}
+
+/* Aggregated instance at batch B (docs/cost-model.md, "Aggregated"): the
+ * instance alternates prefills (service rate mu_p) and decode steps; its
+ * request capacity is Rcap = 1 / (1/mu_p + tout / (B / tpot)); it runs at
+ * rho = min(headroom, the M/D/1 rho that meets TTFT); decode steps stretch
+ * by 1 / (1 - u_p) where u_p = rho * Rcap / mu_p is the prefill share. */
+typedef struct {
+  const CostPrefill *pre;
+  double headroom;
+  double tpot_eff, rcap, rho;
+  bool ttft_bound;
+} AggArg;
+
+static bool agg_eval(const CostModel *m, const CostLayout *l, int64_t B, AggArg *a) {
+  CostDecode dc;
+  if (!cost_decode_step(m, l, B, search__ctx(m), &dc)) return false;
+  double D = (double)B / dc.tpot;
+  a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
+  double w = m->slo_ttft - a->pre->latency;
+  double rt = cost_md1_max_rho(a->rcap, w);
+  a->ttft_bound = rt < a->headroom;
+  a->rho = a->ttft_bound ? rt : a->headroom;
+  double up = a->rho * a->rcap / a->pre->mu;
+  a->tpot_eff = up < 1.0 ? dc.tpot / (1.0 - up) : (double)INFINITY;
+  return a->rho > 0.0;
+}
+
+static bool pred_agg(const CostModel *m, const CostLayout *l, int64_t B, void *arg) {
+  AggArg *a = arg;
+  return agg_eval(m, l, B, a) && a->tpot_eff <= m->slo_tpot;
+}
+
+static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, RoleVec *out) {
+  const CostModel *m = c->m;
+  RoleEval e;
+  memset(&e, 0, sizeof e);
+  e.lay = *l;
+  e.gpus = cost_layout_gpus(l);
+  if (role == ROLE_PREFILL) {
+    /* One request's KV (its tokens split over cp) must fit next to the
+     * weights. */
+    CostLayout one = *l;
+    int64_t kv = cost_kv_bytes_token_gpu(m, &one);
+    int64_t w = cost_weight_bytes_gpu(m, l);
+    if (kv < 0 || w < 0 || (double)w + (double)kv * (double)m->tin > (double)m->usable_mem) return;
+    if (!cost_prefill(m, l, &e.pre)) return;
+    if (e.pre.latency >= m->slo_ttft) return;
+    e.score = e.pre.tok_s_gpu;
+    rp_vec_push(out, e);
+    return;
+  }
+  int64_t bmem = cost_batch_memory(m, l);
+  if (bmem < 1) return;
+  int64_t cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
+  int64_t hi = bmem < cap ? bmem : cap;
+  if (role == ROLE_DECODE) {
+    int64_t B = search__largest(m, l, hi, pred_decode, NULL);
+    if (B < 1) return;
+    CostDecode dc;
+    cost_decode_step(m, l, B, search__ctx(m), &dc);
+    e.batch = B;
+    e.tpot = dc.tpot;
+    e.dec_tok_s = (double)B / dc.tpot;
+    e.binding = B == bmem ? BIND_MEMORY : B == cap ? BIND_BATCH_CAP : BIND_TPOT;
+    e.score = e.dec_tok_s / (double)e.gpus;
+    rp_vec_push(out, e);
+    return;
+  }
+  if (!cost_prefill(m, l, &e.pre) || e.pre.latency >= m->slo_ttft) return;
+  AggArg a = {&e.pre, c->rho, 0, 0, 0, false};
+  int64_t B = search__largest(m, l, hi, pred_agg, &a);
+  if (B < 1) return;
+  agg_eval(m, l, B, &a);
+  CostDecode dc;
+  cost_decode_step(m, l, B, search__ctx(m), &dc);
+  e.batch = B;
+  e.tpot = a.tpot_eff;
+  e.dec_tok_s = (double)B / dc.tpot;
+  e.rcap = a.rcap;
+  e.rho = a.rho;
+  e.binding = B == bmem ? BIND_MEMORY : B == cap ? BIND_BATCH_CAP : BIND_TPOT;
+  if (a.ttft_bound && e.binding == BIND_TPOT) e.binding = BIND_TTFT;
+  e.score = a.rho * a.rcap * (double)m->tout / (double)e.gpus;
+  rp_vec_push(out, e);
+}
+
+/* Powers of two 1, 2, 4, ... up to hi. */
+static int64_t next_pow2(int64_t v) { return v * 2; }
+
+/* Enumerates the layouts of one role in a fixed order (tp, pp, cp, dp, ep,
+ * etp, dcp, each ascending) and evaluates the valid ones. tp runs over the
+ * divisors of the head count; the other sizes over powers of two, the
+ * sizes engines build groups of. Dense models keep dp, ep and etp at 1:
+ * attention dp without MoE layers is the same as more replicas. */
+static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
+  const CostModel *m = c->m;
+  bool across = c->s->deployment.allow_tp_across_domain.v;
+  for (int64_t tp = 1; tp <= m->heads && tp <= c->G; tp++) {
+    if (m->heads % tp) continue;
+    for (int64_t pp = 1; pp <= m->layers && tp * pp <= c->G; pp = next_pow2(pp)) {
+      int64_t cpmax = role == ROLE_PREFILL && m->kind != ATTN_MLA ? m->heads / tp : 1;
+      for (int64_t cp = 1; cp <= cpmax && tp * pp * cp <= c->G; cp = next_pow2(cp)) {
+        int64_t dpmax = m->moe ? c->G : 1;
+        for (int64_t dp = 1; dp <= dpmax && tp * pp * cp * dp <= c->G; dp = next_pow2(dp)) {
+          int64_t ranks = tp * cp * dp;
+          int64_t epmax = m->moe ? (ranks < m->experts ? ranks : m->experts) : 1;
+          for (int64_t ep = 1; ep <= epmax; ep = next_pow2(ep)) {
+            int64_t etpmax = m->moe ? tp : 1;
+            for (int64_t etp = 1; etp <= etpmax; etp = next_pow2(etp)) {
+              int64_t dcpmax = role == ROLE_PREFILL ? 1 : tp;
+              for (int64_t dcp = 1; dcp <= dcpmax; dcp = next_pow2(dcp)) {
+                CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
+                if (!search_layout_valid(m, &l, role, across, NULL)) continue;
+                if (!ctx_spend(c, 1)) return;
+                search__eval_layout(c, role, &l, out);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/* Keeps the k best by score and the k2 fastest (prefill latency or decode
+ * TPOT), in a deterministic order. */
+static int cmp_score(const void *a, const void *b) {
+  const RoleEval *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  if (x->gpus != y->gpus) return x->gpus < y->gpus ? -1 : 1;
+  return memcmp(&x->lay, &y->lay, sizeof x->lay);
+}
+
+static double role_latency(const RoleEval *e, PoolRole role) {
+  return role == ROLE_PREFILL ? e->pre.latency : e->tpot;
+}
+
+static PoolRole cmp_role;
+static int cmp_latency(const void *a, const void *b) {
+  const RoleEval *x = a, *y = b;
+  double lx = role_latency(x, cmp_role), ly = role_latency(y, cmp_role);
+  if (lx != ly) return lx < ly ? -1 : 1;
+  return cmp_score(a, b);
+}
+
+static void search__shortlist(RoleVec *v, PoolRole role, size_t k, size_t k2, RoleVec *out) {
+  if (v->len == 0) return;
+  qsort(v->items, v->len, sizeof *v->items, cmp_score);
+  for (size_t i = 0; i < v->len && i < k; i++) rp_vec_push(out, v->items[i]);
+  if (v->len <= k) return;
+  RoleEval *rest = rp_malloc((v->len - k) * sizeof *rest);
+  memcpy(rest, v->items + k, (v->len - k) * sizeof *rest);
+  cmp_role = role;
+  qsort(rest, v->len - k, sizeof *rest, cmp_latency);
+  for (size_t i = 0; i < v->len - k && i < k2; i++) rp_vec_push(out, rest[i]);
+  free(rest);
+}
+
+/* ---- xPyD ----------------------------------------------------------------- */
+
+bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t *x,
+                      int64_t *y, int64_t *evals) {
+  bool found = false;
+  double best = -1, best_r = -1;
+  int64_t best_g = 0;
+  for (int64_t xi = 1; xi * gp + gd <= G; xi++) {
+    int64_t ymax = (G - xi * gp) / gd;
+    double ys = (double)xi * rp / rd; /* the y that balances the pools */
+    int64_t cand[2] = {(int64_t)floor(ys), (int64_t)ceil(ys)};
+    for (int j = 0; j < 2; j++) {
+      int64_t yi = cand[j] < 1 ? 1 : cand[j] > ymax ? ymax : cand[j];
+      if (j == 1 && yi == (cand[0] < 1 ? 1 : cand[0] > ymax ? ymax : cand[0])) continue;
+      (*evals)++;
+      double r = fmin((double)xi * rp, (double)yi * rd);
+      int64_t g = xi * gp + yi * gd;
+      double per = r / (double)g;
+      bool better = !found || per > best * (1 + 1e-12) ||
+                    (per >= best * (1 - 1e-12) && (r > best_r * (1 + 1e-12) ||
+                                                    (r >= best_r * (1 - 1e-12) && g < best_g)));
+      if (better) {
+        found = true;
+        best = per;
+        best_r = r;
+        best_g = g;
+        *x = xi;
+        *y = yi;
+      }
+    }
+  }
+  return found;
+}
+
+static void pool_from(SearchPool *p, PoolRole role, const RoleEval *e, int64_t replicas) {
+  memset(p, 0, sizeof *p);
+  p->role = role;
+  p->lay = e->lay;
+  p->replicas = replicas;
+  p->gpus = e->gpus;
+  p->batch = role == ROLE_PREFILL ? 0 : e->batch;
+  p->tok_s_gpu = role == ROLE_PREFILL ? e->pre.tok_s_gpu : e->dec_tok_s / (double)e->gpus;
+  p->latency = role == ROLE_PREFILL ? e->pre.latency : e->tpot;
+  p->binding = e->binding;
+}
+
+/* One prefill/decode pair: utilisation caps, ratio, (x, y), then the
+ * predicted figures at the chosen load. */
+static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchResult *r) {
+  const CostModel *m = c->m;
+  memset(r, 0, sizeof *r);
+  r->mode = SEARCH_DISAGGREGATED;
+  r->npools = 2;
+  double tkv = cost_kv_transfer(m, &P->lay, &D->lay);
+  double w = m->slo_ttft - P->pre.latency - tkv;
+  double rt = cost_md1_max_rho(P->pre.mu, w);
+  double rho_p = fmin(c->rho, rt);
+  SearchBinding pb = rt < c->rho ? BIND_TTFT : BIND_HEADROOM;
+  double rp = rho_p * P->pre.mu;                          /* req/s per prefill instance */
+  double rd = c->rho * D->dec_tok_s / (double)m->tout;    /* req/s per decode instance */
+  pool_from(&r->pools[0], ROLE_PREFILL, P, 0);
+  pool_from(&r->pools[1], ROLE_DECODE, D, 0);
+  r->pools[0].binding = pb;
+  r->kv_transfer = tkv;
+  if (rp <= 0) {
+    r->binding = BIND_SLO_MISS;
+    r->ttft = P->pre.latency + tkv;
+    r->tpot = D->tpot;
+    r->gpus = P->gpus + D->gpus;
+    r->pools[0].replicas = r->pools[1].replicas = 1;
+    return true;
+  }
+  cost_xpyd_ratio((double)m->tin, (double)m->tout, rp * (double)m->tin / (double)P->gpus,
+                  rd * (double)m->tout / (double)D->gpus, c->G, &r->ratio_x, &r->ratio_y);
+  int64_t x = 0, y = 0, ev = 0;
+  bool fits = search_xpyd_best(P->gpus, D->gpus, rp, rd, c->G, &x, &y, &ev);
+  if (!ctx_spend(c, ev > 0 ? ev : 1) || !fits) return false;
+  double served = fmin((double)x * rp, (double)y * rd);
+  SearchBinding bind = rp * (double)x <= rd * (double)y ? pb : D->binding;
+  double tpot = D->tpot;
+  int64_t batch = D->batch;
+  if (m->rate > 0) {
+    int64_t xn = (int64_t)ceil(m->rate / rp), yn = (int64_t)ceil(m->rate / rd);
+    if (xn * P->gpus + yn * D->gpus <= c->G) {
+      x = xn;
+      y = yn;
+      served = m->rate;
+      /* Little's law: each decode instance holds rate/y * tout * TPOT
+       * requests; at that smaller batch the step is shorter. */
+      int64_t bl = (int64_t)ceil(m->rate / (double)y * (double)m->tout * D->tpot);
+      if (bl < batch) {
+        CostDecode dc;
+        if (cost_decode_step(m, &D->lay, bl, search__ctx(m), &dc)) {
+          batch = bl;
+          tpot = dc.tpot;
+        }
+        bind = BIND_LOAD;
+      }
+    } else {
+      bind = BIND_GPUS;
+    }
+  }
+  r->pools[0].replicas = x;
+  r->pools[1].replicas = y;
+  r->pools[1].batch = batch;
+  r->pools[1].latency = tpot;
+  r->gpus = x * P->gpus + y * D->gpus;
+  r->util_prefill = served / ((double)x * P->pre.mu);
+  r->queue = cost_md1_wait(r->util_prefill, P->pre.mu);
+  r->ttft = r->queue + P->pre.latency + tkv;
+  r->tpot = tpot;
+  r->req_s = served;
+  r->tok_s = served * (double)m->tout;
+  r->binding = bind;
+  r->feasible = r->ttft <= m->slo_ttft * (1 + 1e-9) && r->tpot <= m->slo_tpot * (1 + 1e-9);
+  r->goodput_gpu = r->feasible ? r->tok_s / (double)r->gpus : 0.0;
+  return true;
+}
+
+static void search__agg(Ctx *c, const RoleEval *A, SearchResult *r) {
+  const CostModel *m = c->m;
+  memset(r, 0, sizeof *r);
+  r->mode = SEARCH_AGGREGATED;
+  r->npools = 1;
+  pool_from(&r->pools[0], ROLE_BOTH, A, 0);
+  int64_t x = c->G / A->gpus;
+  double rinst = A->rho * A->rcap;
+  double served = (double)x * rinst;
+  SearchBinding bind = A->binding;
+  if (m->rate > 0) {
+    int64_t xn = (int64_t)ceil(m->rate / rinst);
+    if (xn <= x) {
+      x = xn;
+      served = m->rate;
+      bind = BIND_LOAD;
+    } else {
+      bind = BIND_GPUS;
+    }
+  }
+  r->pools[0].replicas = x;
+  r->gpus = x * A->gpus;
+  double rho = served / ((double)x * A->rcap);
+  r->util_prefill = rho;
+  r->queue = cost_md1_wait(rho, A->rcap);
+  r->ttft = r->queue + A->pre.latency;
+  r->tpot = A->tpot;
+  r->req_s = served;
+  r->tok_s = served * (double)m->tout;
+  r->binding = bind;
+  r->feasible = r->ttft <= m->slo_ttft * (1 + 1e-9) && r->tpot <= m->slo_tpot * (1 + 1e-9);
+  r->goodput_gpu = r->feasible ? r->tok_s / (double)r->gpus : 0.0;
+}
+
+/* ---- ranking -------------------------------------------------------------- */
+
+static void layout_put(StrBuf *sb, const CostLayout *l) {
+  sb_printf(sb, "tp%lld", (long long)l->tp);
+  if (l->pp > 1) sb_printf(sb, ",pp%lld", (long long)l->pp);
+  if (l->cp > 1) sb_printf(sb, ",cp%lld", (long long)l->cp);
+  if (l->dp > 1) sb_printf(sb, ",dp%lld", (long long)l->dp);
+  if (l->ep > 1) sb_printf(sb, ",ep%lld", (long long)l->ep);
+  if (l->etp > 1) sb_printf(sb, ",etp%lld", (long long)l->etp);
+  if (l->dcp > 1) sb_printf(sb, ",dcp%lld", (long long)l->dcp);
+}
+
+char *search_layout_str(const SearchResult *r) {
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < r->npools; i++) {
+    const SearchPool *p = &r->pools[i];
+    if (i) sb_putc(&sb, ' ');
+    sb_printf(&sb, "%lldx%s(", (long long)p->replicas,
+              p->role == ROLE_PREFILL ? "P" : p->role == ROLE_DECODE ? "D" : "PD");
+    layout_put(&sb, &p->lay);
+    sb_putc(&sb, ')');
+  }
+  return sb_take(&sb);
+}
+
+static int cmp_result(const void *a, const void *b) {
+  const SearchResult *x = a, *y = b;
+  if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
+  if (x->goodput_gpu != y->goodput_gpu) return x->goodput_gpu > y->goodput_gpu ? -1 : 1;
+  if (x->ttft != y->ttft) return x->ttft < y->ttft ? -1 : 1;
+  if (x->tpot != y->tpot) return x->tpot < y->tpot ? -1 : 1;
+  if (x->gpus != y->gpus) return x->gpus < y->gpus ? -1 : 1;
+  char *sx = search_layout_str(x), *sy = search_layout_str(y);
+  int c = strcmp(sx, sy);
+  free(sx);
+  free(sy);
+  return c;
+}
+
+static void search__pareto(SearchOut *out) {
+  size_t n = out->results.len;
+  SearchResult *r = out->results.items;
+  for (size_t i = 0; i < n; i++) {
+    if (!r[i].feasible) continue;
+    bool dominated = false;
+    for (size_t j = 0; j < n && !dominated; j++) {
+      if (j == i || !r[j].feasible) continue;
+      bool ge = r[j].goodput_gpu >= r[i].goodput_gpu && r[j].ttft <= r[i].ttft &&
+                r[j].tpot <= r[i].tpot;
+      bool gt = r[j].goodput_gpu > r[i].goodput_gpu || r[j].ttft < r[i].ttft ||
+                r[j].tpot < r[i].tpot;
+      dominated = ge && gt;
+    }
+    r[i].pareto = !dominated;
+  }
+}
+
+/* ---- driver --------------------------------------------------------------- */
+
+/* Shortlist sizes: the k best layouts of a role by tokens/s per GPU and the
+ * k2 fastest; pairs are k_total^2 at most. */
+enum { SHORT_BEST = 24, SHORT_FAST = 8 };
+
+bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
+                SearchOut *out) {
+  memset(out, 0, sizeof *out);
+  CostModel *m = &out->model;
+  if (!cost_model_init(d, s, k, m)) return false;
+  if (m->tin < 1 || m->tout < 1 || !(m->slo_ttft > 0) || !(m->slo_tpot > 0)) {
+    Diag *g = diag_at(d, DIAG_E0507, s->slo.loc.line ? s->slo.loc : s->workload.loc,
+                      "search needs workload input/output tokens and both SLOs: got "
+                      "input_tokens %lld, output_tokens %lld, ttft %g s, tpot %g s",
+                      (long long)m->tin, (long long)m->tout, m->slo_ttft, m->slo_tpot);
+    diag_help(g, "add `workload: {input_tokens, output_tokens}` and `slo: {ttft, tpot}`");
+    return false;
+  }
+  Ctx c = {0};
+  c.m = m;
+  c.s = s;
+  c.G = o->gpu_budget > 0 ? o->gpu_budget
+        : s->search.gpu_budget.v > 0 ? s->search.gpu_budget.v : m->gpus_total;
+  if (c.G > m->gpus_total && m->gpus_total > 0) c.G = m->gpus_total;
+  c.rho = o->headroom > 0 ? o->headroom : s->search.headroom.v > 0 ? s->search.headroom.v : 0.9;
+  c.max = o->max_candidates > 0 ? o->max_candidates : SEARCH_MAX_CANDIDATES_DEFAULT;
+  c.progress = o->progress;
+  out->gpu_budget = c.G;
+  out->headroom = c.rho;
+  out->max_candidates = c.max;
+  bool agg = o->aggregated, dis = o->disaggregated;
+  if (!agg && !dis) {
+    DeployMode dm = (DeployMode)s->deployment.mode.v;
+    agg = dm != MODE_DISAGGREGATED;
+    dis = dm != MODE_AGGREGATED;
+  }
+  RoleVec pre = {0}, dec = {0}, both = {0};
+  if (dis) {
+    search__role(&c, ROLE_PREFILL, &pre);
+    search__role(&c, ROLE_DECODE, &dec);
+  }
+  if (agg) search__role(&c, ROLE_BOTH, &both);
+  out->layouts[0] = (int64_t)pre.len;
+  out->layouts[1] = (int64_t)dec.len;
+  out->layouts[2] = (int64_t)both.len;
+  RoleVec sp = {0}, sd = {0};
+  search__shortlist(&pre, ROLE_PREFILL, SHORT_BEST, SHORT_FAST, &sp);
+  search__shortlist(&dec, ROLE_DECODE, SHORT_BEST, SHORT_FAST, &sd);
+  for (size_t i = 0; i < sp.len && !c.hit; i++)
+    for (size_t j = 0; j < sd.len && !c.hit; j++) {
+      SearchResult r;
+      if (search__pair(&c, &sp.items[i], &sd.items[j], &r)) rp_vec_push(&out->results, r);
+    }
+  RoleVec sb = {0};
+  search__shortlist(&both, ROLE_BOTH, SHORT_BEST, SHORT_FAST, &sb);
+  for (size_t i = 0; i < sb.len; i++) {
+    SearchResult r;
+    search__agg(&c, &sb.items[i], &r);
+    rp_vec_push(&out->results, r);
+  }
+  free(sb.items);
+  if (c.progress) fputs("\r\033[K", c.progress);
+  out->evaluated = c.evals;
+  out->budget_hit = c.hit;
+  if (out->results.len)
+    qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_result);
+  search__pareto(out);
+  /* MLA: the attention tp that minimises per-GPU decode reads at the
+   * winner's batch, reported next to the tp the search chose. */
+  if (m->kind == ATTN_MLA && out->results.len) {
+    const SearchResult *w = &out->results.items[0];
+    const SearchPool *dp = &w->pools[w->npools - 1];
+    double kv_total = (double)dp->batch * search__ctx(m) * (double)m->kv_bytes_token;
+    out->tp_opt = cost_attn_tp_opt((double)m->b_attn * (double)m->layers, (double)dp->gpus,
+                                   kv_total);
+  }
+  bool ok = true;
+  if (c.hit) {
+    Diag *g = diag_at(d, DIAG_W0500, s->search.loc,
+                      "search stopped at its budget of %lld candidates; the ranking covers "
+                      "only what was evaluated", (long long)c.max);
+    diag_help(g, "raise it with --max-candidates N, or narrow the search with "
+                 "`search.gpu_budget`");
+  }
+  if (dec.len == 0 && both.len == 0 && (pre.len == 0 || dis)) {
+    Diag *g = diag_at(d, DIAG_E0508, s->deployment.loc.line ? s->deployment.loc : s->model.loc,
+                      "no parallel layout of `%s` fits memory and meets the TTFT/TPOT SLO on "
+                      "its own within %lld GPUs",
+                      s->model.name.v ? s->model.name.v : "model", (long long)c.G);
+    diag_help(g, "raise `search.gpu_budget` or the cluster size, or relax `slo`");
+    ok = false;
+  } else if (out->results.len == 0 || !out->results.items[0].feasible) {
+    Diag *g = diag_at(d, DIAG_E0500, s->slo.loc,
+                      "no layout meets ttft %.0f ms and tpot %.1f ms within %lld GPUs",
+                      m->slo_ttft * 1e3, m->slo_tpot * 1e3, (long long)c.G);
+    if (out->results.len) {
+      const SearchResult *b = &out->results.items[0];
+      char *ls = search_layout_str(b);
+      diag_note(g, "closest: %s at ttft %.1f ms, tpot %.2f ms", ls, b->ttft * 1e3, b->tpot * 1e3);
+      free(ls);
+    }
+    diag_help(g, "relax `slo`, lower `workload.rate`, or add GPUs");
+    ok = false;
+  }
+  free(pre.items);
+  free(dec.items);
+  free(both.items);
+  free(sp.items);
+  free(sd.items);
+  return ok;
+}
+
+void search_out_free(SearchOut *out) {
+  free(out->results.items);
+  memset(out, 0, sizeof *out);
+}
+
+/* ---- explanations and output ---------------------------------------------- */
+
+char *search_explain(const SearchOut *out, size_t i) {
+  StrBuf sb;
+  sb_init(&sb);
+  const SearchResult *r = &out->results.items[i];
+  const CostModel *m = &out->model;
+  if (i == 0) {
+    sb_printf(&sb, "winner: bound by %s", search_binding_name(r->binding));
+    return sb_take(&sb);
+  }
+  if (!r->feasible) {
+    if (r->ttft > m->slo_ttft)
+      sb_printf(&sb, "misses the TTFT SLO: %.1f ms (queue %.1f + prefill %.1f + KV %.1f) > %.0f ms",
+                r->ttft * 1e3, r->queue * 1e3, r->pools[0].latency * 1e3, r->kv_transfer * 1e3,
+                m->slo_ttft * 1e3);
+    else
+      sb_printf(&sb, "misses the TPOT SLO: %.2f ms > %.1f ms", r->tpot * 1e3, m->slo_tpot * 1e3);
+    return sb_take(&sb);
+  }
+  const SearchResult *w = &out->results.items[0];
+  double loss = w->goodput_gpu > 0 ? 100.0 * (1.0 - r->goodput_gpu / w->goodput_gpu) : 0.0;
+  sb_printf(&sb, "%.1f%% less goodput/GPU than #1", loss);
+  if (r->mode != w->mode) {
+    sb_printf(&sb, "; %s instead of %s", r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated",
+              w->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated");
+  }
+  /* Name the pool that is worse, by its per-GPU rate. */
+  for (size_t p = 0; p < r->npools; p++) {
+    const SearchPool *a = &r->pools[p];
+    const SearchPool *b = NULL;
+    for (size_t q = 0; q < w->npools; q++)
+      if (w->pools[q].role == a->role) b = &w->pools[q];
+    if (!b) continue;
+    if (memcmp(&a->lay, &b->lay, sizeof a->lay) == 0 && a->replicas == b->replicas) continue;
+    if (a->role == ROLE_PREFILL)
+      sb_printf(&sb, "; prefill %.0f vs %.0f input tok/s/GPU (latency %.1f vs %.1f ms)", a->tok_s_gpu,
+                b->tok_s_gpu, a->latency * 1e3, b->latency * 1e3);
+    else
+      sb_printf(&sb, "; %s %.0f vs %.0f output tok/s/GPU at batch %lld vs %lld (bound by %s)",
+                a->role == ROLE_DECODE ? "decode" : "instance", a->tok_s_gpu, b->tok_s_gpu,
+                (long long)a->batch, (long long)b->batch, search_binding_name(a->binding));
+  }
+  if (r->mode == SEARCH_DISAGGREGATED && w->mode == SEARCH_DISAGGREGATED &&
+      memcmp(&r->pools[0].lay, &w->pools[0].lay, sizeof r->pools[0].lay) == 0 &&
+      memcmp(&r->pools[1].lay, &w->pools[1].lay, sizeof r->pools[1].lay) == 0)
+    sb_printf(&sb, "; same layouts, %lld:%lld instances fit the budget worse", (long long)r->pools[0].replicas,
+              (long long)r->pools[1].replicas);
+  return sb_take(&sb);
+}
+
+static size_t nrows(const SearchOut *out, size_t top) {
+  return top == 0 || top > out->results.len ? out->results.len : top;
+}
+
+char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool explain) {
+  StrBuf sb;
+  sb_init(&sb);
+  const CostModel *m = &out->model;
+  sb_printf(&sb, "search: %s on %lld GPUs, %lld in / %lld out tokens", s->model.name.v ? s->model.name.v : "model",
+            (long long)out->gpu_budget, (long long)m->tin, (long long)m->tout);
+  if (m->rate > 0) sb_printf(&sb, " at %g req/s", m->rate);
+  sb_printf(&sb, ", slo ttft %.0f ms tpot %.1f ms, headroom %.2f\n", m->slo_ttft * 1e3, m->slo_tpot * 1e3,
+            out->headroom);
+  sb_printf(&sb, "evaluated %lld candidates (budget %lld%s); valid layouts: prefill %lld, decode %lld, "
+                 "aggregated %lld\n",
+            (long long)out->evaluated, (long long)out->max_candidates, out->budget_hit ? ", hit" : "",
+            (long long)out->layouts[0], (long long)out->layouts[1], (long long)out->layouts[2]);
+  if (out->tp_opt > 0) sb_printf(&sb, "MLA attention tp optimum at the winner's decode batch: TP* = %.1f\n", out->tp_opt);
+  sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs", "TTFT ms",
+            "TPOT ms", "req/s", "tok/s", "goodput/GPU", "binding", "pareto");
+  size_t n = nrows(out, top);
+  for (size_t i = 0; i < n; i++) {
+    const SearchResult *r = &out->results.items[i];
+    char *ls = search_layout_str(r);
+    sb_printf(&sb, "%3zu  %-6s  %-44s %6lld %9.1f %8.2f %9.2f %11.0f %11.1f  %-9s %s\n", i + 1,
+              r->mode == SEARCH_AGGREGATED ? "agg" : "disagg", ls, (long long)r->gpus, r->ttft * 1e3,
+              r->tpot * 1e3, r->req_s, r->tok_s, r->goodput_gpu, search_binding_name(r->binding),
+              r->pareto ? "yes" : "");
+    free(ls);
+  }
+  if (explain && n > 0) {
+    sb_puts(&sb, "\nwhy the alternatives lost:\n");
+    for (size_t i = 0; i < n; i++) {
+      char *e = search_explain(out, i);
+      sb_printf(&sb, "%3zu  %s\n", i + 1, e);
+      free(e);
+    }
+  }
+  return sb_take(&sb);
+}
+
+/* Rounds to a fixed number of decimals so JSON output is short and
+ * byte-stable. */
+static json_t *jreal(double v, double scale) {
+  if (!isfinite(v)) return json_null();
+  return json_real(round(v * scale) / scale);
+}
+
+static json_t *layout_json(const CostLayout *l) {
+  json_t *o = json_object();
+  json_object_set_new(o, "tp", json_integer(l->tp));
+  json_object_set_new(o, "pp", json_integer(l->pp));
+  json_object_set_new(o, "cp", json_integer(l->cp));
+  json_object_set_new(o, "dp", json_integer(l->dp));
+  json_object_set_new(o, "ep", json_integer(l->ep));
+  json_object_set_new(o, "etp", json_integer(l->etp));
+  json_object_set_new(o, "dcp", json_integer(l->dcp));
+  return o;
+}
+
+char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool explain) {
+  const CostModel *m = &out->model;
+  json_t *root = json_object();
+  json_object_set_new(root, "format", json_string("rankplan.search/1"));
+  json_object_set_new(root, "spec_sha256", json_string(s->sha256));
+  json_object_set_new(root, "gpu_budget", json_integer(out->gpu_budget));
+  json_object_set_new(root, "headroom", jreal(out->headroom, 1e6));
+  json_t *b = json_object();
+  json_object_set_new(b, "max_candidates", json_integer(out->max_candidates));
+  json_object_set_new(b, "evaluated", json_integer(out->evaluated));
+  json_object_set_new(b, "hit", json_boolean(out->budget_hit));
+  json_object_set_new(root, "budget", b);
+  json_t *lv = json_object();
+  json_object_set_new(lv, "prefill", json_integer(out->layouts[0]));
+  json_object_set_new(lv, "decode", json_integer(out->layouts[1]));
+  json_object_set_new(lv, "aggregated", json_integer(out->layouts[2]));
+  json_object_set_new(root, "valid_layouts", lv);
+  json_t *k = json_object();
+  size_t nk;
+  const CostConstInfo *t = cost_const_table(&nk);
+  for (size_t i = 0; i < nk; i++)
+    json_object_set_new(k, t[i].name, json_real(*(const double *)((const char *)&m->k + t[i].offset)));
+  json_object_set_new(root, "constants", k);
+  json_object_set_new(root, "mla_tp_opt", out->tp_opt > 0 ? jreal(out->tp_opt, 1e3) : json_null());
+  json_t *arr = json_array();
+  size_t n = nrows(out, top);
+  for (size_t i = 0; i < n; i++) {
+    const SearchResult *r = &out->results.items[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "rank", json_integer((json_int_t)i + 1));
+    json_object_set_new(o, "mode", json_string(r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated"));
+    char *ls = search_layout_str(r);
+    json_object_set_new(o, "layout", json_string(ls));
+    free(ls);
+    json_t *pools = json_array();
+    for (size_t p = 0; p < r->npools; p++) {
+      const SearchPool *sp = &r->pools[p];
+      json_t *po = json_object();
+      json_object_set_new(po, "role", json_string(sp->role == ROLE_PREFILL ? "prefill"
+                                                  : sp->role == ROLE_DECODE ? "decode" : "both"));
+      json_object_set_new(po, "replicas", json_integer(sp->replicas));
+      json_object_set_new(po, "gpus_per_instance", json_integer(sp->gpus));
+      json_object_set_new(po, "parallel", layout_json(&sp->lay));
+      json_object_set_new(po, "batch", json_integer(sp->batch));
+      json_object_set_new(po, sp->role == ROLE_PREFILL ? "latency_ms" : "tpot_ms", jreal(sp->latency * 1e3, 1e3));
+      json_object_set_new(po, "tok_s_per_gpu", jreal(sp->tok_s_gpu, 1e2));
+      json_object_set_new(po, "binding", json_string(search_binding_name(sp->binding)));
+      json_array_append_new(pools, po);
+    }
+    json_object_set_new(o, "pools", pools);
+    json_object_set_new(o, "gpus", json_integer(r->gpus));
+    if (r->mode == SEARCH_DISAGGREGATED) {
+      char ratio[48];
+      snprintf(ratio, sizeof ratio, "%lld:%lld", (long long)r->ratio_x, (long long)r->ratio_y);
+      json_object_set_new(o, "xpyd_gpu_ratio", json_string(ratio));
+    }
+    json_object_set_new(o, "ttft_ms", jreal(r->ttft * 1e3, 1e3));
+    json_object_set_new(o, "queue_ms", jreal(r->queue * 1e3, 1e3));
+    json_object_set_new(o, "kv_transfer_ms", jreal(r->kv_transfer * 1e3, 1e3));
+    json_object_set_new(o, "tpot_ms", jreal(r->tpot * 1e3, 1e3));
+    json_object_set_new(o, "throughput_req_s", jreal(r->req_s, 1e3));
+    json_object_set_new(o, "throughput_tok_s", jreal(r->tok_s, 1e1));
+    json_object_set_new(o, "goodput_tok_s_per_gpu", jreal(r->goodput_gpu, 1e2));
+    json_object_set_new(o, "binding", json_string(search_binding_name(r->binding)));
+    json_object_set_new(o, "feasible", json_boolean(r->feasible));
+    json_object_set_new(o, "pareto", json_boolean(r->pareto));
+    if (explain) {
+      char *e = search_explain(out, i);
+      json_object_set_new(o, "explain", json_string(e));
+      free(e);
+    }
+    json_array_append_new(arr, o);
+  }
+  json_object_set_new(root, "results", arr);
+  char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+  json_decref(root);
+  char *res = rp_sprintf("%s\n", txt);
+  free(txt);
+  return res;
+}

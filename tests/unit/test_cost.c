@@ -1,4 +1,435 @@
-/* test_cost.c: not written yet. */
+/*
+ * test_cost.c: the cost model (compiler/cost.c) against the published
+ * formulas it implements (docs/cost-model.md) and hand-computed figures.
+ *
+ * Model shapes come from the public config.json of each checkpoint:
+ * Llama-3.1-70B (hidden 8192, 80 layers, 64 heads, 8 KV heads, head_dim
+ * 128, intermediate 28672, vocab 128256) and DeepSeek-V3 (hidden 7168, 61
+ * layers, 128 heads, MLA q_lora 1536 / kv_lora 512 / nope 128 / rope 64 /
+ * v 128, 256 routed experts of 2048, top-8, 1 shared, 3 dense layers of
+ * 18432, vocab 129280). H200 SXM figures from NVIDIA's H200 datasheet:
+ * 141 GB HBM3e at 4.8 TB/s, 989 TFLOP/s dense BF16, 1979 TFLOP/s dense FP8,
+ * NVLink 900 GB/s (450 GB/s per direction), 8 GPUs per NVLink domain; the
+ * scale-out NIC is ConnectX-7 at 400 Gb/s (50 GB/s).
+ */
+#include <unistd.h>
+
+#include "cost.h"
+#include "model.h"
 #include "t.h"
 
-int main(void) { T_DONE(); }
+#define SI(x) {(x), {"t", 1, 1}, true}
+#define SN(x) {(x), {"t", 1, 1}, true}
+
+static void hw_h200(Spec *s, int64_t nodes) {
+  s->hardware.gpu.memory = (SInt)SI(141000000000LL);
+  s->hardware.gpu.hbm_bandwidth = (SNum)SN(4.8e12);
+  s->hardware.gpu.bf16 = (SNum)SN(989e12);
+  s->hardware.gpu.fp16 = (SNum)SN(989e12);
+  s->hardware.gpu.fp8 = (SNum)SN(1979e12);
+  s->hardware.nodes = (SInt)SI(nodes);
+  s->hardware.gpus_per_node = (SInt)SI(8);
+  s->hardware.scale_up.domain = (SInt)SI(8);
+  s->hardware.scale_up.bandwidth = (SNum)SN(450e9);
+  s->hardware.scale_out.bandwidth = (SNum)SN(50e9);
+  s->deployment.memory.utilization = (SNum)SN(0.90);
+  s->deployment.memory.reserve = (SInt)SI(2LL << 30);
+  s->deployment.memory.kv_block = (SInt)SI(16);
+  s->deployment.mode.v = MODE_SEARCH;
+  s->deployment.mode.set = true;
+}
+
+static void workload(Spec *s, int64_t in, int64_t out, double ttft, double tpot) {
+  s->workload.input_tokens = (SInt)SI(in);
+  s->workload.output_tokens = (SInt)SI(out);
+  s->slo.ttft = (SNum)SN(ttft);
+  s->slo.tpot = (SNum)SN(tpot);
+}
+
+static Spec llama70b(int64_t nodes) {
+  Spec s;
+  memset(&s, 0, sizeof s);
+  ModelSpec *m = &s.model;
+  m->name.v = "llama-3.1-70b";
+  m->layers = (SInt)SI(80);
+  m->hidden_size = (SInt)SI(8192);
+  m->vocab_size = (SInt)SI(128256);
+  m->attention.kind.v = ATTN_GQA;
+  m->attention.kind.set = true;
+  m->attention.heads = (SInt)SI(64);
+  m->attention.kv_heads = (SInt)SI(8);
+  m->attention.head_dim = (SInt)SI(128);
+  m->ffn.intermediate_size = (SInt)SI(28672);
+  m->dtype.weights.v = DT_BF16;
+  m->dtype.kv_cache.v = DT_BF16;
+  m->dtype.activations.v = DT_BF16;
+  m->max_context = (SInt)SI(131072);
+  hw_h200(&s, nodes);
+  workload(&s, 4000, 500, 0.6, 0.04);
+  return s;
+}
+
+static Spec dsv3(int64_t nodes) {
+  Spec s;
+  memset(&s, 0, sizeof s);
+  ModelSpec *m = &s.model;
+  m->name.v = "deepseek-v3";
+  m->layers = (SInt)SI(61);
+  m->hidden_size = (SInt)SI(7168);
+  m->vocab_size = (SInt)SI(129280);
+  m->attention.kind.v = ATTN_MLA;
+  m->attention.kind.set = true;
+  m->attention.heads = (SInt)SI(128);
+  m->attention.q_lora_rank = (SInt)SI(1536);
+  m->attention.kv_lora_rank = (SInt)SI(512);
+  m->attention.qk_nope_head_dim = (SInt)SI(128);
+  m->attention.qk_rope_head_dim = (SInt)SI(64);
+  m->attention.v_head_dim = (SInt)SI(128);
+  m->ffn.intermediate_size = (SInt)SI(18432);
+  m->moe.present = true;
+  m->moe.experts = (SInt)SI(256);
+  m->moe.top_k = (SInt)SI(8);
+  m->moe.shared_experts = (SInt)SI(1);
+  m->moe.expert_intermediate_size = (SInt)SI(2048);
+  m->moe.dense_layers = (SInt)SI(3);
+  m->dtype.weights.v = DT_FP8;
+  m->dtype.kv_cache.v = DT_BF16;
+  m->dtype.activations.v = DT_BF16;
+  m->max_context = (SInt)SI(131072);
+  hw_h200(&s, nodes);
+  workload(&s, 4000, 500, 2.0, 0.05);
+  return s;
+}
+
+static CostModel model_of(Spec *s) {
+  CostConsts k;
+  cost_consts_default(&k);
+  CostModel m;
+  Diags d;
+  diags_init(&d);
+  bool ok = cost_model_init(&d, s, &k, &m);
+  T_CHECK(ok);
+  T_EQ_INT(d.nerrors, 0);
+  diags_free(&d);
+  return m;
+}
+
+/* Issue 6, acceptance 5: P = 8000 and D = 2000 tok/s/GPU. */
+static void test_xpyd_ratio(void) {
+  int64_t x = 0, y = 0;
+  T_CHECK(cost_xpyd_ratio(4000, 500, 8000, 2000, 4096, &x, &y));
+  T_EQ_INT(x, 2);
+  T_EQ_INT(y, 1);
+  T_CHECK(cost_xpyd_ratio(500, 2000, 8000, 2000, 4096, &x, &y));
+  T_EQ_INT(x, 1);
+  T_EQ_INT(y, 16);
+  /* Equal demand: 1:1. A ratio past the bound clamps to the extreme. */
+  T_CHECK(cost_xpyd_ratio(1000, 250, 8000, 2000, 64, &x, &y));
+  T_EQ_INT(x, 1);
+  T_EQ_INT(y, 1);
+  T_CHECK(cost_xpyd_ratio(1, 100000, 8000, 2000, 16, &x, &y));
+  T_EQ_INT(x, 1);
+  T_EQ_INT(y, 16);
+  T_CHECK(!cost_xpyd_ratio(0, 1, 1, 1, 16, &x, &y));
+}
+
+/* TP* = sqrt(W_MLA * P / KV_total) minimises W/t + KV*t/P. */
+static void test_attn_tp_opt(void) {
+  double w = 11.4e9, P = 64, kv = 64 * 4500.0 * 70272;
+  double t = cost_attn_tp_opt(w, P, kv);
+  T_NEAR(t, sqrt(w * P / kv), 1e-12);
+  double f = w / t + kv * t / P;
+  T_CHECK(f <= w / (t * 1.1) + kv * t * 1.1 / P);
+  T_CHECK(f <= w / (t / 1.1) + kv * (t / 1.1) / P);
+  /* Doubling the KV traffic shrinks TP* by sqrt(2). */
+  T_NEAR(cost_attn_tp_opt(w, P, 2 * kv), t / sqrt(2.0), 1e-12);
+}
+
+/* 61 layers, p = 4, tail beta = 0.5 -> 17, 17, 17, 10. */
+static void test_pp_rebalance(void) {
+  int64_t out[8];
+  T_CHECK(cost_pp_rebalance(61, 4, 0.5, out));
+  T_EQ_INT(out[0], 17);
+  T_EQ_INT(out[1], 17);
+  T_EQ_INT(out[2], 17);
+  T_EQ_INT(out[3], 10);
+  T_CHECK(cost_pp_rebalance(80, 4, 1.0, out));
+  T_EQ_INT(out[0] + out[1] + out[2] + out[3], 80);
+  T_EQ_INT(out[3], 20);
+  T_CHECK(cost_pp_rebalance(7, 1, 0.5, out));
+  T_EQ_INT(out[0], 7);
+  T_CHECK(!cost_pp_rebalance(3, 4, 0.5, out));
+  /* A tiny tail share still leaves the tail one layer. */
+  T_CHECK(cost_pp_rebalance(10, 4, 0.01, out));
+  T_CHECK(out[3] >= 1);
+  T_EQ_INT(out[0] + out[1] + out[2] + out[3], 10);
+}
+
+/* Zigzag: every rank 2N+1 chunk-units; contiguous: worst rank 4N-1. */
+static void test_zigzag(void) {
+  for (int64_t n = 1; n <= 16; n++) {
+    int64_t worst = 0, total = 0;
+    for (int64_t r = 0; r < n; r++) {
+      T_EQ_INT(cost_cp_chunk_units(n, r, true), 2 * n + 1);
+      int64_t u = cost_cp_chunk_units(n, r, false);
+      total += u;
+      worst = u > worst ? u : worst;
+    }
+    T_EQ_INT(worst, 4 * n - 1);
+    /* Both schemes do the same total work: 2N chunks, chunk j costs j+1. */
+    T_EQ_INT(total, n * (2 * n + 1));
+    T_NEAR(cost_cp_imbalance(n, true), 1.0, 1e-12);
+    T_NEAR(cost_cp_imbalance(n, false), (double)(4 * n - 1) / (double)(2 * n + 1), 1e-12);
+  }
+}
+
+static void test_collectives(void) {
+  /* Ring all-reduce: 2(n-1)/n * bytes / bw + 2(n-1) latencies. */
+  T_NEAR(cost_ring_allreduce(1e9, 8, 1e11, 1e-5), 2.0 * 7 / 8 * 1e-2 + 14e-5, 1e-12);
+  T_NEAR(cost_ring_allreduce(1e9, 1, 1e11, 1e-5), 0.0, 0.0);
+  T_NEAR(cost_all_to_all(8e8, 4, 1e11, 1e-5), 0.75 * 8e-3 + 1e-5, 1e-12);
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  T_CHECK(cost_link_class(&m, 8) == LINK_SCALE_UP);
+  T_CHECK(cost_link_class(&m, 16) == LINK_SCALE_OUT);
+  T_NEAR(cost_link_bw(&m, LINK_SCALE_UP), 450e9 * m.k.scale_up_efficiency, 1e-12);
+  /* No latency in the spec: the table's default applies. */
+  T_NEAR(cost_link_lat(&m, LINK_SCALE_OUT), m.k.scale_out_latency_s, 1e-12);
+}
+
+static void test_md1(void) {
+  /* Wq = rho / (2 mu (1 - rho)). */
+  T_NEAR(cost_md1_wait(0.5, 10.0), 0.05, 1e-12);
+  T_NEAR(cost_md1_wait(0.9, 2.0), 0.9 / (2 * 2.0 * 0.1), 1e-12);
+  T_CHECK(isinf(cost_md1_wait(1.0, 2.0)));
+  T_NEAR(cost_md1_wait(0.0, 2.0), 0.0, 0.0);
+  double rho = cost_md1_max_rho(3.0, 0.2);
+  T_CHECK(rho > 0 && rho < 1);
+  T_NEAR(cost_md1_wait(rho, 3.0), 0.2, 1e-9);
+  T_NEAR(cost_md1_max_rho(3.0, 0.0), 0.0, 0.0);
+}
+
+/* Weight bytes per GPU under tp are the model's bytes over tp (norms are
+ * replicated and tiny), and pp divides them further. */
+static void test_weights_and_kv(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  ModelBytes mb;
+  T_CHECK(model_weight_bytes(&s.model, &mb, NULL));
+  CostLayout l8 = {8, 1, 1, 1, 1, 1, 1};
+  T_NEAR(cost_weight_bytes_gpu(&m, &l8), (double)mb.total / 8, 0.01);
+  CostLayout l4p2 = {4, 2, 1, 1, 1, 1, 1};
+  T_NEAR(cost_weight_bytes_gpu(&m, &l4p2), (double)mb.total / 8, 0.03);
+  /* Llama-3.1-70B: 327,680 KV bytes per token; 40,960 per GPU at tp8. */
+  T_EQ_INT(m.kv_bytes_token, 327680);
+  T_EQ_INT(cost_kv_bytes_token_gpu(&m, &l8), 40960);
+  int64_t bm = cost_batch_memory(&m, &l8);
+  /* Free memory / (4500 tokens * 40,960 B): hand figure. */
+  int64_t w = cost_weight_bytes_gpu(&m, &l8);
+  int64_t freeb = (int64_t)floor(141e9 * 0.9) - (2LL << 30) - w - (32LL << 20) - (64LL << 20);
+  T_EQ_INT(bm, freeb / (4500LL * 40960));
+  CostLayout l1 = {1, 1, 1, 1, 1, 1, 1};
+  T_EQ_INT(cost_batch_memory(&m, &l1), 0); /* 141 GB of weights do not fit one GPU */
+
+  Spec v3 = dsv3(128);
+  CostModel d = model_of(&v3);
+  T_EQ_INT(d.kv_bytes_token, 70272);
+  CostLayout a = {8, 1, 1, 1, 8, 1, 1}, b = {8, 1, 1, 1, 8, 1, 4};
+  T_EQ_INT(cost_kv_bytes_token_gpu(&d, &a), 70272);
+  T_EQ_INT(cost_kv_bytes_token_gpu(&d, &b), 70272 / 4);
+  /* Stage layers: the last stage also runs the lm_head, so the heaviest
+   * stage holds at least ceil(61/4) layers and the tail fewer. */
+  double beta = 0;
+  int64_t sl = cost_stage_layers(&d, 4, &beta);
+  T_CHECK(beta > 0 && beta <= 1.0);
+  T_CHECK(sl >= 16);
+}
+
+/* Prefill compute: 2 * params per token + causal attention pairs. */
+static void test_prefill(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostPrefill p;
+  T_CHECK(cost_prefill(&m, &l, &p));
+  double S = 4000;
+  double lin = 2.0 * S * (double)(m.attn_params + m.dense_ffn_params) * 80;
+  double att = S * (S + 1) / 2 * 4.0 * 64 * 128 * 80;
+  double lm = 2.0 * 128256.0 * 8192;
+  T_NEAR(p.compute, (lin + att + lm) / 8 / (989e12 * m.k.mfu_prefill), 1e-9);
+  T_CHECK(p.comm_tp > 0);
+  T_NEAR(p.comm_ep, 0.0, 0.0);
+  T_NEAR(p.latency, p.compute + p.comm_tp, 1e-9);
+  T_NEAR(p.mu, 1.0 / p.stage, 1e-12);
+  T_NEAR(p.tok_s_gpu, S / p.stage / 8, 1e-12);
+  /* pp 2: same work, one boundary send more latency, half the stage. */
+  CostLayout l2 = {4, 2, 1, 1, 1, 1, 1};
+  CostPrefill p2;
+  T_CHECK(cost_prefill(&m, &l2, &p2));
+  T_CHECK(p2.comm_pp > 0);
+  T_CHECK(p2.stage < p2.latency);
+  /* cp 2 (GQA): zigzag keeps the attention balanced. */
+  CostLayout lc = {4, 1, 2, 1, 1, 1, 1};
+  CostPrefill pc;
+  T_CHECK(cost_prefill(&m, &lc, &pc));
+  T_NEAR(pc.cp_imbalance, 1.0, 1e-12);
+  T_CHECK(pc.comm_cp > 0);
+  /* A prompt so long that the attention FLOPs overflow int64 is refused. */
+  Spec big = s;
+  big.workload.input_tokens.v = (int64_t)1 << 40;
+  CostModel mb = model_of(&big);
+  T_CHECK(!cost_prefill(&mb, &l, &p));
+
+  /* MoE prefill under ep pays dispatch and combine. */
+  Spec v3 = dsv3(128);
+  CostModel d = model_of(&v3);
+  CostLayout e = {8, 1, 1, 4, 32, 1, 1};
+  CostPrefill pe;
+  T_CHECK(cost_prefill(&d, &e, &pe));
+  T_CHECK(pe.comm_ep > 0);
+  T_NEAR(pe.mu, 4.0 / pe.stage, 1e-12);
+}
+
+/* Decode: roofline per layer; at batch 1 a dense model is memory bound and
+ * the step is at least the weight bytes over the HBM bandwidth. */
+static void test_decode(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostDecode d1, d64, dlong;
+  T_CHECK(cost_decode_step(&m, &l, 1, 4250, &d1));
+  T_CHECK(d1.memory_bound);
+  double wbytes = (double)cost_weight_bytes_gpu(&m, &l);
+  T_CHECK(d1.tpot >= wbytes / (4.8e12 * m.k.hbm_efficiency));
+  T_NEAR(d1.memory, (double)d1.bytes_gpu / (4.8e12 * m.k.hbm_efficiency), 1e-6);
+  T_CHECK(cost_decode_step(&m, &l, 64, 4250, &d64));
+  T_CHECK(d64.tpot > d1.tpot);
+  /* KV bytes read: 64 requests * 4250 tokens * 40,960 B more than batch 1's. */
+  T_NEAR((double)(d64.bytes_gpu - d1.bytes_gpu), 63.0 * 4250 * 40960, 1e-6);
+  T_CHECK(cost_decode_step(&m, &l, 64, 16000, &dlong));
+  T_CHECK(dlong.tpot > d64.tpot);
+  /* Monotone in B (the search's binary search relies on it). */
+  double prev = 0;
+  for (int64_t B = 1; B <= 512; B *= 2) {
+    CostDecode dc;
+    T_CHECK(cost_decode_step(&m, &l, B, 4250, &dc));
+    T_CHECK(dc.tpot >= prev);
+    prev = dc.tpot;
+  }
+  /* pp: the stages add up. */
+  CostLayout lp = {8, 2, 1, 1, 1, 1, 1};
+  CostDecode dp;
+  T_CHECK(cost_decode_step(&m, &lp, 2, 4250, &dp));
+  T_CHECK(dp.tpot > d1.tpot);
+
+  /* MoE: a big batch touches (nearly) every local expert. */
+  T_NEAR(cost_experts_touched(256, 8, 32, 1), 32.0 * 8 / 256, 1e-12);
+  T_NEAR(cost_experts_touched(256, 8, 32, 10000), 32.0, 1e-9);
+  Spec v3 = dsv3(128);
+  CostModel dm = model_of(&v3);
+  CostLayout e = {1, 1, 1, 32, 32, 1, 1};
+  CostDecode de;
+  T_CHECK(cost_decode_step(&dm, &e, 1024, 4250, &de));
+  T_CHECK(de.comm > 0);
+  /* KV transfer: 4000 tokens * 70,272 B over one 50 GB/s link (MLA: one
+   * distinct latent copy per stage). */
+  T_NEAR(cost_kv_transfer(&dm, &e, &e),
+         4000.0 * 70272 / (50e9 * dm.k.scale_out_efficiency) + dm.k.scale_out_latency_s, 1e-9);
+}
+
+static const char *write_tmp(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/rp-calib-%d.json", (int)getpid());
+  FILE *f = fopen(path, "w");
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static bool has_code(Diags *d, DiagCode c, const char *needle) {
+  for (size_t i = 0; i < d->list.len; i++)
+    if (d->list.items[i]->code == c && (!needle || strstr(d->list.items[i]->msg, needle)))
+      return true;
+  return false;
+}
+
+static void test_calibration(void) {
+  CostConsts k;
+  Diags d;
+  bool unread;
+  cost_consts_default(&k);
+  diags_init(&d);
+  const char *p = write_tmp("{\"format\": \"rankplan.calibration/1\", \"source\": \"probe\","
+                            " \"mfu_prefill\": 0.42, \"scale_out_latency_s\": 3e-5}");
+  T_CHECK(cost_calibration_load(&d, p, &k, &unread));
+  T_NEAR(k.mfu_prefill, 0.42, 1e-12);
+  T_NEAR(k.scale_out_latency_s, 3e-5, 1e-12);
+  T_NEAR(k.mfu_decode, 0.50, 1e-12);
+  T_EQ_INT(d.nerrors, 0);
+  diags_free(&d);
+
+  diags_init(&d);
+  p = write_tmp("{\"mfu_prefil\": 0.5}");
+  T_CHECK(!cost_calibration_load(&d, p, &k, &unread));
+  T_CHECK(!unread);
+  T_CHECK(has_code(&d, DIAG_E0502, "`mfu_prefil`"));
+  T_CHECK(has_code(&d, DIAG_E0502, p));
+  T_CHECK(d.list.len == 1 && d.list.items[0]->help && strstr(d.list.items[0]->help, "mfu_prefill"));
+  diags_free(&d);
+
+  diags_init(&d);
+  p = write_tmp("{\"hbm_efficiency\": 1.5, \"mfu_decode\": \"high\"}");
+  T_CHECK(!cost_calibration_load(&d, p, &k, &unread));
+  T_CHECK(has_code(&d, DIAG_E0503, "got 1.5"));
+  T_CHECK(has_code(&d, DIAG_E0503, "must be a number"));
+  diags_free(&d);
+
+  diags_init(&d);
+  p = write_tmp("{\"mfu_decode\": 0.5,,}");
+  T_CHECK(!cost_calibration_load(&d, p, &k, &unread));
+  T_CHECK(has_code(&d, DIAG_E0504, NULL));
+  T_CHECK(d.list.items[0]->loc.line == 1);
+  diags_free(&d);
+  unlink(p);
+
+  diags_init(&d);
+  T_CHECK(!cost_calibration_load(&d, "/nonexistent/calib.json", &k, &unread));
+  T_CHECK(unread);
+  T_CHECK(has_code(&d, DIAG_E0505, NULL));
+  diags_free(&d);
+
+  size_t n;
+  const CostConstInfo *t = cost_const_table(&n);
+  T_CHECK(n >= 10);
+  for (size_t i = 0; i < n; i++) T_CHECK(t[i].def >= t[i].lo && t[i].def <= t[i].hi);
+}
+
+static void test_missing_hardware(void) {
+  Spec s = llama70b(4);
+  s.hardware.gpu.hbm_bandwidth.v = 0;
+  s.hardware.scale_out.bandwidth.v = 0;
+  CostConsts k;
+  cost_consts_default(&k);
+  CostModel m;
+  Diags d;
+  diags_init(&d);
+  T_CHECK(!cost_model_init(&d, &s, &k, &m));
+  T_CHECK(has_code(&d, DIAG_E0506, "hardware.gpu.hbm_bandwidth"));
+  T_CHECK(has_code(&d, DIAG_E0506, "hardware.scale_out.bandwidth"));
+  diags_free(&d);
+}
+
+int main(void) {
+  T_RUN(test_xpyd_ratio);
+  T_RUN(test_attn_tp_opt);
+  T_RUN(test_pp_rebalance);
+  T_RUN(test_zigzag);
+  T_RUN(test_collectives);
+  T_RUN(test_md1);
+  T_RUN(test_weights_and_kv);
+  T_RUN(test_prefill);
+  T_RUN(test_decode);
+  T_RUN(test_calibration);
+  T_RUN(test_missing_hardware);
+  T_DONE();
+}

@@ -1,4 +1,376 @@
-/* test_search.c: not written yet. */
+/*
+ * test_search.c: the layout search (compiler/search.c): rules, the xPyD
+ * integer search, ranking, the Pareto frontier, determinism, the budget
+ * and the SLO diagnostics, on in-memory specs of public models (shapes
+ * from each checkpoint's config.json, H200 figures from NVIDIA's
+ * datasheet; see test_cost.c).
+ *
+ * `test_search --bench GPUS` runs the DeepSeek-V3 aggregated +
+ * disaggregated search on GPUS H200s and prints the wall time; it asserts
+ * nothing about time (tests/bench/bench_search.sh records the figures).
+ */
+#include <jansson.h>
+#include <time.h>
+
+#include "search.h"
 #include "t.h"
 
-int main(void) { T_DONE(); }
+#define SI(x) {(x), {"t", 1, 1}, true}
+#define SN(x) {(x), {"t", 1, 1}, true}
+
+static void hw_h200(Spec *s, int64_t nodes) {
+  s->hardware.gpu.memory = (SInt)SI(141000000000LL);
+  s->hardware.gpu.hbm_bandwidth = (SNum)SN(4.8e12);
+  s->hardware.gpu.bf16 = (SNum)SN(989e12);
+  s->hardware.gpu.fp16 = (SNum)SN(989e12);
+  s->hardware.gpu.fp8 = (SNum)SN(1979e12);
+  s->hardware.nodes = (SInt)SI(nodes);
+  s->hardware.gpus_per_node = (SInt)SI(8);
+  s->hardware.scale_up.domain = (SInt)SI(8);
+  s->hardware.scale_up.bandwidth = (SNum)SN(450e9);
+  s->hardware.scale_out.bandwidth = (SNum)SN(50e9);
+  s->deployment.memory.utilization = (SNum)SN(0.90);
+  s->deployment.memory.reserve = (SInt)SI(2LL << 30);
+  s->deployment.memory.kv_block = (SInt)SI(16);
+  s->deployment.mode.v = MODE_SEARCH;
+  s->deployment.mode.set = true;
+}
+
+static void workload(Spec *s, int64_t in, int64_t out, double ttft, double tpot) {
+  s->workload.input_tokens = (SInt)SI(in);
+  s->workload.output_tokens = (SInt)SI(out);
+  s->slo.ttft = (SNum)SN(ttft);
+  s->slo.tpot = (SNum)SN(tpot);
+}
+
+static Spec llama70b(int64_t nodes) {
+  Spec s;
+  memset(&s, 0, sizeof s);
+  ModelSpec *m = &s.model;
+  m->name.v = "llama-3.1-70b";
+  m->layers = (SInt)SI(80);
+  m->hidden_size = (SInt)SI(8192);
+  m->vocab_size = (SInt)SI(128256);
+  m->attention.kind.v = ATTN_GQA;
+  m->attention.kind.set = true;
+  m->attention.heads = (SInt)SI(64);
+  m->attention.kv_heads = (SInt)SI(8);
+  m->attention.head_dim = (SInt)SI(128);
+  m->ffn.intermediate_size = (SInt)SI(28672);
+  m->dtype.weights.v = DT_BF16;
+  m->dtype.kv_cache.v = DT_BF16;
+  m->dtype.activations.v = DT_BF16;
+  m->max_context = (SInt)SI(131072);
+  hw_h200(&s, nodes);
+  workload(&s, 4000, 500, 0.6, 0.04);
+  return s;
+}
+
+static Spec dsv3(int64_t nodes) {
+  Spec s;
+  memset(&s, 0, sizeof s);
+  ModelSpec *m = &s.model;
+  m->name.v = "deepseek-v3";
+  m->layers = (SInt)SI(61);
+  m->hidden_size = (SInt)SI(7168);
+  m->vocab_size = (SInt)SI(129280);
+  m->attention.kind.v = ATTN_MLA;
+  m->attention.kind.set = true;
+  m->attention.heads = (SInt)SI(128);
+  m->attention.q_lora_rank = (SInt)SI(1536);
+  m->attention.kv_lora_rank = (SInt)SI(512);
+  m->attention.qk_nope_head_dim = (SInt)SI(128);
+  m->attention.qk_rope_head_dim = (SInt)SI(64);
+  m->attention.v_head_dim = (SInt)SI(128);
+  m->ffn.intermediate_size = (SInt)SI(18432);
+  m->moe.present = true;
+  m->moe.experts = (SInt)SI(256);
+  m->moe.top_k = (SInt)SI(8);
+  m->moe.shared_experts = (SInt)SI(1);
+  m->moe.expert_intermediate_size = (SInt)SI(2048);
+  m->moe.dense_layers = (SInt)SI(3);
+  m->dtype.weights.v = DT_FP8;
+  m->dtype.kv_cache.v = DT_BF16;
+  m->dtype.activations.v = DT_BF16;
+  m->max_context = (SInt)SI(131072);
+  hw_h200(&s, nodes);
+  workload(&s, 4000, 500, 2.0, 0.05);
+  return s;
+}
+
+static bool has_code(Diags *d, DiagCode c) {
+  for (size_t i = 0; i < d->list.len; i++)
+    if (d->list.items[i]->code == c) return true;
+  return false;
+}
+
+static bool run(Spec *s, SearchOptions *o, SearchOut *out, Diags *d) {
+  CostConsts k;
+  cost_consts_default(&k);
+  diags_init(d);
+  return search_run(d, s, &k, o, out);
+}
+
+static CostModel model_of(Spec *s) {
+  CostConsts k;
+  cost_consts_default(&k);
+  CostModel m;
+  Diags d;
+  diags_init(&d);
+  T_CHECK(cost_model_init(&d, s, &k, &m));
+  diags_free(&d);
+  return m;
+}
+
+static void test_rules(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  const char *why = NULL;
+  CostLayout ok = {8, 1, 1, 1, 1, 1, 1};
+  T_CHECK(search_layout_valid(&m, &ok, ROLE_DECODE, false, &why));
+  T_CHECK(why == NULL);
+  CostLayout bad_tp = {3, 1, 1, 1, 1, 1, 1};
+  T_CHECK(!search_layout_valid(&m, &bad_tp, ROLE_DECODE, false, &why));
+  T_EQ_STR(why, "heads % tp != 0");
+  CostLayout wide = {16, 1, 1, 1, 1, 1, 1};
+  T_CHECK(!search_layout_valid(&m, &wide, ROLE_DECODE, false, &why));
+  T_EQ_STR(why, "tp wider than the scale-up domain");
+  T_CHECK(search_layout_valid(&m, &wide, ROLE_DECODE, true, &why));
+  CostLayout ep = {8, 1, 1, 1, 2, 1, 1};
+  T_CHECK(!search_layout_valid(&m, &ep, ROLE_DECODE, false, &why));
+  T_EQ_STR(why, "ep and etp need a MoE model");
+  CostLayout cpd = {4, 1, 2, 1, 1, 1, 1};
+  T_CHECK(search_layout_valid(&m, &cpd, ROLE_PREFILL, false, &why));
+  T_CHECK(!search_layout_valid(&m, &cpd, ROLE_DECODE, false, &why));
+  /* GQA dcp: at most tp / kv_heads; tp 8 over 8 KV heads leaves none. */
+  CostLayout dcp = {8, 1, 1, 1, 1, 1, 2};
+  T_CHECK(!search_layout_valid(&m, &dcp, ROLE_DECODE, false, &why));
+  T_EQ_STR(why, "dcp must divide tp / kv_heads");
+
+  Spec v3 = dsv3(16);
+  CostModel d = model_of(&v3);
+  CostLayout mla_cp = {8, 1, 2, 1, 1, 1, 1};
+  T_CHECK(!search_layout_valid(&d, &mla_cp, ROLE_PREFILL, false, &why));
+  T_EQ_STR(why, "MLA cannot use head-split cp");
+  CostLayout e3 = {8, 1, 1, 1, 3, 1, 1};
+  T_CHECK(!search_layout_valid(&d, &e3, ROLE_DECODE, false, &why));
+  T_EQ_STR(why, "experts % ep != 0");
+  CostLayout e16 = {8, 1, 1, 1, 16, 1, 1};
+  T_CHECK(!search_layout_valid(&d, &e16, ROLE_DECODE, false, &why));
+  T_EQ_STR(why, "ep*etp does not divide tp*cp*dp");
+  CostLayout e16d = {8, 1, 1, 2, 16, 1, 1};
+  T_CHECK(search_layout_valid(&d, &e16d, ROLE_DECODE, false, &why));
+  CostLayout mla_dcp = {8, 1, 1, 1, 8, 1, 8};
+  T_CHECK(search_layout_valid(&d, &mla_dcp, ROLE_DECODE, false, &why));
+}
+
+static void test_xpyd_best(void) {
+  int64_t x = 0, y = 0, ev = 0;
+  /* Prefill instances serve 2 req/s, decode 1 req/s: y = 2x balances;
+   * 8-GPU instances on 64 GPUs: 2P4D (48 GPUs, 4 req/s = 1/12 per GPU)
+   * beats 3P5D (64 GPUs, 5 req/s = 5/64 per GPU). */
+  T_CHECK(search_xpyd_best(8, 8, 2.0, 1.0, 64, &x, &y, &ev));
+  T_EQ_INT(x, 2);
+  T_EQ_INT(y, 4);
+  T_CHECK(ev > 0);
+  /* Ties in rate per GPU go to the larger deployment. */
+  T_CHECK(search_xpyd_best(8, 8, 1.0, 1.0, 64, &x, &y, &ev));
+  T_EQ_INT(x, 4);
+  T_EQ_INT(y, 4);
+  /* 1P1D does not fit. */
+  T_CHECK(!search_xpyd_best(8, 16, 1.0, 1.0, 16, &x, &y, &ev));
+}
+
+static void test_llama_search(void) {
+  Spec s = llama70b(4);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  SearchOut out;
+  Diags d;
+  T_CHECK(run(&s, &o, &out, &d));
+  T_EQ_INT(d.nerrors, 0);
+  T_CHECK(out.results.len > 0);
+  T_EQ_INT(out.gpu_budget, 32);
+  const SearchResult *w = &out.results.items[0];
+  T_CHECK(w->feasible);
+  T_CHECK(w->pareto);
+  T_CHECK(w->ttft <= 0.6 && w->tpot <= 0.04);
+  T_CHECK(w->gpus <= 32);
+  T_CHECK(w->goodput_gpu > 0);
+  /* Ranked: feasible first, goodput/GPU descending. */
+  bool seen_bad = false, agg = false, dis = false;
+  for (size_t i = 0; i < out.results.len; i++) {
+    const SearchResult *r = &out.results.items[i];
+    if (!r->feasible) seen_bad = true;
+    T_CHECK(!(seen_bad && r->feasible));
+    if (i) T_CHECK(!r->feasible || r->goodput_gpu <= out.results.items[i - 1].goodput_gpu);
+    if (r->mode == SEARCH_AGGREGATED) agg = true;
+    else dis = true;
+    /* Every layout the search produced fits the budget and passes the rules. */
+    T_CHECK(r->gpus <= 32);
+    for (size_t p = 0; p < r->npools; p++) {
+      T_CHECK(search_layout_valid(&out.model, &r->pools[p].lay, r->pools[p].role, false, NULL));
+      T_EQ_INT(r->pools[p].gpus, cost_layout_gpus(&r->pools[p].lay));
+    }
+    /* Disaggregated TTFT = queue + prefill + KV transfer. */
+    if (r->mode == SEARCH_DISAGGREGATED && r->feasible)
+      T_NEAR(r->ttft, r->queue + r->pools[0].latency + r->kv_transfer, 1e-9);
+  }
+  T_CHECK(agg && dis);
+  /* Pareto: no feasible result dominates a frontier member. */
+  for (size_t i = 0; i < out.results.len; i++) {
+    const SearchResult *a = &out.results.items[i];
+    if (!a->pareto) continue;
+    for (size_t j = 0; j < out.results.len; j++) {
+      const SearchResult *b = &out.results.items[j];
+      if (!b->feasible || i == j) continue;
+      T_CHECK(!(b->goodput_gpu > a->goodput_gpu && b->ttft < a->ttft && b->tpot < a->tpot));
+    }
+  }
+  /* Deterministic: a second run gives the same bytes. */
+  char *j1 = search_format_json(&out, &s, 0, true);
+  char *t1 = search_format_text(&out, &s, 10, true);
+  SearchOut out2;
+  Diags d2;
+  T_CHECK(run(&s, &o, &out2, &d2));
+  char *j2 = search_format_json(&out2, &s, 0, true);
+  T_EQ_STR(j1, j2);
+  /* The JSON is valid and carries the table's fields. */
+  json_error_t je;
+  json_t *root = json_loads(j1, 0, &je);
+  T_CHECK(root != NULL);
+  T_EQ_STR(json_string_value(json_object_get(root, "format")), "rankplan.search/1");
+  json_t *r0 = json_array_get(json_object_get(root, "results"), 0);
+  T_CHECK(json_is_number(json_object_get(r0, "goodput_tok_s_per_gpu")));
+  T_CHECK(json_is_string(json_object_get(r0, "binding")));
+  T_CHECK(json_is_string(json_object_get(r0, "explain")));
+  json_decref(root);
+  T_CHECK(strstr(t1, "goodput/GPU") != NULL);
+  T_CHECK(strstr(t1, "why the alternatives lost") != NULL);
+  /* The explanation of the runner-up names its loss against #1. */
+  char *e1 = search_explain(&out, 1);
+  T_CHECK(strstr(e1, "than #1") != NULL || strstr(e1, "misses") != NULL);
+  free(e1);
+  free(j1);
+  free(j2);
+  free(t1);
+  search_out_free(&out);
+  search_out_free(&out2);
+  diags_free(&d);
+  diags_free(&d2);
+}
+
+static void test_modes_and_rate(void) {
+  Spec s = llama70b(4);
+  s.deployment.mode.v = MODE_AGGREGATED;
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  SearchOut out;
+  Diags d;
+  T_CHECK(run(&s, &o, &out, &d));
+  for (size_t i = 0; i < out.results.len; i++)
+    T_CHECK(out.results.items[i].mode == SEARCH_AGGREGATED);
+  search_out_free(&out);
+  diags_free(&d);
+
+  /* With an offered load that a few instances serve, the winner serves
+   * exactly that load and says the load binds. */
+  s.deployment.mode.v = MODE_DISAGGREGATED;
+  s.workload.rate.v = 1.0;
+  s.workload.rate.set = true;
+  T_CHECK(run(&s, &o, &out, &d));
+  const SearchResult *w = &out.results.items[0];
+  T_CHECK(w->mode == SEARCH_DISAGGREGATED);
+  T_NEAR(w->req_s, 1.0, 1e-12);
+  T_CHECK(w->binding == BIND_LOAD || w->binding == BIND_TTFT || w->binding == BIND_HEADROOM);
+  T_CHECK(w->gpus < 32);
+  search_out_free(&out);
+  diags_free(&d);
+}
+
+static void test_budget_and_slo(void) {
+  Spec s = llama70b(4);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  o.max_candidates = 20;
+  SearchOut out;
+  Diags d;
+  run(&s, &o, &out, &d);
+  T_CHECK(out.budget_hit);
+  T_CHECK(out.evaluated <= 20);
+  T_CHECK(has_code(&d, DIAG_W0500));
+  search_out_free(&out);
+  diags_free(&d);
+
+  /* A TPOT no layout reaches: E0508 (no decode layout meets it). */
+  memset(&o, 0, sizeof o);
+  s.slo.tpot.v = 1e-4;
+  T_CHECK(!run(&s, &o, &out, &d));
+  T_CHECK(has_code(&d, DIAG_E0508));
+  search_out_free(&out);
+  diags_free(&d);
+
+  /* A TTFT below prefill latency + KV transfer for every pairing: E0500 or
+   * E0508, never a result that claims to meet it. */
+  s.slo.tpot.v = 0.04;
+  s.slo.ttft.v = 0.05;
+  T_CHECK(!run(&s, &o, &out, &d));
+  T_CHECK(has_code(&d, DIAG_E0500) || has_code(&d, DIAG_E0508));
+  for (size_t i = 0; i < out.results.len; i++) T_CHECK(!out.results.items[i].feasible);
+  search_out_free(&out);
+  diags_free(&d);
+
+  s.slo.ttft.v = 0;
+  T_CHECK(!run(&s, &o, &out, &d));
+  T_CHECK(has_code(&d, DIAG_E0507));
+  search_out_free(&out);
+  diags_free(&d);
+}
+
+static void test_dsv3_search(void) {
+  Spec s = dsv3(16);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  SearchOut out;
+  Diags d;
+  T_CHECK(run(&s, &o, &out, &d));
+  T_CHECK(out.results.len > 0 && out.results.items[0].feasible);
+  /* MLA: the search reports the attention tp optimum. */
+  T_CHECK(out.tp_opt > 0);
+  T_CHECK(!out.budget_hit);
+  search_out_free(&out);
+  diags_free(&d);
+}
+
+static int bench(int64_t gpus) {
+  Spec s = dsv3(gpus / 8);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  SearchOut out;
+  Diags d;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  bool ok = run(&s, &o, &out, &d);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+  char *ls = out.results.len ? search_layout_str(&out.results.items[0]) : rp_strdup("-");
+  printf("%lld GPUs: %.1f ms, %lld candidates, layouts P/D/agg %lld/%lld/%lld, winner %s (%.1f tok/s/GPU)\n",
+         (long long)gpus, ms, (long long)out.evaluated, (long long)out.layouts[0],
+         (long long)out.layouts[1], (long long)out.layouts[2], ls,
+         out.results.len ? out.results.items[0].goodput_gpu : 0.0);
+  free(ls);
+  search_out_free(&out);
+  diags_free(&d);
+  return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--bench") == 0) return bench(atoll(argv[2]));
+  T_RUN(test_rules);
+  T_RUN(test_xpyd_best);
+  T_RUN(test_llama_search);
+  T_RUN(test_modes_and_rate);
+  T_RUN(test_budget_and_slo);
+  T_RUN(test_dsv3_search);
+  T_DONE();
+}

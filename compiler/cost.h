@@ -1,0 +1,237 @@
+/*
+ * cost.h: the analytic cost model. Given a Spec (model, hardware, workload,
+ * SLOs) and the parallel layout of one engine instance, it predicts how long
+ * a prefill takes, how long one decode step takes at batch B, how long the
+ * prefill -> decode KV transfer takes, and how long a request waits in the
+ * queue. docs/cost-model.md states every formula and every constant.
+ *
+ * Input: a Spec without parse errors and a CostLayout per instance.
+ * Output: times in seconds (double) and byte/FLOP counts (int64, checked).
+ * Invariants: every byte and FLOP count is an int64 computed with checked
+ * arithmetic (overflow is E0501, never a wrap); every efficiency or latency
+ * constant lives in the one CostConsts table below, whose defaults are
+ * documented (source or "assumption to calibrate") and which a calibration
+ * file (--calibration FILE) overrides; the same inputs always give the same
+ * outputs (no clocks, no randomness).
+ */
+#ifndef RANKPLAN_COST_H
+#define RANKPLAN_COST_H
+
+#include "spec.h"
+
+/* The one table of efficiency and latency constants.
+ * X(name, default, min, max, what it is). Every default is an assumption to
+ * calibrate (docs/cost-model.md, "Constants"), measured with
+ * `rankrun --probe` and written to a calibration file. */
+#define COST_CONSTANTS(X)                                                        \
+  X(mfu_prefill, 0.60, 0.01, 1.0,                                                \
+    "fraction of the GPU's dense peak FLOP/s reached by prefill")                \
+  X(mfu_decode, 0.50, 0.01, 1.0,                                                 \
+    "fraction of the GPU's dense peak FLOP/s reached by decode")                 \
+  X(hbm_efficiency, 0.80, 0.01, 1.0,                                             \
+    "fraction of the peak HBM bandwidth reached by decode reads")                \
+  X(scale_up_efficiency, 0.80, 0.01, 1.0,                                        \
+    "fraction of the scale-up link bandwidth reached by collectives")            \
+  X(scale_out_efficiency, 0.80, 0.01, 1.0,                                       \
+    "fraction of the scale-out NIC bandwidth reached by collectives")            \
+  X(scale_up_latency_s, 5e-6, 0.0, 1.0,                                          \
+    "per-step latency of a scale-up collective when the spec gives none")        \
+  X(scale_out_latency_s, 20e-6, 0.0, 1.0,                                        \
+    "per-step latency of a scale-out collective when the spec gives none")       \
+  X(comm_overlap, 0.0, 0.0, 1.0,                                                 \
+    "fraction of communication time hidden behind compute")                      \
+  X(step_overhead_s, 0.5e-3, 0.0, 1.0,                                           \
+    "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
+  X(max_batch_per_dp, 256, 1, 1e6,                                               \
+    "most sequences one attention dp rank decodes per micro-batch")
+
+typedef struct {
+#define X(name, def, lo, hi, doc) double name;
+  COST_CONSTANTS(X)
+#undef X
+} CostConsts;
+
+/* One named constant, for printing and for the calibration loader. */
+typedef struct {
+  const char *name;
+  double def, lo, hi;
+  const char *doc;
+  size_t offset; /* offsetof(CostConsts, name) */
+} CostConstInfo;
+
+/* The table, in declaration order, and its length. */
+const CostConstInfo *cost_const_table(size_t *n);
+
+/* Fills c with the defaults of the table. */
+void cost_consts_default(CostConsts *c);
+
+/* Reads a calibration file: one JSON object whose keys are constant names
+ * (see the table) with numbers inside [min, max], plus the optional keys
+ * "format" (must be "rankplan.calibration/1") and "source" (free text:
+ * where the figures were measured). Unknown keys are rejected (E0502) with
+ * the file and the key named; bad values are E0503; JSON syntax E0504; an
+ * unreadable file E0505 and *unreadable set. Returns false on any error,
+ * leaving c partly updated. */
+bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
+                           bool *unreadable);
+
+/* The parallel layout of one engine instance (spec.md semantics): an
+ * instance has tp*cp*dp*pp GPUs; ep and etp regroup them for MoE layers;
+ * dcp reuses tp ranks. */
+typedef struct {
+  int64_t tp, pp, cp, dp, ep, etp, dcp;
+} CostLayout;
+
+/* GPUs of one instance, or -1 on overflow. */
+int64_t cost_layout_gpus(const CostLayout *l);
+
+/* Link class of a communication group: scale-up when the ranks it spans
+ * fit in one scale-up domain under the default placement (instances start
+ * at domain boundaries, tp innermost), scale-out otherwise. */
+typedef enum { LINK_SCALE_UP, LINK_SCALE_OUT } LinkClass;
+
+/* Everything the formulas need, derived once from the Spec (model shape,
+ * parameter counts, hardware figures, workload, constants). */
+typedef struct {
+  /* model */
+  const ModelSpec *ms;             /* the spec's model (borrowed) */
+  bool tied;                       /* lm_head shares the embedding */
+  AttnKind kind;
+  bool moe;
+  int64_t layers, n_dense, n_moe, hidden, vocab, heads, kv_heads, head_dim;
+  int64_t experts, top_k;
+  int64_t dense_ffn_size, expert_ffn_size; /* intermediate sizes (divisibility) */
+  /* parameters (FLOPs: 2 per parameter per token) */
+  int64_t attn_params, dense_ffn_params, expert_params, shared_params;
+  int64_t router_params, lm_params;       /* lm_params: the logits matmul */
+  /* weight bytes, scales included (model_weight_bytes), per layer or whole */
+  int64_t b_attn, b_norms, b_dense_ffn, b_expert, b_shared, b_router;
+  int64_t b_embed, b_lm;                  /* b_lm: bytes the logits matmul reads */
+  int64_t act_bytes;                      /* bytes of one activation element */
+  int64_t kv_bytes_token;          /* whole model, one copy */
+  int64_t kv_bytes_token_layer;    /* one layer, one copy */
+  /* FLOPs of attention per (query, key) pair per layer, all heads */
+  int64_t attn_pair_flops_prefill, attn_pair_flops_decode;
+  /* hardware */
+  double peak_flops, hbm_bw;
+  int64_t gpu_mem, usable_mem;     /* usable: floor(mem * utilization) - reserve */
+  int64_t domain, gpus_total;
+  double up_bw, up_lat, out_bw, out_lat;
+  /* workload and SLOs */
+  int64_t tin, tout;
+  double rate;                     /* req/s, 0 when not given */
+  double slo_ttft, slo_tpot;       /* s */
+  CostConsts k;
+  SrcLoc loc;                      /* where to report model-wide problems */
+} CostModel;
+
+/* Derives m from s. Reports E0506 when a hardware figure the model needs
+ * is missing, E0501 on overflow; returns false then. */
+bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k,
+                     CostModel *m);
+
+LinkClass cost_link_class(const CostModel *m, int64_t span);
+/* Per-GPU per-direction bandwidth (bytes/s, efficiency applied) and
+ * per-step latency (s) of a link class. */
+double cost_link_bw(const CostModel *m, LinkClass c);
+double cost_link_lat(const CostModel *m, LinkClass c);
+
+/* Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bw plus
+ * 2(n-1) steps of latency. 0 when n <= 1. */
+double cost_ring_allreduce(double bytes, int64_t n, double bw, double lat);
+/* All-to-all where each rank sends `bytes` spread evenly over n ranks:
+ * (n-1)/n * bytes / bw plus one latency. 0 when n <= 1. */
+double cost_all_to_all(double bytes, int64_t n, double bw, double lat);
+
+/* Weight bytes one GPU of the heaviest pp stage holds (stage layers from
+ * cost_stage_layers), embedding and lm_head included where they live.
+ * -1 on overflow. */
+int64_t cost_weight_bytes_gpu(const CostModel *m, const CostLayout *l);
+/* KV bytes one token of one request occupies on one GPU of the heaviest
+ * stage: GQA keeps max(1, kv_heads/tp) heads, MLA the whole latent; dcp
+ * splits tokens, so the figure is divided by dcp (rounded up). -1 on
+ * overflow. */
+int64_t cost_kv_bytes_token_gpu(const CostModel *m, const CostLayout *l);
+/* Layers of the heaviest stage when the last stage also runs the lm_head
+ * (cost_pp_rebalance with the tail's share beta). */
+int64_t cost_stage_layers(const CostModel *m, int64_t pp, double *beta_out);
+
+/* Requests one instance holds in KV memory at input+output tokens
+ * (B_memory): dp * floor(free / (tokens * kv_bytes_token_gpu)). 0 when the
+ * weights do not fit or not even one request does. */
+int64_t cost_batch_memory(const CostModel *m, const CostLayout *l);
+
+/* Prefill of one request of m->tin tokens on one instance. */
+typedef struct {
+  double latency;      /* s, one request through every stage */
+  double stage;        /* s, the slowest stage: one new batch per stage time */
+  double mu;           /* requests/s one instance completes (dp per stage time) */
+  double tok_s_gpu;    /* input tokens/s per GPU */
+  double compute, comm_tp, comm_cp, comm_ep, comm_pp; /* s, per request, all stages */
+  double cp_imbalance; /* max/mean attention work over cp ranks (zigzag: 1) */
+} CostPrefill;
+bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out);
+
+/* One decode step of an instance holding B requests at mean context ctx
+ * (tokens); pp micro-batches of ceil(B/pp) requests, each split over dp. */
+typedef struct {
+  double tpot;        /* s: the stages add up, plus pp boundary sends */
+  double compute, memory, comm; /* s, summed over the stages */
+  int64_t bytes_gpu;  /* HBM bytes one GPU reads per step of its stage */
+  int64_t flops_gpu;  /* FLOPs one GPU runs per step of its stage */
+  bool memory_bound;  /* roofline: bytes time >= FLOPs time */
+} CostDecode;
+bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B,
+                      double ctx, CostDecode *out);
+
+/* Time to move one request's KV (m->tin tokens) from a prefill instance to
+ * a decode instance over scale-out: each of min(prefill GPUs, decode GPUs)
+ * links carries its share, plus one latency. */
+double cost_kv_transfer(const CostModel *m, const CostLayout *pre,
+                        const CostLayout *dec);
+
+/* M/D/1 queue (Poisson arrivals, deterministic service at rate mu):
+ * Pollaczek-Khinchine mean wait Wq = rho / (2 mu (1 - rho)). Infinity when
+ * rho >= 1. */
+double cost_md1_wait(double rho, double mu);
+/* The largest rho in [0, 1) whose M/D/1 wait is at most w:
+ * rho = 2 mu w / (1 + 2 mu w); 0 when w <= 0. */
+double cost_md1_max_rho(double mu, double w);
+
+/* ---- published formulas the search uses --------------------------------- */
+
+/* xPyD: prefill and decode GPUs in the ratio (tin/P) : (tout/D), P and D in
+ * tokens/s per GPU, reduced to the smallest integers x:y with y, x <=
+ * maxden (best rational approximation otherwise). False when an argument
+ * is not positive. */
+bool cost_xpyd_ratio(double tin, double tout, double P, double D,
+                     int64_t maxden, int64_t *x, int64_t *y);
+
+/* The attention tp that minimises the bytes one GPU reads per decode step
+ * for MLA: W_mla/t (weights split over t) + KV_total*t/P (each of the P/t
+ * attention replicas holds 1/(P/t) of the KV): TP* = sqrt(W_mla * P /
+ * KV_total). */
+double cost_attn_tp_opt(double w_mla, double gpus, double kv_total);
+
+/* Pipeline split when the last stage also carries extra work (the lm_head,
+ * or a speculative-decoding draft module): the first p-1 stages take
+ * round(layers / (p - 1 + beta)) layers each and the tail the rest, about
+ * beta of a full stage. 61 layers, p = 4, beta = 0.5 -> 17, 17, 17, 10.
+ * out has p entries; false when no split gives every stage >= 1 layer. */
+bool cost_pp_rebalance(int64_t layers, int64_t p, double beta, int64_t *out);
+
+/* Causal attention work of one cp rank in chunk-units: the sequence is cut
+ * into 2n chunks, chunk j (0-based) attends to j+1 chunks. Zigzag gives
+ * rank r chunks r and 2n-1-r: 2n+1 units on every rank; contiguous gives
+ * rank r chunks 2r and 2r+1: 4r+3 units, 4n-1 on the last rank. */
+int64_t cost_cp_chunk_units(int64_t n, int64_t rank, bool zigzag);
+/* max over ranks / mean of cost_cp_chunk_units. */
+double cost_cp_imbalance(int64_t n, bool zigzag);
+
+/* Expected routed experts of one MoE layer that a GPU holding `local` of
+ * `experts` experts must read when `tokens` tokens each pick top_k
+ * (uniform routing): local * (1 - (1 - top_k/experts)^tokens). */
+double cost_experts_touched(int64_t experts, int64_t top_k, int64_t local,
+                            int64_t tokens);
+
+#endif

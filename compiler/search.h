@@ -1,0 +1,121 @@
+/*
+ * search.h: SLO-aware layout search and xPyD pool sizing.
+ *
+ * Input: a Spec without parse errors (its model, hardware, workload, SLOs
+ * and `search:` section), the cost constants (cost.h) and SearchOptions.
+ * Output: SearchOut, every evaluated deployment ranked by goodput per GPU
+ * (requests that meet both SLOs), with the binding constraint of each, the
+ * Pareto frontier (goodput/GPU against TTFT and TPOT) marked, and text or
+ * JSON renderings.
+ * Invariants: deterministic (the enumeration order, the tie-breaks and the
+ * output never depend on time, addresses or hash order) and bounded (at
+ * most SearchOptions.max_candidates evaluations; hitting the budget is the
+ * warning W0500, and the results cover what was evaluated).
+ */
+#ifndef RANKPLAN_SEARCH_H
+#define RANKPLAN_SEARCH_H
+
+#include "cost.h"
+
+/* The named budget: evaluations (one layout of one role, or one (x, y)
+ * point of the xPyD integer search) before the search stops. */
+#define SEARCH_MAX_CANDIDATES_DEFAULT ((int64_t)4000000)
+
+typedef enum { SEARCH_AGGREGATED, SEARCH_DISAGGREGATED } SearchMode;
+
+/* What stopped a deployment from going further. */
+typedef enum {
+  BIND_MEMORY,    /* decode batch = B_memory (KV pool full) */
+  BIND_TPOT,      /* decode batch = largest B whose step meets the TPOT SLO */
+  BIND_BATCH_CAP, /* decode batch = max_batch_per_dp * dp * pp */
+  BIND_LOAD,      /* the offered load (workload.rate) is served with room to spare */
+  BIND_TTFT,      /* prefill utilisation cut so that queueing meets the TTFT SLO */
+  BIND_HEADROOM,  /* utilisation at the headroom rho */
+  BIND_GPUS,      /* the offered load needs more GPUs than the budget */
+  BIND_SLO_MISS   /* infeasible: one SLO cannot be met at any load */
+} SearchBinding;
+
+const char *search_binding_name(SearchBinding b);
+
+typedef struct {
+  PoolRole role;
+  CostLayout lay;
+  int64_t replicas;     /* instances */
+  int64_t gpus;         /* GPUs of one instance */
+  int64_t batch;        /* decode requests per instance (decode/both) */
+  double tok_s_gpu;     /* prefill: input tok/s/GPU at full load; decode: output */
+  double latency;       /* prefill latency or decode TPOT of one instance, s */
+  SearchBinding binding;
+} SearchPool;
+
+typedef struct {
+  SearchMode mode;
+  size_t npools;        /* 1 (aggregated) or 2 (prefill, decode) */
+  SearchPool pools[2];
+  int64_t gpus;         /* all instances */
+  int64_t ratio_x, ratio_y; /* xPyD GPU ratio from cost_xpyd_ratio (disaggregated) */
+  double ttft, tpot;    /* s */
+  double queue, kv_transfer; /* s, parts of ttft */
+  double req_s;         /* requests/s served */
+  double tok_s;         /* output tokens/s served */
+  double goodput_gpu;   /* output tokens/s per GPU of requests meeting both SLOs */
+  double util_prefill;  /* prefill (or instance) utilisation */
+  SearchBinding binding;
+  bool feasible, pareto;
+} SearchResult;
+
+typedef struct {
+  int64_t max_candidates; /* the budget; <= 0: SEARCH_MAX_CANDIDATES_DEFAULT */
+  int64_t gpu_budget;     /* <= 0: the spec's search.gpu_budget, else the cluster */
+  double headroom;        /* <= 0: the spec's search.headroom, else 0.9 */
+  bool aggregated, disaggregated; /* both false: from deployment.mode */
+  FILE *progress;         /* NULL: silent; else progress lines (a TTY) */
+} SearchOptions;
+
+typedef struct {
+  CostModel model;
+  RP_VEC(SearchResult) results; /* ranked, best first */
+  int64_t evaluated;            /* evaluations spent */
+  int64_t max_candidates;
+  bool budget_hit;
+  int64_t gpu_budget;
+  double headroom;
+  int64_t layouts[3];           /* valid layouts per role (prefill, decode, both) */
+  double tp_opt;                /* MLA attention tp optimum at the winner's decode batch, 0 else */
+} SearchOut;
+
+/* Runs the search. Reports E0507 (no workload/SLO), E0508 (no layout
+ * fits), E0500 (no layout meets the SLOs), W0500 (budget hit), E0501/E0506
+ * from the cost model. Returns false when an error was reported; out is
+ * then still valid to free (and may hold the infeasible results). */
+bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
+                SearchOut *out);
+void search_out_free(SearchOut *out);
+
+/* Whether a layout passes the rules the search needs for a pool of this
+ * role (head/expert divisibility, tp within the scale-up domain, cp and
+ * dcp limits); *why (static text) says which rule failed. Memory is
+ * checked separately (cost_batch_memory). */
+bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
+                         bool tp_across_domain, const char **why);
+
+/* The xPyD integer search: instance sizes gp, gd GPUs; per-instance
+ * capacities rp, rd (requests/s, headroom applied); G GPUs. Picks (x, y)
+ * with the most requests/s per GPU, ties to the most requests/s, then the
+ * fewest GPUs. Returns false when not even 1P1D fits. *evals counts the
+ * points tried. */
+bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t *x,
+                      int64_t *y, int64_t *evals);
+
+/* One-line layout of a result: "2xP(tp8,ep8) 1xD(tp4,dp2)". Caller frees. */
+char *search_layout_str(const SearchResult *r);
+
+/* Why result i lost against the winner (results[0]): one line. Caller
+ * frees. */
+char *search_explain(const SearchOut *out, size_t i);
+
+/* Renderings of the top rows (all when top == 0). Caller frees. */
+char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool explain);
+char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool explain);
+
+#endif
