@@ -1,4 +1,216 @@
 #!/usr/bin/env python3
-"""Not written yet."""
+"""Lua hooks through `rankplan compile`.
+
+1. Golden plans: every plans/examples/hook-*.yaml compiles to the bytes of
+   plans/examples/hook-*.plan.json, twice in a row and with
+   RANKPLAN_HOOK_TWICE=1 (the determinism check), and the plan does the job
+   its hook promises (checked on the plan, not on the hook's word):
+     hook-rack-spread:  each pool's replicas spread evenly over the racks;
+     hook-pd-same-node: prefill replica i and decode replica i share a node.
+2. Abuse through the CLI: each tests/hooks/abuse/*.lua used as the
+   placement hook of a small spec ends in exit 1 with its diagnostic code,
+   never a crash, an internal error or a sanitizer report.
+
+`test_hooks_cli.py --update` rewrites the golden plans (review the diff).
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
 import sys
-sys.exit(0)
+import tempfile
+
+SRC = pathlib.Path(os.environ.get("SRCROOT") or pathlib.Path(__file__).resolve().parents[2])
+RANKPLAN = os.environ.get("RANKPLAN") or str(SRC / "build" / "rankplan")
+UPDATE = "--update" in sys.argv
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL " + msg)
+
+
+def env(**extra):
+    e = dict(os.environ, NO_COLOR="1")
+    e.setdefault("RANKPLAN_CATALOG", str(SRC / "plans" / "catalog"))
+    for k in list(e):
+        if k.startswith("RANKPLAN_HOOK_"):
+            del e[k]
+    e.update(extra)
+    return e
+
+
+def compile_spec(spec_rel, out, cwd, **extra):
+    return subprocess.run([RANKPLAN, "compile", spec_rel, "-o", str(out)], cwd=cwd,
+                          env=env(**extra), capture_output=True, timeout=120)
+
+
+def sane(p, what):
+    err = p.stderr.decode("utf-8", "replace")
+    if p.returncode < 0 or p.returncode == 70 or "Sanitizer" in err or "runtime error" in err:
+        fail(f"{what}: crashed or internal error (exit {p.returncode})\n{err[-3000:]}")
+        return False
+    return True
+
+
+def check_rack_spread(plan, spec_text):
+    per_rack = 2
+    racks = {}
+    for r in plan["ranks"]:
+        racks.setdefault((r["pool"], r["instance"]), set()).add(r["node"] // per_rack)
+    pools = {}
+    for (pool, inst), rs in racks.items():
+        if len(rs) != 1:
+            fail(f"hook-rack-spread: {pool} replica {inst} spans racks {sorted(rs)}")
+        pools.setdefault(pool, []).append(min(rs))
+    for pool, rs in pools.items():
+        n_racks = 2
+        cap = -(-len(rs) // n_racks)
+        for rack in range(n_racks):
+            if rs.count(rack) > cap:
+                fail(f"hook-rack-spread: pool {pool} has {rs.count(rack)} replicas in rack {rack}, expected at most {cap}")
+
+
+def check_pd_same_node(plan, spec_text):
+    nodes = {}
+    for r in plan["ranks"]:
+        nodes.setdefault((r["pool"], r["instance"]), set()).add(r["node"])
+    insts = sorted(i for (p, i) in nodes if p == "prefill")
+    if not insts:
+        fail("hook-pd-same-node: no prefill ranks in the plan")
+    for i in insts:
+        pn, dn = nodes.get(("prefill", i)), nodes.get(("decode", i))
+        if not dn or len(pn) != 1 or pn != dn:
+            fail(f"hook-pd-same-node: prefill replica {i} on nodes {sorted(pn)}, decode replica {i} on {sorted(dn or [])}")
+
+
+CHECKS = {"hook-rack-spread": check_rack_spread, "hook-pd-same-node": check_pd_same_node}
+
+
+def golden_plans():
+    examples = SRC / "plans" / "examples"
+    specs = sorted(examples.glob("hook-*.yaml"))
+    if not specs:
+        fail("no plans/examples/hook-*.yaml")
+    for spec in specs:
+        name = spec.stem
+        rel = f"plans/examples/{spec.name}"
+        with tempfile.TemporaryDirectory() as tmp:
+            outs = []
+            for i, extra in enumerate([{}, {}, {"RANKPLAN_HOOK_TWICE": "1"}]):
+                out = pathlib.Path(tmp) / f"plan{i}.json"
+                p = compile_spec(rel, out, SRC, **extra)
+                if not sane(p, name) or p.returncode != 0:
+                    fail(f"{name}: compile exit {p.returncode}\n{p.stderr.decode()[-3000:]}")
+                    break
+                outs.append(out.read_bytes())
+            else:
+                if len(set(outs)) != 1:
+                    fail(f"{name}: compiling twice gave different plans")
+                golden = examples / f"{name}.plan.json"
+                if UPDATE:
+                    golden.write_bytes(outs[0])
+                    print(f"updated {golden.relative_to(SRC)}")
+                elif not golden.exists():
+                    fail(f"{name}: missing {golden.name}")
+                elif golden.read_bytes() != outs[0]:
+                    fail(f"{name}: plan differs from {golden.name}")
+                plan = json.loads(outs[0])
+                if name in CHECKS:
+                    CHECKS[name](plan, spec.read_text())
+                print(f"ok   {name}")
+
+
+# The code each abuse ends in, through the CLI.
+ABUSE = {
+    "infinite_loop": "E0606", "pcall_escape": "E0606", "deep_recursion": "E0617",
+    "string_rep_bomb": "E0607", "table_bomb": "E0607", "os_execute": "E0605",
+    "io_open": "E0605", "require": "E0605", "string_dump": "E0605",
+    "binary_chunk": "E0605", "pcall_denied": "E0605", "strmeta_tamper": "E0605",
+    "gc_finalizer": "E0605", "error_table": "E0604", "error_nil": "E0604",
+    "error_string": "E0604", "nan_node": "E0609", "non_integer": "E0609",
+    "gpu_out_of_range": "E0610", "rank_out_of_range": "E0610", "duplicate_rank": "E0611",
+    "duplicate_gpu": "E0611", "tp_across_domain": "E0613", "short_result": "E0609",
+    "not_function": "E0603", "syntax": "E0602", "metamethod_result": "E0609",
+}
+
+ABUSE_SPEC = """version: 1
+name: hook-abuse
+model:
+  preset: llama-3.1-70b
+hardware:
+  preset: h200-sxm
+  nodes: 4
+  gpus_per_node: 8
+workload:
+  input_tokens: 4000
+  output_tokens: 500
+slo:
+  ttft: 600 ms
+  tpot: 40 ms
+deployment:
+  mode: disaggregated
+  pools:
+    - name: prefill
+      role: prefill
+      replicas: 2
+      tp: 8
+    - name: decode
+      role: decode
+      replicas: 4
+      tp: 4
+  hooks:
+    placement: abuse/{name}.lua
+"""
+
+
+def abuse():
+    src = SRC / "tests" / "hooks" / "abuse"
+    seen = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(src, pathlib.Path(tmp) / "abuse")
+        for name, code in sorted(ABUSE.items()):
+            seen.add(name)
+            spec = pathlib.Path(tmp) / f"{name}.yaml"
+            spec.write_text(ABUSE_SPEC.format(name=name))
+            limits = dict(RANKPLAN_HOOK_INSTRUCTIONS="5000000", RANKPLAN_HOOK_MEMORY="16MiB",
+                          RANKPLAN_HOOK_TIMEOUT_MS="60000")
+            if name == "deep_recursion":
+                # Lua's stack limit must come before the memory cap: the default cap.
+                del limits["RANKPLAN_HOOK_MEMORY"]
+            p = compile_spec(spec.name, pathlib.Path(tmp) / "out.json", tmp, **limits)
+            err = p.stderr.decode("utf-8", "replace")
+            if not sane(p, f"abuse {name}"):
+                continue
+            if p.returncode != 1 or f"error[{code}]" not in err or f"abuse/{name}.lua" not in err:
+                fail(f"abuse {name}: exit {p.returncode}, expected 1 with {code} naming the hook file\n{err[-2000:]}")
+            elif (pathlib.Path(tmp) / "out.json").exists():
+                fail(f"abuse {name}: a plan was written")
+            else:
+                print(f"ok   abuse {name} ({code})")
+    # Abuse files only exercised through the C API (objective hooks).
+    c_only = {"deadline", "nan_objective", "nondeterministic"}
+    for f in sorted(src.glob("*.lua")):
+        if f.stem not in seen and f.stem not in c_only:
+            fail(f"abuse {f.stem}: no CLI expectation in test_hooks_cli.py")
+
+
+def bad_setting():
+    with tempfile.TemporaryDirectory() as tmp:
+        p = compile_spec("plans/examples/hook-rack-spread.yaml", pathlib.Path(tmp) / "o.json", SRC,
+                         RANKPLAN_HOOK_MEMORY="lots")
+        err = p.stderr.decode("utf-8", "replace")
+        if sane(p, "bad setting") and (p.returncode != 1 or "error[E0615]" not in err):
+            fail(f"bad setting: exit {p.returncode}, expected 1 with E0615\n{err[-2000:]}")
+        else:
+            print("ok   bad setting (E0615)")
+
+
+golden_plans()
+if not UPDATE:
+    abuse()
+    bad_setting()
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)
