@@ -530,6 +530,72 @@ static void test_expert_placement(void) {
   diags_free(&d);
 }
 
+/* lua/expert_placement/eplb_hot.lua: the hottest expert gets replicas,
+ * every ep rank the same number of experts, and the busiest rank carries
+ * less load than with the plain contiguous split (experts/ep per rank). */
+static void test_example_eplb(void) {
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_moe(&c, &d, 16, 4);
+  HookEnv env;
+  HookExpertMap m;
+  env_for(&env, &d, HOOK_EXPERT_PLACEMENT, example("expert_placement/eplb_hot"), &(Lim){.twice = true});
+  T_CHECK(hook_run_expert_placement(&env, &c, 0, &m, &d));
+  if (d.list.len) dump(&d);
+  T_EQ_INT(m.slots_per_rank, 5); /* 16 experts + 4 redundant over 4 ranks */
+  /* the same histogram as the Lua file */
+  double load[16], per_rank[4] = {0, 0, 0, 0}, naive[4] = {0, 0, 0, 0};
+  for (int e = 0; e < 16; e++) load[e] = (double)(1000000 / ((e * 37) % 16 + 1));
+  T_CHECK(m.offsets[1] - m.offsets[0] > 1); /* expert 0 is the hottest */
+  for (int e = 0; e < 16; e++) {
+    int64_t k = m.offsets[e + 1] - m.offsets[e];
+    for (int64_t i = m.offsets[e]; i < m.offsets[e + 1]; i++) per_rank[m.ranks[i]] += load[e] / (double)k;
+    naive[e / 4] += load[e];
+  }
+  double worst = 0, worst_naive = 0;
+  for (int r = 0; r < 4; r++) {
+    if (per_rank[r] > worst) worst = per_rank[r];
+    if (naive[r] > worst_naive) worst_naive = naive[r];
+  }
+  T_CHECK(worst < worst_naive);
+  hook_expert_map_free(&m);
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+/* lua/layer_partition/lighter_ends.lua: the stages hold every layer, the
+ * first and last hold no more than the middle ones, and fewer together. */
+static void test_example_layer_partition(void) {
+  Diags d;
+  diags_init(&d);
+  HookCtx c;
+  ctx_pd(&c, &d);
+  c.pools[1].pp = 4;
+  HookEnv env;
+  env_for(&env, &d, HOOK_LAYER_PARTITION, example("layer_partition/lighter_ends"), NULL);
+  int64_t out[4];
+  T_CHECK(hook_run_layer_partition(&env, &c, 1, out, &d));
+  if (d.list.len) dump(&d);
+  T_EQ_INT(out[0] + out[1] + out[2] + out[3], 80);
+  T_CHECK(out[0] + out[3] < out[1] + out[2]);
+  T_CHECK(out[0] <= out[1] && out[0] <= out[2] && out[3] <= out[1] && out[3] <= out[2]);
+  hook_env_free(&env);
+  hook_ctx_free(&c);
+  diags_free(&d);
+}
+
+static void test_example_objective(void) {
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double s = run_objective(example("objective/goodput_per_gpu"), NULL, &ok, &d);
+  T_CHECK(ok);
+  T_NEAR(s, 12.5 / 32, 1e-12);
+  diags_free(&d);
+}
+
 static void test_settings(void) {
   Diags d;
   diags_init(&d);
@@ -552,7 +618,6 @@ static void test_settings(void) {
 
 int main(void) {
   if (!mkdtemp(tmpdir)) return 2;
-  (void)example;
   T_RUN(test_infinite_loop);
   T_RUN(test_pcall_cannot_catch_budget);
   T_RUN(test_deadline);
@@ -584,6 +649,9 @@ int main(void) {
   T_RUN(test_layout_order);
   T_RUN(test_layer_partition);
   T_RUN(test_expert_placement);
+  T_RUN(test_example_eplb);
+  T_RUN(test_example_layer_partition);
+  T_RUN(test_example_objective);
   T_RUN(test_settings);
   for (int i = 0; i < tmpn; i++) {
     char p[256];
