@@ -1,4 +1,307 @@
-/* test_plan.c: not written yet. */
+/*
+ * test_plan.c: the plan emitter and the shared plan loader (plan.h).
+ *
+ * A spec written inline is compiled in-process (parse, lay_build, default
+ * placement, memory ledger, emit); the text is loaded back and compared
+ * field by field with the Layout, then damaged in one place at a time to
+ * check that the loader refuses it and names the JSON path of the damage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "layout.h"
+#include "rp_config.h"
 #include "t.h"
 
-int main(void) { T_DONE(); }
+/* Two nodes of 8: prefill 1 x (tp 4, pp 2), decode 2 x tp 4 (dcp 2). */
+static const char spec_text[] =
+    "version: 1\n"
+    "name: plan-test\n"
+    "model:\n"
+    "  preset: llama-3.1-8b\n"
+    "hardware:\n"
+    "  preset: h100-sxm\n"
+    "  nodes: 2\n"
+    "  gpus_per_node: 8\n"
+    "workload:\n"
+    "  input_tokens: 1000\n"
+    "  output_tokens: 100\n"
+    "slo:\n"
+    "  ttft: 500 ms\n"
+    "  tpot: 50 ms\n"
+    "deployment:\n"
+    "  mode: disaggregated\n"
+    "  engine: vllm\n"
+    "  pools:\n"
+    "    - name: prefill\n"
+    "      role: prefill\n"
+    "      replicas: 1\n"
+    "      tp: 4\n"
+    "      pp: 2\n"
+    "    - name: decode\n"
+    "      role: decode\n"
+    "      replicas: 2\n"
+    "      tp: 4\n"
+    "      dcp: 2\n";
+
+typedef struct {
+  Diags d;
+  Spec *s;
+  Layout *L;
+  char *text;
+  size_t len;
+} Compiled;
+
+static bool compile(Compiled *c, int32_t node) {
+  memset(c, 0, sizeof *c);
+  diags_init(&c->d);
+  c->s = spec_parse(&c->d, "plan-test.yaml", spec_text, strlen(spec_text),
+                    RP_SOURCE_ROOT "/plans/catalog");
+  if (!c->s || diags_failed(&c->d)) {
+    diags_print(&c->d, stderr, DIAG_FMT_TEXT, false);
+    return false;
+  }
+  c->L = lay_build(&c->d, c->s, NULL);
+  if (!c->L || !lay_place_default(&c->d, c->L) || !lay_memory(&c->d, c->s, c->L)) return false;
+  c->text = emit_plan(&c->d, c->s, c->L, NULL, node, &c->len);
+  return true;
+}
+
+static void compiled_free(Compiled *c) {
+  free(c->text);
+  lay_free(c->L);
+  spec_free(c->s);
+  diags_free(&c->d);
+}
+
+/* Replaces the first occurrence of from with to; false when absent. */
+static char *replace1(const char *text, const char *from, const char *to) {
+  const char *at = strstr(text, from);
+  if (!at) return NULL;
+  StrBuf sb;
+  sb_init(&sb);
+  sb_putn(&sb, text, (size_t)(at - text));
+  sb_puts(&sb, to);
+  sb_puts(&sb, at + strlen(from));
+  return sb_take(&sb);
+}
+
+/* Loads text with one replacement applied and expects an error containing
+ * want. */
+static void expect_error(const char *text, const char *from, const char *to, const char *want) {
+  char *bad = replace1(text, from, to);
+  T_CHECK(bad != NULL);
+  if (!bad) {
+    fprintf(stderr, "  pattern not found: %s\n", from);
+    return;
+  }
+  char *err = NULL;
+  Plan *p = plan_load_mem("plan.json", bad, strlen(bad), NULL, &err);
+  T_CHECK(p == NULL);
+  T_CHECK(err && strstr(err, want));
+  if (err && !strstr(err, want)) fprintf(stderr, "  got: %s\n  want: %s\n", err, want);
+  plan_free(p);
+  free(err);
+  free(bad);
+}
+
+static void test_roundtrip(void) {
+  Compiled c;
+  T_CHECK(compile(&c, -1));
+  if (!c.text) return;
+  char *err = NULL;
+  Plan *p = plan_load_mem("plan.json", c.text, c.len, NULL, &err);
+  T_CHECK(p != NULL);
+  if (!p) {
+    fprintf(stderr, "  %s\n", err);
+    free(err);
+    compiled_free(&c);
+    return;
+  }
+  T_EQ_INT(p->world_size, 16);
+  T_EQ_INT(p->nranks, 16);
+  T_EQ_INT(p->ngroups, c.L->ngroups);
+  T_EQ_INT(p->npools, 2);
+  T_EQ_STR(p->pools[1].name, "decode");
+  T_EQ_INT(p->pools[0].layer_partition[0], 16); /* vllm, 32 layers over 2 */
+  T_EQ_STR(p->spec_sha256, c.s->sha256);
+  T_CHECK(!p->partial);
+  for (int64_t r = 0; r < p->nranks; r++) {
+    const PlanRank *R = &p->ranks[r];
+    const LayRank *Q = &c.L->ranks[r];
+    T_EQ_INT(R->node, Q->node);
+    T_EQ_INT(R->device, Q->device);
+    for (int k = 0; k < CO__COUNT; k++) T_EQ_INT(R->coords[k], Q->coords[k]);
+    for (int k = 0; k < GK__COUNT; k++) T_EQ_INT(R->groups[k], Q->group[k]);
+    T_CHECK(R->memory[MEM_CAPACITY] > 0);
+    T_CHECK(R->kv_bytes_per_token > 0);
+  }
+  /* rank 9: decode instance 0 (ranks 8..11), tp 1, dcp 1 */
+  const PlanRank *R = plan_find_rank(p, 9);
+  T_EQ_INT(R->coords[CO_DCP], 1);
+  const PlanGroup *G = plan_rank_group(p, R, GK_DCP);
+  T_CHECK(G && G->n == 2 && G->ranks[0] == 8 && G->ranks[1] == 9);
+  T_EQ_INT(p->nreshard, 1);
+  /* deterministic: emitting again gives the same bytes */
+  size_t len2;
+  char *again = emit_plan(&c.d, c.s, c.L, NULL, -1, &len2);
+  T_CHECK(len2 == c.len && memcmp(again, c.text, len2) == 0);
+  free(again);
+  plan_free(p);
+  compiled_free(&c);
+}
+
+static void test_split_node(void) {
+  Compiled c;
+  T_CHECK(compile(&c, 1));
+  if (!c.text) return;
+  char *err = NULL;
+  Plan *p = plan_load_mem("node-1.plan.json", c.text, c.len, NULL, &err);
+  T_CHECK(p != NULL);
+  if (!p) {
+    fprintf(stderr, "  %s\n", err);
+    free(err);
+    compiled_free(&c);
+    return;
+  }
+  T_CHECK(p->partial);
+  T_EQ_INT(p->partial_node, 1);
+  T_EQ_INT(p->nranks, 8);
+  T_EQ_INT(p->ranks[0].rank, 8);
+  T_CHECK(plan_find_rank(p, 3) == NULL);
+  T_CHECK(plan_find_rank(p, 15) != NULL);
+  /* only groups of node 1's ranks, but the world group lists everyone */
+  for (int64_t g = 0; g < p->ngroups; g++) {
+    bool mine = false;
+    for (int32_t j = 0; j < p->groups[g].n; j++)
+      if (plan_find_rank(p, p->groups[g].ranks[j])) mine = true;
+    T_CHECK(mine);
+  }
+  const PlanGroup *w = plan_rank_group(p, plan_find_rank(p, 8), GK_WORLD);
+  T_CHECK(w && w->n == 16);
+  plan_free(p);
+  compiled_free(&c);
+}
+
+static void test_errors(void) {
+  Compiled c;
+  T_CHECK(compile(&c, -1));
+  if (!c.text) return;
+  const char *t = c.text;
+  char *err = NULL;
+  /* truncated */
+  Plan *p = plan_load_mem("plan.json", t, c.len / 2, NULL, &err);
+  T_CHECK(p == NULL && err && strstr(err, "plan.json: line ") && strstr(err, "not a valid plan"));
+  free(err);
+  p = plan_load_mem("plan.json", "", 0, NULL, &err);
+  T_CHECK(p == NULL && err && strstr(err, "empty"));
+  free(err);
+  /* other version, not an object */
+  expect_error(t, "\"rankplan.plan/1\"", "\"rankplan.plan/2\"",
+               "plan.json: format: expected \"rankplan.plan/1\", got \"rankplan.plan/2\"");
+  p = plan_load_mem("plan.json", "[1]", 3, NULL, &err);
+  T_CHECK(p == NULL && err && strstr(err, "expected a JSON object at the top, got an array"));
+  free(err);
+  /* corrupt fields, each named by its JSON path */
+  expect_error(t, "{\"rank\":12,\"node\":1,", "{\"rank\":12,\"node\":\"1\",",
+               "ranks[12].node: expected an integer, got a string");
+  expect_error(t, "{\"rank\":12,\"node\":1,\"local_rank\":4,\"device\":4",
+               "{\"rank\":12,\"node\":1,\"local_rank\":4,\"device\":9",
+               "ranks[12].device: expected 0..7, got 9");
+  expect_error(t, "{\"rank\":12,\"node\":1,", "{\"rank\":12,\"node\":5,",
+               "ranks[12].node: node 5 is not in nodes[]");
+  expect_error(t, "{\"rank\":3,", "{\"rank\":4,", "ranks[3].rank: expected 3");
+  expect_error(t, "\"spec_sha256\": \"", "\"spec_sha256\": \"x", "spec_sha256: expected 64 lowercase hex");
+  expect_error(t, "\"world_size\": 16", "\"world_size\": 17", "pools: the pools hold 16 ranks, expected world_size 17");
+  expect_error(t, "\"kv\":{\"bytes_per_token\":", "\"kv\":{\"bytes_per_tokens\":",
+               "ranks[0].kv.bytes_per_token: missing");
+  /* consistency: a coordinate that disagrees with the tp group */
+  expect_error(t, "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":1,\"pool\":\"prefill\",\"instance\":0,\"coords\":{\"tp\":1,\"cp\":0,\"dp\":0,\"pp\":0",
+               "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":1,\"pool\":\"prefill\",\"instance\":0,\"coords\":{\"tp\":1,\"cp\":0,\"dp\":0,\"pp\":1",
+               "members of a tp group share coords.pp");
+  /* a rank pointing at a group that does not list it */
+  expect_error(t, "\"groups\":{\"tp\":0,", "\"groups\":{\"tp\":1,", "is listed in tp group 0 but its groups.tp is 1");
+  /* two ranks on one GPU */
+  expect_error(t, "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":1,",
+               "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":0,", "node 0 device 0 is used by rank 0 too");
+  /* spec digest */
+  char tmpl[] = "/tmp/rankplan-spec-XXXXXX";
+  int fd = mkstemp(tmpl);
+  T_CHECK(fd >= 0);
+  if (fd >= 0) {
+    T_CHECK(write(fd, spec_text, strlen(spec_text)) == (ssize_t)strlen(spec_text));
+    close(fd);
+    p = plan_load_mem("plan.json", t, c.len, tmpl, &err);
+    T_CHECK(p != NULL);
+    plan_free(p);
+    fd = open(tmpl, O_WRONLY | O_APPEND);
+    T_CHECK(write(fd, "# edited\n", 9) == 9);
+    close(fd);
+    p = plan_load_mem("plan.json", t, c.len, tmpl, &err);
+    T_CHECK(p == NULL && err && strstr(err, "the plan was compiled from another spec"));
+    free(err);
+    unlink(tmpl);
+  }
+  p = plan_load("/nonexistent/plan.json", NULL, &err);
+  T_CHECK(p == NULL && err && strstr(err, "cannot read the plan"));
+  free(err);
+  compiled_free(&c);
+}
+
+static void test_atomic_write(void) {
+  Compiled c;
+  T_CHECK(compile(&c, -1));
+  if (!c.text) return;
+  char dir[] = "/tmp/rankplan-out-XXXXXX";
+  T_CHECK(mkdtemp(dir) != NULL);
+  char *path = rp_sprintf("%s/plan.json", dir);
+  char *split = rp_sprintf("%s/nodes", dir);
+  char *what = NULL;
+  T_EQ_INT(emit_plan_files(&c.d, c.s, c.L, NULL, path, split, &what), 0);
+  char *back;
+  size_t len;
+  T_EQ_INT(rp_read_file(path, (size_t)1 << 30, &back, &len), 0);
+  T_CHECK(len == c.len && memcmp(back, c.text, len) == 0);
+  free(back);
+  char *n1 = rp_sprintf("%s/node-1.plan.json", split);
+  T_CHECK(access(n1, R_OK) == 0);
+  free(n1);
+  /* an unwritable target leaves nothing behind and reports the path */
+  char *bad = rp_sprintf("%s/missing/plan.json", dir);
+  int e = emit_plan_files(&c.d, c.s, c.L, NULL, bad, NULL, &what);
+  T_EQ_INT(e, ENOENT);
+  T_EQ_STR(what, bad);
+  free(what);
+  free(bad);
+  free(path);
+  free(split);
+  char *cmd = rp_sprintf("rm -rf '%s'", dir);
+  T_EQ_INT(system(cmd), 0);
+  free(cmd);
+  compiled_free(&c);
+}
+
+static void test_names(void) {
+  GroupKind k;
+  for (int i = 0; i < GK__COUNT; i++) {
+    T_CHECK(plan_kind_parse(plan_kind_name((GroupKind)i), &k));
+    T_EQ_INT(k, i);
+  }
+  T_CHECK(!plan_kind_parse("tensor", &k));
+  T_CHECK(plan_kind_fixes(GK_TP, CO_PP));
+  T_CHECK(!plan_kind_fixes(GK_TP, CO_TP));
+  T_CHECK(!plan_kind_fixes(GK_TP, CO_EP));
+  T_CHECK(plan_kind_fixes(GK_EP, CO_EDP));
+  T_CHECK(!plan_kind_fixes(GK_WORLD, CO_TP));
+}
+
+int main(void) {
+  T_RUN(test_names);
+  T_RUN(test_roundtrip);
+  T_RUN(test_split_node);
+  T_RUN(test_errors);
+  T_RUN(test_atomic_write);
+  T_DONE();
+}
