@@ -297,7 +297,10 @@ size_t rs_tokens_ranges(const RsTokens *t, int64_t T, int64_t **ranges) {
     int64_t a = rs__chunk_start(t->ids[i], T, t->nchunks);
     int64_t b = rs__chunk_start(t->ids[i] + 1, T, t->nchunks);
     if (t->stride == 1) {
-      if (a < b) {
+      /* Adjacent chunks (the middle pair of a zigzag) make one range. */
+      if (a < b && v.len && v.items[v.len - 1] == a) {
+        v.items[v.len - 1] = b;
+      } else if (a < b) {
         rp_vec_push(&v, a);
         rp_vec_push(&v, b);
       }
@@ -833,14 +836,19 @@ void rs_explain(FILE *out, const Plan *p, int64_t n_tokens) {
         snprintf(tok, sizeof tok, "p%%%lld==%lld", (long long)x->stride, (long long)x->offset);
         if (n_tokens > 0) count = rs__below(n_tokens, x->stride, x->offset);
       } else {
+        /* A range list, possibly intersected with a stride class. */
+        int64_t st = x->stride > 0 ? x->stride : 1, off = x->stride > 0 ? x->offset : 0;
         size_t n = 0;
         count = 0;
         for (size_t j = 0; j < x->nranges; j++) {
-          n += (size_t)snprintf(tok + n, n < sizeof tok ? sizeof tok - n : 0, "%s[%lld,%lld)",
-                                j ? "," : "", (long long)x->ranges[j][0], (long long)x->ranges[j][1]);
-          count += x->ranges[j][1] - x->ranges[j][0];
-          if (n >= sizeof tok) break;
+          if (n < sizeof tok)
+            n += (size_t)snprintf(tok + n, sizeof tok - n, "%s[%lld,%lld)", j ? "," : "",
+                                  (long long)x->ranges[j][0], (long long)x->ranges[j][1]);
+          count += rs__below(x->ranges[j][1], st, off) - rs__below(x->ranges[j][0], st, off);
         }
+        if (n < sizeof tok && st > 1)
+          n += (size_t)snprintf(tok + n, sizeof tok - n, " & p%%%lld==%lld", (long long)st,
+                                (long long)off);
         if (n >= sizeof tok) snprintf(tok + sizeof tok - 4, 4, "...");
       }
       int64_t b = -1;

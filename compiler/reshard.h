@@ -109,7 +109,8 @@ bool rs_tokens_has(const RsTokens *t, int64_t T, int64_t p);
 void rs_tokens_format(const RsTokens *t, StrBuf *sb);
 /* The set's tokens of a T-token request as half-open ranges, appended to
  * *ranges (a flat array of begin,end pairs, rp_realloc'ed); returns how many
- * ranges. A stride class gives ranges of one token each. */
+ * ranges. Adjacent chunks merge into one range; a stride class gives
+ * ranges of one token each. */
 size_t rs_tokens_ranges(const RsTokens *t, int64_t T, int64_t **ranges);
 
 /* Bytes one transfer moves for a T-token request (false on overflow). */

@@ -140,6 +140,13 @@ static void test_tokens(void) {
   T_EQ_INT(r[2], 60);
   T_EQ_INT(r[3], 70);
   free(r);
+  /* The middle pair of a zigzag is one range. */
+  RsTokens mid = {8, 2, {3, 4}, 1, 0};
+  n = rs_tokens_ranges(&mid, 81, &r);
+  T_EQ_INT(n, 1);
+  T_EQ_INT(r[0], 30);
+  T_EQ_INT(r[1], 50);
+  free(r);
   RsTokens s = {1, 1, {0, 0}, 4, 3};
   T_EQ_INT(rs_tokens_count(&s, 10), 2); /* 3, 7 */
   T_CHECK(rs_tokens_has(&s, 10, 7));
@@ -760,7 +767,7 @@ static void test_pipeline(void) {
 
 static void test_explain(void) {
   int64_t rg[2][2] = {{0, 500}, {3500, 4000}};
-  PlanTransfer x[3];
+  PlanTransfer x[4];
   memset(x, 0, sizeof x);
   x[0] = (PlanTransfer){.src = 0, .dst = 0, .layers = {0, 80}, .kv_heads = {0, 1},
                         .tokens = PT_ALL, .bytes_per_token = 40960};
@@ -768,7 +775,11 @@ static void test_explain(void) {
                         .tokens = PT_RANGES, .nranges = 2, .ranges = rg, .bytes_per_token = 40960};
   x[2] = (PlanTransfer){.src = 1, .dst = 1, .layers = {0, 80}, .kv_heads = {1, 2},
                         .tokens = PT_STRIDE, .stride = 2, .offset = 1, .bytes_per_token = 40960};
-  PlanReshard R = {.prefill = (char *)"prefill", .decode = (char *)"decode", .ntransfers = 3,
+  /* Chunk ranges intersected with a dcp class: 250 + 250 tokens. */
+  x[3] = (PlanTransfer){.src = 9, .dst = 1, .layers = {0, 80}, .kv_heads = {1, 2},
+                        .tokens = PT_RANGES, .nranges = 2, .ranges = rg, .stride = 2, .offset = 1,
+                        .bytes_per_token = 40960};
+  PlanReshard R = {.prefill = (char *)"prefill", .decode = (char *)"decode", .ntransfers = 4,
                    .transfers = x};
   Plan p;
   memset(&p, 0, sizeof p);
@@ -779,12 +790,13 @@ static void test_explain(void) {
   FILE *f = open_memstream(&text, &len);
   rs_explain(f, &p, 4000);
   fclose(f);
-  T_CHECK(strstr(text, "kv_reshard prefill -> decode: 3 transfers") != NULL);
+  T_CHECK(strstr(text, "kv_reshard prefill -> decode: 4 transfers") != NULL);
   T_CHECK(strstr(text, "    0 -> 0     [0,80)      [0,1)      all") != NULL);
   T_CHECK(strstr(text, "[0,500),[3500,4000)") != NULL);
   T_CHECK(strstr(text, "p%2==1") != NULL);
-  /* 4000 + 1000 + 2000 tokens of 40960 bytes. */
-  T_CHECK(strstr(text, "total 286720000 bytes") != NULL);
+  T_CHECK(strstr(text, "[0,500),[3500,4000) & p%2==1") != NULL);
+  /* 4000 + 1000 + 2000 + 500 tokens of 40960 bytes. */
+  T_CHECK(strstr(text, "total 307200000 bytes") != NULL);
   free(text);
 }
 
