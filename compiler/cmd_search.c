@@ -8,13 +8,17 @@
  * is a terminal. Exit 0 when a layout meets the SLOs, 1 when the input is
  * wrong or no layout meets them, 2 on usage errors or unreadable files.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "layout.h"
+#include "reshard.h"
 #include "search.h"
 #include "spec.h"
+#include "validate.h"
 
 static const char search_usage[] =
     "usage: rankplan search [options] SPEC\n"
@@ -42,6 +46,62 @@ static const char search_usage[] =
     "\n"
     "exit: 0 a layout meets the SLOs, 1 the input is wrong or no layout meets\n"
     "them, 2 usage error or unreadable file\n";
+
+/* Compiles the winner: the spec with its deployment replaced by the
+ * winner's pools, through the same stages `rankplan compile` runs
+ * (validate, layout, default placement, memory ledger, KV reshard maps,
+ * emit), with the predicted figures in the plan's `estimates`. The spec's
+ * placement hook is not run here: compile the written spec for that.
+ * Returns an exit code. */
+static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, const char *path) {
+  Spec s = *spec;
+  PoolSpec pools[2];
+  memset(pools, 0, sizeof pools);
+  SrcLoc at = spec->deployment.loc;
+  for (size_t i = 0; i < w->npools; i++) {
+    const SearchPool *sp = &w->pools[i];
+    PoolSpec *p = &pools[i];
+    p->loc = at;
+    p->name = (SStr){sp->role == ROLE_PREFILL ? "prefill" : sp->role == ROLE_DECODE ? "decode" : "serve",
+                     at, true};
+    p->role = (SEnum){(int)sp->role, at, true};
+    p->replicas = (SInt){sp->replicas, at, true};
+    p->tp = (SInt){sp->lay.tp, at, true};
+    p->pp = (SInt){sp->lay.pp, at, true};
+    p->cp = (SInt){sp->lay.cp, at, true};
+    p->dp = (SInt){sp->lay.dp, at, true};
+    p->ep = (SInt){sp->lay.ep, at, true};
+    p->etp = (SInt){sp->lay.etp, at, true};
+    p->dcp = (SInt){sp->lay.dcp, at, true};
+    p->layer_partition.loc = at;
+  }
+  s.deployment.pools = pools;
+  s.deployment.npools = w->npools;
+  s.deployment.mode.v = w->mode == SEARCH_AGGREGATED ? MODE_AGGREGATED : MODE_DISAGGREGATED;
+  validate_spec(d, &s);
+  Layout *L = diags_failed(d) ? NULL : lay_build(d, &s, NULL);
+  if (L && !diags_failed(d)) lay_place_default(d, L);
+  if (L && !diags_failed(d)) lay_memory(d, &s, L);
+  if (L && !diags_failed(d)) {
+    RsPlan rsp;
+    if (rs_plan_build(d, &s, L, &rsp)) rs_plan_free(&rsp);
+  }
+  int rc = RP_EXIT_OK;
+  if (!L || diags_failed(d)) {
+    rc = RP_EXIT_INPUT;
+  } else {
+    PlanEstimates est = {true, w->ttft * 1e3, w->tpot * 1e3, w->tok_s, w->goodput_gpu};
+    char *what = NULL;
+    int werr = emit_plan_files(d, &s, L, &est, path, NULL, &what);
+    if (werr) {
+      fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", what ? what : path, strerror(werr));
+      rc = RP_EXIT_USAGE;
+    }
+    free(what);
+  }
+  lay_free(L);
+  return rc;
+}
 
 int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
@@ -123,14 +183,7 @@ int cmd_search(int argc, char **argv) {
                    : search_format_text(&out, spec, rows, explain);
   fputs(txt, stdout);
   free(txt);
-  if (plan) {
-    /* The plan compiler has no entry point that takes a layout from here
-     * yet; say so instead of writing something that is not a plan. */
-    fprintf(stderr, "rankplan search: -o is not available in this build: the compile stage "
-                    "has no entry point for a searched layout yet; write the winner's pools "
-                    "into the spec and run `rankplan compile`\n");
-    rc = RP_EXIT_USAGE;
-  }
+  if (plan) rc = search__compile(&d, spec, &out.results.items[0], plan);
 done:
   if (d.list.len) {
     if (json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "validate.h"
 
 const char *search_binding_name(SearchBinding b) {
   switch (b) {
@@ -230,6 +231,34 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, Role
   rp_vec_push(out, e);
 }
 
+/* The model stage's rules (validate_pool) on a candidate, with a scratch
+ * Diags: the search proposes only layouts `rankplan compile` accepts,
+ * including its memory rules (weights within budget, one max_context
+ * request per attention replica). */
+static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l) {
+  PoolSpec p;
+  memset(&p, 0, sizeof p);
+  SrcLoc at = c->s->deployment.loc;
+  p.loc = at;
+  p.name = (SStr){"candidate", at, true};
+  p.role = (SEnum){(int)role, at, true};
+  p.replicas = (SInt){1, at, true};
+  p.tp = (SInt){l->tp, at, true};
+  p.pp = (SInt){l->pp, at, true};
+  p.cp = (SInt){l->cp, at, true};
+  p.dp = (SInt){l->dp, at, true};
+  p.ep = (SInt){l->ep, at, true};
+  p.etp = (SInt){l->etp, at, true};
+  p.dcp = (SInt){l->dcp, at, true};
+  p.layer_partition.loc = at;
+  Diags d;
+  diags_init(&d);
+  validate_pool(&d, c->s, &p);
+  bool ok = !diags_failed(&d);
+  diags_free(&d);
+  return ok;
+}
+
 /* Powers of two 1, 2, 4, ... up to hi. */
 static int64_t next_pow2(int64_t v) { return v * 2; }
 
@@ -258,6 +287,7 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
                 if (!ctx_spend(c, 1)) return;
+                if (!search__rules_pass(c, role, &l)) continue;
                 search__eval_layout(c, role, &l, out);
               }
             }
@@ -653,7 +683,16 @@ char *search_explain(const SearchOut *out, size_t i) {
   }
   const SearchResult *w = &out->results.items[0];
   double loss = w->goodput_gpu > 0 ? 100.0 * (1.0 - r->goodput_gpu / w->goodput_gpu) : 0.0;
-  sb_printf(&sb, "%.1f%% less goodput/GPU than #1", loss);
+  if (r->goodput_gpu >= w->goodput_gpu) {
+    /* A tie on goodput/GPU: name the tie-break that ranked it lower. */
+    sb_printf(&sb, "ties #1 on goodput/GPU (%.1f tok/s/GPU); ranked lower on ", r->goodput_gpu);
+    if (r->ttft != w->ttft) sb_printf(&sb, "TTFT %.1f vs %.1f ms", r->ttft * 1e3, w->ttft * 1e3);
+    else if (r->tpot != w->tpot) sb_printf(&sb, "TPOT %.2f vs %.2f ms", r->tpot * 1e3, w->tpot * 1e3);
+    else if (r->gpus != w->gpus) sb_printf(&sb, "GPUs %lld vs %lld", (long long)r->gpus, (long long)w->gpus);
+    else sb_puts(&sb, "layout name order");
+  } else {
+    sb_printf(&sb, "%.1f%% less goodput/GPU than #1", loss);
+  }
   if (r->mode != w->mode) {
     sb_printf(&sb, "; %s instead of %s", r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated",
               w->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated");
