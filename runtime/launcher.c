@@ -14,7 +14,6 @@
  * RT_SECONDARY_WAIT seconds for a cause to be published before naming it.
  */
 #include <errno.h>
-#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 
 #include "backend.h"
 #include "launcher.h"
+#include "plan.h"
 #include "report.h"
 #include "store.h"
 
@@ -35,121 +35,50 @@
 extern char **environ;
 
 /* ---------------------------------------------------------------------------
- * Plan reader. */
-
-static RtResult plan_int(json_t *o, const char *key, const char *where,
-                         int lo, int hi, int *out) {
-  json_t *v = json_object_get(o, key);
-  if (!json_is_integer(v))
-    return rt_err(RT_ERR_INVALID, "plan: `%s` of %s is missing or not an "
-                  "integer", key, where);
-  json_int_t x = json_integer_value(v);
-  if (x < lo || x > hi)
-    return rt_err(RT_ERR_INVALID, "plan: `%s` of %s is %lld, expected %d to "
-                  "%d", key, where, (long long)x, lo, hi);
-  *out = (int)x;
-  return RT_OK;
-}
-
-static char *id_text(json_t *v) {
-  if (json_is_string(v)) return rp_strdup(json_string_value(v));
-  if (json_is_integer(v))
-    return rp_sprintf("%lld", (long long)json_integer_value(v));
-  return NULL;
-}
+ * Plan reader: the shared loader (compiler/plan_load.c) checks the plan;
+ * this keeps the few facts the runtime needs. */
 
 RtResult rt_plan_load(const char *path, RtPlan *p) {
   memset(p, 0, sizeof *p);
-  json_error_t je;
-  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-  if (!root)
-    return rt_err(je.line < 0 ? RT_ERR_SYS : RT_ERR_INVALID,
-                  "cannot read plan `%s`: %s (line %d)", path, je.text,
-                  je.line);
-  RtResult r = RT_OK;
-  const int maxw = 1 << 20;
-  RTCHECKGOTO(plan_int(root, "world_size", "the plan", 1, maxw, &p->world_size),
-              r, fail);
-  json_t *nodes = json_object_get(root, "nodes");
-  if (json_is_array(nodes) && json_array_size(nodes) > 0)
-    p->nnodes = (int)json_array_size(nodes);
-  else if (json_is_integer(nodes) && json_integer_value(nodes) > 0 &&
-           json_integer_value(nodes) <= maxw)
-    p->nnodes = (int)json_integer_value(nodes);
-  else {
-    r = rt_err(RT_ERR_INVALID, "plan: `nodes` is missing or empty");
-    goto fail;
+  char *err = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return rt_err(RT_ERR_SYS, "cannot read plan `%s`: %s", path,
+                  strerror(errno));
+  fclose(f);
+  Plan *pl = plan_load(path, NULL, &err);
+  if (!pl) {
+    RtResult r = rt_err(RT_ERR_INVALID, "bad plan: %s", err ? err : path);
+    free(err);
+    return r;
   }
-  json_t *ranks = json_object_get(root, "ranks");
-  if (!json_is_array(ranks) || json_array_size(ranks) != (size_t)p->world_size) {
-    r = rt_err(RT_ERR_INVALID, "plan: `ranks` must list %d ranks, got %zu",
-               p->world_size, json_is_array(ranks) ? json_array_size(ranks) : 0);
-    goto fail;
-  }
+  p->world_size = (int)pl->world_size;
+  p->nnodes = (int)pl->nnodes;
   p->ranks = rp_calloc((size_t)p->world_size, sizeof *p->ranks);
-  for (int i = 0; i < p->world_size; i++) p->ranks[i].rank = -1;
-  for (size_t i = 0; i < json_array_size(ranks); i++) {
-    json_t *x = json_array_get(ranks, i);
-    char where[64];
-    snprintf(where, sizeof where, "ranks[%zu]", i);
-    int rk, node, lr, dev;
-    RTCHECKGOTO(plan_int(x, "rank", where, 0, p->world_size - 1, &rk), r, fail);
-    RTCHECKGOTO(plan_int(x, "node", where, 0, p->nnodes - 1, &node), r, fail);
-    RTCHECKGOTO(plan_int(x, "local_rank", where, 0, maxw, &lr), r, fail);
-    RTCHECKGOTO(plan_int(x, "device", where, 0, maxw, &dev), r, fail);
-    if (p->ranks[rk].rank >= 0) {
-      r = rt_err(RT_ERR_INVALID, "plan: rank %d is listed twice", rk);
-      goto fail;
-    }
-    p->ranks[rk] = (RtRank){rk, node, lr, dev, NULL};
-    json_t *pool = json_object_get(x, "pool");
-    p->ranks[rk].pool = rp_strdup(json_is_string(pool) ? json_string_value(pool) : "");
+  for (int i = 0; i < p->world_size; i++)
+    p->ranks[i] = (RtRank){i, -1, -1, -1, NULL};
+  for (int64_t i = 0; i < pl->nranks; i++) {
+    const PlanRank *R = &pl->ranks[i];
+    /* Node numbers are positions in nodes[] for the runtime. */
+    int node = -1;
+    for (size_t n = 0; n < pl->nnodes; n++)
+      if (pl->nodes[n].node == R->node) node = (int)n;
+    p->ranks[R->rank] = (RtRank){R->rank, node, R->local_rank, R->device,
+                                 rp_strdup(pl->pools[R->pool].name)};
   }
-  for (int a = 0; a < p->world_size; a++)
-    for (int b = a + 1; b < p->world_size; b++)
-      if (p->ranks[a].node == p->ranks[b].node &&
-          p->ranks[a].local_rank == p->ranks[b].local_rank) {
-        r = rt_err(RT_ERR_INVALID, "plan: ranks %d and %d share local rank %d "
-                   "on node %d", a, b, p->ranks[a].local_rank, p->ranks[a].node);
-        goto fail;
-      }
-  json_t *groups = json_object_get(root, "groups");
-  if (!json_is_array(groups)) {
-    r = rt_err(RT_ERR_INVALID, "plan: `groups` is missing");
-    goto fail;
+  p->ngroups = (int)pl->ngroups;
+  p->groups = rp_calloc((size_t)p->ngroups + 1, sizeof *p->groups);
+  for (int i = 0; i < p->ngroups; i++) {
+    const PlanGroup *G = &pl->groups[i];
+    RtGroup *g = &p->groups[i];
+    g->id = rp_sprintf("%d", G->id);
+    g->kind = rp_strdup(plan_kind_name(G->kind));
+    g->nranks = G->n;
+    g->ranks = rp_malloc(sizeof(int) * (size_t)G->n);
+    for (int k = 0; k < G->n; k++) g->ranks[k] = G->ranks[k];
   }
-  p->groups = rp_calloc(json_array_size(groups) + 1, sizeof *p->groups);
-  for (size_t i = 0; i < json_array_size(groups); i++) {
-    json_t *x = json_array_get(groups, i);
-    RtGroup *g = &p->groups[p->ngroups++];
-    g->id = id_text(json_object_get(x, "id"));
-    json_t *kind = json_object_get(x, "kind");
-    json_t *gr = json_object_get(x, "ranks");
-    if (!g->id || !json_is_string(kind) || !json_is_array(gr) ||
-        json_array_size(gr) == 0 || json_array_size(gr) > (size_t)p->world_size) {
-      r = rt_err(RT_ERR_INVALID, "plan: groups[%zu] needs `id`, `kind` and 1 "
-                 "to %d `ranks`", i, p->world_size);
-      goto fail;
-    }
-    g->kind = rp_strdup(json_string_value(kind));
-    g->ranks = rp_malloc(sizeof(int) * json_array_size(gr));
-    for (size_t k = 0; k < json_array_size(gr); k++) {
-      json_t *v = json_array_get(gr, k);
-      json_int_t m = json_is_integer(v) ? json_integer_value(v) : -1;
-      if (m < 0 || m >= p->world_size || rt_group_index(g, (int)m) >= 0) {
-        r = rt_err(RT_ERR_INVALID, "plan: group `%s` member %zu is not a "
-                   "distinct rank in 0 to %d", g->id, k, p->world_size - 1);
-        goto fail;
-      }
-      g->ranks[g->nranks++] = (int)m;
-    }
-  }
-  json_decref(root);
+  plan_free(pl);
   return RT_OK;
-fail:
-  json_decref(root);
-  rt_plan_free(p);
-  return r;
 }
 
 void rt_plan_free(RtPlan *p) {
@@ -192,6 +121,7 @@ static void sleep_s(double s) {
 
 int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   signal(SIGPIPE, SIG_IGN);
+  if (o->test_ignore_sigterm) signal(SIGTERM, SIG_IGN);
   const char *rs = getenv("RANK");
   char *end = NULL;
   long rank = rs ? strtol(rs, &end, 10) : -1;
@@ -305,6 +235,7 @@ typedef struct {
   bool stopping;
   double stop_t;
   bool killed;
+  int joined; /* launchers known to have joined (node 0 waits for them) */
 } Launch;
 
 static void set_fail(Launch *L, int rank, int node, int code, int sig,
@@ -468,6 +399,7 @@ static char **worker_argv(const Launch *L) {
   a[k++] = rp_strdup("--preflight-bytes");
   a[k++] = rp_sprintf("%lld", (long long)L->o->preflight_bytes);
   if (L->o->quiet) a[k++] = rp_strdup("--quiet");
+  if (L->o->test_ignore_sigterm) a[k++] = rp_strdup("--test-ignore-sigterm");
   a[k] = NULL;
   return a;
 }
@@ -532,7 +464,7 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
       L->store_ok = false;
     if (srv) {
       double deadline = rt_now() + (L->have_fail ? L->o->grace + 2.0 : L->o->timeout);
-      while (L->store_ok && done < L->plan->nnodes && rt_now() < deadline) {
+      while (L->store_ok && done < L->joined && rt_now() < deadline) {
         sleep_s(RT_STORE_POLL_S);
         if (rt_store_add(&L->st, "nodes/done", 0, &done) != RT_OK) break;
       }
@@ -556,6 +488,11 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   free(L->rep.groups);
   free(L->rep.fail_reason);
   return code;
+}
+
+static int by_local_rank(const void *a, const void *b) {
+  const RtRankStatus *x = a, *y = b;
+  return (x->local_rank > y->local_rank) - (x->local_rank < y->local_rank);
 }
 
 int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
@@ -585,11 +522,11 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     return RP_EXIT_USAGE;
   }
   L.rep.local = rp_calloc((size_t)plan->world_size, sizeof *L.rep.local);
-  for (int lr = 0; lr <= plan->world_size * 4; lr++)
-    for (int r = 0; r < plan->world_size; r++)
-      if (plan->ranks[r].node == o->node && plan->ranks[r].local_rank == lr)
-        L.rep.local[L.rep.nlocal++] = (RtRankStatus){
-            r, lr, plan->ranks[r].device, 0, false, -1, 0};
+  for (int r = 0; r < plan->world_size; r++)
+    if (plan->ranks[r].node == o->node)
+      L.rep.local[L.rep.nlocal++] = (RtRankStatus){
+          r, plan->ranks[r].local_rank, plan->ranks[r].device, 0, false, -1, 0};
+  qsort(L.rep.local, (size_t)L.rep.nlocal, sizeof *L.rep.local, by_local_rank);
   if (o->dry_run) {
     print_dry_run(&L);
     free(L.rep.local);
@@ -649,6 +586,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     double left = join_deadline - rt_now();
     r = rt_store_wait(&L.st, key, left > 0 ? left : 0, &v, NULL);
     free(v);
+    if (r == RT_OK) L.joined++;
     if (r != RT_OK) {
       char *why = rp_sprintf("node %d never joined the rendezvous within "
                              "%.1f s", n, o->timeout);

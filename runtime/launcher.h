@@ -26,7 +26,7 @@ typedef struct {
 
 typedef struct {
   int rank, node, local_rank, device;
-  char *pool;
+  char *pool; /* pool name */
 } RtRank;
 
 typedef struct {
@@ -37,10 +37,11 @@ typedef struct {
   RtGroup *groups; /* in the plan's order */
 } RtPlan;
 
-/* Loads and checks a plan file: ranks 0..world_size-1 each exactly once,
- * nodes in range, local ranks unique per node, group members valid and
- * distinct. Errors (RT_ERR_INVALID, or RT_ERR_SYS when unreadable) carry a
- * message naming the field. */
+/* Loads a plan through the shared loader (compiler/plan.h: plan_load),
+ * which checks it, and keeps what the runtime needs. Node numbers become
+ * positions in the plan's nodes[]; a rank absent from a --split-by-node
+ * plan has node -1. Errors: RT_ERR_SYS when unreadable, RT_ERR_INVALID
+ * with the loader's message otherwise. */
 RtResult rt_plan_load(const char *path, RtPlan *p);
 void rt_plan_free(RtPlan *p);
 /* Index of rank r inside group g, or -1. */
@@ -59,6 +60,8 @@ typedef struct {
   bool dry_run;
   const char *report_path; /* JSON; text goes to report_path + ".txt" */
   bool quiet;
+  bool test_ignore_sigterm; /* tests only: workers ignore SIGTERM, so that
+                               the SIGKILL after the grace period is seen */
 } RtLaunchOpts;
 
 /* Runs the launcher of one node to completion. Returns the process exit

@@ -88,7 +88,12 @@ int main(int argc, char **argv) {
       o.dry_run = true;
     } else if (strcmp(a, "--quiet") == 0) {
       o.quiet = true;
-    } else if (a[0] == '-' && a[1] == '-' && !next) {
+    } else if (strcmp(a, "--test-ignore-sigterm") == 0) {
+      o.test_ignore_sigterm = true;
+    } else if (!next && (strcmp(a, "--node") == 0 || strcmp(a, "--rendezvous") == 0 ||
+                         strcmp(a, "--backend") == 0 || strcmp(a, "--timeout") == 0 ||
+                         strcmp(a, "--grace") == 0 || strcmp(a, "--soak") == 0 ||
+                         strcmp(a, "--preflight-bytes") == 0 || strcmp(a, "--report") == 0)) {
       return bad_usage("option `%s` needs a value", a);
     } else if (strcmp(a, "--node") == 0) {
       if (!parse_num(next, 0, 1 << 20, &v) || v != (int)v)
@@ -153,7 +158,7 @@ int main(int argc, char **argv) {
       rt_plan_free(&plan);
       return RP_EXIT_USAGE;
     }
-  } else if (plan.nnodes > 1) {
+  } else if (plan.nnodes > 1 && !o.dry_run) {
     fprintf(stderr, "rankrun: the plan has %d nodes: --rendezvous HOST:PORT "
             "is needed so that launchers find node 0\n", plan.nnodes);
     rt_plan_free(&plan);
@@ -162,7 +167,7 @@ int main(int argc, char **argv) {
     o.rdzv_host = rp_strdup("127.0.0.1");
     o.rdzv_port = 0;
   }
-  if (o.rdzv_port == 0 && plan.nnodes > 1) {
+  if (o.rdzv_port == 0 && plan.nnodes > 1 && !o.dry_run) {
     fprintf(stderr, "rankrun: --rendezvous port 0 only works for a one-node "
             "plan (other nodes could not find it)\n");
     free(o.rdzv_host);

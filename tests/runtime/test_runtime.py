@@ -1,4 +1,373 @@
 #!/usr/bin/env python3
-"""Not written yet."""
+"""Multi-process tests of `rankrun`: CLI contract, example plans on the host
+backend, two launchers as two nodes (loopback, and two network namespaces
+where the machine allows it), shared fate on SIGKILL, SIGTERM forwarding,
+join timeout, port in use, duplicate node.
+
+Plans are compiled at test time with $RANKPLAN from plans/examples/*.yaml
+and tests/runtime/*.yaml. Plans with more than 16 ranks are not run here
+(every rank is a process on this machine)."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
-sys.exit(0)
+import tempfile
+import threading
+import time
+
+RR = os.environ["RANKRUN"]
+RP = os.environ["RANKPLAN"]
+SRC = os.environ["SRCROOT"]
+MAX_RANKS = 16
+fails = 0
+TMP = tempfile.mkdtemp(prefix="rankrun-test-")
+
+
+def check(cond, what, detail=""):
+    global fails
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        fails += 1
+        if detail:
+            print("     " + str(detail).replace("\n", "\n     ")[:4000])
+
+
+def skip(what, why):
+    print(f"skip {what}: {why}")
+
+
+def run(*args, timeout=120, **kw):
+    return subprocess.run([RR, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def compile_plan(spec):
+    out = os.path.join(TMP, os.path.basename(spec).replace(".yaml", ".json"))
+    p = subprocess.run([RP, "compile", spec, "-o", out], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        return None, p.stderr
+    return out, ""
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose; its parent reaps it.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Launcher:
+    """One `rankrun PLAN --node N` process whose stderr is read as it comes,
+    so that the test can wait for "preflight ok" lines and learn rank pids."""
+
+    def __init__(self, plan, node, port, *extra, prefix=()):
+        self.report = os.path.join(TMP, f"report-{os.path.basename(plan)}-{node}-{port}.json")
+        args = [*prefix, RR, plan, "--node", str(node), "--rendezvous", f"127.0.0.1:{port}",
+                "--report", self.report, *extra]
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.err = []
+        self.out = ""
+        self.pids = {}
+        self.ready = set()
+        self.cv = threading.Condition()
+        self.th = threading.Thread(target=self._read, daemon=True)
+        self.th.start()
+        self.th2 = threading.Thread(target=self._read_out, daemon=True)
+        self.th2.start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            with self.cv:
+                self.err.append(line)
+                w = line.split()
+                if "started rank" in line:
+                    self.pids[int(w[-3])] = int(w[-1])
+                if "preflight ok" in line:
+                    self.ready.add(int(w[2].rstrip(":")))
+                self.cv.notify_all()
+
+    def _read_out(self):
+        self.out = self.p.stdout.read()
+
+    def wait_ready(self, n, timeout=60):
+        with self.cv:
+            return self.cv.wait_for(lambda: len(self.ready) >= n, timeout)
+
+    def wait(self, timeout=120):
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+        self.elapsed = time.monotonic() - self.t0
+        self.th.join(5)
+        self.th2.join(5)
+        return rc
+
+    def stderr(self):
+        return "".join(self.err)
+
+    def load_report(self):
+        try:
+            with open(self.report) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+
+def run_nodes(plan, nnodes, *extra, port=None):
+    port = port or free_port()
+    ls = [Launcher(plan, n, port, *extra) for n in range(nnodes)]
+    rcs = [l.wait() for l in ls]
+    return ls, rcs
+
+
+# --- CLI contract --------------------------------------------------------------
+p = run("--help")
+check(p.returncode == 0 and "usage: rankrun" in p.stdout and "--rendezvous" in p.stdout, "rankrun --help")
+p = run("--version")
+check(p.returncode == 0 and p.stdout.startswith("rankrun "), "rankrun --version")
+p = run()
+check(p.returncode == 2, "no arguments exits 2", p.stderr)
+p = run("x.json", "--bogus")
+check(p.returncode == 2 and "unknown option" in p.stderr, "unknown option exits 2", p.stderr)
+p = run("/nonexistent/plan.json", "--node", "0")
+check(p.returncode == 2 and "/nonexistent/plan.json" in p.stderr, "unreadable plan exits 2 and names it", p.stderr)
+bad = os.path.join(TMP, "bad.json")
+with open(bad, "w") as f:
+    f.write('{"format": "rankplan.plan/1", "world_size": "four"}')
+p = run(bad, "--node", "0")
+check(p.returncode == 1 and "bad plan" in p.stderr, "invalid plan exits 1", p.stderr)
+
+small, err = compile_plan(os.path.join(SRC, "tests/runtime/two-node-small.yaml"))
+if not small:
+    check(False, "compile tests/runtime/two-node-small.yaml", err)
+    sys.exit(1)
+agg, err = compile_plan(os.path.join(SRC, "plans/examples/llama-3.1-8b-agg.yaml"))
+
+p = run(small, "--node", "5", "--rendezvous", "127.0.0.1:1")
+check(p.returncode == 2 and "node 5" in p.stderr, "node out of range exits 2", p.stderr)
+p = run(small, "--node", "0")
+check(p.returncode == 2 and "--rendezvous" in p.stderr, "multi-node plan without --rendezvous exits 2", p.stderr)
+p = run(small, "--node", "0", "--rendezvous", "nocolon")
+check(p.returncode == 2, "bad --rendezvous exits 2", p.stderr)
+p = run(small, "--node", "0", "--backend", "carrier-pigeon")
+check(p.returncode == 2 and "unknown backend" in p.stderr, "unknown backend exits 2", p.stderr)
+
+# --- dry run ---------------------------------------------------------------------
+p = run(small, "--node", "1", "--rendezvous", "10.0.0.1:29400", "--dry-run")
+lines = [l for l in p.stdout.splitlines() if l.startswith("would start rank")]
+check(p.returncode == 0 and len(lines) == 2 and "RANK=2 LOCAL_RANK=0 WORLD_SIZE=4" in lines[0]
+      and "RANK=3 LOCAL_RANK=1 WORLD_SIZE=4" in lines[1], "dry run lists node 1's ranks and their env", p.stdout)
+check("rendezvous store" not in p.stdout, "dry run of node 1 starts no store", p.stdout)
+p = run(small, "--node", "0", "--rendezvous", "10.0.0.1:29400", "--dry-run", "--backend", "nccl")
+if p.returncode == 0:
+    check("CUDA_VISIBLE_DEVICES=0" in p.stdout and "CUDA_VISIBLE_DEVICES=1" in p.stdout
+          and "rendezvous store on 10.0.0.1:29400" in p.stdout, "dry run with nccl binds devices", p.stdout)
+else:
+    skip("dry run with nccl", "this build has no nccl backend")
+
+# --- example plans on the host backend --------------------------------------------
+kinds_seen = set()
+examples = sorted(f for f in os.listdir(os.path.join(SRC, "plans/examples")) if f.endswith(".yaml"))
+for ex in examples + ["../../tests/runtime/two-node-small.yaml"]:
+    plan, err = compile_plan(os.path.join(SRC, "plans/examples", ex))
+    if not plan:
+        check(False, f"compile {ex}", err)
+        continue
+    with open(plan) as f:
+        pj = json.load(f)
+    if pj["world_size"] > MAX_RANKS:
+        skip(f"run {ex}", f"{pj['world_size']} ranks, over the {MAX_RANKS} processes this test starts")
+        continue
+    kinds = sorted({g["kind"] for g in pj["groups"]})
+    ls, rcs = run_nodes(plan, len(pj["nodes"]), "--quiet", "--preflight-bytes", "65536")
+    reps = [l.load_report() for l in ls]
+    ok = all(rc == 0 for rc in rcs) and all(r and r["status"] == "ok" for r in reps)
+    check(ok, f"{ex}: {pj['world_size']} ranks on {len(pj['nodes'])} node(s) run and exit 0",
+          "\n".join(l.stderr() + l.out for l in ls))
+    if not ok:
+        continue
+    r = reps[0]
+    groups = r["preflight"]["groups"]
+    check(len(groups) == len(pj["groups"]) and all(g["checked"] and g["ok"] for g in groups),
+          f"{ex}: every group's all-reduce of rank ids is right ({len(groups)} groups)")
+    check(sorted(r["preflight"]["by_kind"]) == kinds, f"{ex}: report lists every group kind ({', '.join(kinds)})")
+    multi = [g for g in groups if g["ranks"] > 1]
+    check(all(g["busbw_gbs"] > 0 and g["bytes"] == 65536 for g in multi),
+          f"{ex}: bandwidth measured on every group of 2+ ranks")
+    kinds_seen |= set(kinds)
+    with open(ls[0].report + ".txt") as f:
+        txt = f.read()
+    check("status: ok" in txt and "preflight" in txt, f"{ex}: text report written")
+check(len(kinds_seen) >= 10, f"host backend ran {len(kinds_seen)} group kinds: {', '.join(sorted(kinds_seen))}")
+
+# --- shared fate: SIGKILL of a rank mid-collective ------------------------------------
+for victim_rank in (3, 0):
+    port = free_port()
+    ls = [Launcher(small, n, port, "--soak", "60", "--grace", "1") for n in range(2)]
+    ready = all(l.wait_ready(2) for l in ls)
+    check(ready, f"kill rank {victim_rank}: all ranks reached the soak", "".join(l.stderr() for l in ls))
+    pids = {**ls[0].pids, **ls[1].pids}
+    time.sleep(0.5)
+    t_kill = time.monotonic()
+    os.kill(pids[victim_rank], signal.SIGKILL)
+    rcs = [l.wait(60) for l in ls]
+    t_all = time.monotonic() - t_kill
+    left = [p for p in pids.values() if alive(p)]
+    check(rcs == [3, 3], f"kill rank {victim_rank}: both launchers exit 3", rcs)
+    # Deadline: one store poll (0.1 s) + grace (1 s) + process start-up slack.
+    check(t_all < 6.0, f"kill rank {victim_rank}: every node stopped within the deadline ({t_all:.2f} s)")
+    check(not left, f"kill rank {victim_rank}: no rank process left", left)
+    for l in ls:
+        r = l.load_report()
+        f = r and r["first_failure"]
+        check(bool(f) and f["rank"] == victim_rank and f["node"] == victim_rank // 2 and f["signal"] == 9
+              and f["signal_name"] == "KILL",
+              f"kill rank {victim_rank}: node {ls.index(l)}'s report names rank {victim_rank}, node "
+              f"{victim_rank // 2}, SIGKILL", json.dumps(f))
+        with open(l.report + ".txt") as tf:
+            txt = tf.read()
+        check(f"first failure: rank {victim_rank} on node {victim_rank // 2}, killed by signal 9" in txt,
+              f"kill rank {victim_rank}: node {ls.index(l)}'s text report names it", txt)
+
+# --- SIGTERM to a launcher: forwarded, then SIGKILL after the grace period ------------
+if agg:
+    for ignore in (False, True):
+        extra = ["--soak", "60", "--grace", "1"] + (["--test-ignore-sigterm"] if ignore else [])
+        l = Launcher(agg, 0, free_port(), *extra)
+        check(l.wait_ready(8), "sigterm: 8 ranks reached the soak", l.stderr())
+        t0 = time.monotonic()
+        l.p.send_signal(signal.SIGTERM)
+        rc = l.wait(30)
+        dt = time.monotonic() - t0
+        left = [p for p in l.pids.values() if alive(p)]
+        r = l.load_report() or {}
+        sigs = sorted({x["signal"] for x in r.get("ranks", [])}, key=str)
+        what = "ranks ignoring SIGTERM" if ignore else "ranks"
+        check(rc == 3 and not left and len(l.pids) == 8, f"sigterm ({what}): launcher exits 3, no process left",
+              (rc, left))
+        if ignore:
+            check(sigs == [9] and dt >= 1.0, f"sigterm ({what}): SIGKILL after the 1 s grace ({dt:.2f} s)", sigs)
+        else:
+            check(sigs == [15] and dt < 1.0 + 2.0, f"sigterm ({what}): SIGTERM forwarded to every rank", sigs)
+        f = r.get("first_failure") or {}
+        check(f.get("node") == 0 and f.get("signal") == 15 and f.get("rank") is None,
+              f"sigterm ({what}): report names the launcher's signal", f)
+else:
+    check(False, "compile llama-3.1-8b-agg for the sigterm test", err)
+
+# --- a peer that never arrives --------------------------------------------------------
+l = Launcher(small, 0, free_port(), "--timeout", "3")
+rc = l.wait(30)
+r = l.load_report() or {}
+f = r.get("first_failure") or {}
+check(rc == 3 and f.get("node") == 1 and "never joined" in f.get("reason", ""),
+      "missing node 1: node 0 exits 3 naming node 1", (rc, f, l.stderr()))
+check(2.0 <= l.elapsed <= 4.5, f"missing node 1: fails at the 3 s join timeout, within 1 s ({l.elapsed:.2f} s)")
+
+# --- port already in use ----------------------------------------------------------------
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+busy = s.getsockname()[1]
+p = run(small, "--node", "0", "--rendezvous", f"127.0.0.1:{busy}", "--timeout", "5")
+s.close()
+check(p.returncode == 3 and f"127.0.0.1:{busy}` is already in use" in p.stderr,
+      "rendezvous port in use: exit 3 with a clear message", p.stderr)
+
+# --- duplicate node -------------------------------------------------------------------------
+port = free_port()
+l0 = Launcher(small, 0, port, "--soak", "3")
+l1 = Launcher(small, 1, port, "--soak", "3")
+l1.wait_ready(2)
+dup = run(small, "--node", "1", "--rendezvous", f"127.0.0.1:{port}", "--timeout", "5")
+rc0, rc1 = l0.wait(), l1.wait()
+check(dup.returncode == 3 and "duplicate node 1" in dup.stderr, "duplicate node: the second node 1 exits 3",
+      dup.stderr)
+check(rc0 == 0 and rc1 == 0, "duplicate node: the deployment it tried to join is unharmed", (rc0, rc1))
+
+# --- two network namespaces joined by veth ------------------------------------------------------
+def netns_test():
+    if os.geteuid() != 0:
+        return skip("network namespaces", "needs root")
+    if not shutil.which("ip"):
+        return skip("network namespaces", "`ip` (iproute2) is not installed")
+    tag = f"rr{os.getpid() % 100000}"
+    ns = [f"{tag}a", f"{tag}b"]
+    cmds = [
+        ["ip", "netns", "add", ns[0]], ["ip", "netns", "add", ns[1]],
+        ["ip", "link", "add", f"{tag}x", "type", "veth", "peer", "name", f"{tag}y"],
+        ["ip", "link", "set", f"{tag}x", "netns", ns[0]], ["ip", "link", "set", f"{tag}y", "netns", ns[1]],
+        ["ip", "-n", ns[0], "addr", "add", "10.231.0.1/24", "dev", f"{tag}x"],
+        ["ip", "-n", ns[1], "addr", "add", "10.231.0.2/24", "dev", f"{tag}y"],
+        ["ip", "-n", ns[0], "link", "set", f"{tag}x", "up"], ["ip", "-n", ns[1], "link", "set", f"{tag}y", "up"],
+        ["ip", "-n", ns[0], "link", "set", "lo", "up"], ["ip", "-n", ns[1], "link", "set", "lo", "up"],
+    ]
+    try:
+        for c in cmds:
+            p = subprocess.run(c, capture_output=True, text=True, timeout=30)
+            if p.returncode != 0:
+                return skip("network namespaces", f"`{' '.join(c)}` failed: {p.stderr.strip()}")
+        port = 29455
+        ls = []
+        for n in range(2):
+            l = Launcher(small, n, port, "--timeout", "20", prefix=("ip", "netns", "exec", ns[n]))
+            ls.append(l)
+        # The launchers are started with the node-0 address of the veth link.
+        rcs = [l.wait(60) for l in ls]
+        check(rcs == [0, 0], "two network namespaces over veth: both nodes exit 0",
+              "\n".join(l.stderr() for l in ls))
+    finally:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True, timeout=30)
+
+
+# Launcher() builds 127.0.0.1 addresses; the namespace run needs the veth one.
+_orig_init = Launcher.__init__
+
+
+def _netns_init(self, plan, node, port, *extra, prefix=()):
+    _orig_init(self, plan, node, port, *extra, prefix=prefix)
+
+
+def netns_launcher_patch():
+    def init(self, plan, node, port, *extra, prefix=()):
+        self.report = os.path.join(TMP, f"report-netns-{node}.json")
+        args = [*prefix, RR, plan, "--node", str(node), "--rendezvous", f"10.231.0.1:{port}",
+                "--report", self.report, *extra]
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.err, self.out, self.pids, self.ready = [], "", {}, set()
+        self.cv = threading.Condition()
+        self.th = threading.Thread(target=self._read, daemon=True)
+        self.th.start()
+        self.th2 = threading.Thread(target=self._read_out, daemon=True)
+        self.th2.start()
+    Launcher.__init__ = init
+
+
+netns_launcher_patch()
+netns_test()
+Launcher.__init__ = _orig_init
+
+shutil.rmtree(TMP, ignore_errors=True)
+print(f"{fails} failed")
+sys.exit(1 if fails else 0)
