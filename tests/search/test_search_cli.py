@@ -1,4 +1,145 @@
 #!/usr/bin/env python3
-"""Not written yet."""
+"""`rankplan search` end to end: the table, JSON, explanations, calibration
+files, -o, the budget, SLO diagnostics, usage errors and determinism."""
+import json
+import os
+import pathlib
+import subprocess
 import sys
-sys.exit(0)
+import tempfile
+
+RP = os.environ.get("RANKPLAN", "build/rankplan")
+SRC = pathlib.Path(os.environ.get("SRCROOT", "."))
+EX = SRC / "plans" / "examples"
+FIX = SRC / "tests" / "search"
+LLAMA = str(EX / "llama-3.1-70b-pd.yaml")
+DSV3 = str(EX / "deepseek-v3-1024.yaml")
+
+failures = 0
+
+
+def run(*args):
+    p = subprocess.run([RP, "search", *args], capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what, extra=""):
+    global failures
+    if not cond:
+        failures += 1
+        print(f"FAIL {what}\n{extra}")
+    else:
+        print(f"ok   {what}")
+
+
+def spec_variant(path, replace, tmp, name):
+    text = pathlib.Path(path).read_text()
+    for a, b in replace:
+        assert a in text, a
+        text = text.replace(a, b)
+    out = pathlib.Path(tmp) / name
+    out.write_text(text)
+    return str(out)
+
+
+rc, out, err = run("--help")
+check(rc == 0 and "--calibration FILE" in out and "--explain" in out, "help")
+
+rc, out, err = run(LLAMA)
+check(rc == 0, "llama search exits 0", err)
+check("goodput/GPU" in out and "binding" in out and "pareto" in out, "table header", out)
+rows = [l for l in out.splitlines() if l.strip()[:2].strip().isdigit()]
+check(len(rows) == 10, "ten rows by default", out)
+check(err == "", "nothing on stderr when it is not a terminal (no progress)", err)
+
+rc, out, err = run(LLAMA, "--format", "json", "--top", "3", "--explain")
+doc = json.loads(out)
+check(rc == 0 and doc["format"] == "rankplan.search/1", "json format")
+res = doc["results"]
+check(len(res) == 3, "--top 3 gives three results")
+w = res[0]
+check(w["feasible"] and w["ttft_ms"] <= 600 and w["tpot_ms"] <= 40, "winner meets the SLOs", json.dumps(w))
+check(w["gpus"] <= 32 and sum(p["replicas"] * p["gpus_per_instance"] for p in w["pools"]) == w["gpus"],
+      "winner's GPUs add up and fit the cluster")
+check(all(k in w for k in ("ttft_ms", "tpot_ms", "throughput_tok_s", "goodput_tok_s_per_gpu", "binding",
+                           "pareto", "layout", "explain")), "result keys")
+check(abs(w["ttft_ms"] - (w["queue_ms"] + w["pools"][0]["latency_ms"] + w["kv_transfer_ms"])) < 0.01,
+      "ttft = queue + prefill + kv transfer")
+check(all("than #1" in r["explain"] or "ties #1" in r["explain"] or "misses" in r["explain"]
+          for r in res[1:]), "explanations for the runners-up", out)
+gp = [r["goodput_tok_s_per_gpu"] for r in res]
+check(gp == sorted(gp, reverse=True), "ranked by goodput per GPU")
+
+rc2, out2, _ = run(LLAMA, "--format", "json", "--top", "3", "--explain")
+check(out == out2, "deterministic: same bytes twice")
+
+rc, out, err = run(LLAMA, "--explain", "--top", "4")
+check("why the alternatives lost:" in out and "winner: bound by" in out, "text explain", out)
+
+# Calibration: a lower prefill efficiency makes prefill slower for the same layout.
+rc, out, err = run(LLAMA, "--format", "json", "--calibration", str(FIX / "calib-ok.json"), "--top", "1")
+cal = json.loads(out)
+check(rc == 0 and cal["constants"]["mfu_prefill"] == 0.3, "calibration applied", err)
+check(cal["results"][0]["ttft_ms"] != w["ttft_ms"] or cal["results"][0]["layout"] != w["layout"],
+      "calibration changes the prediction")
+
+rc, out, err = run(LLAMA, "--calibration", str(FIX / "calib-unknown-key.json"))
+check(rc == 1 and "E0502" in err and "`hbm_eficiency`" in err and "calib-unknown-key.json" in err
+      and "hbm_efficiency" in err, "unknown calibration key named with its file", err)
+rc, out, err = run(LLAMA, "--calibration", str(FIX / "calib-bad-value.json"))
+check(rc == 1 and "E0503" in err and "got 1.5" in err, "calibration value out of range", err)
+rc, out, err = run(LLAMA, "--calibration", str(FIX / "calib-syntax.json"))
+check(rc == 1 and "E0504" in err, "calibration syntax error", err)
+rc, out, err = run(LLAMA, "--calibration", str(FIX / "does-not-exist.json"))
+check(rc == 2 and "E0505" in err, "unreadable calibration file exits 2", err)
+
+with tempfile.TemporaryDirectory() as tmp:
+    plan = os.path.join(tmp, "plan.json")
+    rc, out, err = run(LLAMA, "--top", "1", "-o", plan)
+    check(rc == 0 and os.path.exists(plan), "-o writes the plan", err)
+    if os.path.exists(plan):
+        p = json.load(open(plan))
+        check(p["format"] == "rankplan.plan/1", "plan format")
+        check(p["world_size"] == w["gpus"], "plan world size is the winner's GPUs")
+        check([(q["role"], q["replicas"]) for q in p["pools"]] ==
+              [(q["role"], q["replicas"]) for q in w["pools"]], "plan pools are the winner's",
+              json.dumps(p["pools"])[:400])
+        check(abs(p["estimates"]["ttft_ms"] - w["ttft_ms"]) < 0.01, "plan estimates carry the prediction")
+
+    # SLO nobody meets.
+    s = spec_variant(LLAMA, [("tpot: 40 ms", "tpot: 0.1 ms")], tmp, "tight.yaml")
+    rc, out, err = run(s)
+    check(rc == 1 and ("E0508" in err or "E0500" in err), "unreachable TPOT is an error", err)
+    s = spec_variant(LLAMA, [("ttft: 600 ms", "ttft: 20 ms")], tmp, "ttft.yaml")
+    rc, out, err = run(s, "--format", "json")
+    check(rc == 1 and ('"E0500"' in out or '"E0508"' in out), "unreachable TTFT, json diagnostics", out + err)
+
+    # The named budget.
+    rc, out, err = run(LLAMA, "--max-candidates", "40")
+    check("W0500" in err and "40 candidates" in err, "budget hit is reported", err)
+
+    # A search spec without pools: aggregated and disaggregated are both searched.
+    text = pathlib.Path(DSV3).read_text()
+    head = text[: text.index("  pools:")]
+    s = pathlib.Path(tmp) / "dsv3-search.yaml"
+    s.write_text(head.replace("mode: disaggregated", "mode: search"))
+    rc, out, err = run(str(s), "--format", "json", "--top", "100000", "--catalog", str(SRC / "plans" / "catalog"))
+    check(rc == 0, "DeepSeek-V3 1024-GPU search spec", err)
+    if rc == 0:
+        d = json.loads(out)
+        modes = {r["mode"] for r in d["results"]}
+        check(modes == {"aggregated", "disaggregated"}, "both modes searched", str(modes))
+        check(not d["budget"]["hit"] and d["budget"]["evaluated"] > 1000, "full search within budget")
+        check(d["mla_tp_opt"] is not None, "MLA attention tp optimum reported")
+        check(any(r["pareto"] for r in d["results"]), "pareto frontier marked")
+
+# Usage errors.
+check(run()[0] == 2, "missing SPEC exits 2")
+check(run(LLAMA, "--bogus")[0] == 2, "unknown option exits 2")
+check(run(LLAMA, "--top", "0")[0] == 2, "--top 0 exits 2")
+check(run(LLAMA, "--format", "xml")[0] == 2, "unknown format exits 2")
+check(run("/nonexistent/spec.yaml")[0] == 2, "unreadable spec exits 2")
+
+print(f"{failures} failed")
+sys.exit(1 if failures else 0)
