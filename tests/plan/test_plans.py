@@ -1,4 +1,265 @@
 #!/usr/bin/env python3
-"""Not written yet."""
+"""Plans end to end: `rankplan compile` against the golden plans in
+plans/examples/, determinism, the JSON schema (checked by the independent
+jsonschema Draft 2020-12 validator), atomic writes, --split-by-node, the
+loader's errors as `rankplan explain` reports them, and explain's views.
+
+Regenerate the goldens with scripts/regen-goldens.sh after an intended
+change to the compiler's output."""
+import glob
+import hashlib
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
 import sys
-sys.exit(0)
+import tempfile
+import time
+
+RP = os.path.abspath(os.environ["RANKPLAN"])
+SRC = os.environ["SRCROOT"]
+EX = os.path.join(SRC, "plans", "examples")
+fails = 0
+
+try:
+    import jsonschema
+except ImportError:  # the Debian package python3-jsonschema; make deps installs it
+    print("FAIL python3 jsonschema is not installed (make deps)")
+    sys.exit(1)
+
+SCHEMA = json.load(open(os.path.join(SRC, "schemas", "plan.schema.json")))
+jsonschema.Draft202012Validator.check_schema(SCHEMA)
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+def run(*args, cwd=None, timeout=300):
+    env = dict(os.environ, NO_COLOR="1")
+    return subprocess.run([RP, *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=timeout)
+
+
+def check(cond, what, detail=""):
+    global fails
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        fails += 1
+        if detail:
+            print("     " + str(detail)[:2000])
+
+
+def schema_errors(doc):
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in VALIDATOR.iter_errors(doc)]
+
+
+tmp = tempfile.mkdtemp(prefix="rankplan-plans-")
+try:
+    # ---- goldens: byte-identical, schema-valid ------------------------------
+    specs = sorted(glob.glob(os.path.join(EX, "*.yaml")))
+    check(len(specs) >= 6, f"at least six example specs ({len(specs)})")
+    for spec in specs:
+        name = os.path.basename(spec)[:-5]
+        golden = os.path.join(EX, name + ".plan.json")
+        digest = golden + ".sha256"
+        out = os.path.join(tmp, name + ".plan.json")
+        p = run("compile", os.path.relpath(spec, SRC), "-o", out, cwd=SRC)
+        check(p.returncode == 0, f"{name}: compiles", p.stderr)
+        if p.returncode != 0:
+            continue
+        data = open(out, "rb").read()
+        if os.path.exists(golden):
+            want = open(golden, "rb").read()
+            check(data == want, f"{name}: output is byte-identical to the golden plan",
+                  "run scripts/regen-goldens.sh and review the diff")
+        elif os.path.exists(digest):
+            want = open(digest).read().split()[0]
+            check(hashlib.sha256(data).hexdigest() == want,
+                  f"{name}: output matches the golden digest")
+        else:
+            check(False, f"{name}: has a golden plan (scripts/regen-goldens.sh)")
+        doc = json.loads(data)
+        errs = schema_errors(doc)
+        check(not errs, f"{name}: valid against schemas/plan.schema.json", errs[:5])
+        # the digest is that of the spec's bytes
+        check(doc["spec_sha256"] == hashlib.sha256(open(spec, "rb").read()).hexdigest(),
+              f"{name}: spec_sha256 is the spec's digest")
+        # the memory entries add up to capacity when the KV pool is not negative
+        r0 = doc["ranks"][0]["memory"]
+        parts = r0["weights"] + r0["kv_cache"] + r0["activations"] + r0["workspace"] + r0["reserved"]
+        check(r0["kv_cache"] == 0 or parts == r0["capacity"],
+              f"{name}: memory entries add up to capacity", r0)
+        # the loader accepts it, with the spec's digest
+        p = run("explain", out, "--summary", "--spec", spec)
+        check(p.returncode == 0, f"{name}: explain --spec loads it", p.stderr)
+
+    # ---- determinism: same spec, same bytes, wherever it is compiled from --
+    spec = os.path.join(EX, "deepseek-v3-pd.yaml")
+    a, b = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+    run("compile", spec, "-o", a, cwd=tmp)
+    sub = os.path.join(tmp, "sub")
+    os.mkdir(sub)
+    shutil.copy(spec, os.path.join(sub, "copy.yaml"))
+    run("compile", "copy.yaml", "-o", b, cwd=sub)
+    check(open(a, "rb").read() == open(b, "rb").read(),
+          "determinism: a copy of the spec compiled from another directory gives the same bytes")
+
+    # ---- plan contents --------------------------------------------------------
+    doc = json.load(open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")))
+    check(doc["world_size"] == 24 and [p["tp"] for p in doc["pools"]] == [8, 4],
+          "70B pd: prefill TP8 x2 and decode TP4 x2 = 24 ranks")
+    check([r["rank"] for r in doc["ranks"]] == list(range(24)), "ranks listed in global order")
+    check(all(r["pool"] == ("prefill" if r["rank"] < 16 else "decode") for r in doc["ranks"]),
+          "global rank order: pools in spec order, then replicas")
+    groups = {g["id"]: g for g in doc["groups"]}
+    ok = True
+    for r in doc["ranks"]:
+        for kind, gid in r["groups"].items():
+            g = groups[gid]
+            ok &= g["kind"] == kind and r["rank"] in g["ranks"]
+        ok &= len({doc["ranks"][m]["node"] for m in groups[r["groups"]["tp"]]["ranks"]}) == 1
+    check(ok, "each rank's groups list it; every tp group on one node")
+    doc = json.load(open(os.path.join(EX, "llama-3.1-405b-pp.plan.json")))
+    pools = doc["pools"]
+    check(all(sum(p["layer_partition"]) == 126 for p in pools), "405B: layer partitions sum to 126")
+    ppg = [g for g in doc["groups"] if g["kind"] == "pp"]
+    check(all(len({doc["ranks"][m]["node"] for m in g["ranks"]}) == len(g["ranks"]) for g in ppg)
+          or all(len(g["ranks"]) == 1 for g in ppg), "405B: pp stages spread across nodes")
+
+    # ---- atomic write ----------------------------------------------------------
+    spec70 = os.path.join(EX, "llama-3.1-70b-pd.yaml")
+    ro = os.path.join(tmp, "ro")
+    os.mkdir(ro)
+    os.chmod(ro, stat.S_IRUSR | stat.S_IXUSR)
+    if os.geteuid() != 0:
+        p = run("compile", spec70, "-o", os.path.join(ro, "plan.json"))
+        check(p.returncode == 2 and "cannot write" in p.stderr, "read-only directory: exit 2", p.stderr)
+        check(os.listdir(ro) == [], "read-only directory: no file and no temp file left")
+    # root ignores directory permissions: write into a path whose parent is a file instead
+    notdir = os.path.join(tmp, "afile")
+    open(notdir, "w").close()
+    p = run("compile", spec70, "-o", os.path.join(notdir, "plan.json"))
+    check(p.returncode == 2 and "cannot write" in p.stderr, "unwritable target: exit 2 with the path", p.stderr)
+    # an invalid spec leaves an existing plan untouched
+    target = os.path.join(tmp, "keep.json")
+    open(target, "w").write("previous plan\n")
+    bad = os.path.join(tmp, "bad.yaml")
+    text = open(spec70).read().replace("      tp: 4\n", "      tp: 4\n      layer_partition: [40, 30]\n", 1)
+    open(bad, "w").write(text)
+    p = run("compile", bad, "-o", target)
+    check(p.returncode == 1 and "E0307" in p.stderr, "bad layer_partition: exit 1 with E0307", p.stderr)
+    check(open(target).read() == "previous plan\n", "invalid spec: the existing plan is untouched")
+    text = open(spec70).read().replace("      tp: 4\n", "      tp: 4\n      layer_partition: [70]\n", 1)
+    open(bad, "w").write(text)
+    p = run("compile", bad, "-o", target, "--format", "json")
+    ds = json.loads(p.stdout)["diagnostics"] if p.stdout.strip() else []
+    check(p.returncode == 1 and any(d["code"] == "E0308" and "expected 80, got 70" in d["message"] for d in ds),
+          "layer_partition sum: E0308 names both sums (json diagnostics)", p.stdout[-500:])
+    # killed mid-write: the target is either absent or a whole plan
+    big = os.path.join(EX, "deepseek-v3-1024.yaml")
+    want = open(os.path.join(EX, "deepseek-v3-1024.plan.json"), "rb").read()
+    kt = os.path.join(tmp, "kill")
+    os.mkdir(kt)
+    outcomes = set()
+    for i in range(12):
+        target = os.path.join(kt, "plan.json")
+        if os.path.exists(target):
+            os.unlink(target)
+        proc = subprocess.Popen([RP, "compile", big, "-o", target], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(0.002 * i)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if os.path.exists(target):
+            outcomes.add("whole" if open(target, "rb").read() == want else "partial")
+        else:
+            outcomes.add("absent")
+    check("partial" not in outcomes, f"killed compiles never leave a partial plan ({sorted(outcomes)})")
+
+    # ---- --split-by-node -------------------------------------------------------
+    spec405 = os.path.join(EX, "llama-3.1-405b-pp.yaml")
+    full = os.path.join(tmp, "405.json")
+    split = os.path.join(tmp, "split")
+    p = run("compile", spec405, "-o", full, "--split-by-node", split)
+    check(p.returncode == 0, "compile --split-by-node", p.stderr)
+    whole = json.load(open(full))
+    files = sorted(os.listdir(split))
+    check(len(files) == len(whole["nodes"]), f"one file per node ({len(files)})")
+    seen = []
+    ok_rank = ok_groups = ok_schema = ok_load = True
+    gid = {g["id"]: g for g in whole["groups"]}
+    for n, node in enumerate(whole["nodes"]):
+        path = os.path.join(split, f"node-{n}.plan.json")
+        part = json.load(open(path))
+        ok_schema &= not schema_errors(part) and part["node"] == n
+        mine = [r["rank"] for r in part["ranks"]]
+        ok_rank &= mine == node["ranks"] and all(r == whole["ranks"][r["rank"]] for r in part["ranks"])
+        need = sorted({g for r in part["ranks"] for g in r["groups"].values()})
+        ok_groups &= [g["id"] for g in part["groups"]] == need and all(g == gid[g["id"]] for g in part["groups"])
+        seen += mine
+        ok_load &= run("explain", path, "--summary").returncode == 0
+    check(ok_schema, "node files: schema-valid, each names its node")
+    check(ok_rank and sorted(seen) == list(range(whole["world_size"])),
+          "node files: exactly the node's ranks, identical to the whole plan's")
+    check(ok_groups, "node files: exactly the groups their ranks belong to")
+    check(ok_load, "node files: the loader accepts each")
+
+    # ---- loader errors through explain -------------------------------------------
+    good = open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")).read()
+    cases = [
+        ("truncated", good[: len(good) // 3], "not a valid plan"),
+        ("empty", "", "the file is empty"),
+        ("other version", good.replace('"rankplan.plan/1"', '"rankplan.plan/2"', 1),
+         'format: expected "rankplan.plan/1", got "rankplan.plan/2"'),
+        ("corrupt field", good.replace('{"rank":12,"node":1,', '{"rank":12,"node":null,', 1),
+         "ranks[12].node: expected an integer, got null"),
+        ("device past the node", good.replace('"local_rank":5,"device":5', '"local_rank":5,"device":8', 1),
+         "ranks[5].device: expected 0..7, got 8"),
+        ("unknown group kind", good.replace('"kind":"tp"', '"kind":"tensor"', 1), "groups[0].kind: unknown group kind"),
+    ]
+    for what, text, want_msg in cases:
+        path = os.path.join(tmp, "broken.json")
+        open(path, "w").write(text)
+        p = run("explain", path)
+        check(p.returncode == 1 and want_msg in p.stderr, f"loader: {what} is refused with a clear error", p.stderr)
+    p = run("explain", os.path.join(tmp, "nope.json"))
+    check(p.returncode == 2 and "cannot read" in p.stderr, "loader: missing file exits 2")
+    p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--spec", spec405)
+    check(p.returncode == 1 and "compiled from another spec" in p.stderr, "loader: --spec of another spec is refused")
+
+    # ---- explain views -------------------------------------------------------------
+    plan = os.path.join(EX, "llama-3.1-70b-pd.plan.json")
+    p = run("explain", plan)
+    check(p.returncode == 0 and "prefill" in p.stdout and "world: 24 ranks" in p.stdout
+          and len([l for l in p.stdout.splitlines() if l.strip().startswith("23 ")]) == 1,
+          "explain: summary and a rank table by default", p.stdout[:500])
+    p = run("explain", plan, "--rank", "21")
+    check(p.returncode == 0 and "rank 21: node 2, device 5" in p.stdout and "20-23" in p.stdout,
+          "explain --rank: place and groups", p.stdout[:800])
+    p = run("explain", plan, "--rank", "21", "--format", "json")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    r21 = json.load(open(plan))["ranks"][21]
+    check(j.get("rank", {}).get("coords") == r21["coords"] and j["rank"]["groups"]["tp"]["ranks"] == [20, 21, 22, 23],
+          "explain --rank --format json agrees with the plan")
+    p = run("explain", plan, "--groups", "tp", "--format", "json")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    check([g["ranks"] for g in j.get("groups", [])] == [list(range(0, 8)), list(range(8, 16)), [16, 17, 18, 19], [20, 21, 22, 23]],
+          "explain --groups tp lists the four tp groups")
+    p = run("explain", plan, "--groups", "tp")
+    check(p.returncode == 0 and "0-7" in p.stdout and "decode" in p.stdout, "explain --groups tp (text)")
+    p = run("explain", plan, "--memory")
+    check(p.returncode == 0 and "kv_cache" in p.stdout and "GiB" in p.stdout, "explain --memory", p.stdout)
+    p = run("explain", plan, "--memory", "--summary", "--format", "json")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    check(len(j.get("memory", [])) == 2 and j["summary"]["world_size"] == 24, "explain --memory --summary json")
+    p = run("explain", plan, "--reshard")
+    check(p.returncode == 0 and "prefill -> decode" in p.stdout, "explain --reshard", p.stdout[:300])
+    p = run("explain", plan, "--rank", "24")
+    check(p.returncode == 1 and "rank 24 is not in the plan" in p.stderr, "explain --rank out of range exits 1")
+    p = run("explain", plan, "--groups", "tensor")
+    check(p.returncode == 2 and "unknown group kind" in p.stderr, "explain --groups unknown kind exits 2")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print(f"{fails} failed")
+sys.exit(1 if fails else 0)
