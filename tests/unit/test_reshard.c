@@ -685,6 +685,10 @@ static void test_random_pairs(void) {
 /* The pipeline: a spec parsed from text (the shape of
  * plans/examples/llama-3.1-70b-pd.yaml), laid out and placed by the default
  * placement, then the reshard stage, its JSON and its explain output. */
+static const char *pd_pools =
+    "    - { name: prefill, role: prefill, replicas: 2, tp: 8 }\n"
+    "    - { name: decode, role: decode, replicas: 2, tp: 4 }\n";
+
 static const char *pd_spec(const char *ttft) {
   static char buf[2048];
   snprintf(buf, sizeof buf,
@@ -693,10 +697,8 @@ static const char *pd_spec(const char *ttft) {
            "hardware:\n  preset: h200-sxm\n  nodes: 4\n  gpus_per_node: 8\n"
            "workload:\n  input_tokens: 4000\n  output_tokens: 500\n"
            "slo:\n  ttft: %s\n  tpot: 40 ms\n"
-           "deployment:\n  mode: disaggregated\n  pools:\n"
-           "    - { name: prefill, role: prefill, replicas: 2, tp: 8 }\n"
-           "    - { name: decode, role: decode, replicas: 2, tp: 4 }\n",
-           ttft);
+           "deployment:\n  mode: disaggregated\n  pools:\n%s",
+           ttft, pd_pools);
   return buf;
 }
 
@@ -765,6 +767,51 @@ static void test_pipeline(void) {
   diags_free(&dg);
 }
 
+/* The global-rank rule agrees with the layout's coordinates, with pp and
+ * attention dp on the decode side and a pp split on prefill. */
+static void test_pipeline_global_ranks(void) {
+  pd_pools = "    - { name: prefill, role: prefill, replicas: 2, tp: 4, pp: 2 }\n"
+             "    - { name: decode, role: decode, replicas: 2, tp: 2, dp: 2, pp: 2 }\n";
+  Diags dg;
+  diags_init(&dg);
+  Spec *s;
+  Layout *L = pd_layout(&dg, &s, "600 ms");
+  if (!L) {
+    for (size_t i = 0; i < dg.list.len; i++) fprintf(stderr, "diag: %s\n", dg.list.items[i]->msg);
+    diags_free(&dg);
+    return;
+  }
+  RsPlan P;
+  T_CHECK(rs_plan_build(&dg, s, L, &P));
+  T_EQ_INT(P.npairs, 1);
+  for (size_t i = 0; i < P.npairs; i++) {
+    char why[512];
+    T_CHECK(rs_check_map(&P.pairs[i].src, &P.pairs[i].dst, &P.pairs[i].map, why, sizeof why));
+    const RsLayout *side[2] = {&P.pairs[i].src, &P.pairs[i].dst};
+    size_t pool[2] = {P.pairs[i].prefill, P.pairs[i].decode};
+    for (int k = 0; k < 2; k++) {
+      const LayPool *lp = &L->pools[pool[k]];
+      for (int64_t inst = 0; inst < lp->replicas; inst++)
+        for (int64_t dp = 0; dp < side[k]->dp; dp++)
+          for (int64_t rel = 0; rel < rs_replica_ranks(side[k]); rel++) {
+            int64_t g;
+            T_CHECK(rs_global_rank("tp-cp-ep-dp-pp", side[k],
+                                   lp->first_rank + inst * lp->instance_size, dp, rel, &g));
+            const LayRank *R = &L->ranks[g];
+            T_EQ_INT(R->pool, (int64_t)pool[k]);
+            T_EQ_INT(R->instance, inst);
+            T_EQ_INT(R->coords[CO_TP], rel % side[k]->tp);
+            T_EQ_INT(R->coords[CO_PP], rel / (side[k]->tp * side[k]->cp));
+            T_EQ_INT(R->coords[CO_DP], dp);
+          }
+    }
+  }
+  rs_plan_free(&P);
+  lay_free(L);
+  spec_free(s);
+  diags_free(&dg);
+}
+
 static void test_explain(void) {
   int64_t rg[2][2] = {{0, 500}, {3500, 4000}};
   PlanTransfer x[4];
@@ -817,6 +864,7 @@ int main(void) {
   T_RUN(test_global_rank);
   T_RUN(test_deterministic);
   T_RUN(test_pipeline);
+  T_RUN(test_pipeline_global_ranks);
   T_RUN(test_explain);
   T_RUN(test_random_pairs);
   T_DONE();
