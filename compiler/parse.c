@@ -126,7 +126,7 @@ static const YNode *section(P *p, const YNode *parent, const char *key, const ch
   return n;
 }
 
-static void missing(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key) {
+static void missing(P *p, const YNode *m, const char *path, const char *key) {
   /* an absent section is reported once, as such, not key by key */
   if (p->quiet_missing || !m) return;
   SrcLoc l = m->loc;
@@ -238,11 +238,21 @@ static bool read_int_literal(P *p, const YNode *v, const char *path, int64_t lo,
   errno = 0;
   char *end;
   long long x = strtoll(s, &end, 10);
-  if (errno == ERANGE || x < lo || x > hi) {
-    Diag *g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected %lld to %lld",
-                      s, path, (long long)lo, (long long)hi);
-    if (lo == 1 && (x <= 0 || errno != ERANGE)) diag_help(g, "`%s` must be a positive count", path);
-    else diag_help(g, "use a value from %lld to %lld", (long long)lo, (long long)hi);
+  if (errno == ERANGE || x > hi) {
+    Diag *g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected at most %lld%s", s,
+                      path, (long long)hi, hi == INT64_MAX ? " (2^63 - 1)" : "");
+    if (neg && errno == ERANGE) {
+      free(g->msg);
+      g->msg = rp_sprintf("`%s` is out of range for `%s`: expected at least %lld", s, path, (long long)lo);
+    }
+    diag_help(g, "counts are 64-bit integers; check the value");
+    return false;
+  }
+  if (x < lo) {
+    Diag *g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected at least %lld", s, path,
+                      (long long)lo);
+    if (lo == 1) diag_help(g, "`%s` is a positive count", path);
+    else if (lo == 0) diag_help(g, "`%s` cannot be negative", path);
     return false;
   }
   *out = x;
@@ -258,7 +268,7 @@ static const YNode *field(P *p, const YNode *m, SrcLoc sec, const char *path, co
   *fpath = join_path(p, path, key);
   const YNode *v = yaml_map_get(m, key);
   if (!v) {
-    if (required) missing(p, m, sec, path, key);
+    if (required) missing(p, m, path, key);
     return NULL;
   }
   *loc = v->loc;
@@ -590,7 +600,7 @@ static void parse_model(P *p, const YNode *root) {
   SrcLoc as;
   const YNode *a = section(p, m, "attention", "model.attention", sec, &as);
   mo->attention.loc = as;
-  if (m && !yaml_map_get(m, "attention")) missing(p, m, sec, "model", "attention");
+  if (m && !yaml_map_get(m, "attention")) missing(p, m, "model", "attention");
   rd_enum(p, a, as, "model.attention", "kind", &mo->attention.kind, a != NULL, ATTN_GQA, attn_names,
           RP_ARRAY_LEN(attn_names));
   bool mla = mo->attention.kind.v == ATTN_MLA;
@@ -636,11 +646,11 @@ static void parse_model(P *p, const YNode *root) {
   rd_bool(p, moe, ms, "model.moe", "router_bias", &mo->moe.router_bias, false);
 
   /* ffn: required when some layer is dense */
-  bool dense = !mo->moe.present || mo->moe.dense_layers.v > 0 || mo->moe.shared_experts.v < 0;
+  bool dense = !mo->moe.present || mo->moe.dense_layers.v > 0;
   SrcLoc fs;
   const YNode *f = section(p, m, "ffn", "model.ffn", sec, &fs);
   mo->ffn.loc = fs;
-  if (m && dense && !yaml_map_get(m, "ffn")) missing(p, m, sec, "model", "ffn");
+  if (m && dense && !yaml_map_get(m, "ffn")) missing(p, m, "model", "ffn");
   check_keys(p, f, "model.ffn", KEYS("intermediate_size"));
   rd_int(p, f, fs, "model.ffn", "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, I64MAX);
 
@@ -684,7 +694,7 @@ static void parse_hardware(P *p, const YNode *root) {
   SrcLoc gs;
   const YNode *g = section(p, m, "gpu", "hardware.gpu", sec, &gs);
   h->gpu.loc = gs;
-  if (m && !yaml_map_get(m, "gpu")) missing(p, m, sec, "hardware", "gpu");
+  if (m && !yaml_map_get(m, "gpu")) missing(p, m, "hardware", "gpu");
   check_keys(p, g, "hardware.gpu", KEYS("memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "int8"));
   rd_qty(p, g, gs, "hardware.gpu", "memory", UNIT_MEMORY, &h->gpu.memory, NULL, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "hbm_bandwidth", UNIT_BANDWIDTH, NULL, &h->gpu.hbm_bandwidth, g != NULL, 0, false);
@@ -696,7 +706,7 @@ static void parse_hardware(P *p, const YNode *root) {
   SrcLoc us;
   const YNode *u = section(p, m, "scale_up", "hardware.scale_up", sec, &us);
   h->scale_up.loc = us;
-  if (m && !yaml_map_get(m, "scale_up")) missing(p, m, sec, "hardware", "scale_up");
+  if (m && !yaml_map_get(m, "scale_up")) missing(p, m, "hardware", "scale_up");
   check_keys(p, u, "hardware.scale_up", KEYS("domain", "bandwidth", "latency"));
   rd_int(p, u, us, "hardware.scale_up", "domain", &h->scale_up.domain, false, h->gpus_per_node.v, 1, I64MAX);
   rd_qty(p, u, us, "hardware.scale_up", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_up.bandwidth, u != NULL, 0, false);
@@ -705,7 +715,7 @@ static void parse_hardware(P *p, const YNode *root) {
   SrcLoc os;
   const YNode *o = section(p, m, "scale_out", "hardware.scale_out", sec, &os);
   h->scale_out.loc = os;
-  if (m && !yaml_map_get(m, "scale_out")) missing(p, m, sec, "hardware", "scale_out");
+  if (m && !yaml_map_get(m, "scale_out")) missing(p, m, "hardware", "scale_out");
   check_keys(p, o, "hardware.scale_out", KEYS("bandwidth", "latency"));
   rd_qty(p, o, os, "hardware.scale_out", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_out.bandwidth, o != NULL, 0, false);
   rd_qty(p, o, os, "hardware.scale_out", "latency", UNIT_TIME, NULL, &h->scale_out.latency, false, 0, true);
@@ -793,7 +803,7 @@ static void parse_deployment(P *p, const YNode *root) {
   rd_bool(p, m, sec, "deployment", "allow_tp_across_domain", &dp->allow_tp_across_domain, false);
 
   const YNode *pools = yaml_map_get(m, "pools");
-  if (!pools && m && dp->mode.v != MODE_SEARCH) missing(p, m, sec, "deployment", "pools");
+  if (!pools && m && dp->mode.v != MODE_SEARCH) missing(p, m, "deployment", "pools");
   if (pools && pools->kind != YN_SEQ) {
     Diag *g = diag_at(p->d, DIAG_E0103, pools->loc, "expected a sequence of pools for `deployment.pools`, got a %s",
                       yaml_node_type_name(pools));
@@ -983,6 +993,18 @@ static bool order_ok(const char *o) {
   return true;
 }
 
+/* qsort has no context argument in C11; the structure check is not
+ * re-entrant anyway (it runs once per spec, on one thread). */
+static const PoolSpec *pools_for_sort;
+
+/* Pool indices by name, then by index, so the first use stays first. */
+static int cmp_pool_name(const void *x, const void *y) {
+  size_t i = *(const size_t *)x, j = *(const size_t *)y;
+  int c = strcmp(pools_for_sort[i].name.v, pools_for_sort[j].name.v);
+  if (c) return c;
+  return i < j ? -1 : i > j;
+}
+
 void spec_check_structure(Diags *d, Spec *s) {
   if (s->version.set && s->version.v != 1) {
     Diag *g = diag_at(d, DIAG_E0112, s->version.loc, "unsupported spec version %lld, expected 1",
@@ -996,17 +1018,27 @@ void spec_check_structure(Diags *d, Spec *s) {
                       dp->order.v);
     diag_help(g, "innermost first, e.g. `tp-cp-ep-dp-pp` (the default)");
   }
-  /* pool names unique */
-  for (size_t i = 0; i < dp->npools; i++)
-    for (size_t j = 0; j < i; j++)
-      if (dp->pools[i].name.set && dp->pools[j].name.set &&
-          strcmp(dp->pools[i].name.v, dp->pools[j].name.v) == 0) {
-        Diag *g = diag_at(d, DIAG_E0114, dp->pools[i].name.loc, "duplicate pool name `%s`", dp->pools[i].name.v);
-        diag_note(g, "first used at %s:%d:%d", dp->pools[j].name.loc.file, dp->pools[j].name.loc.line,
-                  dp->pools[j].name.loc.col);
-        diag_help(g, "give every pool its own name");
-        break;
+  /* pool names unique: sorted, so a hostile spec with many pools stays
+   * O(n log n) */
+  if (dp->npools > 1) {
+    size_t *ix = rp_malloc(dp->npools * sizeof *ix);
+    size_t n = 0;
+    for (size_t i = 0; i < dp->npools; i++)
+      if (dp->pools[i].name.set) ix[n++] = i;
+    pools_for_sort = dp->pools;
+    qsort(ix, n, sizeof *ix, cmp_pool_name);
+    for (size_t i = 1, first = 0; i < n; i++) {
+      const PoolSpec *a = &dp->pools[ix[first]], *b = &dp->pools[ix[i]];
+      if (strcmp(a->name.v, b->name.v) != 0) {
+        first = i;
+        continue;
       }
+      Diag *g = diag_at(d, DIAG_E0114, b->name.loc, "duplicate pool name `%s`", b->name.v);
+      diag_note(g, "first used at %s:%d:%d", a->name.loc.file, a->name.loc.line, a->name.loc.col);
+      diag_help(g, "give every pool its own name");
+    }
+    free(ix);
+  }
   /* roles against the mode */
   if (dp->mode.set && dp->mode.v == MODE_AGGREGATED) {
     for (size_t i = 0; i < dp->npools; i++)
@@ -1049,6 +1081,8 @@ void spec_check_structure(Diags *d, Spec *s) {
       int64_t g = pool_gpus(pl);
       if (g < 0) st.ok = false;
       else need = cka(&st, need, g);
+      if (i == 16) sb_printf(&sb, "\n... and %zu more pools", dp->npools - 16);
+      if (i >= 16) continue;
       sb_printf(&sb, "%spool `%s`: %lld replicas x tp %lld x cp %lld x dp %lld x pp %lld = %lld GPUs", i ? "\n" : "",
                 pl->name.set ? pl->name.v : "(unnamed)", (long long)pl->replicas.v, (long long)pl->tp.v,
                 (long long)pl->cp.v, (long long)pl->dp.v, (long long)pl->pp.v, (long long)g);
