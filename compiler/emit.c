@@ -71,6 +71,28 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
 
 /* ---- JSON writing -------------------------------------------------------- */
 
+/* The emitter's own appends on a StrBuf: a 131,072-rank plan is some 200
+ * MB written in pieces of a few bytes, so these stay inline and keep the
+ * buffer NUL-terminated only at the end (emit_plan) rather than after each
+ * piece. sb_* functions may still be mixed in: they write at len too. */
+static void fb__grow(StrBuf *sb, size_t n) {
+  size_t c = sb->cap ? sb->cap : 64;
+  while (c < sb->len + n + 1) c *= 2;
+  sb->buf = rp_realloc(sb->buf, c);
+  sb->cap = c;
+}
+static inline void fb_put(StrBuf *sb, const char *s, size_t n) {
+  if (sb->len + n + 1 > sb->cap) fb__grow(sb, n);
+  memcpy(sb->buf + sb->len, s, n);
+  sb->len += n;
+}
+static inline void fb_putc(StrBuf *sb, char c) {
+  if (sb->len + 2 > sb->cap) fb__grow(sb, 1);
+  sb->buf[sb->len++] = c;
+}
+
+static inline void fb_puts(StrBuf *sb, const char *s) { fb_put(sb, s, strlen(s)); }
+
 static void put_i64(StrBuf *sb, int64_t v) {
   char tmp[24];
   int n = 0;
@@ -80,48 +102,49 @@ static void put_i64(StrBuf *sb, int64_t v) {
     u /= 10;
   } while (u);
   if (v < 0) tmp[n++] = '-';
-  char out[24];
-  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-  sb_putn(sb, out, (size_t)n);
+  if (sb->len + (size_t)n + 1 > sb->cap) fb__grow(sb, (size_t)n);
+  char *o = sb->buf + sb->len;
+  for (int i = 0; i < n; i++) o[i] = tmp[n - 1 - i];
+  sb->len += (size_t)n;
 }
 
 static void put_str(StrBuf *sb, const char *s) {
   static const char hex[] = "0123456789abcdef";
-  sb_putc(sb, '"');
+  fb_putc(sb, '"');
   if (s) {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
       unsigned char c = *p;
       if (c == '"' || c == '\\') {
         char e[2] = {'\\', (char)c};
-        sb_putn(sb, e, 2);
+        fb_put(sb, e, 2);
       } else if (c == '\n') {
-        sb_putn(sb, "\\n", 2);
+        fb_put(sb, "\\n", 2);
       } else if (c == '\t') {
-        sb_putn(sb, "\\t", 2);
+        fb_put(sb, "\\t", 2);
       } else if (c < 0x20) {
         char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        sb_putn(sb, e, 6);
+        fb_put(sb, e, 6);
       } else {
-        sb_putc(sb, (char)c);
+        fb_putc(sb, (char)c);
       }
     }
   }
-  sb_putc(sb, '"');
+  fb_putc(sb, '"');
 }
 
-#define PUTS(lit) sb_putn(sb, lit, sizeof(lit) - 1)
+#define PUTS(lit) fb_put(sb, lit, sizeof(lit) - 1)
 
 static void put_key(StrBuf *sb, const char *k) {
   put_str(sb, k);
-  sb_putc(sb, ':');
+  fb_putc(sb, ':');
 }
 
 static void put_range(StrBuf *sb, const int64_t r[2]) {
-  sb_putc(sb, '[');
+  fb_putc(sb, '[');
   put_i64(sb, r[0]);
-  sb_putc(sb, ',');
+  fb_putc(sb, ',');
   put_i64(sb, r[1]);
-  sb_putc(sb, ']');
+  fb_putc(sb, ']');
 }
 
 static void put_double(StrBuf *sb, double v) { sb_printf(sb, "%.6f", v); }
@@ -139,7 +162,7 @@ static void emit_pools(StrBuf *sb, const Layout *L) {
   PUTS("  \"pools\": [");
   for (size_t p = 0; p < L->npools; p++) {
     const LayPool *P = &L->pools[p];
-    sb_puts(sb, p ? ",\n    {" : "\n    {");
+    fb_puts(sb, p ? ",\n    {" : "\n    {");
     put_key(sb, "name");
     put_str(sb, P->name);
     PUTS(",\"role\":");
@@ -147,7 +170,7 @@ static void emit_pools(StrBuf *sb, const Layout *L) {
     PUTS(",\"replicas\":");
     put_i64(sb, P->replicas);
     for (int c = 0; c < CO__COUNT; c++) {
-      sb_putc(sb, ',');
+      fb_putc(sb, ',');
       put_key(sb, plan_coord_name((CoordKind)c));
       put_i64(sb, P->size[c]);
     }
@@ -158,12 +181,12 @@ static void emit_pools(StrBuf *sb, const Layout *L) {
     put_range(sb, rr);
     PUTS(",\"layer_partition\":[");
     for (int64_t i = 0; i < P->size[CO_PP]; i++) {
-      if (i) sb_putc(sb, ',');
+      if (i) fb_putc(sb, ',');
       put_i64(sb, P->layer_partition[i]);
     }
     PUTS("]}");
   }
-  sb_puts(sb, L->npools ? "\n  ],\n" : "],\n");
+  fb_puts(sb, L->npools ? "\n  ],\n" : "],\n");
 }
 
 static void emit_rank(StrBuf *sb, const Spec *s, const Layout *L, int64_t r) {
@@ -184,7 +207,7 @@ static void emit_rank(StrBuf *sb, const Spec *s, const Layout *L, int64_t r) {
   put_i64(sb, R->instance);
   PUTS(",\"coords\":{");
   for (int c = 0; c < CO__COUNT; c++) {
-    if (c) sb_putc(sb, ',');
+    if (c) fb_putc(sb, ',');
     put_key(sb, plan_coord_name((CoordKind)c));
     put_i64(sb, R->coords[c]);
   }
@@ -192,7 +215,7 @@ static void emit_rank(StrBuf *sb, const Spec *s, const Layout *L, int64_t r) {
   bool first = true;
   for (int k = 0; k < GK__COUNT; k++) {
     if (R->group[k] < 0) continue;
-    if (!first) sb_putc(sb, ',');
+    if (!first) fb_putc(sb, ',');
     first = false;
     put_key(sb, plan_kind_name((GroupKind)k));
     put_i64(sb, R->group[k]);
@@ -201,13 +224,13 @@ static void emit_rank(StrBuf *sb, const Spec *s, const Layout *L, int64_t r) {
   int64_t sh[SH__COUNT][2];
   lay_rank_shards(L, s, r, sh);
   for (int k = 0; k < SH__COUNT; k++) {
-    if (k) sb_putc(sb, ',');
+    if (k) fb_putc(sb, ',');
     put_key(sb, plan_shard_name((ShardKind)k));
     put_range(sb, sh[k]);
   }
   PUTS("},\"memory\":{");
   for (int m = 0; m < MEM__COUNT; m++) {
-    if (m) sb_putc(sb, ',');
+    if (m) fb_putc(sb, ',');
     put_key(sb, plan_mem_name((MemKind)m));
     put_i64(sb, P->mem ? P->mem[st][m] : 0);
   }
@@ -235,7 +258,7 @@ static void emit_group(StrBuf *sb, const Layout *L, int64_t gi) {
   PUTS(",\"ranks\":[");
   const int32_t *m = L->members + G->off;
   for (int32_t j = 0; j < G->n; j++) {
-    if (j) sb_putc(sb, ',');
+    if (j) fb_putc(sb, ',');
     put_i64(sb, m[j]);
   }
   PUTS("]}");
@@ -253,6 +276,10 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
   StrBuf sbv;
   StrBuf *sb = &sbv;
   sb_init(sb);
+  /* Reserve about what a whole plan takes (measured: some 700 bytes per
+   * rank line, 8 per group member, 60 per group), so the buffer is not
+   * copied over and over while it grows. */
+  if (node < 0) fb__grow(sb, (size_t)(L->nranks * 700 + L->nmembers * 8 + L->ngroups * 60));
   PUTS("{\n  \"format\": \"" PLAN_FORMAT "\",\n  \"compiler\": \"rankplan " RP_VERSION "\",\n");
   PUTS("  \"spec_sha256\": ");
   put_str(sb, s->sha256);
@@ -285,18 +312,18 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
   PUTS("  \"nodes\": [");
   int64_t n0 = node < 0 ? 0 : node, n1 = node < 0 ? L->nodes : node + 1;
   for (int64_t n = n0; n < n1; n++) {
-    sb_puts(sb, n > n0 ? ",\n    {\"node\":" : "\n    {\"node\":");
+    fb_puts(sb, n > n0 ? ",\n    {\"node\":" : "\n    {\"node\":");
     put_i64(sb, n);
     PUTS(",\"gpus\":");
     put_i64(sb, L->gpus_per_node);
     PUTS(",\"ranks\":[");
     for (int64_t i = node_first[n]; i < node_first[n + 1]; i++) {
-      if (i > node_first[n]) sb_putc(sb, ',');
+      if (i > node_first[n]) fb_putc(sb, ',');
       put_i64(sb, by_node[i]);
     }
     PUTS("]}");
   }
-  sb_puts(sb, n1 > n0 ? "\n  ],\n" : "],\n");
+  fb_puts(sb, n1 > n0 ? "\n  ],\n" : "],\n");
 
   emit_pools(sb, L);
 
@@ -305,25 +332,25 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
   bool first = true;
   if (node < 0) {
     for (int64_t r = 0; r < L->nranks; r++) {
-      sb_puts(sb, first ? "\n    " : ",\n    ");
+      fb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_rank(sb, s, L, r);
     }
   } else {
     for (int64_t i = node_first[node]; i < node_first[node + 1]; i++) {
-      sb_puts(sb, first ? "\n    " : ",\n    ");
+      fb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_rank(sb, s, L, by_node[i]);
     }
   }
-  sb_puts(sb, first ? "],\n" : "\n  ],\n");
+  fb_puts(sb, first ? "],\n" : "\n  ],\n");
 
   /* groups: all, or those a rank of the node belongs to, by id. */
   PUTS("  \"groups\": [");
   first = true;
   if (node < 0) {
     for (int64_t g = 0; g < L->ngroups; g++) {
-      sb_puts(sb, first ? "\n    " : ",\n    ");
+      fb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_group(sb, L, g);
     }
@@ -338,13 +365,13 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
     qsort(ids.items, ids.len, sizeof *ids.items, cmp_i32);
     for (size_t i = 0; i < ids.len; i++) {
       if (i && ids.items[i] == ids.items[i - 1]) continue;
-      sb_puts(sb, first ? "\n    " : ",\n    ");
+      fb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
       emit_group(sb, L, ids.items[i]);
     }
     free(ids.items);
   }
-  sb_puts(sb, first ? "],\n" : "\n  ],\n");
+  fb_puts(sb, first ? "],\n" : "\n  ],\n");
   free(node_first);
   free(by_node);
 
@@ -369,7 +396,7 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
   for (size_t i = 0; d && i < d->list.len; i++) {
     const Diag *g = d->list.items[i];
     if (g->sev == SEV_ERROR) continue;
-    sb_puts(sb, first ? "\n    {\"code\":" : ",\n    {\"code\":");
+    fb_puts(sb, first ? "\n    {\"code\":" : ",\n    {\"code\":");
     first = false;
     put_str(sb, diag_info(g->code)->code);
     PUTS(",\"slug\":");
@@ -384,7 +411,9 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
     put_i64(sb, g->loc.col);
     PUTS("}");
   }
-  sb_puts(sb, first ? "]\n}\n" : "\n  ]\n}\n");
+  fb_puts(sb, first ? "]\n}\n" : "\n  ]\n}\n");
+  fb_put(sb, "", 0);
+  sb->buf[sb->len] = '\0';
   *len = sb->len;
   return sb_take(sb);
 }
