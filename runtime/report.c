@@ -163,7 +163,13 @@ char *rt_report_text(const RtReport *r) {
   }
   KindSum *ks;
   int nk = kind_sums(r, &ks);
-  if (nk) sb_puts(&sb, "preflight (all-reduce of rank ids, then bandwidth):\n");
+  int have = 0;
+  for (int i = 0; i < r->ngroups; i++) have += r->groups[i].have;
+  if (nk && !have)
+    sb_printf(&sb, "preflight: no results (%d groups not checked)\n", r->ngroups);
+  if (nk && have)
+    sb_puts(&sb, "preflight (all-reduce of rank ids, then bandwidth):\n");
+  if (!have) nk = 0;
   for (int k = 0; k < nk; k++) {
     sb_printf(&sb, "  %-10s %d/%d groups ok", ks[k].kind, ks[k].ok,
               ks[k].groups);

@@ -184,6 +184,15 @@ if p.returncode == 0:
 else:
     skip("dry run with nccl", "this build has no nccl backend")
 
+# --- nccl backend on a machine without a GPU: a clean failure ------------------------
+p = run(small, "--node", "0", "--rendezvous", "127.0.0.1:0", "--dry-run", "--backend", "nccl")
+if p.returncode == 0 and not shutil.which("nvidia-smi"):
+    p = run(agg, "--node", "0", "--backend", "nccl", "--timeout", "5")
+    check(p.returncode == 3 and "no CUDA device is visible" in p.stderr and "exit code 1" in p.stdout,
+          "nccl backend without a GPU: exit 3, the reason named", p.stderr + p.stdout)
+else:
+    skip("nccl without a GPU", "no nccl backend in this build, or a GPU is present (tests/gpu/check_nccl.sh)")
+
 # --- example plans on the host backend --------------------------------------------
 kinds_seen = set()
 examples = sorted(f for f in os.listdir(os.path.join(SRC, "plans/examples")) if f.endswith(".yaml"))
