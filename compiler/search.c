@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory.h"
 #include "model.h"
 #include "validate.h"
 
@@ -177,7 +178,11 @@ static bool pred_agg(const CostModel *m, const CostLayout *l, int64_t B, void *a
   return agg_eval(m, l, B, a) && a->tpot_eff <= m->slo_tpot;
 }
 
-static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, RoleVec *out) {
+/* Evaluates one valid layout of a role; bmem is B_memory from the ledger
+ * (decode and aggregated). Layouts that cannot serve (no request fits, the
+ * SLO is missed at batch 1) are dropped. */
+static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int64_t bmem,
+                                RoleVec *out) {
   const CostModel *m = c->m;
   RoleEval e;
   memset(&e, 0, sizeof e);
@@ -196,7 +201,6 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, Role
     rp_vec_push(out, e);
     return;
   }
-  int64_t bmem = cost_batch_memory(m, l);
   if (bmem < 1) return;
   int64_t cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
   int64_t hi = bmem < cap ? bmem : cap;
@@ -235,7 +239,7 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, Role
  * Diags: the search proposes only layouts `rankplan compile` accepts,
  * including its memory rules (weights within budget, one max_context
  * request per attention replica). */
-static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l) {
+static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64_t *bmem) {
   PoolSpec p;
   memset(&p, 0, sizeof p);
   SrcLoc at = c->s->deployment.loc;
@@ -255,6 +259,17 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l) {
   diags_init(&d);
   validate_pool(&d, c->s, &p);
   bool ok = !diags_failed(&d);
+  /* B_memory from the ledger (docs/memory.md): the fewest requests any pp
+   * stage holds, over the instance's dp ranks. */
+  *bmem = INT64_MAX;
+  for (int64_t st = 0; ok && st < l->pp; st++) {
+    MemLedger led;
+    if (!mem_ledger(c->s, &p, st, NULL, &led, &d)) {
+      ok = false;
+      break;
+    }
+    if (led.requests_fit_instance < *bmem) *bmem = led.requests_fit_instance;
+  }
   diags_free(&d);
   return ok;
 }
@@ -287,8 +302,9 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
                 if (!ctx_spend(c, 1)) return;
-                if (!search__rules_pass(c, role, &l)) continue;
-                search__eval_layout(c, role, &l, out);
+                int64_t bmem = 0;
+                if (!search__rules_pass(c, role, &l, &bmem)) continue;
+                search__eval_layout(c, role, &l, bmem, out);
               }
             }
           }
