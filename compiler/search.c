@@ -109,14 +109,21 @@ typedef struct {
   FILE *progress;
 } Ctx;
 
+/* Progress line (stderr on a terminal only): the phase and the count,
+ * rewritten in place. */
+static void ctx_progress(Ctx *c, const char *phase) {
+  if (!c->progress) return;
+  fprintf(c->progress, "\rsearch: %s, %lld candidates evaluated\033[K", phase, (long long)c->evals);
+  fflush(c->progress);
+}
+
 static bool ctx_spend(Ctx *c, int64_t n) {
   if (c->evals + n > c->max) {
     c->hit = true;
     return false;
   }
   c->evals += n;
-  if (c->progress && (c->evals & 0x3fff) < n)
-    fprintf(c->progress, "\rsearch: %lld candidates evaluated", (long long)c->evals);
+  if (c->progress && (c->evals & 0x3fff) < n) ctx_progress(c, "searching");
   return true;
 }
 
@@ -285,6 +292,8 @@ static int64_t next_pow2(int64_t v) { return v * 2; }
 static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
   const CostModel *m = c->m;
   bool across = c->s->deployment.allow_tp_across_domain.v;
+  ctx_progress(c, role == ROLE_PREFILL ? "prefill layouts" : role == ROLE_DECODE ? "decode layouts"
+                                                                                 : "aggregated layouts");
   for (int64_t tp = 1; tp <= m->heads && tp <= c->G; tp++) {
     if (m->heads % tp) continue;
     for (int64_t pp = 1; pp <= m->layers && tp * pp <= c->G; pp = next_pow2(pp)) {
@@ -355,9 +364,15 @@ bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, i
   bool found = false;
   double best = -1, best_r = -1;
   int64_t best_g = 0;
+  /* The pools' GPU ratio (tin/P):(tout/D) in request units: one request/s
+   * needs gp/rp prefill GPUs and gd/rd decode GPUs. Its instance form
+   * (gx/gp):(gy/gd) gives, for each x, the y that balances the pools. */
+  int64_t gx = 1, gy = 1;
+  if (!cost_xpyd_ratio(1.0, 1.0, rp / (double)gp, rd / (double)gd, G, &gx, &gy)) return false;
+  double y_per_x = ((double)gy / (double)gd) / ((double)gx / (double)gp);
   for (int64_t xi = 1; xi * gp + gd <= G; xi++) {
     int64_t ymax = (G - xi * gp) / gd;
-    double ys = (double)xi * rp / rd; /* the y that balances the pools */
+    double ys = (double)xi * y_per_x;
     int64_t cand[2] = {(int64_t)floor(ys), (int64_t)ceil(ys)};
     for (int j = 0; j < 2; j++) {
       int64_t yi = cand[j] < 1 ? 1 : cand[j] > ymax ? ymax : cand[j];
@@ -608,6 +623,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   RoleVec sp = {0}, sd = {0};
   search__shortlist(&pre, ROLE_PREFILL, SHORT_BEST, SHORT_FAST, &sp);
   search__shortlist(&dec, ROLE_DECODE, SHORT_BEST, SHORT_FAST, &sd);
+  if (sp.len && sd.len) ctx_progress(&c, "xPyD pairs");
   for (size_t i = 0; i < sp.len && !c.hit; i++)
     for (size_t j = 0; j < sd.len && !c.hit; j++) {
       SearchResult r;

@@ -100,7 +100,9 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
                          bool tp_across_domain, const char **why);
 
 /* The xPyD integer search: instance sizes gp, gd GPUs; per-instance
- * capacities rp, rd (requests/s, headroom applied); G GPUs. Picks (x, y)
+ * capacities rp, rd (requests/s, headroom applied); G GPUs. The pools'
+ * GPU ratio from cost_xpyd_ratio gives, for each x, the balancing y; the
+ * floor and ceiling of it are tried for every x that fits. Picks (x, y)
  * with the most requests/s per GPU, ties to the most requests/s, then the
  * fewest GPUs. Returns false when not even 1P1D fits. *evals counts the
  * points tried. */

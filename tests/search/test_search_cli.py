@@ -134,6 +134,26 @@ with tempfile.TemporaryDirectory() as tmp:
         check(d["mla_tp_opt"] is not None, "MLA attention tp optimum reported")
         check(any(r["pareto"] for r in d["results"]), "pareto frontier marked")
 
+# Progress goes to stderr only when stderr is a terminal; stdout is the same.
+import pty
+mfd, sfd = pty.openpty()
+p = subprocess.run([RP, "search", LLAMA, "--top", "1"], stdout=subprocess.PIPE, stderr=sfd,
+                   stdin=subprocess.DEVNULL, timeout=120)
+os.close(sfd)
+tty = b""
+try:
+    while True:
+        chunk = os.read(mfd, 4096)
+        if not chunk:
+            break
+        tty += chunk
+except OSError:
+    pass
+os.close(mfd)
+check(p.returncode == 0 and b"candidates evaluated" in tty, "progress on a terminal", repr(tty[:200]))
+check(b"candidates evaluated" not in p.stdout and p.stdout.decode() == run(LLAMA, "--top", "1")[1],
+      "progress never on stdout")
+
 # Usage errors.
 check(run()[0] == 2, "missing SPEC exits 2")
 check(run(LLAMA, "--bogus")[0] == 2, "unknown option exits 2")
