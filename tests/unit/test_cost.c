@@ -197,6 +197,30 @@ static void test_collectives(void) {
   T_NEAR(cost_link_lat(&m, LINK_SCALE_OUT), m.k.scale_out_latency_s, 1e-12);
 }
 
+/* The link class follows the placement: a tp group inside the scale-up
+ * domain all-reduces over NVLink, one wider than the domain over the NIC;
+ * and comm_overlap hides communication behind compute. */
+static void test_link_class_in_use(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout t8 = {8, 1, 1, 1, 1, 1, 1}, t16 = {16, 1, 1, 1, 1, 1, 1};
+  CostDecode d8, d16;
+  T_CHECK(cost_decode_step(&m, &t8, 32, 4250, &d8));
+  T_CHECK(cost_decode_step(&m, &t16, 32, 4250, &d16));
+  double per8 = 2.0 * cost_ring_allreduce(32.0 * 8192 * 2, 8, cost_link_bw(&m, LINK_SCALE_UP),
+                                          cost_link_lat(&m, LINK_SCALE_UP));
+  double per16 = 2.0 * cost_ring_allreduce(32.0 * 8192 * 2, 16, cost_link_bw(&m, LINK_SCALE_OUT),
+                                           cost_link_lat(&m, LINK_SCALE_OUT));
+  T_NEAR(d8.comm, 80 * per8, 1e-9);
+  T_NEAR(d16.comm, 80 * per16, 1e-9);
+  CostPrefill p0, p1;
+  T_CHECK(cost_prefill(&m, &t8, &p0));
+  m.k.comm_overlap = 1.0;
+  T_CHECK(cost_prefill(&m, &t8, &p1));
+  T_NEAR(p1.latency, p0.compute, 1e-9);
+  T_CHECK(p1.latency < p0.latency);
+}
+
 static void test_md1(void) {
   /* Wq = rho / (2 mu (1 - rho)). */
   T_NEAR(cost_md1_wait(0.5, 10.0), 0.05, 1e-12);
@@ -425,6 +449,7 @@ int main(void) {
   T_RUN(test_pp_rebalance);
   T_RUN(test_zigzag);
   T_RUN(test_collectives);
+  T_RUN(test_link_class_in_use);
   T_RUN(test_md1);
   T_RUN(test_weights_and_kv);
   T_RUN(test_prefill);
