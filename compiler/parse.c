@@ -551,8 +551,9 @@ static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const c
   char *shown = catalog_display(p->catalog_dir, kind, v->str);
   const char *iname = diags_add_source(p->d, shown, text, len);
   free(shown);
+  int before = p->d->nerrors;
   YNode *root = yaml_load(p->d, p->a, iname, text, len);
-  if (!root) {
+  if (!root || p->d->nerrors > before) {
     Diag *g = diag_at(p->d, DIAG_E0118, v->loc, "catalog entry `%s` cannot be read", v->str);
     diag_note(g, "see the errors reported in %s", iname);
     goto out;

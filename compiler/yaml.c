@@ -192,7 +192,7 @@ typedef struct {
   RP_VEC(Anchor) anchors;
   int64_t alias_nodes;
   YNode *root;
-  bool failed; /* a non-fatal error was reported; keep going, return NULL */
+  bool failed; /* a non-fatal error was reported: the tree is still whole */
   bool stop;   /* a fatal error: stop reading events */
 } Builder;
 
@@ -505,7 +505,7 @@ YNode *yaml_load(Diags *d, YArena *a, const char *file, const char *text, size_t
   free(b.stack.items);
   for (size_t i = 0; i < b.anchors.len; i++) free(b.anchors.items[i].name);
   free(b.anchors.items);
-  if (b.stop || b.failed) return NULL;
+  if (b.stop) return NULL;
   if (docs == 0 || !b.root) {
     Diag *g = diag_at(d, DIAG_E0007, (SrcLoc){file, 0, 0}, "the spec holds no YAML document");
     diag_help(g, "a spec starts with `version: 1`; see docs/spec.md");

@@ -61,9 +61,13 @@ void *yaml_arena_alloc(YArena *a, size_t n);
 
 /* Loads one YAML document from text[0..len). file is the interned name
  * used in SrcLoc (the caller registered the source with the Diags).
- * Returns the root node, or NULL after reporting every problem it found as
- * diagnostics (E0003-E0015). Never reads past len; text need not be
- * NUL-terminated. */
+ * Returns NULL when the text cannot be read as one document (syntax, encoding,
+ * caps, aliases, E0003-E0012). Problems that leave the tree whole (a
+ * duplicate key: both pairs stay and lookups find the first; a tag: it is
+ * ignored; a non-scalar key: the pair is dropped; E0013-E0015) are reported
+ * and the root is still returned, so the caller can go on and report the spec's own errors too:
+ * compare d->nerrors before and after. Never reads past len; text need not
+ * be NUL-terminated. */
 YNode *yaml_load(Diags *d, YArena *a, const char *file, const char *text,
                  size_t len);
 

@@ -39,11 +39,13 @@ static void test_tree(void) {
   yaml_arena_free(a);
 }
 
-static void check_fails(const char *text, DiagCode want, int line, int col) {
+/* whole: the error leaves the tree usable, so a root comes back */
+static void check_error(const char *text, DiagCode want, int line, int col, bool whole) {
   Diags d;
   YArena *a = yaml_arena_new();
   YNode *r = load(&d, a, text);
-  T_CHECK(r == NULL);
+  T_CHECK((r != NULL) == whole);
+  T_CHECK(d.nerrors > 0);
   T_EQ_INT(first_code(&d), want);
   if (d.list.len) {
     T_EQ_INT(d.list.items[0]->loc.line, line);
@@ -53,16 +55,20 @@ static void check_fails(const char *text, DiagCode want, int line, int col) {
   yaml_arena_free(a);
 }
 
+static void check_fails(const char *text, DiagCode want, int line, int col) {
+  check_error(text, want, line, col, false);
+}
+
 static void test_errors(void) {
   check_fails("a: [1, 2\n", DIAG_E0005, 1, 4);
-  check_fails("a: 1\nb: 2\na: 3\n", DIAG_E0013, 3, 1);
+  check_error("a: 1\nb: 2\na: 3\n", DIAG_E0013, 3, 1, true);
   check_fails("a: &x [*x]\n", DIAG_E0010, 1, 8);
   check_fails("a: *nope\n", DIAG_E0011, 1, 4);
-  check_fails("a: !!str x\n", DIAG_E0014, 1, 4);
+  check_error("a: !!str x\n", DIAG_E0014, 1, 4, true);
   check_fails("a: 1\n---\nb: 2\n", DIAG_E0008, 2, 1);
   check_fails("# nothing\n", DIAG_E0007, 0, 0);
   check_fails("a:\n\tb: 1\n", DIAG_E0006, 2, 1);
-  check_fails("[a]: 1\n", DIAG_E0015, 1, 1);
+  check_error("[a]: 1\n", DIAG_E0015, 1, 1, true);
   check_fails("a: b\n  c\xff\n", DIAG_E0003, 2, 4);
   /* NUL inside the buffer: the pre-scan sees it even though C strings stop */
   {
