@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hooks.h"
 #include "memory.h"
 #include "model.h"
 #include "validate.h"
@@ -574,6 +575,75 @@ static void search__pareto(SearchOut *out) {
   }
 }
 
+/* ---- objective hook ------------------------------------------------------- */
+
+size_t search_candidate_kv(const SearchResult *r, SearchKV *kv) {
+  size_t n = 0;
+#define KV(k, v) (kv[n].key = (k), kv[n].value = (double)(v), n++)
+  KV("goodput", r->feasible ? r->req_s : 0.0);
+  KV("gpus", r->gpus);
+  KV("ttft_ms", r->ttft * 1e3);
+  KV("tpot_ms", r->tpot * 1e3);
+  KV("throughput_req_s", r->req_s);
+  KV("throughput_tok_s", r->tok_s);
+  KV("goodput_tok_s_per_gpu", r->goodput_gpu);
+  KV("feasible", r->feasible ? 1 : 0);
+  KV("aggregated", r->mode == SEARCH_AGGREGATED ? 1 : 0);
+  for (size_t i = 0; i < r->npools; i++) {
+    const SearchPool *p = &r->pools[i];
+    static const char *const keys[3][9] = {
+        {"prefill_replicas", "prefill_tp", "prefill_pp", "prefill_cp", "prefill_dp", "prefill_ep",
+         "prefill_etp", "prefill_dcp", "prefill_batch"},
+        {"decode_replicas", "decode_tp", "decode_pp", "decode_cp", "decode_dp", "decode_ep",
+         "decode_etp", "decode_dcp", "decode_batch"},
+        {"serve_replicas", "serve_tp", "serve_pp", "serve_cp", "serve_dp", "serve_ep", "serve_etp",
+         "serve_dcp", "serve_batch"},
+    };
+    int ri = p->role == ROLE_PREFILL ? 0 : p->role == ROLE_DECODE ? 1 : 2;
+    int64_t v[9] = {p->replicas, p->lay.tp, p->lay.pp, p->lay.cp, p->lay.dp,
+                    p->lay.ep, p->lay.etp, p->lay.dcp, p->batch};
+    for (int j = 0; j < 9; j++) KV(keys[ri][j], v[j]);
+  }
+#undef KV
+  RP_ASSERT(n <= SEARCH_HOOK_KEYS);
+  return n;
+}
+
+static int cmp_scored(const void *a, const void *b) {
+  const SearchResult *x = a, *y = b;
+  if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return cmp_result(a, b);
+}
+
+/* When the spec names an `objective` hook, it scores every ranked result
+ * and the feasible ones are re-ranked by its score (ties keep the built-in
+ * order). Returns false when the hook failed (already reported). */
+static bool search__objective(Diags *d, const Spec *s, SearchOut *out) {
+  if (!s->deployment.hooks.objective.set || out->results.len == 0) return true;
+  HookEnv env;
+  hook_env_init(&env, d);
+  hook_env_from_spec(&env, d, s);
+  bool ok = !diags_failed(d);
+  if (ok && hook_env_has(&env, HOOK_OBJECTIVE)) {
+    HookCtx ctx;
+    ok = hook_ctx_build(&ctx, s, d);
+    for (size_t i = 0; ok && i < out->results.len; i++) {
+      SearchResult *r = &out->results.items[i];
+      SearchKV kv[SEARCH_HOOK_KEYS];
+      HookKV hk[SEARCH_HOOK_KEYS];
+      size_t n = search_candidate_kv(r, kv);
+      for (size_t j = 0; j < n; j++) hk[j] = (HookKV){kv[j].key, kv[j].value};
+      ok = hook_run_objective(&env, &ctx, hk, n, &r->score, d);
+      r->scored = ok;
+    }
+    if (ok) qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_scored);
+    hook_ctx_free(&ctx); /* build memsets ctx first, so this is safe after a failure */
+  }
+  hook_env_free(&env);
+  return ok;
+}
+
 /* ---- driver --------------------------------------------------------------- */
 
 /* Shortlist sizes: the k best layouts of a role by tokens/s per GPU and the
@@ -642,6 +712,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   out->budget_hit = c.hit;
   if (out->results.len)
     qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_result);
+  bool hook_ok = search__objective(d, s, out);
   search__pareto(out);
   /* MLA: the attention tp that minimises per-GPU decode reads at the
    * winner's batch, reported next to the tp the search chose. */
@@ -652,7 +723,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     out->tp_opt = cost_attn_tp_opt((double)m->b_attn * (double)m->layers, (double)dp->gpus,
                                    kv_total);
   }
-  bool ok = true;
+  bool ok = hook_ok;
   if (c.hit) {
     Diag *g = diag_at(d, DIAG_W0500, s->search.loc,
                       "search stopped at its budget of %lld candidates; the ranking covers "

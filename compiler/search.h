@@ -62,6 +62,8 @@ typedef struct {
   double util_prefill;  /* prefill (or instance) utilisation */
   SearchBinding binding;
   bool feasible, pareto;
+  bool scored;          /* the spec's objective hook scored it */
+  double score;         /* the hook's score (higher is better) */
 } SearchResult;
 
 typedef struct {
@@ -83,6 +85,20 @@ typedef struct {
   int64_t layouts[3];           /* valid layouts per role (prefill, decode, both) */
   double tp_opt;                /* MLA attention tp optimum at the winner's decode batch, 0 else */
 } SearchOut;
+
+/* The named numbers the `objective` hook sees as ctx.candidate for one
+ * result (docs/cost-model.md, "Objective hook"): goodput (req/s meeting the
+ * SLOs), gpus, ttft_ms, tpot_ms, throughput_req_s, throughput_tok_s,
+ * goodput_tok_s_per_gpu, feasible (0/1), aggregated (0/1), and per pool
+ * (prefix prefill_, decode_ or serve_) replicas, tp, pp, cp, dp, ep, etp,
+ * dcp, batch. Fills kv (at most SEARCH_HOOK_KEYS entries); keys are static
+ * strings. Returns the count. */
+enum { SEARCH_HOOK_KEYS = 40 };
+typedef struct {
+  const char *key;
+  double value;
+} SearchKV;
+size_t search_candidate_kv(const SearchResult *r, SearchKV *kv);
 
 /* Runs the search. Reports E0507 (no workload/SLO), E0508 (no layout
  * fits), E0500 (no layout meets the SLOs), W0500 (budget hit), E0501/E0506

@@ -115,6 +115,22 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run(s, "--format", "json")
     check(rc == 1 and ('"E0500"' in out or '"E0508"' in out), "unreachable TTFT, json diagnostics", out + err)
 
+    # The objective hook re-ranks: fewest GPUs first.
+    lua = pathlib.Path(tmp) / "fewest.lua"
+    lua.write_text("return function(ctx) return -ctx.candidate.gpus end\n")
+    s = pathlib.Path(tmp) / "objective.yaml"
+    s.write_text(pathlib.Path(LLAMA).read_text() + "  hooks:\n    objective: fewest.lua\n")
+    rc, out, err = run(str(s), "--format", "json", "--top", "1000", "--catalog", str(SRC / "plans" / "catalog"))
+    check(rc == 0, "objective hook search runs", err)
+    if rc == 0:
+        d = json.loads(out)
+        feas = [r for r in d["results"] if r["feasible"]]
+        g = [r["gpus"] for r in feas]
+        check(g == sorted(g) and g[0] < w["gpus"], "objective hook ranks fewest GPUs first", str(g[:10]))
+    lua.write_text("return function(ctx) return 'high' end\n")
+    rc, out, err = run(str(s), "--catalog", str(SRC / "plans" / "catalog"))
+    check(rc == 1 and "E06" in err, "a failing objective hook is an error", err)
+
     # The named budget.
     rc, out, err = run(LLAMA, "--max-candidates", "40")
     check("W0500" in err and "40 candidates" in err, "budget hit is reported", err)
