@@ -1,7 +1,8 @@
 /*
  * cmd_compile.c: `rankplan compile SPEC -o PLAN`, the pipeline end to end.
  *
- * parse → validate → layout (rank generator, layer partition) → placement
+ * parse → validate → layout (rank generator, layer partition, or the
+ * spec's layer_partition hook) → placement
  * (default, or the spec's Lua placement hook, validated either way) →
  * memory ledger → KV reshard maps → emit. Nothing is written unless every stage succeeded:
  * with any error the command prints the diagnostics and exits 1, and an
@@ -36,6 +37,31 @@ static const char compile_usage[] =
     "\n"
     "exit: 0 written, 1 the spec is wrong, 2 usage error or unreadable or\n"
     "unwritable file, 70 internal error\n";
+
+/* Runs the layer_partition hook for every pool when the spec names one;
+ * its result is checked again by the layout (lay_set_partition). */
+static bool hook_partitions(Diags *d, const Spec *spec, Layout *L) {
+  if (!spec->deployment.hooks.layer_partition.set) return true;
+  HookEnv env;
+  hook_env_init(&env, d);
+  hook_env_from_spec(&env, d, spec);
+  bool ok = !diags_failed(d);
+  if (ok && hook_env_has(&env, HOOK_LAYER_PARTITION)) {
+    HookCtx ctx;
+    ok = hook_ctx_build(&ctx, spec, d); /* frees what it built on failure */
+    for (size_t p = 0; ok && p < L->npools; p++) {
+      int64_t pp = L->pools[p].size[CO_PP];
+      int64_t *counts = rp_calloc((size_t)pp, sizeof *counts);
+      ok = hook_run_layer_partition(&env, &ctx, p, counts, d) &&
+           lay_set_partition(d, L, p, spec->model.layers.v, counts,
+                             spec->deployment.hooks.layer_partition.loc);
+      free(counts);
+    }
+    hook_ctx_free(&ctx);
+  }
+  hook_env_free(&env);
+  return ok && !diags_failed(d);
+}
 
 /* Runs the placement hook when the spec names one, else the default
  * placement. The hook sees the default placement as ctx.default. */
@@ -126,6 +152,7 @@ int cmd_compile(int argc, char **argv) {
       L = lay_build(&d, spec, NULL);
     }
   }
+  if (L && !diags_failed(&d)) hook_partitions(&d, spec, L);
   if (L && !diags_failed(&d)) place(&d, spec, L);
   if (L && !diags_failed(&d)) lay_memory(&d, spec, L);
   if (L && !diags_failed(&d)) {

@@ -86,6 +86,15 @@ bool lay_partition(Diags *d, Engine engine, int64_t layers, int64_t pp,
 
 /* ---- the Layout -------------------------------------------------------- */
 
+struct Layout;
+
+/* Replaces pool `pool`'s layer partition with counts (its pp entries, from
+ * a layer_partition hook or any other source), after checking it as an
+ * explicit `layer_partition` is checked: every entry >= 1, sum == layers.
+ * Reports E0308/E0309 at origin and returns false when it does not hold. */
+bool lay_set_partition(Diags *d, struct Layout *L, size_t pool, int64_t layers,
+                       const int64_t *counts, SrcLoc origin);
+
 typedef struct {
   const char *name;       /* borrowed from the Spec */
   PoolRole role;

@@ -123,3 +123,34 @@ bool lay_partition(Diags *d, Engine engine, int64_t layers, int64_t pp, const Po
   }
   }
 }
+
+bool lay_set_partition(Diags *d, Layout *L, size_t pool, int64_t layers, const int64_t *counts,
+                       SrcLoc origin) {
+  RP_ASSERT(pool < L->npools);
+  LayPool *P = &L->pools[pool];
+  int64_t pp = P->size[CO_PP], sum = 0;
+  CkState st = {true};
+  for (int64_t i = 0; i < pp; i++) {
+    if (counts[i] < 1) {
+      Diag *g = diag_at(d, DIAG_E0309, origin,
+                        "stage %lld of pool `%s` gets %lld layers: expected at least 1",
+                        (long long)i, P->name, (long long)counts[i]);
+      diag_help(g, "every pipeline stage needs at least one layer");
+      return false;
+    }
+    sum = cka(&st, sum, counts[i]);
+  }
+  if (!st.ok || sum != layers) {
+    Diag *g = diag_at(d, DIAG_E0308, origin,
+                      "the layer partition of pool `%s` does not add up to the model's layers: "
+                      "expected %lld, got %lld",
+                      P->name, (long long)layers, (long long)sum);
+    diag_help(g, "give the %lld stages %lld layers in total", (long long)pp, (long long)layers);
+    return false;
+  }
+  for (int64_t i = 0; i < pp; i++) {
+    P->layer_partition[i] = counts[i];
+    P->layer_start[i] = i ? P->layer_start[i - 1] + counts[i - 1] : 0;
+  }
+  return true;
+}

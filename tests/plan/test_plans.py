@@ -176,6 +176,26 @@ try:
             outcomes.add("absent")
     check("partial" not in outcomes, f"killed compiles never leave a partial plan ({sorted(outcomes)})")
 
+    # ---- a layer_partition hook is honoured, and checked -------------------------
+    hook = os.path.join(tmp, "split.lua")
+    open(hook, "w").write("return function(ctx) return {10, ctx.model.layers - 10} end\n")
+    text = open(os.path.join(EX, "llama-3.1-405b-pp.yaml")).read()
+    text = text.replace("      layer_partition: [63, 63]\n", "")
+    text = text.replace("deployment:\n", f"deployment:\n  hooks:\n    layer_partition: {hook}\n", 1)
+    hspec = os.path.join(tmp, "hook.yaml")
+    open(hspec, "w").write(text)
+    hplan = os.path.join(tmp, "hook.json")
+    p = run("compile", hspec, "-o", hplan)
+    ok = p.returncode == 0 and [q["layer_partition"] for q in json.load(open(hplan))["pools"]] == [[10, 116]]
+    check(ok, "layer_partition hook: its split is in the plan", p.stderr)
+    if ok:
+        r = [x for x in json.load(open(hplan))["ranks"] if x["coords"]["pp"] == 1][0]
+        check(r["shard"]["layers"] == [10, 126], "layer_partition hook: stage 1 holds layers [10, 126)")
+    open(hook, "w").write("return function(ctx) return {10, 10} end\n")
+    os.unlink(hplan)
+    p = run("compile", hspec, "-o", hplan)
+    check(p.returncode == 1 and not os.path.exists(hplan), "layer_partition hook: a split that does not sum is refused", p.stderr)
+
     # ---- --split-by-node -------------------------------------------------------
     spec405 = os.path.join(EX, "llama-3.1-405b-pp.yaml")
     full = os.path.join(tmp, "405.json")
