@@ -85,6 +85,8 @@ static bool prescan(Diags *d, const char *file, const char *text, size_t len) {
   const unsigned char *s = (const unsigned char *)text;
   int line = 1, col = 1;
   size_t i = 0;
+  /* a UTF-8 byte order mark takes no column */
+  if (len >= 3 && s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF) i = 3;
   while (i < len) {
     unsigned char c = s[i];
     if (c == 0) {
@@ -457,8 +459,10 @@ YNode *yaml_load(Diags *d, YArena *a, const char *file, const char *text, size_t
   Builder b = {.d = d, .a = a, .file = file, .text = text, .len = len};
   yaml_parser_t p;
   if (!yaml_parser_initialize(&p)) rp_internal("libyaml: cannot initialise the parser");
+  /* No yaml_parser_set_encoding: libyaml's own detection consumes a UTF-8
+   * byte order mark (which an explicit encoding would not), and UTF-16
+   * input never gets here, the pre-scan has refused it as invalid UTF-8. */
   yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-  yaml_parser_set_encoding(&p, YAML_UTF8_ENCODING);
   int docs = 0;
   bool done = false;
   while (!done && !b.stop) {

@@ -55,6 +55,19 @@ static void check_error(const char *text, DiagCode want, int line, int col, bool
   yaml_arena_free(a);
 }
 
+/* A UTF-8 byte order mark and CRLF line ends are fine and take no column. */
+static void test_bom_crlf(void) {
+  Diags d;
+  YArena *a = yaml_arena_new();
+  YNode *r = load(&d, a, "\xef\xbb\xbf" "a: 1\r\nb: 2\r\n");
+  T_CHECK(r != NULL);
+  YNode *b = yaml_map_get(r, "b");
+  T_CHECK(b && b->loc.line == 2 && b->loc.col == 4);
+  if (r) T_EQ_INT(r->pairs[0].key->loc.col, 1);
+  diags_free(&d);
+  yaml_arena_free(a);
+}
+
 static void check_fails(const char *text, DiagCode want, int line, int col) {
   check_error(text, want, line, col, false);
 }
@@ -259,6 +272,7 @@ static void test_names(void) {
 
 int main(void) {
   T_RUN(test_tree);
+  T_RUN(test_bom_crlf);
   T_RUN(test_errors);
   T_RUN(test_depth);
   T_RUN(test_aliases);
