@@ -152,6 +152,73 @@ static void test_hand_expert(void) {
   T_CHECK(groups_eq(&e, "ep", 2, 4, ep2));
 }
 
+/* [hand] Every permutation of the order and every token, against a second
+ * derivation written from the docstring's equations rather than from the
+ * algorithm: rank r has coordinates c_i (innermost first); its group is
+ * numbered by its unmasked coordinates and its place in the group by its
+ * masked ones, each read as a mixed-radix number innermost first. */
+static bool reference_matches(const RankGen *g, unsigned mask) {
+  char token[32] = "";
+  for (int i = 0; i < g->ndims; i++)
+    if (mask & (1u << i)) {
+      if (token[0]) strcat(token, "-");
+      strcat(token, g->name[i]);
+    }
+  int64_t ng, gs;
+  int32_t *got;
+  if (!lay_rankgen_groups(g, token, &ng, &gs, &got)) return false;
+  int32_t *want = calloc((size_t)g->world, sizeof *want);
+  for (int64_t r = 0; r < g->world; r++) {
+    int64_t rem = r, gi = 0, mi = 0, gmul = 1, mmul = 1;
+    for (int i = 0; i < g->ndims; i++) {
+      int64_t c = rem % g->size[i];
+      rem /= g->size[i];
+      if (mask & (1u << i)) {
+        mi += c * mmul;
+        mmul *= g->size[i];
+      } else {
+        gi += c * gmul;
+        gmul *= g->size[i];
+      }
+    }
+    want[gi * gs + mi] = (int32_t)r;
+  }
+  bool ok = ng * gs == g->world && memcmp(got, want, (size_t)g->world * sizeof *got) == 0;
+  free(want);
+  free(got);
+  return ok;
+}
+
+static void test_all_orders(void) {
+  static const char *const names[5] = {"tp", "cp", "ep", "dp", "pp"};
+  static const int perm_count = 120;
+  int checked = 0;
+  for (int p = 0; p < perm_count; p++) {
+    /* p-th permutation of the five names (factorial number system) */
+    int idx[5] = {0, 1, 2, 3, 4}, k = p;
+    char order[32] = "";
+    for (int i = 0; i < 5; i++) {
+      int f = 1;
+      for (int j = 1; j < 5 - i; j++) f *= j;
+      int pick = k / f;
+      k %= f;
+      if (i) strcat(order, "-");
+      strcat(order, names[idx[pick]]);
+      for (int j = pick; j < 4 - i; j++) idx[j] = idx[j + 1];
+    }
+    RankGen dense, expert;
+    const char *err = NULL;
+    T_CHECK(lay_rankgen_init(&dense, order, 2, 1, 2, 2, 3, &err)); /* tp 2, dp 2, pp 2, cp 3 */
+    T_CHECK(lay_rankgen_init(&expert, order, 2, 3, 2, 2, 1, &err)); /* etp 2, ep 3, edp 2, pp 2 */
+    for (unsigned mask = 1; mask < 32; mask++) {
+      T_CHECK(reference_matches(&dense, mask));
+      T_CHECK(reference_matches(&expert, mask));
+      checked += 2;
+    }
+  }
+  T_EQ_INT(checked, 120 * 31 * 2);
+}
+
 /* ---- partitions ------------------------------------------------------- */
 
 static bool part_is(Engine e, int64_t layers, int64_t pp, const LayWeights *w,
@@ -475,6 +542,7 @@ int main(void) {
   T_RUN(test_doc_cp);
   T_RUN(test_hand_orders);
   T_RUN(test_hand_expert);
+  T_RUN(test_all_orders);
   T_RUN(test_partition);
   T_RUN(test_partition_errors);
   T_RUN(test_build_pd);
