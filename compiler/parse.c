@@ -195,11 +195,12 @@ static bool read_int_literal(P *p, const YNode *v, const char *path, int64_t lo,
     unsigned long long oct = strtoull(digits, &end, 8);
     Diag *g = diag_at(p->d, DIAG_E0104, v->loc,
                       "`%s` has a leading zero, which YAML 1.1 reads as octal, for `%s`", s, path);
-    if (*end == '\0')
-      diag_help(g, "write %s%s or %s%llu", neg ? "-" : "", digits + strspn(digits, "0"),
-                neg ? "-" : "", oct);
+    const char *dec = digits + strspn(digits, "0");
+    if (!*dec) dec = "0";
+    if (*end == '\0' && strcmp(dec, "0") != 0)
+      diag_help(g, "write %s%s or %s%llu", neg ? "-" : "", dec, neg ? "-" : "", oct);
     else
-      diag_help(g, "write %s%s", neg ? "-" : "", digits + strspn(digits, "0"));
+      diag_help(g, "write %s%s", neg ? "-" : "", dec);
     return false;
   }
   if (!all) {
