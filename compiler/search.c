@@ -687,9 +687,9 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     search__role(&c, ROLE_DECODE, &dec);
   }
   if (agg) search__role(&c, ROLE_BOTH, &both);
-  out->layouts[0] = (int64_t)pre.len;
-  out->layouts[1] = (int64_t)dec.len;
-  out->layouts[2] = (int64_t)both.len;
+  out->layouts[0] = dis ? (int64_t)pre.len : -1;
+  out->layouts[1] = dis ? (int64_t)dec.len : -1;
+  out->layouts[2] = agg ? (int64_t)both.len : -1;
   RoleVec sp = {0}, sd = {0};
   search__shortlist(&pre, ROLE_PREFILL, SHORT_BEST, SHORT_FAST, &sp);
   search__shortlist(&dec, ROLE_DECODE, SHORT_BEST, SHORT_FAST, &sd);
@@ -837,10 +837,14 @@ char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool e
   if (m->rate > 0) sb_printf(&sb, " at %g req/s", m->rate);
   sb_printf(&sb, ", slo ttft %.0f ms tpot %.1f ms, headroom %.2f\n", m->slo_ttft * 1e3, m->slo_tpot * 1e3,
             out->headroom);
-  sb_printf(&sb, "evaluated %lld candidates (budget %lld%s); valid layouts: prefill %lld, decode %lld, "
-                 "aggregated %lld\n",
-            (long long)out->evaluated, (long long)out->max_candidates, out->budget_hit ? ", hit" : "",
-            (long long)out->layouts[0], (long long)out->layouts[1], (long long)out->layouts[2]);
+  sb_printf(&sb, "evaluated %lld candidates (budget %lld%s); valid layouts:", (long long)out->evaluated,
+            (long long)out->max_candidates, out->budget_hit ? ", hit" : "");
+  static const char *const role_names[3] = {"prefill", "decode", "aggregated"};
+  for (int i = 0; i < 3; i++) {
+    if (out->layouts[i] < 0) sb_printf(&sb, "%s %s not searched", i ? "," : "", role_names[i]);
+    else sb_printf(&sb, "%s %s %lld", i ? "," : "", role_names[i], (long long)out->layouts[i]);
+  }
+  sb_putc(&sb, '\n');
   if (out->tp_opt > 0) sb_printf(&sb, "MLA attention tp optimum at the winner's decode batch: TP* = %.1f\n", out->tp_opt);
   sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs", "TTFT ms",
             "TPOT ms", "req/s", "tok/s", "goodput/GPU", "binding", "pareto");
@@ -897,9 +901,10 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
   json_object_set_new(b, "hit", json_boolean(out->budget_hit));
   json_object_set_new(root, "budget", b);
   json_t *lv = json_object();
-  json_object_set_new(lv, "prefill", json_integer(out->layouts[0]));
-  json_object_set_new(lv, "decode", json_integer(out->layouts[1]));
-  json_object_set_new(lv, "aggregated", json_integer(out->layouts[2]));
+  /* null: that role was not searched (deployment.mode). */
+  json_object_set_new(lv, "prefill", out->layouts[0] < 0 ? json_null() : json_integer(out->layouts[0]));
+  json_object_set_new(lv, "decode", out->layouts[1] < 0 ? json_null() : json_integer(out->layouts[1]));
+  json_object_set_new(lv, "aggregated", out->layouts[2] < 0 ? json_null() : json_integer(out->layouts[2]));
   json_object_set_new(root, "valid_layouts", lv);
   json_t *k = json_object();
   size_t nk;
