@@ -366,7 +366,7 @@ static void print_sarif(Diag **v, size_t n, FILE *out) {
 void diags_print(Diags *d, FILE *out, DiagFormat fmt, bool color) {
   size_t n = d->list.len;
   Diag **v = rp_malloc((n ? n : 1) * sizeof *v);
-  memcpy(v, d->list.items, n * sizeof *v);
+  if (n) memcpy(v, d->list.items, n * sizeof *v);
   qsort(v, n, sizeof *v, cmp_diag);
   if (fmt == DIAG_FMT_JSON) print_json(d, v, n, out);
   else if (fmt == DIAG_FMT_SARIF) print_sarif(v, n, out);
