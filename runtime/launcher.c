@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "kv.h"
 #include "launcher.h"
 #include "plan.h"
 #include "report.h"
@@ -66,6 +67,7 @@ RtResult rt_plan_load(const char *path, RtPlan *p) {
     p->ranks[R->rank] = (RtRank){R->rank, node, R->local_rank, R->device,
                                  rp_strdup(pl->pools[R->pool].name)};
   }
+  p->full = pl;
   p->ngroups = (int)pl->ngroups;
   p->groups = rp_calloc((size_t)p->ngroups + 1, sizeof *p->groups);
   for (int i = 0; i < p->ngroups; i++) {
@@ -77,7 +79,6 @@ RtResult rt_plan_load(const char *path, RtPlan *p) {
     g->ranks = rp_malloc(sizeof(int) * (size_t)G->n);
     for (int k = 0; k < G->n; k++) g->ranks[k] = G->ranks[k];
   }
-  plan_free(pl);
   return RT_OK;
 }
 
@@ -90,6 +91,7 @@ void rt_plan_free(RtPlan *p) {
   }
   free(p->ranks);
   free(p->groups);
+  if (p->full) plan_free(p->full);
   memset(p, 0, sizeof *p);
 }
 
@@ -117,6 +119,56 @@ static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+}
+
+/* The KV part of a worker (issue 9): allocate the ledger's memory, run the
+ * requests through kv_reshard, post memory and transfer figures as
+ * `mem/RANK` and `kv/RANK`. */
+static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
+                          const RtBackend *be, void *state, RtStore *st,
+                          int rank, RtComm **comms, const int *groups, int ng) {
+  const Plan *pl = plan->full;
+  int wi = -1;
+  for (int i = 0; i < ng; i++)
+    if (strcmp(plan->groups[groups[i]].kind, "world") == 0) wi = i;
+  if (wi < 0)
+    return rt_err(RT_ERR_INVALID, "the plan has no world group for rank %d",
+                  rank);
+  RtKvPool pool;
+  double scale = strcmp(be->name, "host") == 0 ? o->mem_scale : 1.0;
+  RTCHECK(rt_kvpool_alloc(be, state, &pl->ranks[rank], scale, &pool));
+  char key[64], *val = rp_sprintf("%lld %lld %lld %lld",
+                                  (long long)pool.planned_weights,
+                                  (long long)pool.planned_kv,
+                                  (long long)pool.weights_bytes,
+                                  (long long)pool.kv_bytes);
+  snprintf(key, sizeof key, "mem/%d", rank);
+  RtResult r = rt_store_set(st, key, val, strlen(val));
+  free(val);
+  RtKvOpts ko = {o->requests, o->input_tokens, {0, 0, 0, 0, 0}};
+  memcpy(ko.corrupt, o->corrupt, sizeof ko.corrupt);
+  RtKvStats ks;
+  memset(&ks, 0, sizeof ks);
+  if (r == RT_OK)
+    r = rt_kv_run(be, state, pl, plan, rank, comms[wi], groups[wi], &pool, &ko,
+                  &ks);
+  if (r == RT_OK) {
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "%lld %lld %lld %.9f %.9f %lld %.6f %d",
+              (long long)ks.bytes_recv, (long long)ks.bytes_same_node,
+              (long long)ks.bytes_cross_node, ks.secs_same_node,
+              ks.secs_cross_node, (long long)ks.cells_verified, ks.memcpy_gbs,
+              ks.nreq);
+    for (int k = 0; k < ks.nreq; k++)
+      sb_printf(&sb, " %lld %.9f", (long long)ks.req_bytes[k], ks.req_secs[k]);
+    snprintf(key, sizeof key, "kv/%d", rank);
+    r = rt_store_set(st, key, sb.buf, sb.len);
+    sb_free(&sb);
+  }
+  rt_kv_stats_free(&ks);
+  rt_kvpool_free(be, state, &pool);
+  return r;
 }
 
 int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
@@ -175,6 +227,8 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   }
   if (!o->quiet)
     fprintf(stderr, "rankrun: rank %ld: preflight ok (%d groups)\n", rank, ng);
+  if (o->requests > 0) RTCHECKGOTO(worker_kv(o, plan, be, state, &st, (int)rank,
+                                             comms, groups, ng), r, fail);
   /* Soak: rounds of small all-reduces on every group, a fixed number of
    * rounds so that every member runs the same collectives. */
   if (o->soak > 0) {
@@ -204,6 +258,14 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   return RT_WORKER_OK;
 fail:
   fprintf(stderr, "rankrun: rank %ld: %s\n", rank, rt_errmsg());
+  /* The launcher puts this message in the report when this rank is the
+   * first failure. */
+  if (st.fd >= 0) {
+    char *msg = rp_strdup(rt_errmsg());
+    snprintf(key, sizeof key, "err/%ld", rank);
+    rt_store_set(&st, key, msg, strlen(msg));
+    free(msg);
+  }
   failed_comm = true;
   for (int i = 0; i < ng; i++)
     if (comms[i]) be->comm_destroy(comms[i], failed_comm);
@@ -335,8 +397,14 @@ static void reap(Launch *L) {
   const char *why = s->signal ? "rank was killed by a signal"
                     : cause >= 0 ? "rank exited with an error"
                                  : "rank lost a peer or a deadline passed";
+  char key[32], *msg = NULL;
+  snprintf(key, sizeof key, "err/%d", s->rank);
+  if (!s->signal && L->store_ok &&
+      rt_store_get(&L->st, key, &msg, NULL) == RT_OK && *msg)
+    why = msg;
   set_fail(L, s->rank, L->o->node, s->signal ? -1 : s->exit_code, s->signal,
            why);
+  free(msg);
   L->fail_is_cause = cause >= 0;
   if (L->fail_is_cause)
     publish_fail(L);
@@ -381,7 +449,7 @@ static char **worker_env(const Launch *L, const RtRank *rk) {
 }
 
 static char **worker_argv(const Launch *L) {
-  char **a = rp_calloc(24, sizeof *a);
+  char **a = rp_calloc(40, sizeof *a);
   int k = 0;
   a[k++] = rp_strdup("rankrun");
   a[k++] = rp_strdup("--worker");
@@ -398,6 +466,20 @@ static char **worker_argv(const Launch *L) {
   a[k++] = rp_sprintf("%g", L->o->soak);
   a[k++] = rp_strdup("--preflight-bytes");
   a[k++] = rp_sprintf("%lld", (long long)L->o->preflight_bytes);
+  if (L->o->requests > 0) {
+    a[k++] = rp_strdup("--requests");
+    a[k++] = rp_sprintf("%d", L->o->requests);
+    a[k++] = rp_strdup("--input-tokens");
+    a[k++] = rp_sprintf("%lld", (long long)L->o->input_tokens);
+    a[k++] = rp_strdup("--host-memory-scale");
+    a[k++] = rp_sprintf("%.17g", L->o->mem_scale);
+  }
+  if (L->o->corrupt[0] >= 0) {
+    a[k++] = rp_strdup("--test-corrupt");
+    a[k++] = rp_sprintf("%lld:%lld:%lld:%lld:%lld", (long long)L->o->corrupt[0],
+                        (long long)L->o->corrupt[1], (long long)L->o->corrupt[2],
+                        (long long)L->o->corrupt[3], (long long)L->o->corrupt[4]);
+  }
   if (L->o->quiet) a[k++] = rp_strdup("--quiet");
   if (L->o->test_ignore_sigterm) a[k++] = rp_strdup("--test-ignore-sigterm");
   a[k] = NULL;
@@ -429,6 +511,71 @@ static void collect_preflight(Launch *L, double deadline) {
     }
     free(v);
   }
+}
+
+/* Collects memory figures of the local ranks and KV figures of every rank
+ * from the store. */
+static void collect_kv(Launch *L, double deadline) {
+  RtKvReport *k = &L->rep.kv;
+  k->have = true;
+  k->requests = L->o->requests;
+  k->input_tokens = L->o->input_tokens;
+  k->mem_scale = strcmp(L->o->backend, "host") == 0 ? L->o->mem_scale : 1.0;
+  k->req_bytes = rp_calloc((size_t)k->requests + 1, sizeof *k->req_bytes);
+  k->req_secs = rp_calloc((size_t)k->requests + 1, sizeof *k->req_secs);
+  k->memcpy_gbs = -1;
+  char key[32], *v;
+  for (int i = 0; i < L->rep.nlocal; i++) {
+    RtRankStatus *s = &L->rep.local[i];
+    snprintf(key, sizeof key, "mem/%d", s->rank);
+    v = NULL;
+    long long a, b, c, d;
+    if (rt_store_get(&L->st, key, &v, NULL) == RT_OK &&
+        sscanf(v, "%lld %lld %lld %lld", &a, &b, &c, &d) == 4) {
+      s->have_mem = true;
+      s->planned_weights = a;
+      s->planned_kv = b;
+      s->alloc_weights = c;
+      s->alloc_kv = d;
+    }
+    free(v);
+  }
+  for (int r = 0; r < L->plan->world_size; r++) {
+    snprintf(key, sizeof key, "kv/%d", r);
+    v = NULL;
+    double left = deadline - rt_now();
+    if (rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) != RT_OK) {
+      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+               "rank sent no KV transfer figures");
+      free(v);
+      return;
+    }
+    long long br, bs, bc, cells;
+    double ss, sc, mg;
+    int nreq = 0, off = 0;
+    if (sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d%n", &br, &bs, &bc, &ss,
+               &sc, &cells, &mg, &nreq, &off) >= 8) {
+      k->bytes += br;
+      k->bytes_same_node += bs;
+      k->bytes_cross_node += bc;
+      k->secs_same_node += ss;
+      k->secs_cross_node += sc;
+      k->cells_verified += cells;
+      if (br > 0 && (k->memcpy_gbs < 0 || mg < k->memcpy_gbs)) k->memcpy_gbs = mg;
+      const char *p = v + off;
+      for (int i = 0; i < nreq && i < k->requests; i++) {
+        long long rb;
+        double rs;
+        int n = 0;
+        if (sscanf(p, " %lld %lf%n", &rb, &rs, &n) != 2) break;
+        p += n;
+        k->req_bytes[i] += rb;
+        if (rs > k->req_secs[i]) k->req_secs[i] = rs;
+      }
+    }
+    free(v);
+  }
+  if (k->memcpy_gbs < 0) k->memcpy_gbs = 0;
 }
 
 static void print_dry_run(const Launch *L) {
@@ -487,6 +634,8 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   free(L->rep.local);
   free(L->rep.groups);
   free(L->rep.fail_reason);
+  free(L->rep.kv.req_bytes);
+  free(L->rep.kv.req_secs);
   return code;
 }
 
@@ -525,7 +674,8 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
   for (int r = 0; r < plan->world_size; r++)
     if (plan->ranks[r].node == o->node)
       L.rep.local[L.rep.nlocal++] = (RtRankStatus){
-          r, plan->ranks[r].local_rank, plan->ranks[r].device, 0, false, -1, 0};
+          r, plan->ranks[r].local_rank, plan->ranks[r].device, 0, false, -1, 0,
+          false, 0, 0, 0, 0};
   qsort(L.rep.local, (size_t)L.rep.nlocal, sizeof *L.rep.local, by_local_rank);
   if (o->dry_run) {
     print_dry_run(&L);
@@ -597,6 +747,25 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
       return finish(&L, srv, t0);
     }
     if (got_signal) break;
+  }
+  /* A plan that does not fit this machine fails before any rank starts. */
+  if (o->requests > 0 && strcmp(o->backend, "host") == 0) {
+    int64_t need = rt_node_planned_bytes(plan->full, o->node, o->mem_scale);
+    int64_t avail = rt_host_mem_available();
+    if (avail >= 0 && need > avail) {
+      char a[32], b[32];
+      char *why = rp_sprintf("node %d does not fit: its ranks' ledger needs %s "
+                             "(%lld bytes at --host-memory-scale %g), %s (%lld "
+                             "bytes) are free", o->node,
+                             rp_fmt_bytes(need, a, sizeof a), (long long)need,
+                             o->mem_scale, rp_fmt_bytes(avail, b, sizeof b),
+                             (long long)avail);
+      fprintf(stderr, "rankrun: %s\n", why);
+      set_fail(&L, -1, o->node, -1, 0, why);
+      free(why);
+      publish_fail(&L);
+      return finish(&L, srv, t0);
+    }
   }
   /* Start the ranks. Everything exec needs is built before fork. */
   char **argv = worker_argv(&L);
@@ -682,6 +851,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
       sleep_s(RT_POLL_S);
     }
     if (!L.have_fail) collect_preflight(&L, rt_now() + o->timeout);
+    if (!L.have_fail && o->requests > 0) collect_kv(&L, rt_now() + o->timeout);
     for (int i = 0; i < plan->ngroups && !L.have_fail; i++)
       if (!L.rep.groups[i].have || !L.rep.groups[i].ok)
         set_fail(&L, -1, o->node, -1, 0, "a group's preflight result is missing");

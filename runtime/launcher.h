@@ -29,7 +29,10 @@ typedef struct {
   char *pool; /* pool name */
 } RtRank;
 
+struct Plan;
+
 typedef struct {
+  struct Plan *full; /* the shared loader's plan, for KV work (kv.h) */
   int world_size;
   int nnodes;
   RtRank *ranks;   /* indexed by global rank */
@@ -60,6 +63,10 @@ typedef struct {
   bool dry_run;
   const char *report_path; /* JSON; text goes to report_path + ".txt" */
   bool quiet;
+  int requests;          /* --requests K: KV transfers (kv.h); 0: none */
+  int64_t input_tokens;  /* --input-tokens T */
+  double mem_scale;      /* --host-memory-scale F */
+  int64_t corrupt[5];    /* --test-corrupt R:L:H:P:B; corrupt[0] < 0: off */
   bool test_ignore_sigterm; /* tests only: workers ignore SIGTERM, so that
                                the SIGKILL after the grace period is seen */
 } RtLaunchOpts;

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "launcher.h"
+#include "plan.h"
 #include "rp_config.h"
 
 static void usage(FILE *f) {
@@ -32,6 +33,11 @@ static void usage(FILE *f) {
           "  --grace S             SIGTERM to SIGKILL grace period (default 2)\n"
           "  --soak S              after the preflight, run collectives for about S s\n"
           "  --preflight-bytes N   all-reduce size of the bandwidth check (default 1048576)\n"
+          "  --requests K          after the preflight, move K requests' KV as the\n"
+          "                        plan's kv_reshard says and verify every byte\n"
+          "  --input-tokens T      tokens per request (default 64, or the plan's\n"
+          "                        kv_reshard token ranges)\n"
+          "  --host-memory-scale F allocate F times the ledger's bytes (host backend)\n"
           "  --dry-run             print what would be started, start nothing\n"
           "  --report FILE         write the JSON report to FILE, text to FILE.txt\n"
           "  --quiet               no progress lines on stderr\n"
@@ -70,6 +76,9 @@ int main(int argc, char **argv) {
   o.timeout = 30;
   o.grace = 2;
   o.preflight_bytes = 1 << 20;
+  o.mem_scale = 1.0;
+  o.input_tokens = -1;
+  o.corrupt[0] = -1;
   bool worker = false;
   const char *rdzv = NULL;
   for (int i = 1; i < argc; i++) {
@@ -93,7 +102,10 @@ int main(int argc, char **argv) {
     } else if (!next && (strcmp(a, "--node") == 0 || strcmp(a, "--rendezvous") == 0 ||
                          strcmp(a, "--backend") == 0 || strcmp(a, "--timeout") == 0 ||
                          strcmp(a, "--grace") == 0 || strcmp(a, "--soak") == 0 ||
-                         strcmp(a, "--preflight-bytes") == 0 || strcmp(a, "--report") == 0)) {
+                         strcmp(a, "--preflight-bytes") == 0 || strcmp(a, "--report") == 0 ||
+                         strcmp(a, "--requests") == 0 || strcmp(a, "--input-tokens") == 0 ||
+                         strcmp(a, "--host-memory-scale") == 0 ||
+                         strcmp(a, "--test-corrupt") == 0)) {
       return bad_usage("option `%s` needs a value", a);
     } else if (strcmp(a, "--node") == 0) {
       if (!parse_num(next, 0, 1 << 20, &v) || v != (int)v)
@@ -125,6 +137,28 @@ int main(int argc, char **argv) {
       if (!parse_num(next, 4, 1 << 30, &v) || v != (double)(int64_t)v)
         return bad_usage("bad --preflight-bytes `%s`: expected 4 to 1073741824", next);
       o.preflight_bytes = (int64_t)v;
+      i++;
+    } else if (strcmp(a, "--requests") == 0) {
+      if (!parse_num(next, 0, 1 << 20, &v) || v != (int)v)
+        return bad_usage("bad --requests `%s`: expected 0 to 1048576", next);
+      o.requests = (int)v;
+      i++;
+    } else if (strcmp(a, "--input-tokens") == 0) {
+      if (!parse_num(next, 1, 1 << 24, &v) || v != (int)v)
+        return bad_usage("bad --input-tokens `%s`: expected 1 to 16777216", next);
+      o.input_tokens = (int64_t)v;
+      i++;
+    } else if (strcmp(a, "--host-memory-scale") == 0) {
+      if (!parse_num(next, 1e-9, 1, &v))
+        return bad_usage("bad --host-memory-scale `%s`: expected above 0, at most 1", next);
+      o.mem_scale = v;
+      i++;
+    } else if (strcmp(a, "--test-corrupt") == 0) {
+      long long c[5];
+      if (sscanf(next, "%lld:%lld:%lld:%lld:%lld", &c[0], &c[1], &c[2], &c[3], &c[4]) != 5 ||
+          c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] < 0 || c[4] < 0)
+        return bad_usage("bad --test-corrupt `%s`: expected REQUEST:LAYER:HEAD:TOKEN:BYTE", next);
+      for (int k = 0; k < 5; k++) o.corrupt[k] = c[k];
       i++;
     } else if (strcmp(a, "--report") == 0) {
       o.report_path = next;
@@ -174,6 +208,28 @@ int main(int argc, char **argv) {
     rt_plan_free(&plan);
     return RP_EXIT_USAGE;
   }
+  /* Token ranges in kv_reshard were computed for one request length: the
+   * default input length is theirs, and another one is refused. */
+  int64_t ranges_T = -1;
+  const Plan *pl = plan.full;
+  for (size_t i = 0; i < pl->nreshard; i++)
+    for (size_t j = 0; j < pl->reshard[i].ntransfers; j++) {
+      const PlanTransfer *x = &pl->reshard[i].transfers[j];
+      for (size_t k = 0; x->tokens == PT_RANGES && k < x->nranges; k++)
+        if (x->ranges[k][1] > ranges_T) ranges_T = x->ranges[k][1];
+    }
+  if (o.input_tokens < 0) o.input_tokens = ranges_T > 0 ? ranges_T : 64;
+  if (o.requests > 0 && ranges_T > 0 && o.input_tokens < ranges_T) {
+    fprintf(stderr, "rankrun: --input-tokens %lld is below the %lld tokens the "
+            "plan's kv_reshard ranges were computed for\n",
+            (long long)o.input_tokens, (long long)ranges_T);
+    free(o.rdzv_host);
+    rt_plan_free(&plan);
+    return RP_EXIT_USAGE;
+  }
+  if (o.requests > 0 && pl->nreshard == 0)
+    fprintf(stderr, "rankrun: note: the plan has no kv_reshard (no prefill and "
+            "decode pools): --requests only allocates the ledger's memory\n");
   int code = worker ? rt_worker_main(&o, &plan) : rt_launch(&o, &plan);
   free(o.rdzv_host);
   rt_plan_free(&plan);

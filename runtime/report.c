@@ -51,6 +51,61 @@ static int kind_sums(const RtReport *r, KindSum **out) {
   return nk;
 }
 
+static double gbs(int64_t bytes, double secs) {
+  return secs > 0 ? (double)bytes / secs / 1e9 : 0.0;
+}
+
+static json_t *link_json(int64_t bytes, double secs) {
+  json_t *x = json_object();
+  json_object_set_new(x, "bytes", json_integer(bytes));
+  json_object_set_new(x, "seconds", json_real(secs));
+  json_object_set_new(x, "gbs", bytes ? json_real(gbs(bytes, secs)) : json_null());
+  return x;
+}
+
+static json_t *kv_json(const RtReport *r) {
+  const RtKvReport *k = &r->kv;
+  json_t *o = json_object();
+  json_object_set_new(o, "requests", json_integer(k->requests));
+  json_object_set_new(o, "input_tokens", json_integer(k->input_tokens));
+  json_object_set_new(o, "host_memory_scale", json_real(k->mem_scale));
+  json_object_set_new(o, "bytes", json_integer(k->bytes));
+  json_object_set_new(o, "cells_verified", json_integer(k->cells_verified));
+  json_t *links = json_object();
+  json_object_set_new(links, "same_node", link_json(k->bytes_same_node, k->secs_same_node));
+  json_object_set_new(links, "cross_node", link_json(k->bytes_cross_node, k->secs_cross_node));
+  json_object_set_new(o, "links", links);
+  double all = gbs(k->bytes, k->secs_same_node + k->secs_cross_node);
+  json_object_set_new(o, "gbs", json_real(all));
+  json_object_set_new(o, "memcpy_gbs", json_real(k->memcpy_gbs));
+  json_object_set_new(o, "ratio_to_memcpy",
+                      k->memcpy_gbs > 0 ? json_real(all / k->memcpy_gbs) : json_null());
+  json_t *reqs = json_array();
+  for (int i = 0; i < k->requests; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "request", json_integer(i));
+    json_object_set_new(x, "bytes", json_integer(k->req_bytes[i]));
+    json_object_set_new(x, "seconds", json_real(k->req_secs[i]));
+    json_object_set_new(x, "gbs", json_real(gbs(k->req_bytes[i], k->req_secs[i])));
+    json_array_append_new(reqs, x);
+  }
+  json_object_set_new(o, "per_request", reqs);
+  json_t *mem = json_array();
+  for (int i = 0; i < r->nlocal; i++) {
+    const RtRankStatus *s = &r->local[i];
+    if (!s->have_mem) continue;
+    json_t *x = json_object();
+    json_object_set_new(x, "rank", json_integer(s->rank));
+    json_object_set_new(x, "planned_weights", json_integer(s->planned_weights));
+    json_object_set_new(x, "planned_kv", json_integer(s->planned_kv));
+    json_object_set_new(x, "allocated_weights", json_integer(s->alloc_weights));
+    json_object_set_new(x, "allocated_kv", json_integer(s->alloc_kv));
+    json_array_append_new(mem, x);
+  }
+  json_object_set_new(o, "memory", mem);
+  return o;
+}
+
 char *rt_report_json(const RtReport *r) {
   json_t *o = json_object();
   json_object_set_new(o, "format", json_string("rankrun.report/1"));
@@ -120,6 +175,7 @@ char *rt_report_json(const RtReport *r) {
   free(ks);
   json_object_set_new(pf, "by_kind", byk);
   json_object_set_new(o, "preflight", pf);
+  json_object_set_new(o, "kv", r->kv.have ? kv_json(r) : json_null());
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
   json_decref(o);
   if (!s) rp_internal("cannot render the report");
@@ -179,6 +235,37 @@ char *rt_report_text(const RtReport *r) {
     sb_putc(&sb, '\n');
   }
   free(ks);
+  if (r->kv.have) {
+    const RtKvReport *k = &r->kv;
+    double all = gbs(k->bytes, k->secs_same_node + k->secs_cross_node);
+    sb_printf(&sb, "kv: %d requests of %lld tokens, %lld bytes moved, %lld "
+              "cells verified, %.3f GB/s (memcpy %.3f GB/s, ratio %.2f)\n",
+              k->requests, (long long)k->input_tokens, (long long)k->bytes,
+              (long long)k->cells_verified, all, k->memcpy_gbs,
+              k->memcpy_gbs > 0 ? all / k->memcpy_gbs : 0.0);
+    sb_printf(&sb, "  same node: %lld bytes, %.3f GB/s; cross node: %lld "
+              "bytes, %.3f GB/s\n", (long long)k->bytes_same_node,
+              gbs(k->bytes_same_node, k->secs_same_node),
+              (long long)k->bytes_cross_node,
+              gbs(k->bytes_cross_node, k->secs_cross_node));
+    for (int i = 0; i < k->requests; i++)
+      sb_printf(&sb, "  request %d: %lld bytes in %.4f s\n", i,
+                (long long)k->req_bytes[i], k->req_secs[i]);
+    if (k->mem_scale != 1.0)
+      sb_printf(&sb, "  host memory scaled by %g (--host-memory-scale)\n",
+                k->mem_scale);
+    for (int i = 0; i < r->nlocal; i++) {
+      const RtRankStatus *s = &r->local[i];
+      if (!s->have_mem) continue;
+      char a[32], b[32], c[32], d[32];
+      sb_printf(&sb, "  rank %d memory: weights %s of %s planned, KV pool %s "
+                "of %s planned\n", s->rank,
+                rp_fmt_bytes(s->alloc_weights, a, sizeof a),
+                rp_fmt_bytes(s->planned_weights, b, sizeof b),
+                rp_fmt_bytes(s->alloc_kv, c, sizeof c),
+                rp_fmt_bytes(s->planned_kv, d, sizeof d));
+    }
+  }
   return sb_take(&sb);
 }
 

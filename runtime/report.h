@@ -14,7 +14,23 @@ typedef struct {
   bool exited;   /* reaped */
   int exit_code; /* when it exited normally, else -1 */
   int signal;    /* the signal that ended it, else 0 */
+  bool have_mem; /* memory figures came back (--requests) */
+  int64_t planned_weights, planned_kv, alloc_weights, alloc_kv;
 } RtRankStatus;
+
+/* KV transfers of the whole deployment (--requests), summed over the
+ * decode ranks. */
+typedef struct {
+  bool have;
+  int requests;
+  int64_t input_tokens;
+  double mem_scale;
+  int64_t bytes, bytes_same_node, bytes_cross_node, cells_verified;
+  double secs_same_node, secs_cross_node; /* summed receive time */
+  double memcpy_gbs;                      /* lowest over the decode ranks */
+  int64_t *req_bytes;                     /* per request */
+  double *req_secs;                       /* per request, slowest rank */
+} RtKvReport;
 
 typedef struct {
   const char *id, *kind;
@@ -43,6 +59,7 @@ typedef struct {
   RtRankStatus *local; /* this node's ranks */
   int ngroups;
   RtGroupResult *groups; /* every group of the plan */
+  RtKvReport kv;
 } RtReport;
 
 /* Renders the report; the caller frees the string. */

@@ -313,6 +313,65 @@ check(dup.returncode == 3 and "duplicate node 1" in dup.stderr, "duplicate node:
       dup.stderr)
 check(rc0 == 0 and rc1 == 0, "duplicate node: the deployment it tried to join is unharmed", (rc0, rc1))
 
+# --- KV pools and verified KV-reshard transfers (issue 9) ------------------------------------
+pd, err = compile_plan(os.path.join(SRC, "tests/runtime/pd-small.yaml"))
+check(bool(pd), "compile tests/runtime/pd-small.yaml", err)
+KV = ["--requests", "3", "--input-tokens", "32", "--host-memory-scale", "0.0002", "--quiet"]
+if pd:
+    with open(pd) as f:
+        pdj = json.load(f)
+    ls, rcs = run_nodes(pd, 2, *KV)
+    reps = [l.load_report() for l in ls]
+    check(rcs == [0, 0] and all(r and r["kv"] for r in reps), "pd: 3 requests moved and verified, both nodes exit 0",
+          "\n".join(l.stderr() + l.out for l in ls))
+    if rcs == [0, 0]:
+        kv = reps[0]["kv"]
+        # Every decode rank owns 32 layers x 2 of 8 kv heads x 32 tokens per request (tp 4).
+        want_cells = 3 * 4 * 32 * 2 * 32
+        per_req = sum(x["bytes_per_token"] * 32 for x in pdj["kv_reshard"][0]["transfers"])
+        check(kv["cells_verified"] == want_cells, f"pd: every owned cell verified ({kv['cells_verified']})")
+        check([x["bytes"] for x in kv["per_request"]] == [per_req] * 3,
+              f"pd: per-request bytes match kv_reshard ({per_req} bytes)", kv["per_request"])
+        links = kv["links"]
+        check(links["same_node"]["bytes"] + links["cross_node"]["bytes"] == 3 * per_req
+              and links["cross_node"]["bytes"] > 0 and links["same_node"]["bytes"] > 0,
+              "pd: bytes split by link class (same node, cross node)", links)
+        mem = {m["rank"]: m for m in kv["memory"]}
+        for r in pdj["ranks"]:
+            if r["node"] != 0:
+                continue
+            m = mem.get(r["rank"])
+            planned_kv = r["kv"]["blocks"] * r["kv"]["block_tokens"] * r["kv"]["bytes_per_token"]
+            ok = m and m["planned_kv"] == planned_kv and m["planned_weights"] == r["memory"]["weights"] \
+                and abs(m["allocated_kv"] - planned_kv * 0.0002) <= 4096
+            check(bool(ok), f"pd: rank {r['rank']} allocated its ledger at scale 0.0002", m)
+        with open(ls[0].report + ".txt") as f:
+            txt = f.read()
+        check("host memory scaled by 0.0002" in txt, "pd: the text report says the memory was scaled")
+    # A byte corrupted on purpose is found at its exact place.
+    ls, rcs = run_nodes(pd, 2, *KV, "--test-corrupt", "1:3:5:7:17")
+    f = (ls[0].load_report() or {}).get("first_failure") or {}
+    check(rcs == [3, 3] and "request 1, layer 3, kv head 5, token 7, byte 17" in f.get("reason", ""),
+          "pd: a corrupted byte fails verification naming (request, layer, head, token)", (rcs, f))
+    # Without the scale the ledger does not fit this machine: fail before any transfer.
+    ls, rcs = run_nodes(pd, 2, "--requests", "1", "--quiet")
+    f = (ls[0].load_report() or {}).get("first_failure") or {}
+    check(rcs == [3, 3] and "does not fit" in f.get("reason", "") and "are free" in f.get("reason", ""),
+          "pd: a plan that does not fit fails before any transfer with planned and free bytes", (rcs, f))
+    # A prefill rank killed mid-transfer stops everything; no decode rank is left waiting.
+    port = free_port()
+    ls = [Launcher(pd, n, port, "--requests", "100000", "--input-tokens", "8", "--host-memory-scale", "0.0002",
+                   "--grace", "1") for n in range(2)]
+    ready = ls[0].wait_ready(4) and ls[1].wait_ready(2)
+    pids = {**ls[0].pids, **ls[1].pids}
+    time.sleep(0.3)
+    os.kill(pids[1], signal.SIGKILL)
+    rcs = [l.wait(60) for l in ls]
+    left = [p for p in pids.values() if alive(p)]
+    f = (ls[1].load_report() or {}).get("first_failure") or {}
+    check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
+          "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
+
 # --- two network namespaces joined by veth ------------------------------------------------------
 def netns_test():
     if os.geteuid() != 0:

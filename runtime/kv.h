@@ -1,0 +1,71 @@
+/*
+ * kv.h: KV pools (kvpool.c) and the KV-reshard executor (kvxfer.c).
+ *
+ * A rank allocates what its ledger in the plan says (KV pool and a weights
+ * placeholder, both scaled by --host-memory-scale on the host backend).
+ * Requests are prefilled on prefill ranks, which fill their KV shard with a
+ * deterministic pattern, and moved to decode ranks exactly as the plan's
+ * kv_reshard says; decode ranks verify every byte they own.
+ */
+#ifndef RANKRUN_KV_H
+#define RANKRUN_KV_H
+
+#include "backend.h"
+#include "plan.h"
+
+typedef struct {
+  void *weights, *kv;
+  int64_t planned_weights, planned_kv; /* the plan's ledger, bytes */
+  int64_t weights_bytes, kv_bytes;     /* allocated */
+} RtKvPool;
+
+/* Allocates rank R's KV pool (kv.blocks * kv.block_tokens *
+ * kv.bytes_per_token) and a weights placeholder (memory.weights), each
+ * scaled by `scale` and rounded down to 4 KiB (at least 4 KiB), through the
+ * backend's mem_alloc; host memory is touched so that it really exists.
+ * Fails with the planned and the asked bytes when memory is not there. */
+RtResult rt_kvpool_alloc(const RtBackend *be, void *state, const PlanRank *R,
+                         double scale, RtKvPool *out);
+void rt_kvpool_free(const RtBackend *be, void *state, RtKvPool *p);
+
+/* MemAvailable of this machine in bytes (/proc/meminfo), or -1. */
+int64_t rt_host_mem_available(void);
+
+/* Bytes the ranks of `node` ask for at `scale` (weights + KV). */
+int64_t rt_node_planned_bytes(const Plan *pl, int node_index, double scale);
+
+typedef struct {
+  int requests;
+  int64_t input_tokens;
+  /* tests only: flip one byte of (request, layer, kv head, token, byte) on
+   * the sending side; request < 0: none */
+  int64_t corrupt[5];
+} RtKvOpts;
+
+/* What one rank saw, posted to the store as `kv/RANK`. */
+typedef struct {
+  int64_t bytes_recv, bytes_same_node, bytes_cross_node;
+  double secs_same_node, secs_cross_node;
+  int64_t cells_verified;
+  double memcpy_gbs; /* plain memcpy of one request's bytes, same process */
+  /* per request, on decode ranks: bytes and seconds */
+  int nreq;
+  int64_t *req_bytes;
+  double *req_secs;
+} RtKvStats;
+
+/* Runs every request through the plan's kv_reshard on this rank. world is
+ * this rank's communicator of the plan's world group (index world_group in
+ * plan->groups). On a verification failure returns RT_ERR_CHECK with the
+ * message naming (request, layer, kv head, token, byte). */
+RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
+                   const RtPlan *rp, int rank, RtComm *world, int world_group,
+                   RtKvPool *pool, const RtKvOpts *o, RtKvStats *st);
+void rt_kv_stats_free(RtKvStats *st);
+
+/* Policy (docs/runtime.md): request k goes to kv_reshard pair k % npairs,
+ * to prefill instance k % replicas and attention-dp rank (k / replicas) %
+ * dp of the prefill pool, and likewise on the decode pool. */
+void rt_kv_assign(const PlanPool *P, int64_t k, int64_t *inst, int64_t *dp);
+
+#endif
