@@ -64,15 +64,21 @@ static bool hook_partitions(Diags *d, const Spec *spec, Layout *L) {
 }
 
 /* Runs the placement hook when the spec names one, else the default
- * placement. The hook sees the default placement as ctx.default. */
+ * placement. The hook sees the default placement as ctx.default when the
+ * default is valid; when it is not (a tp group the default cannot keep in
+ * one domain), the hook may still produce a valid one, so the default's
+ * problems are not reported then. */
 static bool place(Diags *d, const Spec *spec, Layout *L) {
-  if (!lay_place_default(d, L)) return false;
-  if (!spec->deployment.hooks.placement.set) return true;
+  if (!spec->deployment.hooks.placement.set) return lay_place_default(d, L);
+  Diags scratch;
+  diags_init(&scratch);
+  bool have_default = lay_place_default(&scratch, L);
+  diags_free(&scratch);
   HookEnv env;
   hook_env_init(&env, d);
   hook_env_from_spec(&env, d, spec);
-  bool ok = true;
-  if (hook_env_has(&env, HOOK_PLACEMENT) && !diags_failed(d)) {
+  bool ok = !diags_failed(d);
+  if (ok && hook_env_has(&env, HOOK_PLACEMENT)) {
     HookCtx ctx;
     ok = hook_ctx_build(&ctx, spec, d);
     if (ok) {
@@ -83,8 +89,8 @@ static bool place(Diags *d, const Spec *spec, Layout *L) {
         dn[r] = L->ranks[r].node;
         dg[r] = L->ranks[r].device;
       }
-      ctx.default_node = dn;
-      ctx.default_gpu = dg;
+      ctx.default_node = have_default ? dn : NULL;
+      ctx.default_gpu = have_default ? dg : NULL;
       ok = hook_run_placement(&env, &ctx, hn, hg, d);
       if (ok) {
         /* The hook checked its own result; the layout checks it again, the
@@ -106,6 +112,7 @@ static bool place(Diags *d, const Spec *spec, Layout *L) {
     }
   }
   hook_env_free(&env);
+  if (ok && !diags_failed(d) && !L->placed) return lay_place_default(d, L); /* reports why */
   return ok && !diags_failed(d);
 }
 

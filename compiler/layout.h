@@ -176,7 +176,8 @@ bool lay_place_validate(Diags *d, const Layout *L, const int32_t *node,
                         const int32_t *gpu, SrcLoc origin);
 
 /* Validates node/gpu (as above) and stores them in L (local_rank is the
- * rank's index among its node's ranks in global rank order). */
+ * rank's index among its node's ranks in global rank order). Warns W0301
+ * when the placement leaves GPUs of the cluster unused. */
 bool lay_place_set(Diags *d, Layout *L, const int32_t *node,
                    const int32_t *gpu, SrcLoc origin);
 

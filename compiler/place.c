@@ -99,10 +99,12 @@ bool lay_place_validate(Diags *d, const Layout *L, const int32_t *node, const in
     }
   }
   if (bad_gpu > PLACE_MAX_REPORTS || shared > PLACE_MAX_REPORTS || cross > PLACE_MAX_REPORTS) {
-    Diag *g = diag_at(d, DIAG_E0320 + (bad_gpu > PLACE_MAX_REPORTS ? 0
-                                      : shared > PLACE_MAX_REPORTS ? 1 : 2),
-                      origin, "the placement has more problems: %d off the cluster, %d on a "
-                              "shared GPU, %d tp groups across domains",
+    DiagCode code = bad_gpu > PLACE_MAX_REPORTS ? DIAG_E0320
+                    : shared > PLACE_MAX_REPORTS  ? DIAG_E0321
+                                                  : DIAG_E0322;
+    Diag *g = diag_at(d, code, origin,
+                      "the placement has more problems: %d off the cluster, %d on a shared GPU, "
+                      "%d tp groups across domains",
                       bad_gpu, shared, cross);
     diag_help(g, "only the first %d of each kind are shown", PLACE_MAX_REPORTS);
   }
@@ -121,6 +123,12 @@ bool lay_place_set(Diags *d, Layout *L, const int32_t *node, const int32_t *gpu,
   }
   free(count);
   L->placed = true;
+  int64_t ngpus = L->nodes * L->gpus_per_node;
+  if (L->nranks < ngpus) {
+    Diag *g = diag_at(d, DIAG_W0301, origin, "the plan leaves %lld of the cluster's %lld GPUs unused",
+                      (long long)(ngpus - L->nranks), (long long)ngpus);
+    diag_help(g, "add replicas to a pool, or lower hardware.nodes");
+  }
   return true;
 }
 
@@ -193,12 +201,6 @@ bool lay_place_default(Diags *d, Layout *L) {
   }
   SrcLoc origin = L->npools ? L->pools[0].loc : (SrcLoc){0};
   if (ok) ok = lay_place_set(d, L, node, gpu, origin);
-  if (ok && L->nranks < ngpus) {
-    Diag *g = diag_at(d, DIAG_W0301, origin,
-                      "the plan leaves %lld of the cluster's %lld GPUs unused",
-                      (long long)(ngpus - L->nranks), (long long)ngpus);
-    diag_help(g, "add replicas to a pool, or lower hardware.nodes");
-  }
   free(node);
   free(gpu);
   return ok;
