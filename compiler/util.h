@@ -53,7 +53,7 @@ void *rp_realloc(void *p, size_t n);
 char *rp_strdup(const char *s);
 char *rp_strndup(const char *s, size_t n);
 char *rp_sprintf(const char *fmt, ...) RP_PRINTF(1, 2);
-char *rp_vsprintf(const char *fmt, va_list ap);
+char *rp_vsprintf(const char *fmt, va_list ap) RP_PRINTF(1, 0);
 
 /* Growable array: RP_VEC(T) v = {0}; rp_vec_push(&v, x); */
 #define RP_VEC(T) struct { T *items; size_t len, cap; }
@@ -77,7 +77,7 @@ void sb_putc(StrBuf *sb, char c);
 void sb_puts(StrBuf *sb, const char *s);
 void sb_putn(StrBuf *sb, const char *s, size_t n);
 void sb_printf(StrBuf *sb, const char *fmt, ...) RP_PRINTF(2, 3);
-void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
+void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap) RP_PRINTF(2, 0);
 char *sb_take(StrBuf *sb); /* returns the buffer (NUL-terminated), resets sb */
 
 /* Checked 64-bit arithmetic: return false on overflow, *out untouched. */
