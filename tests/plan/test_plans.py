@@ -126,6 +126,19 @@ try:
     check(all(len({doc["ranks"][m]["node"] for m in g["ranks"]}) == len(g["ranks"]) for g in ppg)
           or all(len(g["ranks"]) == 1 for g in ppg), "405B: pp stages spread across nodes")
 
+    doc = json.load(open(os.path.join(EX, "deepseek-v3-pd.plan.json")))
+    dec = [p for p in doc["pools"] if p["role"] == "decode"][0]
+    ranks = [r for r in doc["ranks"] if r["pool"] == dec["name"] and r["instance"] == 0]
+    groups = {g["id"]: g for g in doc["groups"]}
+    experts = sorted(tuple(r["shard"]["experts"]) for r in ranks)
+    check(dec["dp"] > 1 and dec["ep"] == dec["dp"] * dec["tp"]
+          and sorted(r["coords"]["dp"] for r in ranks) == list(range(dec["dp"])),
+          "DeepSeek-V3 decode: attention dp, one dp coordinate per rank")
+    check(groups[ranks[0]["groups"]["ep"]]["ranks"] == [r["rank"] for r in ranks]
+          and experts[0][0] == 0 and experts[-1][1] == 256
+          and all(a[1] == b[0] for a, b in zip(experts, experts[1:])),
+          "DeepSeek-V3 decode: the ep group spans the dp ranks, experts split without overlap")
+
     # ---- atomic write ----------------------------------------------------------
     spec70 = os.path.join(EX, "llama-3.1-70b-pd.yaml")
     ro = os.path.join(tmp, "ro")
