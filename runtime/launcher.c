@@ -729,6 +729,34 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     L.store_ok = false;
     return finish(&L, srv, t0);
   }
+  /* Every launcher must run the same plan with the same options as node 0:
+   * ranks of different nodes that disagree on sizes would exchange
+   * garbage. */
+  {
+    char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
+                           "requests %d tokens %lld scale %.17g",
+                           plan->full->spec_sha256, plan->world_size, o->backend,
+                           (long long)o->preflight_bytes, o->soak, o->requests,
+                           (long long)o->input_tokens, o->mem_scale);
+    char *theirs = NULL;
+    if (o->node == 0)
+      r = rt_store_set(&L.st, "config", cfg, strlen(cfg));
+    else
+      r = rt_store_wait(&L.st, "config", o->timeout, &theirs, NULL);
+    if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
+      char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
+                             "expected `%s`, got `%s`", o->node, theirs, cfg);
+      fprintf(stderr, "rankrun: %s\n", why);
+      set_fail(&L, -1, o->node, -1, 0, why);
+      free(why);
+      publish_fail(&L);
+    } else if (r != RT_OK) {
+      set_fail(&L, -1, 0, -1, 0, rt_errmsg());
+    }
+    free(cfg);
+    free(theirs);
+    if (L.have_fail) return finish(&L, srv, t0);
+  }
   /* Every launcher joins before any rank starts. */
   for (int n = 0; n < plan->nnodes; n++) {
     snprintf(key, sizeof key, "node/%d", n);

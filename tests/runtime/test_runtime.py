@@ -372,6 +372,15 @@ if pd:
     check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
           "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
 
+# --- launchers that disagree ---------------------------------------------------------------
+port = free_port()
+l0 = Launcher(small, 0, port, "--quiet")
+l1 = Launcher(small, 1, port, "--quiet", "--preflight-bytes", "4096")
+rcs = [l0.wait(60), l1.wait(60)]
+f = (l1.load_report() or {}).get("first_failure") or {}
+check(rcs == [3, 3] and "differ from node 0" in f.get("reason", ""),
+      "options that differ between nodes are refused before ranks start", (rcs, f))
+
 # --- two network namespaces joined by veth ------------------------------------------------------
 def netns_test():
     if os.geteuid() != 0:
