@@ -7,7 +7,7 @@ secs=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 status=0
 for t in "$build"/tests/fuzz/fuzz_*; do
-  [ -x "$t" ] || continue
+  [ -f "$t" ] && [ -x "$t" ] || continue
   name=$(basename "$t")
   corpus="$root/.fuzz-corpus/$name"
   mkdir -p "$corpus"
