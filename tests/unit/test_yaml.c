@@ -257,6 +257,62 @@ static void test_spec_errors_all_reported(void) {
   diags_free(&d);
 }
 
+/* Every catalog model parses, and its fields give the KV bytes per token
+ * (bf16) that follow from the models' published configs: K and V of
+ * kv_heads * head_dim per layer, or MLA's latent plus rope key. */
+static void test_catalog_models(void) {
+  static const struct {
+    const char *name;
+    int64_t kv_bytes;
+  } want[] = {
+      {"llama-3.1-8b", 131072}, {"llama-3.1-70b", 327680},   {"llama-3.1-405b", 516096},
+      {"qwen3-32b", 262144},    {"qwen3-235b-a22b", 192512}, {"deepseek-v3", 70272},
+      {"mixtral-8x7b", 131072}, {"gpt-oss-120b", 73728},
+  };
+  for (size_t i = 0; i < RP_ARRAY_LEN(want); i++) {
+    char *t = rp_sprintf("version: 1\nmodel: {preset: %s}\nhardware: {preset: h200-sxm, nodes: 1}\n"
+                         "workload: {input_tokens: 1, output_tokens: 1}\n"
+                         "deployment: {mode: aggregated, pools: [{name: a}]}\n",
+                         want[i].name);
+    Diags d;
+    diags_init(&d);
+    Spec *s = spec_parse(&d, "c.yaml", t, strlen(t), RP_SOURCE_ROOT "/plans/catalog");
+    T_CHECK(s != NULL);
+    if (s) {
+      const ModelSpec *m = &s->model;
+      int64_t per_layer = m->attention.kind.v == ATTN_MLA
+                              ? m->attention.kv_lora_rank.v + m->attention.qk_rope_head_dim.v
+                              : 2 * m->attention.kv_heads.v * m->attention.head_dim.v;
+      T_EQ_INT(m->layers.v * per_layer * 2, want[i].kv_bytes);
+      T_EQ_STR(m->preset.v, want[i].name);
+    }
+    spec_free(s);
+    diags_free(&d);
+    free(t);
+  }
+  /* every hardware entry parses too (h20 needs scale_out from the spec) */
+  static const char *const hw[] = {"a100-80g", "h100-sxm", "h200-sxm", "h20", "b200"};
+  for (size_t i = 0; i < RP_ARRAY_LEN(hw); i++) {
+    char *t = rp_sprintf("version: 1\nmodel: {preset: llama-3.1-8b}\n"
+                         "hardware: {preset: %s, nodes: 1, scale_out: {bandwidth: 400 Gb/s}}\n"
+                         "workload: {input_tokens: 1, output_tokens: 1}\n"
+                         "deployment: {mode: aggregated, pools: [{name: a}]}\n",
+                         hw[i]);
+    Diags d;
+    diags_init(&d);
+    Spec *s = spec_parse(&d, "h.yaml", t, strlen(t), RP_SOURCE_ROOT "/plans/catalog");
+    T_CHECK(s != NULL);
+    if (s) {
+      T_CHECK(s->hardware.gpu.memory.v > 0 && s->hardware.gpu.bf16.v > 0);
+      T_EQ_INT(s->hardware.gpus_per_node.v, 8);
+      T_EQ_INT(s->hardware.scale_up.domain.v, 8);
+    }
+    spec_free(s);
+    diags_free(&d);
+    free(t);
+  }
+}
+
 static void test_names(void) {
   T_EQ_STR(dtype_name(DT_FP8), "fp8");
   T_EQ_STR(attn_kind_name(ATTN_MLA), "mla");
@@ -278,6 +334,7 @@ int main(void) {
   T_RUN(test_aliases);
   T_RUN(test_spec);
   T_RUN(test_spec_errors_all_reported);
+  T_RUN(test_catalog_models);
   T_RUN(test_names);
   T_DONE();
 }
