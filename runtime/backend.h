@@ -41,6 +41,8 @@ typedef struct {
   RtStore *store;    /* connected rendezvous store */
   const char *bind_host; /* local address other ranks can reach */
   double timeout;    /* join and operation deadline, seconds */
+  const char *job;   /* deployment id (hex), the same on every rank of one
+                        run: names shared-memory segments */
 } RtBackendCtx;
 
 typedef struct RtComm RtComm; /* one per (backend, group); backend-defined */

@@ -13,19 +13,41 @@
  *
  * Algorithms: ring all-reduce (reduce-scatter then all-gather), ring
  * all-gather, pairwise all-to-all, barrier as a one-byte ring all-gather.
- * Same-host pairs use the loopback TCP path too; a shared-memory path is
- * not written yet.
+ * Same-host pairs (ranks of one plan node) move their bytes through
+ * shared memory: one single-producer single-consumer ring per direction
+ * (/dev/shm/rankrun-JOB-FROM-TO, created by the receiver in init, before it
+ * publishes its address, and opened by the sender when the pair connects).
+ * The pair's TCP connection stays open as the liveness signal: when the
+ * peer dies the kernel closes it, which a waiting rank sees at once.
+ * RANKRUN_HOST_SHM=0 turns the rings off (TCP for every pair).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 
 #define HOST_MAGIC 0x524b5255u /* "RKRU" */
+
+#define RING_BYTES ((uint64_t)1 << 20)
+
+/* One direction of a same-host pair. head and tail count bytes since the
+ * start; they live on separate cache lines. */
+typedef struct {
+  _Atomic uint64_t head; /* written by the producer */
+  char pad1[56];
+  _Atomic uint64_t tail; /* written by the consumer */
+  char pad2[56];
+  unsigned char data[];
+} Ring;
 
 typedef struct {
   const RtPlan *plan;
@@ -33,8 +55,50 @@ typedef struct {
   double timeout;
   RtStore *store;
   int lfd;
-  int *fd; /* per global rank, -1 until connected */
+  int *fd;    /* per global rank, -1 until connected */
+  Ring **rx;  /* per global rank: the ring it writes to us (ours) */
+  Ring **tx;  /* per global rank: the ring we write to it (its) */
+  char job[64];
 } HostState;
+
+static size_t ring_size(void) { return sizeof(Ring) + RING_BYTES; }
+
+static void ring_name(char *buf, size_t n, const char *job, int from, int to) {
+  snprintf(buf, n, "/rankrun-%s-%d-%d", job, from, to);
+}
+
+static bool shm_wanted(void) {
+  const char *e = getenv("RANKRUN_HOST_SHM");
+  return !(e && strcmp(e, "0") == 0);
+}
+
+/* Maps ring `name`; create: make it (the receiver) or open it (the
+ * sender). */
+static Ring *ring_map(const char *name, bool create) {
+  int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
+  if (fd < 0) return NULL;
+  if (create && ftruncate(fd, (off_t)ring_size()) != 0) {
+    close(fd);
+    shm_unlink(name);
+    return NULL;
+  }
+  void *p = mmap(NULL, ring_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (create) shm_unlink(name);
+    return NULL;
+  }
+  return p;
+}
+
+/* Whether ranks a and b share a plan group. */
+static bool share_group(const RtPlan *pl, int a, int b) {
+  for (int g = 0; g < pl->ngroups; g++)
+    if (rt_group_index(&pl->groups[g], a) >= 0 &&
+        rt_group_index(&pl->groups[g], b) >= 0)
+      return true;
+  return false;
+}
 
 struct RtComm {
   HostState *hs;
@@ -51,6 +115,21 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
   hs->store = ctx->store;
   hs->fd = rp_malloc(sizeof(int) * (size_t)ctx->plan->world_size);
   for (int i = 0; i < ctx->plan->world_size; i++) hs->fd[i] = -1;
+  hs->rx = rp_calloc((size_t)ctx->plan->world_size, sizeof *hs->rx);
+  hs->tx = rp_calloc((size_t)ctx->plan->world_size, sizeof *hs->tx);
+  snprintf(hs->job, sizeof hs->job, "%s", ctx->job ? ctx->job : "");
+  /* Our receive rings, before our address is published: a peer that can
+   * see the address can open the ring. A ring that cannot be made leaves
+   * that pair on TCP. */
+  const RtRank *me = &ctx->plan->ranks[ctx->rank];
+  for (int p = 0; p < ctx->plan->world_size && hs->job[0] && shm_wanted(); p++) {
+    if (p == ctx->rank || ctx->plan->ranks[p].node != me->node ||
+        !share_group(ctx->plan, ctx->rank, p))
+      continue;
+    char name[128];
+    ring_name(name, sizeof name, hs->job, p, ctx->rank);
+    hs->rx[p] = ring_map(name, true);
+  }
   int port = 0;
   RtResult r = rt_listen(ctx->bind_host, &port, 256, &hs->lfd);
   if (r != RT_OK) {
@@ -75,9 +154,19 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
 static RtResult host_finalize(void *state) {
   HostState *hs = state;
   if (!hs) return RT_OK;
-  for (int i = 0; i < hs->plan->world_size; i++)
+  for (int i = 0; i < hs->plan->world_size; i++) {
     if (hs->fd[i] >= 0) close(hs->fd[i]);
+    if (hs->rx[i]) {
+      char name[128];
+      ring_name(name, sizeof name, hs->job, i, hs->rank);
+      shm_unlink(name);
+      munmap(hs->rx[i], ring_size());
+    }
+    if (hs->tx[i]) munmap(hs->tx[i], ring_size());
+  }
   close(hs->lfd);
+  free(hs->rx);
+  free(hs->tx);
   free(hs->fd);
   free(hs);
   return RT_OK;
@@ -92,6 +181,17 @@ static void put32(unsigned char *p, uint32_t v) {
 static uint32_t get32(const unsigned char *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
          ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* Opens the ring we write to `peer`, when it made one for us (same node,
+ * shared memory on). Without it the pair stays on TCP. */
+static void open_tx(HostState *hs, int peer) {
+  if (!hs->job[0] || !shm_wanted() ||
+      hs->plan->ranks[peer].node != hs->plan->ranks[hs->rank].node)
+    return;
+  char name[128];
+  ring_name(name, sizeof name, hs->job, hs->rank, peer);
+  hs->tx[peer] = ring_map(name, false);
 }
 
 /* Connects to lower rank `peer` and introduces this rank. */
@@ -120,6 +220,7 @@ static RtResult host_dial(HostState *hs, int peer, double deadline) {
     return rt_err(r, "cannot greet rank %d: %s", peer, rt_errmsg());
   }
   hs->fd[peer] = fd;
+  open_tx(hs, peer);
   return RT_OK;
 }
 
@@ -150,6 +251,7 @@ static RtResult host_accept(HostState *hs, int want, double deadline) {
       continue;
     }
     hs->fd[from] = fd;
+    open_tx(hs, (int)from);
   }
   return RT_OK;
 }
@@ -199,6 +301,112 @@ static int host_comm_index(const RtComm *c) { return c->me; }
 
 static double deadline_of(const RtComm *c) { return rt_now() + c->hs->timeout; }
 
+/* Whether the pair connection to a shared-memory peer has closed: no bytes
+ * travel on it, so readable means end of file (the peer is gone). */
+static bool tcp_gone(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  char b;
+  ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static size_t ring_put(Ring *g, const unsigned char *src, size_t n) {
+  uint64_t head = atomic_load_explicit(&g->head, memory_order_relaxed);
+  uint64_t tail = atomic_load_explicit(&g->tail, memory_order_acquire);
+  uint64_t room = RING_BYTES - (head - tail);
+  if (n > room) n = (size_t)room;
+  if (n == 0) return 0;
+  size_t off = (size_t)(head % RING_BYTES), first = (size_t)RING_BYTES - off;
+  if (first > n) first = n;
+  memcpy(g->data + off, src, first);
+  memcpy(g->data, src + first, n - first);
+  atomic_store_explicit(&g->head, head + n, memory_order_release);
+  return n;
+}
+
+static size_t ring_get(Ring *g, unsigned char *dst, size_t n) {
+  uint64_t tail = atomic_load_explicit(&g->tail, memory_order_relaxed);
+  uint64_t head = atomic_load_explicit(&g->head, memory_order_acquire);
+  uint64_t avail = head - tail;
+  if (n > avail) n = (size_t)avail;
+  if (n == 0) return 0;
+  size_t off = (size_t)(tail % RING_BYTES), first = (size_t)RING_BYTES - off;
+  if (first > n) first = n;
+  memcpy(dst, g->data + off, first);
+  memcpy(dst + first, g->data, n - first);
+  atomic_store_explicit(&g->tail, tail + n, memory_order_release);
+  return n;
+}
+
+/* Sends sn bytes to rank `to` while receiving rn bytes from rank `from`
+ * (either may be -1 with 0 bytes), through the pair's ring or its TCP
+ * connection. */
+static RtResult chan_sendrecv(HostState *hs, int to, const void *sbuf,
+                              size_t sn, int from, void *rbuf, size_t rn,
+                              double deadline) {
+  Ring *tx = sn && to >= 0 ? hs->tx[to] : NULL;
+  Ring *rx = rn && from >= 0 ? hs->rx[from] : NULL;
+  if (!tx && !rx)
+    return rt_sendrecv(to >= 0 ? hs->fd[to] : -1, sbuf, sn,
+                       from >= 0 ? hs->fd[from] : -1, rbuf, rn, deadline);
+  const unsigned char *sp = sbuf;
+  unsigned char *rp = rbuf;
+  size_t so = 0, ro = 0;
+  int idle = 0;
+  while (so < sn || ro < rn) {
+    bool moved = false;
+    if (so < sn) {
+      size_t n = 0;
+      if (tx) {
+        n = ring_put(tx, sp + so, sn - so);
+      } else {
+        ssize_t w = send(hs->fd[to], sp + so, sn - so, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+          return rt_err(RT_ERR_CLOSED, "peer closed the connection");
+        n = w > 0 ? (size_t)w : 0;
+      }
+      so += n;
+      moved |= n > 0;
+    }
+    if (ro < rn) {
+      size_t n = 0;
+      if (rx) {
+        n = ring_get(rx, rp + ro, rn - ro);
+      } else {
+        ssize_t r = recv(hs->fd[from], rp + ro, rn - ro, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+          return rt_err(RT_ERR_CLOSED, "peer closed the connection");
+        n = r > 0 ? (size_t)r : 0;
+      }
+      ro += n;
+      moved |= n > 0;
+    }
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    /* Nothing moved: check the peers are alive and the deadline, then
+     * yield the core (spin briefly first: the peer is usually running). */
+    if (++idle % 64 == 0) {
+      if ((so < sn && tx && tcp_gone(hs->fd[to])) ||
+          (ro < rn && rx && tcp_gone(hs->fd[from])))
+        return rt_err(RT_ERR_CLOSED, "peer closed the connection");
+      if (rt_now() > deadline)
+        return rt_err(RT_ERR_TIMEOUT,
+                      "peer did not answer in time (%zu of %zu bytes sent, %zu "
+                      "of %zu received)", so, sn, ro, rn);
+    }
+    if (idle < 256) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return RT_OK;
+}
+
 static RtResult peer_err(const RtComm *c, int idx, RtResult r) {
   const RtGroup *g = &c->hs->plan->groups[c->group];
   return rt_err(r, "group `%s` (%s): rank %d: %s", g->id, g->kind,
@@ -209,7 +417,9 @@ static RtResult host_send(RtComm *c, const void *buf, size_t bytes, int peer) {
   if (peer < 0 || peer >= c->n || peer == c->me)
     return rt_err(RT_ERR_INVALID, "bad peer index %d in a group of %d", peer,
                   c->n);
-  RtResult r = rt_write_all(c->fds[peer], buf, bytes, deadline_of(c));
+  const RtGroup *g = &c->hs->plan->groups[c->group];
+  RtResult r = chan_sendrecv(c->hs, g->ranks[peer], buf, bytes, -1, NULL, 0,
+                             deadline_of(c));
   return r == RT_OK ? r : peer_err(c, peer, r);
 }
 
@@ -217,7 +427,9 @@ static RtResult host_recv(RtComm *c, void *buf, size_t bytes, int peer) {
   if (peer < 0 || peer >= c->n || peer == c->me)
     return rt_err(RT_ERR_INVALID, "bad peer index %d in a group of %d", peer,
                   c->n);
-  RtResult r = rt_read_all(c->fds[peer], buf, bytes, deadline_of(c));
+  const RtGroup *g = &c->hs->plan->groups[c->group];
+  RtResult r = chan_sendrecv(c->hs, -1, NULL, 0, g->ranks[peer], buf, bytes,
+                             deadline_of(c));
   return r == RT_OK ? r : peer_err(c, peer, r);
 }
 
@@ -225,8 +437,9 @@ static RtResult host_recv(RtComm *c, void *buf, size_t bytes, int peer) {
 static RtResult ring_step(RtComm *c, const void *s, size_t sn, void *r,
                           size_t rn) {
   int right = (c->me + 1) % c->n, left = (c->me + c->n - 1) % c->n;
-  RtResult res = rt_sendrecv(c->fds[right], s, sn, c->fds[left], r, rn,
-                             deadline_of(c));
+  const RtGroup *g = &c->hs->plan->groups[c->group];
+  RtResult res = chan_sendrecv(c->hs, g->ranks[right], s, sn, g->ranks[left],
+                               r, rn, deadline_of(c));
   return res == RT_OK ? res : peer_err(c, left, res);
 }
 
@@ -307,9 +520,10 @@ static RtResult host_all_to_all(RtComm *c, const void *send, void *recv,
   memmove(rb + (size_t)c->me * bytes, sb + (size_t)c->me * bytes, bytes);
   for (int s = 1; s < n; s++) {
     int to = (c->me + s) % n, from = (c->me - s + n) % n;
-    RtResult r = rt_sendrecv(c->fds[to], sb + (size_t)to * bytes, bytes,
-                             c->fds[from], rb + (size_t)from * bytes, bytes,
-                             deadline_of(c));
+    const RtGroup *g = &c->hs->plan->groups[c->group];
+    RtResult r = chan_sendrecv(c->hs, g->ranks[to], sb + (size_t)to * bytes,
+                               bytes, g->ranks[from], rb + (size_t)from * bytes,
+                               bytes, deadline_of(c));
     if (r != RT_OK) return peer_err(c, from, r);
   }
   return RT_OK;

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -197,7 +198,7 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
     if (rt_group_index(&plan->groups[i], (int)rank) >= 0) groups[ng++] = i;
   RtComm **comms = rp_calloc((size_t)ng + 1, sizeof *comms);
   RtPreflight *pf = rp_calloc((size_t)ng + 1, sizeof *pf);
-  char key[64], val[256], host[64];
+  char key[64], val[256], host[64], *job = NULL;
   bool failed_comm = false;
 
   RTCHECKGOTO(rt_store_connect(&st, o->rdzv_host, o->rdzv_port, o->timeout,
@@ -210,8 +211,9 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
                "rank %ld", rank, rank);
   if (r != RT_OK) goto fail;
   RTCHECKGOTO(rt_local_addr(st.fd, host, sizeof host), r, fail);
+  RTCHECKGOTO(rt_store_wait(&st, "job", o->timeout, &job, NULL), r, fail);
   RtBackendCtx ctx = {plan, (int)rank, plan->ranks[rank].local_rank,
-                      plan->ranks[rank].device, &st, host, o->timeout};
+                      plan->ranks[rank].device, &st, host, o->timeout, job};
   RTCHECKGOTO(be->init(&ctx, &state), r, fail);
   for (int i = 0; i < ng; i++)
     RTCHECKGOTO(be->group_create(state, groups[i], &comms[i]), r, fail);
@@ -255,6 +257,7 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   free(groups);
   free(comms);
   free(pf);
+  free(job);
   return RT_WORKER_OK;
 fail:
   fprintf(stderr, "rankrun: rank %ld: %s\n", rank, rt_errmsg());
@@ -274,6 +277,7 @@ fail:
   free(groups);
   free(comms);
   free(pf);
+  free(job);
   return worker_exit(r);
 }
 
@@ -298,6 +302,7 @@ typedef struct {
   double stop_t;
   bool killed;
   int joined; /* launchers known to have joined (node 0 waits for them) */
+  char *job;  /* deployment id from node 0 (names shared memory) */
 } Launch;
 
 static void set_fail(Launch *L, int rank, int node, int code, int sig,
@@ -619,6 +624,15 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   }
   rt_store_close(&L->st);
   if (srv) rt_store_server_stop(srv);
+  /* Shared-memory rings of ranks that died before unlinking them. */
+  for (int i = 0; L->job && i < L->rep.nlocal; i++)
+    for (int from = 0; from < L->plan->world_size; from++) {
+      char name[128];
+      snprintf(name, sizeof name, "/rankrun-%s-%d-%d", L->job, from,
+               L->rep.local[i].rank);
+      shm_unlink(name);
+    }
+  free(L->job);
   L->rep.elapsed_s = rt_now() - t0;
   char *text = rt_report_text(&L->rep);
   fputs(text, stdout);
@@ -739,10 +753,20 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
                            (long long)o->preflight_bytes, o->soak, o->requests,
                            (long long)o->input_tokens, o->mem_scale);
     char *theirs = NULL;
-    if (o->node == 0)
-      r = rt_store_set(&L.st, "config", cfg, strlen(cfg));
-    else
+    if (o->node == 0) {
+      /* A deployment id that no other run on this machine shares. */
+      unsigned long long rnd = 0;
+      FILE *u = fopen("/dev/urandom", "rb");
+      if (!u || fread(&rnd, sizeof rnd, 1, u) != 1)
+        rnd = (unsigned long long)getpid() ^ (unsigned long long)(rt_now() * 1e9);
+      if (u) fclose(u);
+      L.job = rp_sprintf("%016llx", rnd);
+      r = rt_store_set(&L.st, "job", L.job, strlen(L.job));
+      if (r == RT_OK) r = rt_store_set(&L.st, "config", cfg, strlen(cfg));
+    } else {
       r = rt_store_wait(&L.st, "config", o->timeout, &theirs, NULL);
+      if (r == RT_OK) r = rt_store_get(&L.st, "job", &L.job, NULL);
+    }
     if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
       char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
                              "expected `%s`, got `%s`", o->node, theirs, cfg);

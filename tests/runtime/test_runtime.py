@@ -228,6 +228,14 @@ for ex in examples + ["../../tests/runtime/two-node-small.yaml"]:
     check("status: ok" in txt and "preflight" in txt, f"{ex}: text report written")
 check(len(kinds_seen) >= 10, f"host backend ran {len(kinds_seen)} group kinds: {', '.join(sorted(kinds_seen))}")
 
+# The same-host path: shared-memory rings (default) against TCP only.
+if agg:
+    for shm in ("1", "0"):
+        p = subprocess.run([RR, agg, "--node", "0", "--quiet", "--preflight-bytes", "262144"],
+                           capture_output=True, text=True, timeout=120, env=dict(os.environ, RANKRUN_HOST_SHM=shm))
+        check(p.returncode == 0 and "world      1/1 groups ok" in p.stdout,
+              f"llama-3.1-8b-agg with RANKRUN_HOST_SHM={shm}: every group right", p.stdout + p.stderr)
+
 # --- shared fate: SIGKILL of a rank mid-collective ------------------------------------
 for victim_rank in (3, 0):
     port = free_port()
@@ -445,6 +453,8 @@ netns_launcher_patch()
 netns_test()
 Launcher.__init__ = _orig_init
 
+left = [f for f in os.listdir("/dev/shm") if f.startswith("rankrun-")] if os.path.isdir("/dev/shm") else []
+check(not left, "no shared-memory ring left behind after every run (kills included)", left)
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"{fails} failed")
 sys.exit(1 if fails else 0)
