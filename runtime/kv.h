@@ -44,7 +44,10 @@ typedef struct {
 
 /* What one rank saw, posted to the store as `kv/RANK`. */
 typedef struct {
-  int64_t bytes_recv, bytes_same_node, bytes_cross_node;
+  int64_t bytes_recv;
+  /* sending side, per link class: bytes and seconds spent in send calls
+   * (after the fill: the transfer alone) */
+  int64_t bytes_same_node, bytes_cross_node;
   double secs_same_node, secs_cross_node;
   int64_t cells_verified;
   double memcpy_gbs; /* plain memcpy of one request's bytes, same process */

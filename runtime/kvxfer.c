@@ -259,16 +259,23 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
               nb += bph;
             }
         if (!host) RTCHECKGOTO(be->from_host(state, dev, buf, (size_t)nb), r, done);
+        double t0 = rt_now();
         r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
                      rt_group_index(wg, (int)dg));
+        double dt = rt_now() - t0;
+        if (pl->ranks[sg].node == pl->ranks[dg].node) {
+          st->bytes_same_node += nb;
+          st->secs_same_node += dt;
+        } else {
+          st->bytes_cross_node += nb;
+          st->secs_cross_node += dt;
+        }
       } else {
         nb = (x->layers[1] - x->layers[0]) * (x->kv_heads[1] - x->kv_heads[0]) *
              xfer_tokens(x, T) * bph;
-        double t0 = rt_now();
         r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
                      rt_group_index(wg, (int)sg));
         if (r == RT_OK && !host) r = be->to_host(state, buf, dev, (size_t)nb);
-        double dt = rt_now() - t0;
         if (r != RT_OK) break;
         int64_t off = 0;
         for (int64_t l = x->layers[0]; l < x->layers[1]; l++)
@@ -280,13 +287,6 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
             }
         st->bytes_recv += nb;
         st->req_bytes[k] += nb;
-        if (pl->ranks[sg].node == pl->ranks[dg].node) {
-          st->bytes_same_node += nb;
-          st->secs_same_node += dt;
-        } else {
-          st->bytes_cross_node += nb;
-          st->secs_cross_node += dt;
-        }
       }
     }
     if (r != RT_OK) break;
@@ -315,7 +315,8 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
       free(want);
     }
   }
-  if (r == RT_OK && st->bytes_recv > 0) {
+  if (r == RT_OK && (st->bytes_recv > 0 || st->bytes_same_node > 0 ||
+                     st->bytes_cross_node > 0)) {
     /* A plain memcpy of the largest transfer, for the benchmark ratio. */
     unsigned char *a = rp_malloc((size_t)maxb + 1), *b = rp_malloc((size_t)maxb + 1);
     memset(a, 1, (size_t)maxb);

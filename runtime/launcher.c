@@ -566,7 +566,7 @@ static void collect_kv(Launch *L, double deadline) {
       k->secs_same_node += ss;
       k->secs_cross_node += sc;
       k->cells_verified += cells;
-      if (br > 0 && (k->memcpy_gbs < 0 || mg < k->memcpy_gbs)) k->memcpy_gbs = mg;
+      if (mg > 0 && (k->memcpy_gbs < 0 || mg < k->memcpy_gbs)) k->memcpy_gbs = mg;
       const char *p = v + off;
       for (int i = 0; i < nreq && i < k->requests; i++) {
         long long rb;

@@ -18,16 +18,18 @@ typedef struct {
   int64_t planned_weights, planned_kv, alloc_weights, alloc_kv;
 } RtRankStatus;
 
-/* KV transfers of the whole deployment (--requests), summed over the
- * decode ranks. */
+/* KV transfers of the whole deployment (--requests): bytes and cells from
+ * the decode ranks, link-class time from the prefill ranks' send calls
+ * (the transfer without the fill), per-request time from the decode ranks
+ * (fill and transfer, end to end). */
 typedef struct {
   bool have;
   int requests;
   int64_t input_tokens;
   double mem_scale;
   int64_t bytes, bytes_same_node, bytes_cross_node, cells_verified;
-  double secs_same_node, secs_cross_node; /* summed receive time */
-  double memcpy_gbs;                      /* lowest over the decode ranks */
+  double secs_same_node, secs_cross_node; /* summed send time (senders) */
+  double memcpy_gbs;                      /* lowest over the ranks that moved KV */
   int64_t *req_bytes;                     /* per request */
   double *req_secs;                       /* per request, slowest rank */
 } RtKvReport;
