@@ -48,6 +48,12 @@ void diags_free(Diags *d) {
     free(g);
   }
   free(d->list.items);
+  if (d->scratch) {
+    free(d->scratch->msg);
+    free(d->scratch->help);
+    free(d->scratch->notes);
+    free(d->scratch);
+  }
   for (size_t i = 0; i < d->sources.len; i++) free(d->sources.items[i].text);
   free(d->sources.items);
   for (size_t i = 0; i < d->strings.len; i++) free(d->strings.items[i]);
@@ -75,6 +81,21 @@ const char *diags_add_source(Diags *d, const char *name, const char *text,
 }
 
 Diag *diag_at(Diags *d, DiagCode code, SrcLoc loc, const char *fmt, ...) {
+  if (d->list.len >= DIAG_MAX_KEPT) {
+    /* Over the cap: count it, keep nothing. The scratch Diag absorbs
+     * diag_help/diag_note calls the caller makes next. */
+    Severity sev = diag_info(code)->sev;
+    if (sev == SEV_ERROR) d->nerrors++;
+    else if (sev == SEV_WARNING) d->nwarnings++;
+    d->dropped++;
+    if (!d->scratch) d->scratch = rp_calloc(1, sizeof *d->scratch);
+    free(d->scratch->help);
+    free(d->scratch->notes);
+    d->scratch->help = d->scratch->notes = NULL;
+    d->scratch->code = code;
+    d->scratch->sev = sev;
+    return d->scratch;
+  }
   Diag *g = rp_calloc(1, sizeof *g);
   g->code = code;
   g->sev = diag_info(code)->sev;
@@ -282,6 +303,7 @@ static void print_json(Diags *d, Diag **v, size_t n, FILE *out) {
   }
   json_object_set_new(root, "diagnostics", arr);
   json_object_set_new(root, "errors", json_integer(d->nerrors));
+  json_object_set_new(root, "not_shown", json_integer((json_int_t)d->dropped));
   json_object_set_new(root, "warnings", json_integer(d->nwarnings));
   char *s = json_dumps(root, JSON_INDENT(2));
   if (!s) rp_internal("cannot serialise diagnostics");
@@ -377,6 +399,9 @@ void diags_print(Diags *d, FILE *out, DiagFormat fmt, bool color) {
       print_text(d, v[i], &sb, color);
       sb_putc(&sb, '\n');
     }
+    if (d->dropped)
+      sb_printf(&sb, "%zu more diagnostic%s not shown (at most %d are kept)\n", d->dropped,
+                d->dropped == 1 ? "" : "s", DIAG_MAX_KEPT);
     if (d->nerrors || d->nwarnings)
       sb_printf(&sb, "%d error%s, %d warning%s\n", d->nerrors, d->nerrors == 1 ? "" : "s",
                 d->nwarnings, d->nwarnings == 1 ? "" : "s");

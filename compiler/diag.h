@@ -67,8 +67,15 @@ typedef struct {
   size_t len;
 } SourceFile;
 
+/* At most this many diagnostics are kept; further ones are counted (and
+ * still make the run fail) but not printed, as compilers do after too many
+ * errors. Keeps output, memory and time bounded on hostile input. */
+#define DIAG_MAX_KEPT 200
+
 typedef struct {
   RP_VEC(Diag *) list;
+  Diag *scratch;      /* target of diag_help/diag_note once over the cap */
+  size_t dropped;     /* reports not kept because of DIAG_MAX_KEPT */
   RP_VEC(SourceFile) sources;
   RP_VEC(char *) strings; /* interned strings */
   int nerrors, nwarnings;

@@ -73,4 +73,20 @@ with tempfile.TemporaryDirectory() as d:
     check("\033[" not in p.stderr, "no colour when not a TTY / NO_COLOR")
     check(p.returncode == 1 and "bad.yaml:2:1: error[" in p.stderr, "text diagnostic has file:line:col: error[code]")
 
+with tempfile.TemporaryDirectory() as d:
+    # Thousands of errors: at most DIAG_MAX_KEPT (200) are printed, every one
+    # is counted, and the JSON says how many were not shown.
+    many = os.path.join(d, "many.yaml")
+    pools = "".join("    - {name: p, tp: 1}\n" for _ in range(3000))
+    with open(many, "w") as f:
+        f.write("version: 1\nmodel: {preset: llama-3.1-8b}\nhardware: {preset: h200-sxm, nodes: 1}\n"
+                "workload: {input_tokens: 10, output_tokens: 10}\ndeployment:\n  mode: aggregated\n  pools:\n" + pools)
+    p = run("check", many)
+    check(p.returncode == 1 and "more diagnostics not shown (at most 200 are kept)" in p.stderr
+          and p.stderr.count("error[E0114]") == 200, "text output keeps 200 diagnostics and says how many were dropped")
+    p = run("check", "--format", "json", many)
+    j = json.loads(p.stdout)
+    check(len(j["diagnostics"]) == 200 and j["not_shown"] + 200 == j["errors"] + j["warnings"],
+          "json output counts the diagnostics not shown")
+
 sys.exit(1 if fails else 0)

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-RANKPLAN = os.environ.get("RANKPLAN") or str(HERE.parents[1] / "build" / "rankplan")
+RANKPLAN = os.path.abspath(os.environ.get("RANKPLAN") or str(HERE.parents[1] / "build" / "rankplan"))
 UPDATE = "--update" in sys.argv
 ONLY = [a for a in sys.argv[1:] if not a.startswith("--")]
 
