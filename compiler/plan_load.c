@@ -408,6 +408,18 @@ static bool load_groups(Ld *ld, Plan *p, json_t *root) {
       if (!get_int(ld, o, path, "instance", 0, p->pools[G->pool].replicas - 1, &v)) return false;
       G->instance = (int32_t)v;
     }
+    if (json_object_get(o, "span") && !json_object_get(o, "ranks")) {
+      /* [start, end): every rank of the run, in order (the world group) */
+      int64_t sp[2];
+      if (!get_range(ld, o, path, "span", sp)) return false;
+      if (sp[1] <= sp[0] || sp[1] > p->world_size)
+        return fail(ld, "%s.span: expected a non-empty range within [0, %lld), got [%lld, %lld]", path,
+                    (long long)p->world_size, (long long)sp[0], (long long)sp[1]);
+      G->n = (int32_t)(sp[1] - sp[0]);
+      G->ranks = rp_malloc((size_t)G->n * sizeof *G->ranks);
+      for (int32_t j = 0; j < G->n; j++) G->ranks[j] = (int32_t)(sp[0] + j);
+      continue;
+    }
     json_t *r = field(ld, o, path, "ranks", JSON_ARRAY);
     if (!r) return false;
     G->n = (int32_t)json_array_size(r);

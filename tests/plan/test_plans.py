@@ -49,6 +49,11 @@ def check(cond, what, detail=""):
             print("     " + str(detail)[:2000])
 
 
+def members(g):
+    """A group's ranks; the world group is written as a span."""
+    return list(range(*g["span"])) if "span" in g else g["ranks"]
+
+
 def schema_errors(doc):
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in VALIDATOR.iter_errors(doc)]
 
@@ -116,7 +121,7 @@ try:
     for r in doc["ranks"]:
         for kind, gid in r["groups"].items():
             g = groups[gid]
-            ok &= g["kind"] == kind and r["rank"] in g["ranks"]
+            ok &= g["kind"] == kind and r["rank"] in members(g)
         ok &= len({doc["ranks"][m]["node"] for m in groups[r["groups"]["tp"]]["ranks"]}) == 1
     check(ok, "each rank's groups list it; every tp group on one node")
     doc = json.load(open(os.path.join(EX, "llama-3.1-405b-pp.plan.json")))
@@ -236,6 +241,17 @@ try:
           "node files: exactly the node's ranks, identical to the whole plan's")
     check(ok_groups, "node files: exactly the groups their ranks belong to")
     check(ok_load, "node files: the loader accepts each")
+
+    # node files stay small at scale: the 1,024-GPU plan on 128 nodes
+    split2 = os.path.join(tmp, "split2")
+    p = run("compile", os.path.join(EX, "deepseek-v3-1024.yaml"), "-o", os.path.join(tmp, "ds.json"),
+            "--split-by-node", split2)
+    sizes = [os.path.getsize(os.path.join(split2, f)) for f in os.listdir(split2)]
+    whole_size = os.path.getsize(os.path.join(tmp, "ds.json"))
+    check(p.returncode == 0 and len(sizes) == 128 and max(sizes) * 20 < whole_size
+          and not [f for f in os.listdir(split2) if ".tmp." in f],
+          f"node files of a 128-node plan: each under 1/20 of the whole, no temp files left "
+          f"({max(sizes) if sizes else 0} of {whole_size} bytes)")
 
     # ---- loader errors through explain -------------------------------------------
     good = open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")).read()
