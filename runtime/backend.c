@@ -86,6 +86,14 @@ RtResult rt_preflight(const RtBackend *be, void *state, const RtPlan *plan,
                   r, done);
     RTCHECKGOTO(be->barrier(comms[i]), r, done);
     pf->seconds = rt_now() - t0;
+    /* Latency: small all-reduces, after a barrier so that members start
+     * together. */
+    RTCHECKGOTO(be->barrier(comms[i]), r, done);
+    double t1 = rt_now();
+    for (int it = 0; it < RT_LAT_ITERS; it++)
+      RTCHECKGOTO(be->all_reduce(comms[i], dev_ids, dev_ids, 1, RT_I64, RT_MAX),
+                  r, done);
+    pf->latency_s = (rt_now() - t1) / RT_LAT_ITERS;
     if (pf->seconds > 0) {
       pf->algbw_gbs = (double)pf->bytes * pf->iters / pf->seconds / 1e9;
       pf->busbw_gbs = g->nranks > 1 ? pf->algbw_gbs * 2.0 *

@@ -127,7 +127,10 @@ typedef struct {
   double seconds;   /* time for all iterations */
   double algbw_gbs; /* bytes * iters / seconds / 1e9 */
   double busbw_gbs; /* algbw * 2 (n-1)/n, the usual all-reduce bus figure */
+  double latency_s; /* one 8-byte all-reduce, mean of RT_LAT_ITERS */
 } RtPreflight;
+
+#define RT_LAT_ITERS 20
 
 /* Runs the preflight on every communicator of this rank, in group order:
  * an all-reduce of rank ids checked against the expected sum, then a timed

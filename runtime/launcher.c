@@ -222,9 +222,9 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   for (int i = 0; i < ng; i++) {
     if (be->comm_index(comms[i]) != 0) continue;
     snprintf(key, sizeof key, "pf/%d", groups[i]);
-    snprintf(val, sizeof val, "%d %lld %d %.9f %.6f %.6f", pf[i].ok ? 1 : 0,
+    snprintf(val, sizeof val, "%d %lld %d %.9f %.6f %.6f %.9f", pf[i].ok ? 1 : 0,
              (long long)pf[i].bytes, pf[i].iters, pf[i].seconds,
-             pf[i].algbw_gbs, pf[i].busbw_gbs);
+             pf[i].algbw_gbs, pf[i].busbw_gbs, pf[i].latency_s);
     RTCHECKGOTO(rt_store_set(&st, key, val, strlen(val)), r, fail);
   }
   if (!o->quiet)
@@ -508,8 +508,8 @@ static void collect_preflight(Launch *L, double deadline) {
       continue;
     int ok = 0;
     long long bytes = 0;
-    if (sscanf(v, "%d %lld %d %lf %lf %lf", &ok, &bytes, &g->iters,
-               &g->seconds, &g->algbw_gbs, &g->busbw_gbs) == 6) {
+    if (sscanf(v, "%d %lld %d %lf %lf %lf %lf", &ok, &bytes, &g->iters,
+               &g->seconds, &g->algbw_gbs, &g->busbw_gbs, &g->latency_s) == 7) {
       g->have = true;
       g->ok = ok == 1;
       g->bytes = bytes;
@@ -677,6 +677,10 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     L.rep.groups[i].id = plan->groups[i].id;
     L.rep.groups[i].kind = plan->groups[i].kind;
     L.rep.groups[i].nranks = plan->groups[i].nranks;
+    for (int k = 1; k < plan->groups[i].nranks; k++)
+      if (plan->ranks[plan->groups[i].ranks[k]].node !=
+          plan->ranks[plan->groups[i].ranks[0]].node)
+        L.rep.groups[i].cross_node = true;
   }
   if (o->node < 0 || o->node >= plan->nnodes) {
     fprintf(stderr, "rankrun: node %d is not in the plan: expected 0 to %d\n",
@@ -904,6 +908,11 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     }
     if (!L.have_fail) collect_preflight(&L, rt_now() + o->timeout);
     if (!L.have_fail && o->requests > 0) collect_kv(&L, rt_now() + o->timeout);
+    if (!L.have_fail && o->probe_path && o->node == 0 &&
+        rt_write_calibration(&L.rep, plan, o->probe_path) != RT_OK) {
+      fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+      set_fail(&L, -1, o->node, -1, 0, rt_errmsg());
+    }
     for (int i = 0; i < plan->ngroups && !L.have_fail; i++)
       if (!L.rep.groups[i].have || !L.rep.groups[i].ok)
         set_fail(&L, -1, o->node, -1, 0, "a group's preflight result is missing");

@@ -62,6 +62,7 @@ typedef struct {
   int64_t preflight_bytes;
   bool dry_run;
   const char *report_path; /* JSON; text goes to report_path + ".txt" */
+  const char *probe_path;  /* --probe FILE: node 0 writes a calibration */
   bool quiet;
   int requests;          /* --requests K: KV transfers (kv.h); 0: none */
   int64_t input_tokens;  /* --input-tokens T */

@@ -40,6 +40,8 @@ static void usage(FILE *f) {
           "  --host-memory-scale F allocate F times the ledger's bytes (host backend)\n"
           "  --dry-run             print what would be started, start nothing\n"
           "  --report FILE         write the JSON report to FILE, text to FILE.txt\n"
+          "  --probe FILE          node 0 writes the measured latencies as a\n"
+          "                        calibration file for `rankplan search --calibration`\n"
           "  --quiet               no progress lines on stderr\n"
           "  --help, --version\n"
           "\n"
@@ -103,6 +105,7 @@ int main(int argc, char **argv) {
                          strcmp(a, "--backend") == 0 || strcmp(a, "--timeout") == 0 ||
                          strcmp(a, "--grace") == 0 || strcmp(a, "--soak") == 0 ||
                          strcmp(a, "--preflight-bytes") == 0 || strcmp(a, "--report") == 0 ||
+                         strcmp(a, "--probe") == 0 ||
                          strcmp(a, "--requests") == 0 || strcmp(a, "--input-tokens") == 0 ||
                          strcmp(a, "--host-memory-scale") == 0 ||
                          strcmp(a, "--test-corrupt") == 0)) {
@@ -162,6 +165,9 @@ int main(int argc, char **argv) {
       i++;
     } else if (strcmp(a, "--report") == 0) {
       o.report_path = next;
+      i++;
+    } else if (strcmp(a, "--probe") == 0) {
+      o.probe_path = next;
       i++;
     } else if (a[0] == '-') {
       return bad_usage("unknown option `%s`", a);

@@ -158,6 +158,8 @@ char *rt_report_json(const RtReport *r) {
     json_object_set_new(x, "seconds", json_real(g->seconds));
     json_object_set_new(x, "algbw_gbs", json_real(g->algbw_gbs));
     json_object_set_new(x, "busbw_gbs", json_real(g->busbw_gbs));
+    json_object_set_new(x, "latency_s", json_real(g->latency_s));
+    json_object_set_new(x, "cross_node", json_boolean(g->cross_node));
     json_array_append_new(groups, x);
   }
   json_object_set_new(pf, "groups", groups);
@@ -282,4 +284,51 @@ RtResult rt_report_write(const RtReport *r, const char *path) {
   free(t);
   free(tp);
   return res;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+RtResult rt_write_calibration(const RtReport *r, const RtPlan *plan,
+                              const char *path) {
+  double *lat[2];
+  int n[2] = {0, 0};
+  lat[0] = rp_calloc((size_t)r->ngroups + 1, sizeof(double));
+  lat[1] = rp_calloc((size_t)r->ngroups + 1, sizeof(double));
+  for (int i = 0; i < r->ngroups; i++) {
+    const RtGroupResult *g = &r->groups[i];
+    if (!g->have || !g->ok || g->nranks < 2 || g->latency_s <= 0) continue;
+    int c = g->cross_node ? 1 : 0;
+    lat[c][n[c]++] = g->latency_s / (2.0 * (g->nranks - 1));
+  }
+  json_t *o = json_object();
+  json_object_set_new(o, "format", json_string("rankplan.calibration/1"));
+  char *src = rp_sprintf("rankrun --probe, backend %s, %d ranks on %d node(s), "
+                         "%d groups inside a node and %d across nodes measured",
+                         r->backend ? r->backend : "?", plan->world_size,
+                         plan->nnodes, n[0], n[1]);
+  json_object_set_new(o, "source", json_string(src));
+  free(src);
+  static const char *const keys[2] = {"scale_up_latency_s", "scale_out_latency_s"};
+  for (int c = 0; c < 2; c++) {
+    if (!n[c]) continue;
+    qsort(lat[c], (size_t)n[c], sizeof(double), cmp_double);
+    double med = lat[c][n[c] / 2];
+    if (med > 1.0) med = 1.0; /* the constant's range is [0, 1] s */
+    json_object_set_new(o, keys[c], json_real(med));
+  }
+  free(lat[0]);
+  free(lat[1]);
+  char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+  json_decref(o);
+  char *text = rp_sprintf("%s\n", s);
+  free(s);
+  int e = rp_write_file_atomic(path, text, strlen(text));
+  free(text);
+  if (e)
+    return rt_err(RT_ERR_SYS, "cannot write the calibration `%s`: %s", path,
+                  strerror(e));
+  return RT_OK;
 }

@@ -6,6 +6,7 @@
 #ifndef RANKRUN_REPORT_H
 #define RANKRUN_REPORT_H
 
+#include "launcher.h"
 #include "rt.h"
 
 typedef struct {
@@ -42,6 +43,8 @@ typedef struct {
   int64_t bytes;
   int iters;
   double seconds, algbw_gbs, busbw_gbs;
+  double latency_s; /* one 8-byte all-reduce */
+  bool cross_node;  /* members on more than one node */
 } RtGroupResult;
 
 typedef struct {
@@ -67,6 +70,15 @@ typedef struct {
 /* Renders the report; the caller frees the string. */
 char *rt_report_json(const RtReport *r);
 char *rt_report_text(const RtReport *r);
+/* Writes a calibration file (format rankplan.calibration/1, read by
+ * `rankplan search --calibration`) from the preflight's latencies:
+ * scale_up_latency_s from groups inside one node, scale_out_latency_s from
+ * groups spanning nodes, each the median over groups of the per-hop
+ * latency (a ring all-reduce of n ranks takes 2 (n-1) hops). Only what was
+ * measured is written. */
+RtResult rt_write_calibration(const RtReport *r, const RtPlan *plan,
+                              const char *path);
+
 /* Writes JSON to path and text to path + ".txt", both atomically. */
 RtResult rt_report_write(const RtReport *r, const char *path);
 

@@ -380,6 +380,29 @@ if pd:
     check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
           "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
 
+# --- calibration loop: rankrun --probe, then rankplan search --calibration --------------------
+cal = os.path.join(TMP, "calibration.json")
+port = free_port()
+ls = [Launcher(small, n, port, "--quiet", "--probe", cal) for n in range(2)]
+rcs = [l.wait() for l in ls]
+try:
+    with open(cal) as f:
+        c = json.load(f)
+except (OSError, ValueError) as e:
+    c = {"error": str(e)}
+check(rcs == [0, 0] and c.get("format") == "rankplan.calibration/1"
+      and 0 < c.get("scale_up_latency_s", 0) <= 1 and 0 < c.get("scale_out_latency_s", 0) <= 1,
+      "probe: node 0 writes scale-up and scale-out latencies", c)
+p = subprocess.run([RP, "search", os.path.join(SRC, "tests/runtime/two-node-small.yaml"), "--calibration", cal,
+                    "--format", "json"], capture_output=True, text=True, timeout=120)
+try:
+    consts = json.loads(p.stdout).get("constants", {})
+except ValueError:
+    consts = {}
+check(p.returncode == 0 and consts.get("scale_up_latency_s") == c.get("scale_up_latency_s")
+      and consts.get("scale_out_latency_s") == c.get("scale_out_latency_s"),
+      "probe: rankplan search --calibration reads the file back", p.stderr[-2000:])
+
 # --- launchers that disagree ---------------------------------------------------------------
 port = free_port()
 l0 = Launcher(small, 0, port, "--quiet")
