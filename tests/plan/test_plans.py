@@ -194,6 +194,26 @@ try:
             outcomes.add("absent")
     check("partial" not in outcomes, f"killed compiles never leave a partial plan ({sorted(outcomes)})")
 
+    # ---- layout errors stop compile, name the numbers, write nothing --------------
+    qwen = open(os.path.join(EX, "qwen3-235b-ep.yaml")).read()
+    cases = [
+        # pp inside dp with edp (1) != dp (2): expert and dense pp groups differ
+        ("expert-pp-order", qwen.replace("  mode: aggregated\n", "  mode: aggregated\n  order: tp-cp-ep-pp-dp\n")
+         .replace("      ep: 8", "      ep: 8\n      pp: 2").replace("nodes: 2", "nodes: 4"),
+         "E0303", "expected edp == dp, got edp 1 and dp 2"),
+        # pp innermost: each tp group strided over 2 x 8 GPUs, across two nodes
+        ("tp-across-domain", open(os.path.join(EX, "llama-3.1-405b-pp.yaml")).read()
+         .replace("order: tp-cp-ep-dp-pp", "order: pp-tp-cp-ep-dp"),
+         "E0322", "spans scale-up domains"),
+    ]
+    for what, text, code, msg in cases:
+        path = os.path.join(tmp, what + ".yaml")
+        open(path, "w").write(text)
+        out = os.path.join(tmp, what + ".json")
+        p = run("compile", path, "-o", out)
+        check(p.returncode == 1 and f"error[{code}]" in p.stderr and msg in p.stderr and not os.path.exists(out),
+              f"compile refuses {what} ({code}) and writes nothing", p.stderr[-1500:])
+
     # ---- a layer_partition hook is honoured, and checked -------------------------
     hook = os.path.join(tmp, "split.lua")
     open(hook, "w").write("return function(ctx) return {10, ctx.model.layers - 10} end\n")
