@@ -403,6 +403,31 @@ check(p.returncode == 0 and consts.get("scale_up_latency_s") == c.get("scale_up_
       and consts.get("scale_out_latency_s") == c.get("scale_out_latency_s"),
       "probe: rankplan search --calibration reads the file back", p.stderr[-2000:])
 
+# --- KV transfers over the layout changes the reshard maps handle ----------------------------
+# tp ratio both ways (pd-small is tp2 -> tp4), pp -> pp1, cp -> dcp (token ranges
+# and residue classes), replicated KV heads, MLA with attention dp.
+for name, what in (("kv-tp-down", "tp4 -> tp2"), ("kv-pp-to-pp1", "pp2 -> pp1"),
+                   ("kv-cp-to-dcp", "cp2 -> dcp2, 4 KV heads"), ("kv-replicated", "KV heads replicated on tp8"),
+                   ("kv-mla-dp", "MLA, tp8 -> attention dp8")):
+    plan, err = compile_plan(os.path.join(SRC, "tests/runtime", name + ".yaml"))
+    if not plan:
+        check(False, f"compile {name}", err)
+        continue
+    with open(plan) as f:
+        pj = json.load(f)
+    ls, rcs = run_nodes(plan, len(pj["nodes"]), "--quiet", "--requests", "2", "--input-tokens", "64",
+                        "--host-memory-scale", "0.0003", "--preflight-bytes", "4096")
+    kv = (ls[0].load_report() or {}).get("kv") or {}
+    # Cells a decode replica owns per request: its ranks' layers x kv heads x tokens.
+    dec = [r for r in pj["ranks"] if pj["pools"][1]["name"] == r["pool"] and r["instance"] == 0
+           and r["coords"]["dp"] == 0]
+    dcp = pj["pools"][1]["dcp"]
+    want = 2 * sum((r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
+                   (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * (64 // dcp) for r in dec)
+    check(all(rc == 0 for rc in rcs) and kv.get("cells_verified") == want,
+          f"{name} ({what}): 2 requests moved, {want} cells verified", (rcs, kv.get("cells_verified"),
+                                                                        "".join(l.stderr() for l in ls)[-3000:]))
+
 # --- launchers that disagree ---------------------------------------------------------------
 port = free_port()
 l0 = Launcher(small, 0, port, "--quiet")
