@@ -663,6 +663,12 @@ static bool check_consistency(Ld *ld, Plan *p) {
   }
   free(seen);
   if (!ok) return false;
+  /* Every rank the file holds is listed under its node. */
+  int64_t listed = 0;
+  for (size_t n = 0; n < p->nnodes; n++) listed += p->nodes[n].nranks;
+  if (listed != p->nranks)
+    return fail(ld, "nodes: the nodes list %lld ranks, expected the %lld of ranks[]", (long long)listed,
+                (long long)p->nranks);
   /* Devices: within the node (checked on load) and no GPU used twice. */
   for (size_t n = 0; n < p->nnodes; n++) {
     const PlanNode *N = &p->nodes[n];

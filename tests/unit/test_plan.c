@@ -226,6 +226,9 @@ static void test_errors(void) {
   /* two ranks on one GPU */
   expect_error(t, "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":1,",
                "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":0,", "node 0 device 0 is used by rank 0 too");
+  /* a rank missing from its node's list */
+  expect_error(t, "\"ranks\":[0,1,2,3,4,5,6,7]}", "\"ranks\":[0,1,2,3,4,5,6]}",
+               "nodes: the nodes list 15 ranks, expected the 16 of ranks[]");
   /* spec digest */
   char tmpl[] = "/tmp/rankplan-spec-XXXXXX";
   int fd = mkstemp(tmpl);
