@@ -632,8 +632,8 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
                L->rep.local[i].rank);
       shm_unlink(name);
     }
-  free(L->job);
   L->rep.elapsed_s = rt_now() - t0;
+  L->rep.job = L->job;
   char *text = rt_report_text(&L->rep);
   fputs(text, stdout);
   fflush(stdout);
@@ -650,6 +650,7 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   free(L->rep.fail_reason);
   free(L->rep.kv.req_bytes);
   free(L->rep.kv.req_secs);
+  free(L->job);
   return code;
 }
 

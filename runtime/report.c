@@ -111,6 +111,7 @@ char *rt_report_json(const RtReport *r) {
   json_object_set_new(o, "format", json_string("rankrun.report/1"));
   json_object_set_new(o, "plan", json_string(r->plan_path ? r->plan_path : ""));
   json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
+  json_object_set_new(o, "job", r->job ? json_string(r->job) : json_null());
   json_object_set_new(o, "node", json_integer(r->node));
   json_object_set_new(o, "nodes", json_integer(r->nnodes));
   json_object_set_new(o, "world_size", json_integer(r->world_size));

@@ -50,6 +50,7 @@ typedef struct {
 typedef struct {
   const char *plan_path;
   const char *backend;
+  const char *job; /* deployment id from node 0, NULL before it is known */
   int node, nnodes, world_size;
   int exit_code; /* what the launcher exits with */
   double elapsed_s;

@@ -253,6 +253,10 @@ for victim_rank in (3, 0):
     # Deadline: one store poll (0.1 s) + grace (1 s) + process start-up slack.
     check(t_all < 6.0, f"kill rank {victim_rank}: every node stopped within the deadline ({t_all:.2f} s)")
     check(not left, f"kill rank {victim_rank}: no rank process left", left)
+    job = (ls[0].load_report() or {}).get("job")
+    rings = [f for f in os.listdir("/dev/shm") if job and f.startswith(f"rankrun-{job}-")] \
+        if os.path.isdir("/dev/shm") else []
+    check(bool(job) and not rings, f"kill rank {victim_rank}: no shared-memory ring of the run left", rings)
     for l in ls:
         r = l.load_report()
         f = r and r["first_failure"]
@@ -501,8 +505,6 @@ netns_launcher_patch()
 netns_test()
 Launcher.__init__ = _orig_init
 
-left = [f for f in os.listdir("/dev/shm") if f.startswith("rankrun-")] if os.path.isdir("/dev/shm") else []
-check(not left, "no shared-memory ring left behind after every run (kills included)", left)
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"{fails} failed")
 sys.exit(1 if fails else 0)
