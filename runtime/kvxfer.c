@@ -186,9 +186,13 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
                   (x->kv_heads[1] - x->kv_heads[0]) * xfer_tokens(x, T) * bph;
       if (b > maxb) maxb = b;
     }
+  /* On the host backend a request's region is the start of the KV pool;
+   * on a device backend the pool is device memory, so the region is a host
+   * buffer of one request's shard (made at the first request this rank
+   * serves) and transfers go through a device staging buffer. */
   unsigned char *buf = rp_malloc((size_t)maxb + 1);
   void *dev = host ? NULL : be->mem_alloc(state, (size_t)maxb + 1);
-  unsigned char *region = host ? pool->kv : rp_malloc((size_t)pool->kv_bytes);
+  unsigned char *region = host ? pool->kv : NULL;
   RtResult r = RT_OK;
   if (!host && !dev) {
     r = rt_err(RT_ERR_SYS, "cannot allocate a %lld-byte transfer buffer",
@@ -215,6 +219,7 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
     Region g;
     RTCHECKGOTO(region_of(me, T, bph, pool, &g), r, done);
     size_t rbytes = cell_off(&g, g.l1, g.h0, 0);
+    if (!region) region = rp_malloc(rbytes + 1);
     memset(region, 0, rbytes);
     if (is_src) {
       /* Prefill: fill every cell this rank owns. */
