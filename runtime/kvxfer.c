@@ -26,6 +26,10 @@
 
 #include "kv.h"
 
+/* Layers per message: a transfer goes out in groups of this many layers so
+ * that filling and sending overlap. */
+#define RT_KV_LAYER_GROUP 4
+
 static uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -221,15 +225,10 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
     size_t rbytes = cell_off(&g, g.l1, g.h0, 0);
     if (!region) region = rp_malloc(rbytes + 1);
     memset(region, 0, rbytes);
-    if (is_src) {
-      /* Prefill: fill every cell this rank owns. */
-      for (int64_t l = g.l0; l < g.l1; l++)
-        for (int64_t h = g.h0; h < g.h1; h++)
-          for (int64_t p = 0; p < T; p++)
-            if (owns_token(MP, me, T, p))
-              fill_cell(region + cell_off(&g, l, h, p), (size_t)bph,
-                        cell_seed(k, l, h, p));
-    }
+    /* Prefill ranks fill a layer when the first transfer needs it, one
+     * layer group at a time, so that sending group i overlaps filling
+     * group i+1 (the receiver drains group i meanwhile). */
+    bool *filled = rp_calloc((size_t)(g.l1 - g.l0) + 1, sizeof *filled);
     double t_req = rt_now();
     for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
       const PlanTransfer *x = &pair->transfers[j];
@@ -250,50 +249,66 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
                    (long long)x->kv_heads[0], (long long)x->kv_heads[1], rank);
         break;
       }
-      int64_t nb = 0;
-      if (sg == rank) {
-        for (int64_t l = x->layers[0]; l < x->layers[1]; l++)
-          for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
-            for (int64_t p = 0; p < T; p++) {
-              if (!xfer_has(x, p)) continue;
-              memcpy(buf + nb, region + cell_off(&g, l, h, p), (size_t)bph);
-              if (o->corrupt[0] == k && o->corrupt[1] == l &&
-                  o->corrupt[2] == h && o->corrupt[3] == p &&
-                  o->corrupt[4] >= 0 && o->corrupt[4] < bph)
-                buf[nb + o->corrupt[4]] ^= 0xA5;
-              nb += bph;
-            }
-        if (!host) RTCHECKGOTO(be->from_host(state, dev, buf, (size_t)nb), r, done);
-        double t0 = rt_now();
-        r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
-                     rt_group_index(wg, (int)dg));
-        double dt = rt_now() - t0;
-        if (pl->ranks[sg].node == pl->ranks[dg].node) {
-          st->bytes_same_node += nb;
-          st->secs_same_node += dt;
+      int64_t ntok = xfer_tokens(x, T);
+      for (int64_t lb = x->layers[0]; lb < x->layers[1] && r == RT_OK;
+           lb += RT_KV_LAYER_GROUP) {
+        int64_t le = lb + RT_KV_LAYER_GROUP < x->layers[1] ? lb + RT_KV_LAYER_GROUP
+                                                          : x->layers[1];
+        int64_t nb = 0;
+        if (sg == rank) {
+          for (int64_t l = lb; l < le; l++) {
+            if (filled[l - g.l0]) continue;
+            for (int64_t h = g.h0; h < g.h1; h++)
+              for (int64_t p = 0; p < T; p++)
+                if (owns_token(MP, me, T, p))
+                  fill_cell(region + cell_off(&g, l, h, p), (size_t)bph,
+                            cell_seed(k, l, h, p));
+            filled[l - g.l0] = true;
+          }
+          for (int64_t l = lb; l < le; l++)
+            for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+              for (int64_t p = 0; p < T; p++) {
+                if (!xfer_has(x, p)) continue;
+                memcpy(buf + nb, region + cell_off(&g, l, h, p), (size_t)bph);
+                if (o->corrupt[0] == k && o->corrupt[1] == l &&
+                    o->corrupt[2] == h && o->corrupt[3] == p &&
+                    o->corrupt[4] >= 0 && o->corrupt[4] < bph)
+                  buf[nb + o->corrupt[4]] ^= 0xA5;
+                nb += bph;
+              }
+          if (!host) r = be->from_host(state, dev, buf, (size_t)nb);
+          double t0 = rt_now();
+          if (r == RT_OK)
+            r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
+                         rt_group_index(wg, (int)dg));
+          double dt = rt_now() - t0;
+          if (pl->ranks[sg].node == pl->ranks[dg].node) {
+            st->bytes_same_node += nb;
+            st->secs_same_node += dt;
+          } else {
+            st->bytes_cross_node += nb;
+            st->secs_cross_node += dt;
+          }
         } else {
-          st->bytes_cross_node += nb;
-          st->secs_cross_node += dt;
+          nb = (le - lb) * (x->kv_heads[1] - x->kv_heads[0]) * ntok * bph;
+          r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
+                       rt_group_index(wg, (int)sg));
+          if (r == RT_OK && !host) r = be->to_host(state, buf, dev, (size_t)nb);
+          if (r != RT_OK) break;
+          int64_t off = 0;
+          for (int64_t l = lb; l < le; l++)
+            for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+              for (int64_t p = 0; p < T; p++) {
+                if (!xfer_has(x, p)) continue;
+                memcpy(region + cell_off(&g, l, h, p), buf + off, (size_t)bph);
+                off += bph;
+              }
+          st->bytes_recv += nb;
+          st->req_bytes[k] += nb;
         }
-      } else {
-        nb = (x->layers[1] - x->layers[0]) * (x->kv_heads[1] - x->kv_heads[0]) *
-             xfer_tokens(x, T) * bph;
-        r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
-                     rt_group_index(wg, (int)sg));
-        if (r == RT_OK && !host) r = be->to_host(state, buf, dev, (size_t)nb);
-        if (r != RT_OK) break;
-        int64_t off = 0;
-        for (int64_t l = x->layers[0]; l < x->layers[1]; l++)
-          for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
-            for (int64_t p = 0; p < T; p++) {
-              if (!xfer_has(x, p)) continue;
-              memcpy(region + cell_off(&g, l, h, p), buf + off, (size_t)bph);
-              off += bph;
-            }
-        st->bytes_recv += nb;
-        st->req_bytes[k] += nb;
       }
     }
+    free(filled);
     if (r != RT_OK) break;
     if (is_dst) {
       st->req_secs[k] = rt_now() - t_req;
