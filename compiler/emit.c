@@ -13,7 +13,7 @@
  * Jansson objects: a 131,072-rank plan holds millions of numbers, and
  * building a Jansson tree for it costs several times the memory and time of
  * printing it directly (docs/benchmarks.md). Strings are escaped per RFC
- * 8259. The loader (plan_load.c) reads plans back with Jansson.
+ * 8259. The loader (plan_load.c) reads plans back.
  *
  * Layout of the text: top-level keys one per line, each rank and each group
  * one object per line, so that a diff of two plans reads rank by rank.

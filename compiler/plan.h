@@ -6,8 +6,8 @@
  * plan_load() reads a plan written by `rankplan compile`, checks it and
  * returns it as flat arrays, so that a runtime needs no arithmetic of its
  * own: each rank's node, device, coordinates, group ids and shards are
- * explicit. The loader depends on Jansson, util.c and nothing else (no
- * libyaml, no Lua).
+ * explicit. The loader depends on util.c and libc only (it reads JSON with
+ * its own small reader): no libyaml, no Lua, no Jansson.
  *
  * Invariants of a Plan returned by plan_load():
  *  - format is "rankplan.plan/1";

@@ -14,15 +14,371 @@
  * nodes (each rank in exactly one group of each kind, membership agreeing
  * with coordinates, devices within their node, no GPU used twice).
  *
- * Depends on Jansson and util.c only: the runtime links it without libyaml
- * or Lua.
+ * Depends on util.c and libc only (its own small JSON reader, below): the
+ * runtime links it without libyaml, Lua or Jansson.
  */
 #include <errno.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
+
+/* ---- a small JSON reader ----------------------------------------------------
+ *
+ * The loader reads plans with its own reader rather than Jansson: a
+ * 131,072-rank plan holds some 40 million values, and a tree of separately
+ * allocated, hashed objects for it took 20 to 30 s and 2.5 GB, where this
+ * flat array of 24-byte values takes a few seconds and a third of the memory.
+ * It reads RFC 8259 JSON: objects (duplicate keys refused, as the plan's
+ * writer never makes them), arrays, strings (escapes decoded to UTF-8, NUL
+ * refused), integers (int64, out of range refused), numbers with a fraction
+ * or exponent, true, false, null; nesting is capped.
+ *
+ * Values are stored in document order (a container, then its children), so
+ * a container's children follow it and `skip` jumps over a whole subtree.
+ * An object's children are key, value, key, value, ...
+ */
+typedef enum { PJ_NULL, PJ_FALSE, PJ_TRUE, PJ_INTEGER, PJ_REAL, PJ_STRING, PJ_ARRAY, PJ_OBJECT } PjType;
+
+typedef struct PjV {
+  uint8_t type;
+  uint32_t skip; /* values in this subtree, itself included */
+  uint32_t n;    /* array: elements; object: members; string: bytes */
+  union {
+    int64_t i;
+    double d;
+    const char *s;                 /* NUL-terminated, inside the document */
+    struct { uint32_t at, off; } a; /* array: the last element reached, to walk on from */
+  } u;
+} PjV;
+
+typedef struct {
+  PjV *v;
+  size_t n, cap;
+  char *str;   /* decoded strings; never longer than the text */
+  size_t slen;
+  const char *p, *end, *text;
+  int depth;
+  char err[160];
+  int line, col;
+} PjDoc;
+
+enum { PJ_MAX_DEPTH = 64, PJ_MAX_MEMBERS = 1024 };
+
+static bool pj_fail(PjDoc *d, const char *what) {
+  if (d->err[0]) return false;
+  int line = 1, col = 1;
+  for (const char *q = d->text; q < d->p && q < d->end; q++) {
+    if (*q == '\n') {
+      line++;
+      col = 1;
+    } else {
+      col++;
+    }
+  }
+  d->line = line;
+  d->col = col;
+  snprintf(d->err, sizeof d->err, "%s", what);
+  return false;
+}
+
+static void pj_ws(PjDoc *d) {
+  while (d->p < d->end && (*d->p == ' ' || *d->p == '\n' || *d->p == '\t' || *d->p == '\r')) d->p++;
+}
+
+static size_t pj_new(PjDoc *d, PjType t) {
+  if (d->n == d->cap) {
+    d->cap = d->cap ? d->cap * 2 : 1024;
+    d->v = rp_realloc(d->v, d->cap * sizeof *d->v);
+  }
+  memset(&d->v[d->n], 0, sizeof d->v[d->n]);
+  d->v[d->n].type = (uint8_t)t;
+  d->v[d->n].skip = 1;
+  return d->n++;
+}
+
+static int pj_hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static bool pj_u4(PjDoc *d, unsigned *out) {
+  if (d->end - d->p < 4) return pj_fail(d, "truncated \\u escape");
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    int h = pj_hex(d->p[i]);
+    if (h < 0) return pj_fail(d, "invalid \\u escape");
+    v = v * 16 + (unsigned)h;
+  }
+  d->p += 4;
+  *out = v;
+  return true;
+}
+
+static bool pj_string(PjDoc *d, size_t *idx) {
+  d->p++; /* the opening quote */
+  char *o = d->str + d->slen, *start = o;
+  for (;;) {
+    if (d->p >= d->end) return pj_fail(d, "unexpected end of input in a string");
+    unsigned char c = (unsigned char)*d->p;
+    if (c == '"') {
+      d->p++;
+      break;
+    }
+    if (c < 0x20) return pj_fail(d, "control character in a string");
+    if (c != '\\') {
+      *o++ = (char)c;
+      d->p++;
+      continue;
+    }
+    d->p++;
+    if (d->p >= d->end) return pj_fail(d, "unexpected end of input in a string");
+    char e = *d->p++;
+    switch (e) {
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '/': *o++ = '/'; break;
+    case 'b': *o++ = '\b'; break;
+    case 'f': *o++ = '\f'; break;
+    case 'n': *o++ = '\n'; break;
+    case 'r': *o++ = '\r'; break;
+    case 't': *o++ = '\t'; break;
+    case 'u': {
+      unsigned cp;
+      if (!pj_u4(d, &cp)) return false;
+      if (cp >= 0xD800 && cp < 0xDC00) {
+        unsigned lo;
+        if (d->end - d->p < 2 || d->p[0] != '\\' || d->p[1] != 'u')
+          return pj_fail(d, "unpaired surrogate in a \\u escape");
+        d->p += 2;
+        if (!pj_u4(d, &lo)) return false;
+        if (lo < 0xDC00 || lo > 0xDFFF) return pj_fail(d, "unpaired surrogate in a \\u escape");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        return pj_fail(d, "unpaired surrogate in a \\u escape");
+      }
+      if (cp == 0) return pj_fail(d, "\\u0000 in a string");
+      /* UTF-8: never longer than the escape it replaces (6 or 12 bytes) */
+      if (cp < 0x80) {
+        *o++ = (char)cp;
+      } else if (cp < 0x800) {
+        *o++ = (char)(0xC0 | (cp >> 6));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+      } else if (cp < 0x10000) {
+        *o++ = (char)(0xE0 | (cp >> 12));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+      } else {
+        *o++ = (char)(0xF0 | (cp >> 18));
+        *o++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+      }
+      break;
+    }
+    default: return pj_fail(d, "invalid escape in a string");
+    }
+  }
+  *o++ = '\0';
+  size_t i = pj_new(d, PJ_STRING);
+  d->v[i].u.s = start;
+  d->v[i].n = (uint32_t)(o - start - 1);
+  d->slen = (size_t)(o - d->str);
+  *idx = i;
+  return true;
+}
+
+static bool pj_number(PjDoc *d) {
+  const char *s = d->p;
+  bool real = false;
+  if (d->p < d->end && *d->p == '-') d->p++;
+  if (d->p >= d->end || !(*d->p >= '0' && *d->p <= '9')) return pj_fail(d, "invalid number");
+  if (*d->p == '0') {
+    d->p++;
+  } else {
+    while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
+  }
+  if (d->p < d->end && *d->p == '.') {
+    real = true;
+    d->p++;
+    if (d->p >= d->end || !(*d->p >= '0' && *d->p <= '9')) return pj_fail(d, "invalid number");
+    while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
+  }
+  if (d->p < d->end && (*d->p == 'e' || *d->p == 'E')) {
+    real = true;
+    d->p++;
+    if (d->p < d->end && (*d->p == '+' || *d->p == '-')) d->p++;
+    if (d->p >= d->end || !(*d->p >= '0' && *d->p <= '9')) return pj_fail(d, "invalid number");
+    while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
+  }
+  char buf[64];
+  size_t n = (size_t)(d->p - s);
+  if (n >= sizeof buf) return pj_fail(d, "number too long");
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  errno = 0;
+  if (real) {
+    size_t i = pj_new(d, PJ_REAL);
+    d->v[i].u.d = strtod(buf, NULL);
+  } else {
+    long long x = strtoll(buf, NULL, 10);
+    if (errno == ERANGE) return pj_fail(d, "integer out of range");
+    size_t i = pj_new(d, PJ_INTEGER);
+    d->v[i].u.i = x;
+  }
+  return true;
+}
+
+static bool pj_value(PjDoc *d);
+
+static bool pj_word(PjDoc *d, const char *w, PjType t) {
+  size_t n = strlen(w);
+  if ((size_t)(d->end - d->p) < n || memcmp(d->p, w, n) != 0) return pj_fail(d, "invalid token");
+  d->p += n;
+  pj_new(d, t);
+  return true;
+}
+
+static bool pj_container(PjDoc *d, bool object) {
+  if (++d->depth > PJ_MAX_DEPTH) return pj_fail(d, "nesting too deep");
+  size_t me = pj_new(d, object ? PJ_OBJECT : PJ_ARRAY);
+  d->p++;
+  pj_ws(d);
+  uint32_t count = 0;
+  char close = object ? '}' : ']';
+  if (d->p < d->end && *d->p == close) {
+    d->p++;
+  } else {
+    for (;;) {
+      pj_ws(d);
+      if (object) {
+        if (d->p >= d->end || *d->p != '"') return pj_fail(d, "expected a string key");
+        size_t k;
+        if (count >= PJ_MAX_MEMBERS) return pj_fail(d, "object with too many members");
+        if (!pj_string(d, &k)) return false;
+        /* duplicate keys: members are few, compare with the earlier keys */
+        size_t at = me + 1;
+        for (uint32_t m = 0; m < count; m++) {
+          if (strcmp(d->v[at].u.s, d->v[k].u.s) == 0) return pj_fail(d, "duplicate object key");
+          at += 1 + d->v[at + 1].skip;
+        }
+        pj_ws(d);
+        if (d->p >= d->end || *d->p != ':') return pj_fail(d, "expected ':'");
+        d->p++;
+        pj_ws(d);
+      }
+      if (!pj_value(d)) return false;
+      count++;
+      pj_ws(d);
+      if (d->p < d->end && *d->p == ',') {
+        d->p++;
+        continue;
+      }
+      if (d->p < d->end && *d->p == close) {
+        d->p++;
+        break;
+      }
+      return pj_fail(d, d->p >= d->end ? "unexpected end of input" : object ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+  }
+  if (d->n - me > UINT32_MAX) return pj_fail(d, "document too large");
+  d->v[me].skip = (uint32_t)(d->n - me);
+  d->v[me].n = count;
+  d->depth--;
+  return true;
+}
+
+static bool pj_value(PjDoc *d) {
+  pj_ws(d);
+  if (d->p >= d->end) return pj_fail(d, "unexpected end of input");
+  switch (*d->p) {
+  case '{': return pj_container(d, true);
+  case '[': return pj_container(d, false);
+  case '"': {
+    size_t i;
+    return pj_string(d, &i);
+  }
+  case 't': return pj_word(d, "true", PJ_TRUE);
+  case 'f': return pj_word(d, "false", PJ_FALSE);
+  case 'n': return pj_word(d, "null", PJ_NULL);
+  default: return pj_number(d);
+  }
+}
+
+/* Parses text; on failure returns false with d->err, d->line, d->col. */
+static bool pj_parse(PjDoc *d, const char *text, size_t len) {
+  memset(d, 0, sizeof *d);
+  d->text = d->p = text;
+  d->end = text + len;
+  d->str = rp_malloc(len + 1);
+  if (!pj_value(d)) return false;
+  pj_ws(d);
+  if (d->p != d->end) return pj_fail(d, "end of file expected");
+  return true;
+}
+
+static void pj_free(PjDoc *d) {
+  free(d->v);
+  free(d->str);
+}
+
+static bool pj_is_object(const PjV *v) { return v && v->type == PJ_OBJECT; }
+static bool pj_is_array(const PjV *v) { return v && v->type == PJ_ARRAY; }
+static bool pj_is_string(const PjV *v) { return v && v->type == PJ_STRING; }
+static bool pj_is_integer(const PjV *v) { return v && v->type == PJ_INTEGER; }
+static bool pj_is_real(const PjV *v) { return v && v->type == PJ_REAL; }
+static bool pj_is_number(const PjV *v) { return pj_is_integer(v) || pj_is_real(v); }
+static bool pj_is_boolean(const PjV *v) { return v && (v->type == PJ_TRUE || v->type == PJ_FALSE); }
+static bool pj_is_null(const PjV *v) { return v && v->type == PJ_NULL; }
+static int64_t pj_integer_value(const PjV *v) { return pj_is_integer(v) ? v->u.i : 0; }
+static double pj_number_value(const PjV *v) {
+  return pj_is_integer(v) ? (double)v->u.i : pj_is_real(v) ? v->u.d : 0.0;
+}
+static const char *pj_string_value(const PjV *v) { return pj_is_string(v) ? v->u.s : NULL; }
+static size_t pj_array_size(const PjV *v) { return pj_is_array(v) ? v->n : 0; }
+
+/* Element i of an array. Walks from the last element reached when i is at
+ * or past it, so reading an array in order costs O(1) per element. */
+static PjV *pj_array_get(PjV *a, size_t i) {
+  if (!pj_is_array(a) || i >= a->n) return NULL;
+  uint32_t at = 0, off = 1;
+  if (a->u.a.off && a->u.a.at <= i) {
+    at = a->u.a.at;
+    off = a->u.a.off;
+  }
+  while (at < i) {
+    off += a[off].skip;
+    at++;
+  }
+  a->u.a.at = at;
+  a->u.a.off = off;
+  return &a[off];
+}
+
+/* Member `key` of an object, or NULL. */
+static PjV *pj_object_get(PjV *o, const char *key) {
+  if (!pj_is_object(o)) return NULL;
+  uint32_t off = 1;
+  for (uint32_t m = 0; m < o->n; m++) {
+    PjV *k = &o[off], *v = &o[off + 1];
+    if (strcmp(k->u.s, key) == 0) return v;
+    off += 1 + v->skip;
+  }
+  return NULL;
+}
+
+/* Iterates an object's members: *it starts at 0. */
+static bool pj_object_next(PjV *o, uint32_t *it, uint32_t *off, const char **key, PjV **val) {
+  if (!pj_is_object(o) || *it >= o->n) return false;
+  if (*it == 0) *off = 1;
+  *key = o[*off].u.s;
+  *val = &o[*off + 1];
+  *off += 1 + (*val)->skip;
+  (*it)++;
+  return true;
+}
 
 /* ---- names ------------------------------------------------------------- */
 
@@ -97,40 +453,40 @@ static bool fail(Ld *ld, const char *fmt, ...) {
   return false;
 }
 
-static const char *jtype(const json_t *v) {
-  if (json_is_object(v)) return "an object";
-  if (json_is_array(v)) return "an array";
-  if (json_is_string(v)) return "a string";
-  if (json_is_integer(v)) return "an integer";
-  if (json_is_real(v)) return "a number with a fraction";
-  if (json_is_boolean(v)) return "a boolean";
-  if (json_is_null(v)) return "null";
+static const char *jtype(const PjV *v) {
+  if (pj_is_object(v)) return "an object";
+  if (pj_is_array(v)) return "an array";
+  if (pj_is_string(v)) return "a string";
+  if (pj_is_integer(v)) return "an integer";
+  if (pj_is_real(v)) return "a number with a fraction";
+  if (pj_is_boolean(v)) return "a boolean";
+  if (pj_is_null(v)) return "null";
   return "nothing";
 }
 
 /* Fetches obj[key] with the expected type; path is the object's JSON path
  * ("ranks[12]"; "" for the top level). */
-static json_t *field(Ld *ld, json_t *obj, const char *path, const char *key, json_type t) {
-  json_t *v = json_object_get(obj, key);
+static PjV *field(Ld *ld, PjV *obj, const char *path, const char *key, PjType t) {
+  PjV *v = pj_object_get(obj, key);
   const char *dot = *path ? "." : "";
   if (!v) {
     fail(ld, "%s%s%s: missing", path, dot, key);
     return NULL;
   }
-  if (json_typeof(v) != t && !(t == JSON_TRUE && json_is_boolean(v))) {
-    const char *want = t == JSON_OBJECT ? "an object" : t == JSON_ARRAY ? "an array"
-                     : t == JSON_STRING ? "a string" : t == JSON_INTEGER ? "an integer" : "?";
+  if ((PjType)v->type != t) {
+    const char *want = t == PJ_OBJECT ? "an object" : t == PJ_ARRAY ? "an array"
+                     : t == PJ_STRING ? "a string" : t == PJ_INTEGER ? "an integer" : "?";
     fail(ld, "%s%s%s: expected %s, got %s", path, dot, key, want, jtype(v));
     return NULL;
   }
   return v;
 }
 
-static bool get_int(Ld *ld, json_t *obj, const char *path, const char *key, int64_t lo,
+static bool get_int(Ld *ld, PjV *obj, const char *path, const char *key, int64_t lo,
                     int64_t hi, int64_t *out) {
-  json_t *v = field(ld, obj, path, key, JSON_INTEGER);
+  PjV *v = field(ld, obj, path, key, PJ_INTEGER);
   if (!v) return false;
-  int64_t x = (int64_t)json_integer_value(v);
+  int64_t x = (int64_t)pj_integer_value(v);
   if (x < lo || x > hi)
     return fail(ld, "%s%s%s: expected %lld..%lld, got %lld", path, *path ? "." : "", key,
                 (long long)lo, (long long)hi, (long long)x);
@@ -138,31 +494,36 @@ static bool get_int(Ld *ld, json_t *obj, const char *path, const char *key, int6
   return true;
 }
 
-static bool get_str(Ld *ld, json_t *obj, const char *path, const char *key, const char **out) {
-  json_t *v = field(ld, obj, path, key, JSON_STRING);
+static bool get_str(Ld *ld, PjV *obj, const char *path, const char *key, const char **out) {
+  PjV *v = field(ld, obj, path, key, PJ_STRING);
   if (!v) return false;
-  *out = json_string_value(v);
+  *out = pj_string_value(v);
   return true;
 }
 
-/* [start, end) with 0 <= start <= end. */
-static bool get_range(Ld *ld, json_t *obj, const char *path, const char *key, int64_t out[2]) {
-  json_t *v = field(ld, obj, path, key, JSON_ARRAY);
-  if (!v) return false;
-  const char *dot = *path ? "." : "";
-  if (json_array_size(v) != 2)
-    return fail(ld, "%s%s%s: expected [start, end], got %zu entries", path, dot, key,
-                json_array_size(v));
+/* v as [start, end) with 0 <= start <= end; where is its JSON path. */
+static bool range_value(Ld *ld, PjV *v, const char *where, int64_t out[2]) {
+  if (!pj_is_array(v)) return fail(ld, "%s: expected [start, end], got %s", where, jtype(v));
+  if (pj_array_size(v) != 2)
+    return fail(ld, "%s: expected [start, end], got %zu entries", where, pj_array_size(v));
   for (size_t i = 0; i < 2; i++) {
-    json_t *e = json_array_get(v, i);
-    if (!json_is_integer(e))
-      return fail(ld, "%s%s%s[%zu]: expected an integer, got %s", path, dot, key, i, jtype(e));
-    out[i] = (int64_t)json_integer_value(e);
+    PjV *e = pj_array_get(v, i);
+    if (!pj_is_integer(e)) return fail(ld, "%s[%zu]: expected an integer, got %s", where, i, jtype(e));
+    out[i] = pj_integer_value(e);
   }
   if (out[0] < 0 || out[1] < out[0])
-    return fail(ld, "%s%s%s: expected 0 <= start <= end, got [%lld, %lld]", path, dot, key,
-                (long long)out[0], (long long)out[1]);
+    return fail(ld, "%s: expected 0 <= start <= end, got [%lld, %lld]", where, (long long)out[0],
+                (long long)out[1]);
   return true;
+}
+
+/* obj[key] as [start, end). */
+static bool get_range(Ld *ld, PjV *obj, const char *path, const char *key, int64_t out[2]) {
+  PjV *v = field(ld, obj, path, key, PJ_ARRAY);
+  if (!v) return false;
+  char where[256];
+  snprintf(where, sizeof where, "%s%s%s", path, *path ? "." : "", key);
+  return range_value(ld, v, where, out);
 }
 
 /* ---- sections -------------------------------------------------------------- */
@@ -179,59 +540,59 @@ static int find_node(const Plan *p, int64_t node) {
   return -1;
 }
 
-static bool load_nodes(Ld *ld, Plan *p, json_t *root) {
-  json_t *a = field(ld, root, "", "nodes", JSON_ARRAY);
+static bool load_nodes(Ld *ld, Plan *p, PjV *root) {
+  PjV *a = field(ld, root, "", "nodes", PJ_ARRAY);
   if (!a) return false;
-  p->nnodes = json_array_size(a);
+  p->nnodes = pj_array_size(a);
   p->nodes = rp_calloc(p->nnodes ? p->nnodes : 1, sizeof *p->nodes);
   size_t total = 0;
   for (size_t i = 0; i < p->nnodes; i++) {
-    json_t *n = json_array_get(a, i);
+    PjV *n = pj_array_get(a, i);
     char path[48];
     snprintf(path, sizeof path, "nodes[%zu]", i);
-    if (!json_is_object(n)) return fail(ld, "%s: expected an object, got %s", path, jtype(n));
+    if (!pj_is_object(n)) return fail(ld, "%s: expected an object, got %s", path, jtype(n));
     int64_t id, gpus;
     if (!get_int(ld, n, path, "node", 0, INT32_MAX, &id)) return false;
     if (!p->partial && id != (int64_t)i)
       return fail(ld, "%s.node: expected %zu (nodes are listed in order), got %lld", path, i,
                   (long long)id);
     if (!get_int(ld, n, path, "gpus", 1, INT32_MAX, &gpus)) return false;
-    json_t *r = field(ld, n, path, "ranks", JSON_ARRAY);
+    PjV *r = field(ld, n, path, "ranks", PJ_ARRAY);
     if (!r) return false;
     p->nodes[i].node = (int32_t)id;
     p->nodes[i].gpus = (int32_t)gpus;
-    p->nodes[i].nranks = (int32_t)json_array_size(r);
-    total += json_array_size(r);
+    p->nodes[i].nranks = (int32_t)pj_array_size(r);
+    total += pj_array_size(r);
   }
   p->node_ranks = rp_malloc((total ? total : 1) * sizeof *p->node_ranks);
   size_t at = 0;
   for (size_t i = 0; i < p->nnodes; i++) {
-    json_t *r = json_object_get(json_array_get(a, i), "ranks");
+    PjV *r = pj_object_get(pj_array_get(a, i), "ranks");
     p->nodes[i].first_rank = (int32_t)at;
-    for (size_t j = 0; j < json_array_size(r); j++) {
-      json_t *e = json_array_get(r, j);
-      if (!json_is_integer(e) || json_integer_value(e) < 0 ||
-          json_integer_value(e) >= p->world_size)
+    for (size_t j = 0; j < pj_array_size(r); j++) {
+      PjV *e = pj_array_get(r, j);
+      if (!pj_is_integer(e) || pj_integer_value(e) < 0 ||
+          pj_integer_value(e) >= p->world_size)
         return fail(ld, "nodes[%zu].ranks[%zu]: expected a rank 0..%lld, got %s", i, j,
-                    (long long)(p->world_size - 1), json_is_integer(e) ? "one out of range" : jtype(e));
-      p->node_ranks[at++] = (int32_t)json_integer_value(e);
+                    (long long)(p->world_size - 1), pj_is_integer(e) ? "one out of range" : jtype(e));
+      p->node_ranks[at++] = (int32_t)pj_integer_value(e);
     }
   }
   return true;
 }
 
-static bool load_pools(Ld *ld, Plan *p, json_t *root) {
-  json_t *a = field(ld, root, "", "pools", JSON_ARRAY);
+static bool load_pools(Ld *ld, Plan *p, PjV *root) {
+  PjV *a = field(ld, root, "", "pools", PJ_ARRAY);
   if (!a) return false;
-  p->npools = json_array_size(a);
+  p->npools = pj_array_size(a);
   p->pools = rp_calloc(p->npools ? p->npools : 1, sizeof *p->pools);
   int64_t next = 0;
   for (size_t i = 0; i < p->npools; i++) {
-    json_t *o = json_array_get(a, i);
+    PjV *o = pj_array_get(a, i);
     PlanPool *P = &p->pools[i];
     char path[48];
     snprintf(path, sizeof path, "pools[%zu]", i);
-    if (!json_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
+    if (!pj_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
     const char *name, *role;
     if (!get_str(ld, o, path, "name", &name) || !get_str(ld, o, path, "role", &role)) return false;
     P->name = rp_strdup(name);
@@ -259,18 +620,18 @@ static bool load_pools(Ld *ld, Plan *p, json_t *root) {
                   path, (long long)next, (long long)(next + P->replicas * P->instance_size),
                   (long long)r[0], (long long)r[1]);
     next = r[1];
-    json_t *lp = field(ld, o, path, "layer_partition", JSON_ARRAY);
+    PjV *lp = field(ld, o, path, "layer_partition", PJ_ARRAY);
     if (!lp) return false;
-    if ((int64_t)json_array_size(lp) != P->size[CO_PP])
+    if ((int64_t)pj_array_size(lp) != P->size[CO_PP])
       return fail(ld, "%s.layer_partition: expected %lld entries (pp), got %zu", path,
-                  (long long)P->size[CO_PP], json_array_size(lp));
+                  (long long)P->size[CO_PP], pj_array_size(lp));
     P->layer_partition = rp_calloc((size_t)P->size[CO_PP], sizeof(int64_t));
-    for (size_t j = 0; j < json_array_size(lp); j++) {
-      json_t *e = json_array_get(lp, j);
-      if (!json_is_integer(e) || json_integer_value(e) < 1)
+    for (size_t j = 0; j < pj_array_size(lp); j++) {
+      PjV *e = pj_array_get(lp, j);
+      if (!pj_is_integer(e) || pj_integer_value(e) < 1)
         return fail(ld, "%s.layer_partition[%zu]: expected an integer >= 1, got %s", path, j,
-                    json_is_integer(e) ? "one below 1" : jtype(e));
-      P->layer_partition[j] = (int64_t)json_integer_value(e);
+                    pj_is_integer(e) ? "one below 1" : jtype(e));
+      P->layer_partition[j] = (int64_t)pj_integer_value(e);
     }
   }
   if (next != p->world_size)
@@ -279,10 +640,10 @@ static bool load_pools(Ld *ld, Plan *p, json_t *root) {
   return true;
 }
 
-static bool load_rank(Ld *ld, Plan *p, json_t *o, size_t i, PlanRank *R) {
+static bool load_rank(Ld *ld, Plan *p, PjV *o, size_t i, PlanRank *R) {
   char path[48];
   snprintf(path, sizeof path, "ranks[%zu]", i);
-  if (!json_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
+  if (!pj_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
   int64_t v;
   if (!get_int(ld, o, path, "rank", 0, p->world_size - 1, &v)) return false;
   R->rank = (int32_t)v;
@@ -310,42 +671,43 @@ static bool load_rank(Ld *ld, Plan *p, json_t *o, size_t i, PlanRank *R) {
                 R->rank, (long long)((R->rank - P->first_rank) / P->instance_size), pool,
                 R->instance);
   char sub[64];
-  json_t *c = field(ld, o, path, "coords", JSON_OBJECT);
+  PjV *c = field(ld, o, path, "coords", PJ_OBJECT);
   if (!c) return false;
   snprintf(sub, sizeof sub, "%s.coords", path);
   for (int k = 0; k < CO__COUNT; k++) {
     if (!get_int(ld, c, sub, coord_names[k], 0, P->size[k] - 1, &v)) return false;
     R->coords[k] = (int32_t)v;
   }
-  json_t *g = field(ld, o, path, "groups", JSON_OBJECT);
+  PjV *g = field(ld, o, path, "groups", PJ_OBJECT);
   if (!g) return false;
   snprintf(sub, sizeof sub, "%s.groups", path);
   for (int k = 0; k < GK__COUNT; k++) R->groups[k] = -1;
   const char *key;
-  json_t *val;
-  json_object_foreach(g, key, val) {
+  PjV *val;
+  uint32_t it = 0, off = 0;
+  while (pj_object_next(g, &it, &off, &key, &val)) {
     GroupKind k;
     if (!plan_kind_parse(key, &k)) return fail(ld, "%s.%s: unknown group kind", sub, key);
-    if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) > INT32_MAX)
+    if (!pj_is_integer(val) || pj_integer_value(val) < 0 || pj_integer_value(val) > INT32_MAX)
       return fail(ld, "%s.%s: expected a group id, got %s", sub, key,
-                  json_is_integer(val) ? "one out of range" : jtype(val));
-    R->groups[k] = (int32_t)json_integer_value(val);
+                  pj_is_integer(val) ? "one out of range" : jtype(val));
+    R->groups[k] = (int32_t)pj_integer_value(val);
   }
   for (int k = 0; k < GK__COUNT; k++)
     if (k != GK_EMBEDDING && R->groups[k] < 0)
       return fail(ld, "%s.groups.%s: missing (every rank is in one group of each kind)", sub,
                   kind_names[k]);
-  json_t *s = field(ld, o, path, "shard", JSON_OBJECT);
+  PjV *s = field(ld, o, path, "shard", PJ_OBJECT);
   if (!s) return false;
   snprintf(sub, sizeof sub, "%s.shard", path);
   for (int k = 0; k < SH__COUNT; k++)
     if (!get_range(ld, s, sub, shard_names[k], R->shard[k])) return false;
-  json_t *m = field(ld, o, path, "memory", JSON_OBJECT);
+  PjV *m = field(ld, o, path, "memory", PJ_OBJECT);
   if (!m) return false;
   snprintf(sub, sizeof sub, "%s.memory", path);
   for (int k = 0; k < MEM__COUNT; k++)
     if (!get_int(ld, m, sub, mem_names[k], 0, INT64_MAX, &R->memory[k])) return false;
-  json_t *kv = field(ld, o, path, "kv", JSON_OBJECT);
+  PjV *kv = field(ld, o, path, "kv", PJ_OBJECT);
   if (!kv) return false;
   snprintf(sub, sizeof sub, "%s.kv", path);
   return get_int(ld, kv, sub, "bytes_per_token", 0, INT64_MAX, &R->kv_bytes_per_token) &&
@@ -353,16 +715,16 @@ static bool load_rank(Ld *ld, Plan *p, json_t *o, size_t i, PlanRank *R) {
          get_int(ld, kv, sub, "blocks", 0, INT64_MAX, &R->kv_blocks);
 }
 
-static bool load_ranks(Ld *ld, Plan *p, json_t *root) {
-  json_t *a = field(ld, root, "", "ranks", JSON_ARRAY);
+static bool load_ranks(Ld *ld, Plan *p, PjV *root) {
+  PjV *a = field(ld, root, "", "ranks", PJ_ARRAY);
   if (!a) return false;
-  p->nranks = (int64_t)json_array_size(a);
+  p->nranks = (int64_t)pj_array_size(a);
   if (!p->partial && p->nranks != p->world_size)
     return fail(ld, "ranks: expected world_size = %lld entries, got %lld",
                 (long long)p->world_size, (long long)p->nranks);
   p->ranks = rp_calloc((size_t)(p->nranks ? p->nranks : 1), sizeof *p->ranks);
   for (int64_t i = 0; i < p->nranks; i++) {
-    if (!load_rank(ld, p, json_array_get(a, (size_t)i), (size_t)i, &p->ranks[i])) return false;
+    if (!load_rank(ld, p, pj_array_get(a, (size_t)i), (size_t)i, &p->ranks[i])) return false;
     if (!p->partial && p->ranks[i].rank != i)
       return fail(ld, "ranks[%lld].rank: expected %lld (ranks are listed in order), got %d",
                   (long long)i, (long long)i, p->ranks[i].rank);
@@ -373,17 +735,17 @@ static bool load_ranks(Ld *ld, Plan *p, json_t *root) {
   return true;
 }
 
-static bool load_groups(Ld *ld, Plan *p, json_t *root) {
-  json_t *a = field(ld, root, "", "groups", JSON_ARRAY);
+static bool load_groups(Ld *ld, Plan *p, PjV *root) {
+  PjV *a = field(ld, root, "", "groups", PJ_ARRAY);
   if (!a) return false;
-  p->ngroups = (int64_t)json_array_size(a);
+  p->ngroups = (int64_t)pj_array_size(a);
   p->groups = rp_calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *p->groups);
   for (int64_t i = 0; i < p->ngroups; i++) {
-    json_t *o = json_array_get(a, (size_t)i);
+    PjV *o = pj_array_get(a, (size_t)i);
     PlanGroup *G = &p->groups[i];
     char path[48];
     snprintf(path, sizeof path, "groups[%lld]", (long long)i);
-    if (!json_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
+    if (!pj_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
     int64_t v;
     if (!get_int(ld, o, path, "id", 0, INT32_MAX, &v)) return false;
     G->id = (int32_t)v;
@@ -395,9 +757,9 @@ static bool load_groups(Ld *ld, Plan *p, json_t *root) {
     const char *kind;
     if (!get_str(ld, o, path, "kind", &kind)) return false;
     if (!plan_kind_parse(kind, &G->kind)) return fail(ld, "%s.kind: unknown group kind `%s`", path, kind);
-    json_t *pool = json_object_get(o, "pool"), *inst = json_object_get(o, "instance");
+    PjV *pool = pj_object_get(o, "pool"), *inst = pj_object_get(o, "instance");
     if (G->kind == GK_WORLD) {
-      if (!json_is_null(pool) || !json_is_null(inst))
+      if (!pj_is_null(pool) || !pj_is_null(inst))
         return fail(ld, "%s: the world group has pool and instance null", path);
       G->pool = G->instance = -1;
     } else {
@@ -408,7 +770,7 @@ static bool load_groups(Ld *ld, Plan *p, json_t *root) {
       if (!get_int(ld, o, path, "instance", 0, p->pools[G->pool].replicas - 1, &v)) return false;
       G->instance = (int32_t)v;
     }
-    if (json_object_get(o, "span") && !json_object_get(o, "ranks")) {
+    if (pj_object_get(o, "span") && !pj_object_get(o, "ranks")) {
       /* [start, end): every rank of the run, in order (the world group) */
       int64_t sp[2];
       if (!get_range(ld, o, path, "span", sp)) return false;
@@ -420,64 +782,64 @@ static bool load_groups(Ld *ld, Plan *p, json_t *root) {
       for (int32_t j = 0; j < G->n; j++) G->ranks[j] = (int32_t)(sp[0] + j);
       continue;
     }
-    json_t *r = field(ld, o, path, "ranks", JSON_ARRAY);
+    PjV *r = field(ld, o, path, "ranks", PJ_ARRAY);
     if (!r) return false;
-    G->n = (int32_t)json_array_size(r);
+    G->n = (int32_t)pj_array_size(r);
     if (G->n < 1) return fail(ld, "%s.ranks: expected at least one rank, got none", path);
     G->ranks = rp_malloc((size_t)G->n * sizeof *G->ranks);
     for (int32_t j = 0; j < G->n; j++) {
-      json_t *e = json_array_get(r, (size_t)j);
-      if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= p->world_size)
+      PjV *e = pj_array_get(r, (size_t)j);
+      if (!pj_is_integer(e) || pj_integer_value(e) < 0 || pj_integer_value(e) >= p->world_size)
         return fail(ld, "%s.ranks[%d]: expected a rank 0..%lld, got %s", path, j,
-                    (long long)(p->world_size - 1), json_is_integer(e) ? "one out of range" : jtype(e));
-      G->ranks[j] = (int32_t)json_integer_value(e);
+                    (long long)(p->world_size - 1), pj_is_integer(e) ? "one out of range" : jtype(e));
+      G->ranks[j] = (int32_t)pj_integer_value(e);
     }
   }
   return true;
 }
 
-static bool load_reshard(Ld *ld, Plan *p, json_t *root) {
-  json_t *a = field(ld, root, "", "kv_reshard", JSON_ARRAY);
+static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
+  PjV *a = field(ld, root, "", "kv_reshard", PJ_ARRAY);
   if (!a) return false;
-  p->nreshard = json_array_size(a);
+  p->nreshard = pj_array_size(a);
   p->reshard = rp_calloc(p->nreshard ? p->nreshard : 1, sizeof *p->reshard);
   for (size_t i = 0; i < p->nreshard; i++) {
-    json_t *o = json_array_get(a, i);
+    PjV *o = pj_array_get(a, i);
     PlanReshard *R = &p->reshard[i];
     char path[48];
     snprintf(path, sizeof path, "kv_reshard[%zu]", i);
-    if (!json_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
+    if (!pj_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
     const char *pre, *dec;
     if (!get_str(ld, o, path, "prefill", &pre) || !get_str(ld, o, path, "decode", &dec)) return false;
     R->prefill = rp_strdup(pre);
     R->decode = rp_strdup(dec);
-    json_t *t = field(ld, o, path, "transfers", JSON_ARRAY);
+    PjV *t = field(ld, o, path, "transfers", PJ_ARRAY);
     if (!t) return false;
-    R->ntransfers = json_array_size(t);
+    R->ntransfers = pj_array_size(t);
     R->transfers = rp_calloc(R->ntransfers ? R->ntransfers : 1, sizeof *R->transfers);
     for (size_t j = 0; j < R->ntransfers; j++) {
-      json_t *x = json_array_get(t, j);
+      PjV *x = pj_array_get(t, j);
       PlanTransfer *X = &R->transfers[j];
       char xp[128];
       snprintf(xp, sizeof xp, "%s.transfers[%zu]", path, j);
-      if (!json_is_object(x)) return fail(ld, "%s: expected an object, got %s", xp, jtype(x));
+      if (!pj_is_object(x)) return fail(ld, "%s: expected an object, got %s", xp, jtype(x));
       if (!get_int(ld, x, xp, "src", 0, INT32_MAX, &X->src) ||
           !get_int(ld, x, xp, "dst", 0, INT32_MAX, &X->dst) ||
           !get_range(ld, x, xp, "layers", X->layers) ||
           !get_range(ld, x, xp, "kv_heads", X->kv_heads) ||
           !get_int(ld, x, xp, "bytes_per_token", 0, INT64_MAX, &X->bytes_per_token))
         return false;
-      json_t *tok = json_object_get(x, "tokens");
+      PjV *tok = pj_object_get(x, "tokens");
       X->stride = 1;
       X->offset = 0;
-      if (json_is_string(tok) && strcmp(json_string_value(tok), "all") == 0) {
+      if (pj_is_string(tok) && strcmp(pj_string_value(tok), "all") == 0) {
         X->tokens = PT_ALL;
-      } else if (json_is_object(tok) &&
-                 (json_object_get(tok, "stride") || json_object_get(tok, "ranges"))) {
+      } else if (pj_is_object(tok) &&
+                 (pj_object_get(tok, "stride") || pj_object_get(tok, "ranges"))) {
         char tp[160];
         snprintf(tp, sizeof tp, "%s.tokens", xp);
-        X->tokens = json_object_get(tok, "ranges") ? PT_RANGES : PT_STRIDE;
-        if (json_object_get(tok, "stride")) {
+        X->tokens = pj_object_get(tok, "ranges") ? PT_RANGES : PT_STRIDE;
+        if (pj_object_get(tok, "stride")) {
           if (!get_int(ld, tok, tp, "stride", 1, INT64_MAX, &X->stride) ||
               !get_int(ld, tok, tp, "offset", 0, INT64_MAX, &X->offset))
             return false;
@@ -486,17 +848,14 @@ static bool load_reshard(Ld *ld, Plan *p, json_t *root) {
                         (long long)X->stride, (long long)X->offset);
         }
         if (X->tokens == PT_RANGES) {
-          json_t *rs = field(ld, tok, tp, "ranges", JSON_ARRAY);
+          PjV *rs = field(ld, tok, tp, "ranges", PJ_ARRAY);
           if (!rs) return false;
-          X->nranges = json_array_size(rs);
+          X->nranges = pj_array_size(rs);
           X->ranges = rp_calloc(X->nranges ? X->nranges : 1, sizeof *X->ranges);
           for (size_t k = 0; k < X->nranges; k++) {
-            json_t *holder = json_pack("{s:O}", "r", json_array_get(rs, k));
             char rp[224];
             snprintf(rp, sizeof rp, "%s.ranges[%zu]", tp, k);
-            bool ok = get_range(ld, holder, rp, "r", X->ranges[k]);
-            json_decref(holder);
-            if (!ok) return false;
+            if (!range_value(ld, pj_array_get(rs, k), rp, X->ranges[k])) return false;
           }
         }
       } else {
@@ -509,34 +868,34 @@ static bool load_reshard(Ld *ld, Plan *p, json_t *root) {
   return true;
 }
 
-static bool load_estimates(Ld *ld, Plan *p, json_t *root) {
-  json_t *e = json_object_get(root, "estimates");
+static bool load_estimates(Ld *ld, Plan *p, PjV *root) {
+  PjV *e = pj_object_get(root, "estimates");
   if (!e) return fail(ld, "estimates: missing");
-  if (json_is_null(e)) return true;
-  if (!json_is_object(e)) return fail(ld, "estimates: expected an object or null, got %s", jtype(e));
+  if (pj_is_null(e)) return true;
+  if (!pj_is_object(e)) return fail(ld, "estimates: expected an object or null, got %s", jtype(e));
   static const char *const keys[4] = {"ttft_ms", "tpot_ms", "throughput_tok_s",
                                       "goodput_tok_s_per_gpu"};
   double *dst[4] = {&p->ttft_ms, &p->tpot_ms, &p->throughput_tok_s, &p->goodput_tok_s_per_gpu};
   for (int i = 0; i < 4; i++) {
-    json_t *v = json_object_get(e, keys[i]);
-    if (!json_is_number(v))
+    PjV *v = pj_object_get(e, keys[i]);
+    if (!pj_is_number(v))
       return fail(ld, "estimates.%s: expected a number, got %s", keys[i], v ? jtype(v) : "nothing");
-    *dst[i] = json_number_value(v);
+    *dst[i] = pj_number_value(v);
   }
   p->has_estimates = true;
   return true;
 }
 
-static bool load_diags(Ld *ld, Plan *p, json_t *root) {
-  json_t *a = field(ld, root, "", "diagnostics", JSON_ARRAY);
+static bool load_diags(Ld *ld, Plan *p, PjV *root) {
+  PjV *a = field(ld, root, "", "diagnostics", PJ_ARRAY);
   if (!a) return false;
-  p->ndiags = json_array_size(a);
+  p->ndiags = pj_array_size(a);
   p->diags = rp_calloc(p->ndiags ? p->ndiags : 1, sizeof *p->diags);
   for (size_t i = 0; i < p->ndiags; i++) {
-    json_t *o = json_array_get(a, i);
+    PjV *o = pj_array_get(a, i);
     char path[48];
     snprintf(path, sizeof path, "diagnostics[%zu]", i);
-    if (!json_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
+    if (!pj_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
     const char *c, *s, *m;
     if (!get_str(ld, o, path, "code", &c) || !get_str(ld, o, path, "severity", &s) ||
         !get_str(ld, o, path, "message", &m))
@@ -704,20 +1063,21 @@ static bool check_consistency(Ld *ld, Plan *p) {
 Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *spec_path,
                     char **err) {
   Ld ld = {name, NULL};
-  json_error_t je;
-  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  PjDoc doc;
   *err = NULL;
-  if (!root) {
-    fail(&ld, "line %d column %d: not a valid plan (JSON: %s)%s", je.line, je.column, je.text,
+  if (!pj_parse(&doc, text, len)) {
+    fail(&ld, "line %d column %d: not a valid plan (JSON: %s)%s", doc.line, doc.col, doc.err,
          len == 0 ? "; the file is empty" : "");
+    pj_free(&doc);
     *err = ld.err;
     return NULL;
   }
+  PjV *root = &doc.v[0];
   Plan *p = rp_calloc(1, sizeof *p);
   p->path = rp_strdup(name);
   bool ok = false;
   const char *fmt, *comp, *sha;
-  if (!json_is_object(root)) {
+  if (!pj_is_object(root)) {
     fail(&ld, "expected a JSON object at the top, got %s", jtype(root));
     goto done;
   }
@@ -736,14 +1096,14 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
     goto done;
   }
   memcpy(p->spec_sha256, sha, 65);
-  json_t *node = json_object_get(root, "node");
+  PjV *node = pj_object_get(root, "node");
   if (node) {
-    if (!json_is_integer(node) || json_integer_value(node) < 0) {
+    if (!pj_is_integer(node) || pj_integer_value(node) < 0) {
       fail(&ld, "node: expected a node number, got %s", jtype(node));
       goto done;
     }
     p->partial = true;
-    p->partial_node = (int32_t)json_integer_value(node);
+    p->partial_node = (int32_t)pj_integer_value(node);
   }
   if (!get_int(&ld, root, "", "world_size", 1, INT32_MAX, &p->world_size)) goto done;
   if (!load_nodes(&ld, p, root) || !load_pools(&ld, p, root) || !load_ranks(&ld, p, root) ||
@@ -770,7 +1130,7 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
   }
   ok = check_consistency(&ld, p);
 done:
-  json_decref(root);
+  pj_free(&doc);
   if (!ok) {
     plan_free(p);
     *err = ld.err ? ld.err : rp_sprintf("%s: invalid plan", name);

@@ -226,6 +226,54 @@ static void test_errors(void) {
   /* two ranks on one GPU */
   expect_error(t, "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":1,",
                "{\"rank\":1,\"node\":0,\"local_rank\":1,\"device\":0,", "node 0 device 0 is used by rank 0 too");
+  /* the JSON reader: duplicate keys, nesting, integers past int64 */
+  expect_error(t, "\"world_size\": 16", "\"world_size\": 16, \"world_size\": 16", "duplicate object key");
+  expect_error(t, "\"world_size\": 16", "\"world_size\": 99999999999999999999", "integer out of range");
+  expect_error(t, "\"world_size\": 16", "\"world_size\": 16.0", "world_size: expected an integer, got a number with a fraction");
+  expect_error(t, "\"estimates\": null", "\"estimates\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+               "nesting too deep");
+  expect_error(t, "\"estimates\": null", "\"estimates\": nul", "invalid token");
+  expect_error(t, "\"format\"", "\"form\\qat\"", "invalid escape in a string");
+  /* escapes decode to UTF-8; numbers with exponents are read */
+  {
+    char *a = replace1(t, "\"name\":\"decode\"", "\"name\":\"d\\u00e9code\\ud83d\\ude00\"");
+    char *b = a ? replace1(a, "\"estimates\": null", "\"estimates\": {\"ttft_ms\": 1.5e2, \"tpot_ms\": 20, "
+                                                    "\"throughput_tok_s\": 1E3, \"goodput_tok_s_per_gpu\": 0.25}")
+              : NULL;
+    /* every rank and group of the pool names it too */
+    StrBuf sb;
+    sb_init(&sb);
+    for (const char *q = b; q && *q;) {
+      const char *at = strstr(q, "\"decode\"");
+      if (!at) {
+        sb_puts(&sb, q);
+        break;
+      }
+      sb_putn(&sb, q, (size_t)(at - q));
+      sb_puts(&sb, "\"d\\u00e9code\\ud83d\\ude00\"");
+      q = at + strlen("\"decode\"");
+    }
+    char *c2 = replace1(sb.buf, "\"role\":\"d\\u00e9code\\ud83d\\ude00\"", "\"role\":\"decode\"");
+    char *c3 = c2 ? replace1(c2, "\"d\\u00e9code\\ud83d\\ude00\":", "\"decode\":") : NULL;
+    sb_free(&sb);
+    sb_init(&sb);
+    if (c3) sb_puts(&sb, c3);
+    free(c2);
+    free(c3);
+    p = plan_load_mem("plan.json", sb.buf, sb.len, NULL, &err);
+    T_CHECK(p != NULL);
+    if (p) {
+      T_EQ_STR(p->pools[1].name, "d\xc3\xa9" "code\xf0\x9f\x98\x80");
+      T_CHECK(p->has_estimates && p->ttft_ms == 150.0 && p->throughput_tok_s == 1000.0);
+    } else {
+      fprintf(stderr, "  %s\n", err);
+      free(err);
+    }
+    plan_free(p);
+    sb_free(&sb);
+    free(a);
+    free(b);
+  }
   /* a rank missing from its node's list */
   expect_error(t, "\"ranks\":[0,1,2,3,4,5,6,7]}", "\"ranks\":[0,1,2,3,4,5,6]}",
                "nodes: the nodes list 15 ranks, expected the 16 of ranks[]");
