@@ -789,11 +789,24 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
   /* Every launcher joins before any rank starts. */
   for (int n = 0; n < plan->nnodes; n++) {
     snprintf(key, sizeof key, "node/%d", n);
+    /* Short waits, so that a SIGTERM during the join is seen at once. */
     char *v = NULL;
-    double left = join_deadline - rt_now();
-    r = rt_store_wait(&L.st, key, left > 0 ? left : 0, &v, NULL);
+    do {
+      double left = join_deadline - rt_now();
+      r = rt_store_wait(&L.st, key, left > 0.25 ? 0.25 : (left > 0 ? left : 0),
+                        &v, NULL);
+    } while (r == RT_ERR_TIMEOUT && rt_now() < join_deadline && !got_signal);
     free(v);
     if (r == RT_OK) L.joined++;
+    if (got_signal && r != RT_OK) {
+      char *why = rp_sprintf("launcher of node %d received signal %d while "
+                             "waiting for node %d to join", o->node,
+                             (int)got_signal, n);
+      set_fail(&L, -1, o->node, -1, (int)got_signal, why);
+      free(why);
+      publish_fail(&L);
+      return finish(&L, srv, t0);
+    }
     if (r != RT_OK) {
       char *why = rp_sprintf("node %d never joined the rendezvous within "
                              "%.1f s", n, o->timeout);

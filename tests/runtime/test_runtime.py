@@ -304,6 +304,16 @@ check(rc == 3 and f.get("node") == 1 and "never joined" in f.get("reason", ""),
       "missing node 1: node 0 exits 3 naming node 1", (rc, f, l.stderr()))
 check(2.0 <= l.elapsed <= 4.5, f"missing node 1: fails at the 3 s join timeout, within 1 s ({l.elapsed:.2f} s)")
 
+# SIGTERM while waiting for a node that never comes: the launcher stops at once.
+l = Launcher(small, 0, free_port(), "--timeout", "30")
+time.sleep(1.0)
+t0 = time.monotonic()
+l.p.send_signal(signal.SIGTERM)
+rc = l.wait(30)
+f = (l.load_report() or {}).get("first_failure") or {}
+check(rc == 3 and time.monotonic() - t0 < 3.0 and f.get("signal") == 15,
+      "sigterm during the join: exit 3 at once, not at the join timeout", (rc, f))
+
 # --- port already in use ----------------------------------------------------------------
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
