@@ -153,8 +153,9 @@ int cmd_compile(int argc, char **argv) {
   if (spec && !diags_failed(&d)) validate_spec(&d, spec);
   if (spec && !diags_failed(&d)) {
     if (spec->deployment.mode.v == MODE_SEARCH && spec->deployment.npools == 0) {
-      diag_at(&d, DIAG_E0117, spec->deployment.loc,
-              "`compile` needs pools, got a search spec without any");
+      Diag *g = diag_at(&d, DIAG_E0310, spec->deployment.loc,
+                        "`compile` needs pools, got a search spec without any");
+      diag_help(g, "run `rankplan search` on it, or write the pools under `deployment.pools`");
     } else {
       L = lay_build(&d, spec, NULL);
     }
