@@ -206,10 +206,8 @@ try:
          .replace("order: tp-cp-ep-dp-pp", "order: pp-tp-cp-ep-dp"),
          "E0322", "spans scale-up domains"),
     ]
-    ds = open(os.path.join(EX, "deepseek-v3-1024.yaml")).read()
-    cases.append(("search-spec-without-pools",
-                  ds.replace("  mode: disaggregated", "  mode: search")[: ds.index("  pools:")],
-                  "E0310", "`compile` needs pools"))
+    ds = open(os.path.join(EX, "deepseek-v3-1024.yaml")).read().replace("  mode: disaggregated", "  mode: search")
+    cases.append(("search-spec-without-pools", ds[: ds.index("  pools:")], "E0310", "`compile` needs pools"))
     for what, text, code, msg in cases:
         path = os.path.join(tmp, what + ".yaml")
         open(path, "w").write(text)
