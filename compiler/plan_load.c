@@ -556,6 +556,9 @@ static bool load_nodes(Ld *ld, Plan *p, PjV *root) {
     if (!p->partial && id != (int64_t)i)
       return fail(ld, "%s.node: expected %zu (nodes are listed in order), got %lld", path, i,
                   (long long)id);
+    if (p->partial && (p->nnodes != 1 || id != p->partial_node))
+      return fail(ld, "%s.node: a node file lists only its node %d, got node %lld of %zu", path,
+                  p->partial_node, (long long)id, p->nnodes);
     if (!get_int(ld, n, path, "gpus", 1, INT32_MAX, &gpus)) return false;
     PjV *r = field(ld, n, path, "ranks", PJ_ARRAY);
     if (!r) return false;
