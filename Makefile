@@ -2,6 +2,7 @@
 # (Debian packages, when run as root), configure, build and run.
 BUILD    ?= build
 ASAN     ?= build-asan
+CLANG    ?= build-clang
 FUZZ     ?= build-fuzz
 MESON    ?= meson
 DEMO_SPEC ?= plans/examples/llama-3.1-70b-pd.yaml
@@ -20,10 +21,14 @@ deps:
 	@./scripts/deps.sh $(DEB_PKGS)
 
 $(BUILD)/build.ninja:
-	$(MESON) setup $(BUILD) --buildtype=debugoptimized
+	$(MESON) setup $(BUILD) --buildtype=debugoptimized -Dwerror=true
 
 $(ASAN)/build.ninja:
-	$(MESON) setup $(ASAN) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+	$(MESON) setup $(ASAN) --buildtype=debug -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+
+# A second compiler keeps the code portable: clang must build it without a warning too.
+$(CLANG)/build.ninja:
+	CC=clang $(MESON) setup $(CLANG) --buildtype=debugoptimized -Dwerror=true
 
 setup: deps $(BUILD)/build.ninja
 
@@ -33,7 +38,8 @@ build: setup
 demo: build
 	@./scripts/demo.sh $(BUILD) $(DEMO_SPEC)
 
-test: deps $(BUILD)/build.ninja $(ASAN)/build.ninja
+test: deps $(BUILD)/build.ninja $(ASAN)/build.ninja $(CLANG)/build.ninja
+	$(MESON) compile -C $(CLANG)
 	$(MESON) compile -C $(BUILD)
 	$(MESON) test -C $(BUILD) --print-errorlogs
 	$(MESON) compile -C $(ASAN)
@@ -55,4 +61,4 @@ goldens: build
 	python3 tests/golden/run.py --update
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(FUZZ)
+	rm -rf $(BUILD) $(ASAN) $(CLANG) $(FUZZ)

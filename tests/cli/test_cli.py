@@ -89,4 +89,36 @@ with tempfile.TemporaryDirectory() as d:
     check(len(j["diagnostics"]) == 200 and j["not_shown"] + 200 == j["errors"] + j["warnings"],
           "json output counts the diagnostics not shown")
 
+def run_tty(args, env_extra):
+    """Runs rankplan with stdout and stderr on a pseudo-terminal; returns
+    what it printed there."""
+    import pty
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    env.update(env_extra)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(RP, [RP, *args], env)
+    chunks = []
+    while True:
+        try:
+            b = os.read(fd, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+with tempfile.TemporaryDirectory() as d:
+    bad = os.path.join(d, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("version: 1\nmodle: {}\n")
+    out = run_tty(["check", bad], {})
+    check("\033[" in out and "error[E0101]" in out, "colour on a TTY")
+    out = run_tty(["check", bad], {"NO_COLOR": "1"})
+    check("\033[" not in out and "error[E0101]" in out, "no colour on a TTY with NO_COLOR")
+
 sys.exit(1 if fails else 0)
