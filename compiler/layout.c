@@ -352,6 +352,7 @@ Layout *lay_build(Diags *d, const Spec *s, const LayWeights *w) {
   const DeploymentSpec *dep = &s->deployment;
   Layout *L = rp_calloc(1, sizeof *L);
   L->nodes = s->hardware.nodes.v;
+  L->nodes_loc = s->hardware.nodes.set ? s->hardware.nodes.loc : s->hardware.loc;
   L->gpus_per_node = s->hardware.gpus_per_node.v;
   L->domain = s->hardware.scale_up.domain.set && s->hardware.scale_up.domain.v > 0
                   ? s->hardware.scale_up.domain.v

@@ -139,6 +139,7 @@ typedef struct Layout {
   int64_t nmembers;
   int32_t *members;
   bool placed;
+  SrcLoc nodes_loc;         /* hardware.nodes, where idle-GPU warnings point */
 } Layout;
 
 /* Builds ranks, coordinates, groups and layer partitions from a valid

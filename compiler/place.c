@@ -125,7 +125,7 @@ bool lay_place_set(Diags *d, Layout *L, const int32_t *node, const int32_t *gpu,
   L->placed = true;
   int64_t ngpus = L->nodes * L->gpus_per_node;
   if (L->nranks < ngpus) {
-    Diag *g = diag_at(d, DIAG_W0301, origin, "the plan leaves %lld of the cluster's %lld GPUs unused",
+    Diag *g = diag_at(d, DIAG_W0301, L->nodes_loc, "the plan leaves %lld of the cluster's %lld GPUs unused",
                       (long long)(ngpus - L->nranks), (long long)ngpus);
     diag_help(g, "add replicas to a pool, or lower hardware.nodes");
   }
