@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,15 +39,30 @@
 
 #define HOST_MAGIC 0x524b5255u /* "RKRU" */
 
-#define RING_BYTES ((uint64_t)1 << 20)
+/* Bytes of one ring. Large enough for a sender to run several KV messages
+ * (a layer group, 512 KiB to a few MiB) ahead of its receiver, so that it
+ * seldom waits for room while the receiver unpacks or verifies; the pages
+ * are reserved and mapped up front (posix_fallocate, MAP_POPULATE) so that
+ * no page fault lands inside a transfer and a full /dev/shm shows at
+ * creation (that pair then stays on TCP), not as SIGBUS later. Cost: this
+ * much shared memory per ordered same-node pair that shares a group. */
+#define RING_BYTES ((uint64_t)8 << 20)
 
 /* One direction of a same-host pair. head and tail count bytes since the
- * start; they live on separate cache lines. */
+ * start; they live on separate cache lines. A side that finds nothing to do
+ * sleeps on a futex word of the ring (hseq for the consumer waiting for
+ * data, tseq for the producer waiting for room) after raising its wait
+ * flag; the other side bumps the word after every move and wakes it only
+ * when the flag is up, so a busy pair makes no system calls. */
 typedef struct {
   _Atomic uint64_t head; /* written by the producer */
   char pad1[56];
   _Atomic uint64_t tail; /* written by the consumer */
   char pad2[56];
+  _Atomic uint32_t hseq, hwait; /* producer bumps, consumer sleeps */
+  char pad3[56];
+  _Atomic uint32_t tseq, twait; /* consumer bumps, producer sleeps */
+  char pad4[56];
   unsigned char data[];
 } Ring;
 
@@ -77,12 +94,14 @@ static bool shm_wanted(void) {
 static Ring *ring_map(const char *name, bool create) {
   int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
   if (fd < 0) return NULL;
-  if (create && ftruncate(fd, (off_t)ring_size()) != 0) {
+  if (create && (ftruncate(fd, (off_t)ring_size()) != 0 ||
+                 posix_fallocate(fd, 0, (off_t)ring_size()) != 0)) {
     close(fd);
     shm_unlink(name);
     return NULL;
   }
-  void *p = mmap(NULL, ring_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *p = mmap(NULL, ring_size(), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     if (create) shm_unlink(name);
@@ -311,6 +330,29 @@ static bool tcp_gone(int fd) {
   return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
+/* Sleeps on futex word w while it still holds v, for at most ms
+ * milliseconds. Shared (not private) futex: the word lives in a mapping
+ * two processes share. Early returns (EAGAIN, EINTR) are fine: the caller
+ * re-checks the ring. */
+static void futex_wait(_Atomic uint32_t *w, uint32_t v, int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, v, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w) {
+  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* After a move: bump the word the other side may sleep on and wake it if
+ * its flag is up. The bump is a sequentially consistent read-modify-write
+ * after the head/tail store, and the sleeper raises its flag before it
+ * reads the word and re-checks head/tail, so either the sleeper sees the
+ * move or the mover sees the flag. */
+static void ring_signal(_Atomic uint32_t *seq, _Atomic uint32_t *wait) {
+  atomic_fetch_add(seq, 1);
+  if (atomic_load(wait)) futex_wake(seq);
+}
+
 static size_t ring_put(Ring *g, const unsigned char *src, size_t n) {
   uint64_t head = atomic_load_explicit(&g->head, memory_order_relaxed);
   uint64_t tail = atomic_load_explicit(&g->tail, memory_order_acquire);
@@ -322,6 +364,7 @@ static size_t ring_put(Ring *g, const unsigned char *src, size_t n) {
   memcpy(g->data + off, src, first);
   memcpy(g->data, src + first, n - first);
   atomic_store_explicit(&g->head, head + n, memory_order_release);
+  ring_signal(&g->hseq, &g->hwait);
   return n;
 }
 
@@ -336,7 +379,27 @@ static size_t ring_get(Ring *g, unsigned char *dst, size_t n) {
   memcpy(dst, g->data + off, first);
   memcpy(dst + first, g->data, n - first);
   atomic_store_explicit(&g->tail, tail + n, memory_order_release);
+  ring_signal(&g->tseq, &g->twait);
   return n;
+}
+
+/* Waits until ring g has data (want_data) or room, or ms milliseconds
+ * pass: a short spin (the peer is often mid-copy on another core), then a
+ * futex sleep that gives the core away, which matters when ranks
+ * outnumber cores. */
+static void ring_wait(Ring *g, bool want_data, int ms) {
+  _Atomic uint32_t *seq = want_data ? &g->hseq : &g->tseq;
+  _Atomic uint32_t *flag = want_data ? &g->hwait : &g->twait;
+  for (int i = 0; i < 200; i++) {
+    uint64_t used = atomic_load_explicit(&g->head, memory_order_acquire) -
+                    atomic_load_explicit(&g->tail, memory_order_acquire);
+    if (want_data ? used > 0 : used < RING_BYTES) return;
+  }
+  atomic_store(flag, 1);
+  uint32_t v = atomic_load(seq);
+  uint64_t used = atomic_load(&g->head) - atomic_load(&g->tail);
+  if (want_data ? used == 0 : used == RING_BYTES) futex_wait(seq, v, ms);
+  atomic_store(flag, 0);
 }
 
 /* Sends sn bytes to rank `to` while receiving rn bytes from rank `from`
@@ -387,8 +450,13 @@ static RtResult chan_sendrecv(HostState *hs, int to, const void *sbuf,
       continue;
     }
     /* Nothing moved: check the peers are alive and the deadline, then
-     * yield the core (spin briefly first: the peer is usually running). */
-    if (++idle % 64 == 0) {
+     * wait. A lone ring direction (point-to-point on a same-node pair, the
+     * KV path) sleeps on the ring's futex, 10 ms at most so that a dead
+     * peer is still noticed; a mix of directions or of ring and TCP has no
+     * single thing to sleep on, so it yields, then sleeps 20 us. */
+    bool lone_tx = so < sn && tx && ro >= rn, lone_rx = ro < rn && rx && so >= sn;
+    bool lone = lone_tx || lone_rx;
+    if (++idle % 64 == 0 || (lone && idle > 1)) {
       if ((so < sn && tx && tcp_gone(hs->fd[to])) ||
           (ro < rn && rx && tcp_gone(hs->fd[from])))
         return rt_err(RT_ERR_CLOSED, "peer closed the connection");
@@ -397,7 +465,9 @@ static RtResult chan_sendrecv(HostState *hs, int to, const void *sbuf,
                       "peer did not answer in time (%zu of %zu bytes sent, %zu "
                       "of %zu received)", so, sn, ro, rn);
     }
-    if (idle < 256) {
+    if (lone) {
+      ring_wait(lone_tx ? tx : rx, lone_rx, 10);
+    } else if (idle < 256) {
       sched_yield();
     } else {
       struct timespec ts = {0, 20000};
