@@ -1,20 +1,30 @@
 /*
- * cmd_compile.c: `rankplan compile SPEC -o PLAN`, the pipeline end to end.
+ * cmd_compile.c: `rankplan compile SPEC -o PLAN`, the pipeline end to end
+ * (compile.h).
  *
+ * Input: a spec file. Output: the plan file (docs/plan.md), or diagnostics.
  * parse → validate → layout (rank generator, layer partition, or the
- * spec's layer_partition hook) → placement
- * (default, or the spec's Lua placement hook, validated either way) →
- * memory ledger → KV reshard maps → emit. Nothing is written unless every stage succeeded:
- * with any error the command prints the diagnostics and exits 1, and an
- * existing plan at PLAN stays as it was. Files are written atomically.
+ * spec's layer_partition hook) → placement (default, or the spec's Lua
+ * placement hook, validated either way) → the expert_placement hook (MoE
+ * pools: an expert -> ep rank map with hot-expert replicas) → memory
+ * ledger (counting those replicas) → KV reshard maps → estimates (cost
+ * model) → emit.
+ * Invariants: nothing is written unless every stage succeeded: with any
+ * error the command prints the diagnostics and exits 1, and an existing
+ * plan at PLAN stays as it was. Files are written atomically. The same
+ * stages run for `rankplan search -o` through compile_spec_to_plan().
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "compile.h"
+#include "cost.h"
 #include "hooks.h"
 #include "layout.h"
+#include "model.h"
 #include "reshard.h"
 #include "spec.h"
 #include "validate.h"
@@ -116,6 +126,267 @@ static bool place(Diags *d, const Spec *spec, Layout *L) {
   return ok && !diags_failed(d);
 }
 
+/* Runs the expert_placement hook for every pool of a MoE model when the
+ * spec names one, and stores each pool's map in the layout (LayPool
+ * expert_map), where lay_memory counts the replicas' weights and emit
+ * writes the map. The hook checked its result (hooks.h); the layout checks
+ * the map's shape again. */
+static bool hook_experts(Diags *d, const Spec *spec, Layout *L) {
+  if (!spec->deployment.hooks.expert_placement.set || !model_is_moe(&spec->model)) return true;
+  HookEnv env;
+  hook_env_init(&env, d);
+  hook_env_from_spec(&env, d, spec);
+  bool ok = !diags_failed(d);
+  if (ok && hook_env_has(&env, HOOK_EXPERT_PLACEMENT)) {
+    HookCtx ctx;
+    ok = hook_ctx_build(&ctx, spec, d);
+    for (size_t p = 0; ok && p < L->npools; p++) {
+      HookExpertMap m;
+      memset(&m, 0, sizeof m);
+      ok = hook_run_expert_placement(&env, &ctx, p, &m, d);
+      if (ok)
+        lay_set_expert_map(L, p, m.experts, m.ep, m.slots_per_rank, m.offsets, m.ranks);
+      hook_expert_map_free(&m);
+    }
+    hook_ctx_free(&ctx); /* safe after a failed build: it left ctx empty */
+  }
+  hook_env_free(&env);
+  return ok && !diags_failed(d);
+}
+
+Layout *compile_layout(const Spec *spec, Diags *d) {
+  if (!spec || diags_failed(d)) return NULL;
+  validate_spec(d, spec);
+  if (diags_failed(d)) return NULL;
+  if (spec->deployment.mode.v == MODE_SEARCH && spec->deployment.npools == 0) {
+    Diag *g = diag_at(d, DIAG_E0310, spec->deployment.loc,
+                      "`compile` needs pools, got a search spec without any");
+    diag_help(g, "run `rankplan search` on it, or write the pools under `deployment.pools`");
+    return NULL;
+  }
+  Layout *L = lay_build(d, spec, NULL);
+  if (L && !diags_failed(d)) hook_partitions(d, spec, L);
+  if (L && !diags_failed(d)) place(d, spec, L);
+  if (L && !diags_failed(d)) hook_experts(d, spec, L);
+  if (L && !diags_failed(d)) lay_memory(d, spec, L);
+  if (L && !diags_failed(d)) {
+    /* KV reshard maps between prefill and decode pools: errors stop the
+     * compile, warnings go into the plan. emit writes the maps. */
+    RsPlan rsp;
+    if (rs_plan_build(d, spec, L, &rsp)) rs_plan_free(&rsp);
+  }
+  if (L && diags_failed(d)) {
+    lay_free(L);
+    L = NULL;
+  }
+  return L;
+}
+
+/* ---- estimates ------------------------------------------------------------ */
+
+static CostLayout cost_layout_of(const LayPool *P) {
+  CostLayout c = {P->size[CO_TP], P->size[CO_PP], P->size[CO_CP], P->size[CO_DP],
+                  P->size[CO_EP], P->size[CO_ETP], P->size[CO_DCP]};
+  return c;
+}
+
+/* The mean context of a decode step: the whole prompt and half the output,
+ * as the search assumes. */
+static double est_ctx(const CostModel *m) { return (double)m->tin + (double)m->tout / 2.0; }
+
+/* The decode batch of one instance: the largest B up to the KV memory and
+ * the batch cap whose step meets the TPOT SLO (1 when none does). 0 when
+ * not even one request fits in KV memory. */
+static int64_t est_decode_batch(const CostModel *m, const CostLayout *l) {
+  int64_t bmem = cost_batch_memory(m, l);
+  int64_t cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
+  int64_t hi = bmem < cap ? bmem : cap;
+  if (hi < 1) return 0;
+  CostDecode dc;
+  if (!cost_decode_step(m, l, 1, est_ctx(m), &dc) || dc.tpot > m->slo_tpot) return 1;
+  int64_t lo = 1;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (cost_decode_step(m, l, mid, est_ctx(m), &dc) && dc.tpot <= m->slo_tpot) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* One prefill pool (x instances) and one decode pool (y instances), as
+ * search.c's pair evaluation with the instance counts fixed by the spec. */
+static bool est_disagg(const CostModel *m, double rho, const LayPool *Pp, const LayPool *Pd,
+                       PlanEstimates *e, const char **why) {
+  CostLayout P = cost_layout_of(Pp), D = cost_layout_of(Pd);
+  double x = (double)Pp->replicas, y = (double)Pd->replicas;
+  CostPrefill pre;
+  if (!cost_prefill(m, &P, &pre) || !(pre.mu > 0)) {
+    *why = "the cost model cannot evaluate the prefill pool";
+    return false;
+  }
+  int64_t B = est_decode_batch(m, &D);
+  CostDecode dc;
+  if (B < 1 || !cost_decode_step(m, &D, B, est_ctx(m), &dc) || !(dc.tpot > 0)) {
+    *why = "not one request fits the decode pool's KV memory";
+    return false;
+  }
+  double tkv = cost_kv_transfer(m, &P, &D);
+  double rt = cost_md1_max_rho(pre.mu, m->slo_ttft - pre.latency - tkv);
+  double rho_p = rt > 0 && rt < rho ? rt : rho;
+  double rd = rho * (double)B / dc.tpot / (double)m->tout; /* req/s per decode instance */
+  double served = fmin(x * rho_p * pre.mu, y * rd);
+  if (m->rate > 0 && m->rate < served) served = m->rate;
+  /* Little's law: each decode instance holds served/y * tout * TPOT
+   * requests; at a smaller batch than B the step is shorter. */
+  double tpot = dc.tpot;
+  int64_t bl = (int64_t)ceil(served / y * (double)m->tout * dc.tpot);
+  if (bl < 1) bl = 1;
+  CostDecode dl;
+  if (bl < B && cost_decode_step(m, &D, bl, est_ctx(m), &dl)) tpot = dl.tpot;
+  double util = served / (x * pre.mu);
+  e->ttft_ms = (cost_md1_wait(util, pre.mu) + pre.latency + tkv) * 1e3;
+  e->tpot_ms = tpot * 1e3;
+  e->throughput_tok_s = served * (double)m->tout;
+  return true;
+}
+
+/* One pool of role both (x instances), as search.c's aggregated
+ * evaluation: prefills and decode steps alternate on each instance. */
+static bool est_agg(const CostModel *m, double rho, const LayPool *Pa, PlanEstimates *e,
+                    const char **why) {
+  CostLayout A = cost_layout_of(Pa);
+  double x = (double)Pa->replicas;
+  CostPrefill pre;
+  if (!cost_prefill(m, &A, &pre) || !(pre.mu > 0)) {
+    *why = "the cost model cannot evaluate the pool";
+    return false;
+  }
+  int64_t bmem = cost_batch_memory(m, &A);
+  int64_t cap = A.dp * A.pp * (int64_t)m->k.max_batch_per_dp;
+  int64_t hi = bmem < cap ? bmem : cap;
+  if (hi < 1) {
+    *why = "not one request fits the pool's KV memory";
+    return false;
+  }
+  /* For batch B: capacity rcap = 1 / (1/mu_p + tout / (B / tpot)), load
+   * rho_a = min(headroom, the M/D/1 rho meeting TTFT), decode steps
+   * stretched by the prefill share. The largest B meeting TPOT wins (1
+   * when none does). */
+  int64_t best = 1;
+  for (int64_t lo = 1, top = hi; lo <= top;) {
+    int64_t mid = lo + (top - lo) / 2;
+    CostDecode dc;
+    bool good = false;
+    if (cost_decode_step(m, &A, mid, est_ctx(m), &dc) && dc.tpot > 0) {
+      double rcap = 1.0 / (1.0 / pre.mu + (double)m->tout * dc.tpot / (double)mid);
+      double rt = cost_md1_max_rho(rcap, m->slo_ttft - pre.latency);
+      double ra = rt < rho ? rt : rho;
+      double up = ra * rcap / pre.mu;
+      good = ra > 0 && up < 1.0 && dc.tpot / (1.0 - up) <= m->slo_tpot;
+    }
+    if (good) {
+      best = mid;
+      lo = mid + 1;
+    } else {
+      top = mid - 1;
+    }
+  }
+  CostDecode dc;
+  if (!cost_decode_step(m, &A, best, est_ctx(m), &dc) || !(dc.tpot > 0)) {
+    *why = "the cost model cannot evaluate the pool's decode step";
+    return false;
+  }
+  double rcap = 1.0 / (1.0 / pre.mu + (double)m->tout * dc.tpot / (double)best);
+  double rt = cost_md1_max_rho(rcap, m->slo_ttft - pre.latency);
+  double ra = rt > 0 && rt < rho ? rt : rho;
+  double served = x * ra * rcap;
+  if (m->rate > 0 && m->rate < served) served = m->rate;
+  double util = served / (x * rcap);
+  double up = util * rcap / pre.mu;
+  e->ttft_ms = (cost_md1_wait(util, rcap) + pre.latency) * 1e3;
+  e->tpot_ms = dc.tpot / (1.0 - up) * 1e3;
+  e->throughput_tok_s = served * (double)m->tout;
+  return true;
+}
+
+bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
+                       PlanEstimates *est, const char **why) {
+  memset(est, 0, sizeof *est);
+  *why = NULL;
+  if (spec->workload.input_tokens.v <= 0 || spec->workload.output_tokens.v <= 0) {
+    *why = "the spec gives no workload input_tokens and output_tokens";
+    return false;
+  }
+  if (!(spec->slo.ttft.v > 0) || !(spec->slo.tpot.v > 0)) {
+    *why = "the spec gives no slo ttft and tpot";
+    return false;
+  }
+  const LayPool *both = NULL, *pre = NULL, *dec = NULL;
+  size_t nboth = 0, npre = 0, ndec = 0;
+  for (size_t p = 0; p < L->npools; p++) {
+    const LayPool *P = &L->pools[p];
+    if (P->role == ROLE_BOTH) both = P, nboth++;
+    else if (P->role == ROLE_PREFILL) pre = P, npre++;
+    else if (P->role == ROLE_DECODE) dec = P, ndec++;
+  }
+  bool agg = nboth == 1 && npre == 0 && ndec == 0;
+  if (!agg && !(nboth == 0 && npre == 1 && ndec == 1)) {
+    *why = "the estimates cover one `both` pool or one prefill and one decode pool";
+    return false;
+  }
+  CostConsts kd;
+  if (!k) {
+    cost_consts_default(&kd);
+    k = &kd;
+  }
+  /* The cost model reports what it lacks; estimates are optional, so its
+   * diagnostics go to a scratch list and only the fact is kept. */
+  Diags scratch;
+  diags_init(&scratch);
+  CostModel m;
+  bool ok = cost_model_init(&scratch, spec, k, &m) && !diags_failed(&scratch);
+  diags_free(&scratch);
+  if (!ok) {
+    *why = "the cost model lacks a hardware figure or overflows";
+    return false;
+  }
+  double rho = spec->search.headroom.v > 0 && spec->search.headroom.v < 1 ? spec->search.headroom.v : 0.9;
+  PlanEstimates e = {0};
+  ok = agg ? est_agg(&m, rho, both, &e, why) : est_disagg(&m, rho, pre, dec, &e, why);
+  if (!ok) return false;
+  if (!isfinite(e.ttft_ms) || !isfinite(e.tpot_ms) || !isfinite(e.throughput_tok_s) ||
+      e.ttft_ms < 0 || e.tpot_ms < 0 || e.throughput_tok_s < 0) {
+    *why = "the cost model gives no finite figure for this layout";
+    return false;
+  }
+  /* Goodput counts the served tokens only when both SLOs hold (the
+   * search's rule, with the same tolerance for rounding). */
+  bool meets = e.ttft_ms <= m.slo_ttft * 1e3 * (1 + 1e-9) && e.tpot_ms <= m.slo_tpot * 1e3 * (1 + 1e-9);
+  e.goodput_tok_s_per_gpu = meets && L->world_size > 0 ? e.throughput_tok_s / (double)L->world_size : 0.0;
+  e.has = true;
+  *est = e;
+  return true;
+}
+
+/* ---- the whole pipeline --------------------------------------------------- */
+
+int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char **what,
+                         int *werr) {
+  *what = NULL;
+  *werr = 0;
+  Layout *L = compile_layout(spec, d);
+  if (!L) return RP_EXIT_INPUT;
+  PlanEstimates est = {0};
+  const char *why = NULL;
+  if (o->estimates) est = *o->estimates;
+  else compile_estimates(spec, L, o->consts, &est, &why);
+  int rc = RP_EXIT_OK;
+  *werr = emit_plan_files(d, spec, L, &est, o->out, o->split_dir, what);
+  if (*werr) rc = RP_EXIT_USAGE;
+  lay_free(L);
+  return rc;
+}
+
 int cmd_compile(int argc, char **argv) {
   const char *path = NULL, *out = NULL, *split = NULL, *fmt_s = "text", *catalog = NULL;
   for (int i = 1; i < argc; i++) {
@@ -149,45 +420,19 @@ int cmd_compile(int argc, char **argv) {
   bool unreadable = false;
   for (size_t i = 0; i < d.list.len; i++)
     if (d.list.items[i]->code == DIAG_E0001) unreadable = true;
-  Layout *L = NULL;
-  if (spec && !diags_failed(&d)) validate_spec(&d, spec);
-  if (spec && !diags_failed(&d)) {
-    if (spec->deployment.mode.v == MODE_SEARCH && spec->deployment.npools == 0) {
-      Diag *g = diag_at(&d, DIAG_E0310, spec->deployment.loc,
-                        "`compile` needs pools, got a search spec without any");
-      diag_help(g, "run `rankplan search` on it, or write the pools under `deployment.pools`");
-    } else {
-      L = lay_build(&d, spec, NULL);
-    }
-  }
-  if (L && !diags_failed(&d)) hook_partitions(&d, spec, L);
-  if (L && !diags_failed(&d)) place(&d, spec, L);
-  if (L && !diags_failed(&d)) lay_memory(&d, spec, L);
-  if (L && !diags_failed(&d)) {
-    /* KV reshard maps between prefill and decode pools: errors stop the
-     * compile, warnings go into the plan. emit writes the maps. */
-    RsPlan rsp;
-    if (rs_plan_build(&d, spec, L, &rsp)) rs_plan_free(&rsp);
-  }
-
-  int rc = RP_EXIT_OK;
-  if (unreadable) rc = RP_EXIT_USAGE;
-  else if (!spec || diags_failed(&d)) rc = RP_EXIT_INPUT;
+  int rc = RP_EXIT_INPUT;
   char *what = NULL;
   int werr = 0;
-  if (rc == RP_EXIT_OK) {
-    PlanEstimates est = {0};
-    werr = emit_plan_files(&d, spec, L, &est, out, split, &what);
+  if (spec && !diags_failed(&d)) {
+    CompileOpts o = {out, split, NULL, NULL};
+    rc = compile_spec_to_plan(spec, &o, &d, &what, &werr);
   }
+  if (unreadable) rc = RP_EXIT_USAGE;
   FILE *dout = fmt == DIAG_FMT_TEXT ? stderr : stdout;
   if (fmt != DIAG_FMT_TEXT || d.list.len > 0)
     diags_print(&d, dout, fmt, fmt == DIAG_FMT_TEXT && diag_want_color(stderr));
-  if (werr) {
-    fprintf(stderr, "rankplan compile: cannot write `%s`: %s\n", what, strerror(werr));
-    rc = RP_EXIT_USAGE;
-  }
+  if (werr) fprintf(stderr, "rankplan compile: cannot write `%s`: %s\n", what ? what : out, strerror(werr));
   free(what);
-  lay_free(L);
   spec_free(spec);
   diags_free(&d);
   return rc;

@@ -32,6 +32,56 @@
 
 /* ---- memory ledger ----------------------------------------------------- */
 
+/* The ledger of memory.c counts ceil(experts / ep) routed experts per rank.
+ * With an expert_placement map each ep rank holds expert_slots experts
+ * instead: the replicas of hot experts are weights too. This adds the
+ * extra experts' bytes (the ledger's bytes per expert, times the extra
+ * count) to the weights, takes them from the KV pool and recounts the KV
+ * blocks and requests, as memory.c would. The model stage checked the
+ * rules on the ledger without replicas; the same two rules are checked
+ * again here (E0216 weights over budget, E0217 no room for one
+ * max_context request), naming the replicas as the cause. */
+static bool mem__add_replicas(Diags *d, const Spec *s, const LayPool *P, int64_t st,
+                              MemLedger *m) {
+  int64_t base = m->shard.experts;
+  if (base <= 0 || m->w_experts <= 0 || P->expert_slots <= base) return true;
+  CkState ck = {true};
+  /* w_experts = bytes of one expert * experts * moe layers: exact. */
+  int64_t per = m->w_experts / base;
+  int64_t extra = ckm(&ck, per, P->expert_slots - base);
+  m->w_experts = cka(&ck, m->w_experts, extra);
+  m->weights = cka(&ck, m->weights, extra);
+  m->kv_pool = cks(&ck, m->kv_pool, extra);
+  int64_t block_bytes = ckm(&ck, m->kv_block_tokens, m->kv_bytes_per_token);
+  m->kv_blocks = m->kv_pool > 0 && block_bytes > 0 ? m->kv_pool / block_bytes : 0;
+  m->requests_fit = m->request_blocks > 0 ? m->kv_blocks / m->request_blocks : 0;
+  m->max_context_fits = m->kv_blocks >= m->max_context_blocks;
+  const SrcLoc at = s->deployment.hooks.expert_placement.loc;
+  if (!ck.ok) {
+    diag_at(d, DIAG_E0305, at, "the memory ledger of pool `%s` stage %lld overflows with %lld expert replicas",
+            P->name, (long long)st, (long long)(P->expert_slots - base));
+    return false;
+  }
+  if (m->kv_pool < 0) {
+    Diag *g = diag_at(d, DIAG_E0216, at,
+                      "the weights of pool `%s` stage %lld do not fit with the expert_placement replicas: "
+                      "%lld bytes over the usable memory (%lld experts per ep rank, expected at most %lld)",
+                      P->name, (long long)st, (long long)-m->kv_pool, (long long)P->expert_slots,
+                      (long long)base);
+    diag_help(g, "give fewer experts extra replicas, or use a larger ep");
+    return false;
+  }
+  if (!m->max_context_fits && m->max_context_blocks > 0) {
+    Diag *g = diag_at(d, DIAG_E0217, at,
+                      "the KV pool of pool `%s` stage %lld holds %lld blocks with the expert_placement "
+                      "replicas, expected at least %lld (one max_context request)",
+                      P->name, (long long)st, (long long)m->kv_blocks, (long long)m->max_context_blocks);
+    diag_help(g, "give fewer experts extra replicas, or use a larger ep");
+    return false;
+  }
+  return true;
+}
+
 bool lay_memory(Diags *d, const Spec *s, Layout *L) {
   for (size_t p = 0; p < L->npools; p++) {
     LayPool *P = &L->pools[p];
@@ -48,6 +98,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
       MemLedger m;
       memset(&m, 0, sizeof m);
       if (!mem_ledger(s, ps, st, P->layer_partition, &m, d)) return false;
+      if (P->expert_map && !mem__add_replicas(d, s, P, st, &m)) return false;
       int64_t *e = P->mem[st];
       CkState ck = {true};
       e[MEM_WEIGHTS] = m.weights;
@@ -187,7 +238,22 @@ static void emit_pools(StrBuf *sb, const Layout *L) {
       if (i) fb_putc(sb, ',');
       put_i64(sb, P->layer_partition[i]);
     }
-    PUTS("]}");
+    PUTS("]");
+    if (P->expert_map) {
+      PUTS(",\"expert_map\":{\"slots_per_rank\":");
+      put_i64(sb, P->expert_slots);
+      PUTS(",\"ep_ranks\":[");
+      for (int64_t e = 0; e < P->size[CO_EP]; e++) {
+        fb_puts(sb, e ? ",[" : "[");
+        for (int64_t j = 0; j < P->expert_slots; j++) {
+          if (j) fb_putc(sb, ',');
+          put_i64(sb, P->expert_map[e * P->expert_slots + j]);
+        }
+        fb_putc(sb, ']');
+      }
+      PUTS("]}");
+    }
+    PUTS("}");
   }
   fb_puts(sb, L->npools ? "\n  ],\n" : "],\n");
 }

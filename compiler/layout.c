@@ -489,12 +489,37 @@ void lay_free(Layout *L) {
     free(L->pools[p].mem);
     free(L->pools[p].kv_bytes_per_token);
     free(L->pools[p].kv_blocks);
+    free(L->pools[p].expert_map);
   }
   free(L->pools);
   free(L->ranks);
   free(L->groups);
   free(L->members);
   free(L);
+}
+
+void lay_set_expert_map(Layout *L, size_t pool, int64_t experts, int64_t ep, int64_t slots,
+                        const int64_t *offsets, const int64_t *ranks) {
+  RP_ASSERT(pool < L->npools);
+  LayPool *P = &L->pools[pool];
+  RP_ASSERT(ep == P->size[CO_EP] && slots >= 1 && experts >= 1 && slots <= experts);
+  RP_ASSERT(slots <= INT32_MAX / ep && experts <= INT32_MAX);
+  int32_t *map = rp_malloc((size_t)(ep * slots) * sizeof *map);
+  int64_t *used = rp_calloc((size_t)ep, sizeof *used);
+  /* Experts in ascending order, so each rank's list comes out ascending. */
+  for (int64_t e = 0; e < experts; e++) {
+    RP_ASSERT(offsets[e] < offsets[e + 1]);
+    for (int64_t i = offsets[e]; i < offsets[e + 1]; i++) {
+      int64_t r = ranks[i];
+      RP_ASSERT(r >= 0 && r < ep && used[r] < slots);
+      map[r * slots + used[r]++] = (int32_t)e;
+    }
+  }
+  for (int64_t r = 0; r < ep; r++) RP_ASSERT(used[r] == slots);
+  free(used);
+  free(P->expert_map);
+  P->expert_map = map;
+  P->expert_slots = slots;
 }
 
 const LayGroup *lay_rank_group(const Layout *L, int64_t r, GroupKind k) {
@@ -531,7 +556,7 @@ void lay_rank_shards(const Layout *L, const Spec *s, int64_t r, int64_t out[SH__
     out[SH_KV_HEADS][0] = h;
     out[SH_KV_HEADS][1] = h + 1;
   }
-  if (m->moe.present && m->moe.experts.v > 0) {
+  if (m->moe.present && m->moe.experts.v > 0 && !P->expert_map) {
     part(m->moe.experts.v, P->size[CO_EP], R->coords[CO_EP], out[SH_EXPERTS]);
   } else {
     out[SH_EXPERTS][0] = out[SH_EXPERTS][1] = 0;

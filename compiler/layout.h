@@ -109,6 +109,14 @@ typedef struct {
   int64_t (*mem)[MEM__COUNT];
   int64_t *kv_bytes_per_token, *kv_blocks;
   int64_t kv_block_tokens;
+  /* The expert_placement hook's map (lay_set_expert_map), or none
+   * (expert_slots 0, expert_map NULL): ep rank e of every instance and pp
+   * stage holds the routed experts expert_map[e * expert_slots ..
+   * (e + 1) * expert_slots), ascending. Replicas of hot experts make
+   * expert_slots larger than experts / ep; lay_memory counts their
+   * weights. */
+  int64_t expert_slots;
+  int32_t *expert_map;
 } LayPool;
 
 typedef struct {
@@ -157,6 +165,16 @@ LayWeights lay_default_weights(const Spec *s);
 /* The group of kind k holding rank r, or NULL. */
 const LayGroup *lay_rank_group(const Layout *L, int64_t r, GroupKind k);
 
+/* Stores the expert -> ep rank map of pool `pool` (CSR as the
+ * expert_placement hook returns it: expert e on ep ranks
+ * ranks[offsets[e] .. offsets[e+1]), every ep rank holding `slots`
+ * experts) as the per-ep-rank lists of LayPool.expert_map. Checks what any
+ * map must satisfy (ep matches the pool, ranks in [0, ep), each rank holds
+ * exactly `slots` experts, every expert somewhere); an internal error when
+ * it does not, since the hook's result was checked before. */
+void lay_set_expert_map(Layout *L, size_t pool, int64_t experts, int64_t ep, int64_t slots,
+                        const int64_t *offsets, const int64_t *ranks);
+
 /* ---- placement (place.c) ----------------------------------------------- */
 
 /* The default placement: pools in order, each instance on consecutive GPUs
@@ -185,8 +203,9 @@ bool lay_place_set(Diags *d, Layout *L, const int32_t *node,
 /* ---- shards ------------------------------------------------------------ */
 
 /* The [start, end) ranges rank r holds of layers, query heads, KV heads,
- * experts (0,0 without MoE) and vocabulary rows (0,0 off the first and last
- * pp stage). */
+ * experts (0,0 without MoE, and 0,0 when the pool has an expert_map: the
+ * rank then holds the list expert_map gives its ep coordinate) and
+ * vocabulary rows (0,0 off the first and last pp stage). */
 void lay_rank_shards(const Layout *L, const Spec *s, int64_t r,
                      int64_t out[SH__COUNT][2]);
 

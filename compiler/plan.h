@@ -111,6 +111,12 @@ typedef struct {
   int64_t instance_size;     /* tp * cp * dp * pp */
   int64_t first_rank, nranks;
   int64_t *layer_partition;  /* size[CO_PP] entries: layers per pp stage */
+  /* The optional `expert_map` (an expert_placement hook ran): ep rank e of
+   * every instance holds the routed experts expert_map[e * expert_slots ..
+   * (e + 1) * expert_slots), ascending, none twice. expert_slots 0 and
+   * expert_map NULL without one: then ranks' shard.experts says it. */
+  int64_t expert_slots;
+  int32_t *expert_map;
 } PlanPool;
 
 typedef struct {

@@ -584,6 +584,47 @@ static bool load_nodes(Ld *ld, Plan *p, PjV *root) {
   return true;
 }
 
+/* A pool's optional expert_map: {"slots_per_rank": S, "ep_ranks": [...]},
+ * one list of S distinct, ascending expert ids >= 0 per ep rank. */
+static bool load_expert_map(Ld *ld, PjV *o, const char *path, PlanPool *P) {
+  PjV *m = pj_object_get(o, "expert_map");
+  if (!m) return true;
+  char sub[64];
+  snprintf(sub, sizeof sub, "%s.expert_map", path);
+  if (!pj_is_object(m)) return fail(ld, "%s: expected an object, got %s", sub, jtype(m));
+  int64_t slots;
+  if (!get_int(ld, m, sub, "slots_per_rank", 1, INT32_MAX, &slots)) return false;
+  PjV *a = field(ld, m, sub, "ep_ranks", PJ_ARRAY);
+  if (!a) return false;
+  int64_t ep = P->size[CO_EP];
+  if ((int64_t)pj_array_size(a) != ep)
+    return fail(ld, "%s.ep_ranks: expected %lld lists (ep), got %zu", sub, (long long)ep,
+                pj_array_size(a));
+  if (slots > INT32_MAX / ep)
+    return fail(ld, "%s.slots_per_rank: %lld slots on %lld ranks are too many", sub,
+                (long long)slots, (long long)ep);
+  P->expert_map = rp_malloc((size_t)(slots * ep) * sizeof *P->expert_map);
+  P->expert_slots = slots;
+  for (int64_t r = 0; r < ep; r++) {
+    PjV *l = pj_array_get(a, (size_t)r);
+    if (!pj_is_array(l) || (int64_t)pj_array_size(l) != slots)
+      return fail(ld, "%s.ep_ranks[%lld]: expected a list of %lld experts (slots_per_rank), got %s",
+                  sub, (long long)r, (long long)slots, jtype(l));
+    for (int64_t j = 0; j < slots; j++) {
+      PjV *e = pj_array_get(l, (size_t)j);
+      int64_t v = pj_integer_value(e);
+      if (!pj_is_integer(e) || v < 0 || v > INT32_MAX)
+        return fail(ld, "%s.ep_ranks[%lld][%lld]: expected an expert id >= 0, got %s", sub,
+                    (long long)r, (long long)j, pj_is_integer(e) ? "one out of range" : jtype(e));
+      if (j > 0 && v <= P->expert_map[r * slots + j - 1])
+        return fail(ld, "%s.ep_ranks[%lld]: expected ascending expert ids without repeats, got %lld after %lld",
+                    sub, (long long)r, (long long)v, (long long)P->expert_map[r * slots + j - 1]);
+      P->expert_map[r * slots + j] = (int32_t)v;
+    }
+  }
+  return true;
+}
+
 static bool load_pools(Ld *ld, Plan *p, PjV *root) {
   PjV *a = field(ld, root, "", "pools", PJ_ARRAY);
   if (!a) return false;
@@ -636,6 +677,7 @@ static bool load_pools(Ld *ld, Plan *p, PjV *root) {
                     pj_is_integer(e) ? "one below 1" : jtype(e));
       P->layer_partition[j] = (int64_t)pj_integer_value(e);
     }
+    if (!load_expert_map(ld, o, path, P)) return false;
   }
   if (next != p->world_size)
     return fail(ld, "pools: the pools hold %lld ranks, expected world_size %lld", (long long)next,
@@ -1165,6 +1207,7 @@ void plan_free(Plan *p) {
     free(p->pools[i].name);
     free(p->pools[i].role);
     free(p->pools[i].layer_partition);
+    free(p->pools[i].expert_map);
   }
   free(p->pools);
   free(p->ranks);
