@@ -453,6 +453,16 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
     out->comm_ep = (double)m->n_moe * 2.0 *
                    cost_all_to_all(bytes, l->ep, cost_link_bw(m, c), cost_link_lat(m, c));
   }
+  if (m->moe && l->etp > 1) {
+    /* Expert tp: each etp rank holds 1/etp of every local expert's FFN, so
+     * the group's routed tokens are gathered before the expert GEMMs and
+     * the partial outputs reduce-scattered after, one all-reduce of the
+     * gathered buffer per MoE layer. */
+    LinkClass c = cost_link_class(m, l->ep * l->etp);
+    double bytes = (double)S / (double)tpcp * h * act * (double)m->top_k * (double)l->etp;
+    out->comm_ep += (double)m->n_moe *
+                    cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, c), cost_link_lat(m, c));
+  }
   int64_t gpus = cost_layout_gpus(l);
   double send = 0.0;
   if (l->pp > 1) {
@@ -530,6 +540,13 @@ bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B, double
     LinkClass lc = cost_link_class(m, l->ep * l->etp);
     double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k;
     ml.comm += 2.0 * cost_all_to_all(bytes, l->ep, cost_link_bw(m, lc), cost_link_lat(m, lc));
+  }
+  if (m->moe && l->etp > 1) {
+    /* Expert tp gathers the group's routed tokens and reduce-scatters the
+     * partial outputs (the prefill comment says why). */
+    LinkClass lc = cost_link_class(m, l->ep * l->etp);
+    double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k * (double)l->etp;
+    ml.comm += cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, lc), cost_link_lat(m, lc));
   }
   double bw = m->hbm_bw * m->k.hbm_efficiency;
   double pk = m->peak_flops * m->k.mfu_decode;

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "hooks.h"
+#include "layout.h"
 #include "memory.h"
 #include "model.h"
 #include "validate.h"
@@ -76,6 +77,8 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
   else if (!m->moe && (l->ep > 1 || l->etp > 1)) w = "ep and etp need a MoE model";
   else if (m->moe && (m->experts % l->ep || l->ep > m->experts)) w = "experts % ep != 0";
   else if (m->moe && m->expert_ffn_size % l->etp) w = "expert_intermediate_size % etp != 0";
+  else if (m->moe && l->etp > 1 && m->expert_ffn_size / l->etp < SEARCH_MIN_EXPERT_COLS)
+    w = "expert GEMMs narrower than one 128-wide tile (W0203)";
   else if (m->moe && (l->tp * l->cp * l->dp) % (l->ep * l->etp))
     w = "ep*etp does not divide tp*cp*dp";
   if (why) *why = w;
@@ -107,6 +110,8 @@ typedef struct {
   int64_t max;
   int64_t evals;
   bool hit;
+  bool strict;    /* SearchOptions.strict: validate_pool on every layout, no prefilter */
+  LayWeights lw;  /* the generic engine's partition weights, computed once */
   FILE *progress;
 } Ctx;
 
@@ -243,75 +248,132 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
   rp_vec_push(out, e);
 }
 
-/* The model stage's rules (validate_pool) on a candidate, with a scratch
- * Diags: the search proposes only layouts `rankplan compile` accepts,
- * including its memory rules (weights within budget, one max_context
- * request per attention replica). */
-static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64_t *bmem) {
-  PoolSpec p;
-  memset(&p, 0, sizeof p);
+static void search__pool_of(const Ctx *c, PoolRole role, const CostLayout *l, PoolSpec *p) {
+  memset(p, 0, sizeof *p);
   SrcLoc at = c->s->deployment.loc;
-  p.loc = at;
-  p.name = (SStr){"candidate", at, true};
-  p.role = (SEnum){(int)role, at, true};
-  p.replicas = (SInt){1, at, true};
-  p.tp = (SInt){l->tp, at, true};
-  p.pp = (SInt){l->pp, at, true};
-  p.cp = (SInt){l->cp, at, true};
-  p.dp = (SInt){l->dp, at, true};
-  p.ep = (SInt){l->ep, at, true};
-  p.etp = (SInt){l->etp, at, true};
-  p.dcp = (SInt){l->dcp, at, true};
-  p.layer_partition.loc = at;
+  p->loc = at;
+  p->name = (SStr){"candidate", at, true};
+  p->role = (SEnum){(int)role, at, true};
+  p->replicas = (SInt){1, at, true};
+  p->tp = (SInt){l->tp, at, true};
+  p->pp = (SInt){l->pp, at, true};
+  p->cp = (SInt){l->cp, at, true};
+  p->dp = (SInt){l->dp, at, true};
+  p->ep = (SInt){l->ep, at, true};
+  p->etp = (SInt){l->etp, at, true};
+  p->dcp = (SInt){l->dcp, at, true};
+  p->layer_partition.loc = at;
+}
+
+/* The model stage's rules (validate_pool) on a candidate, with a scratch
+ * Diags: the search proposes only layouts `rankplan compile` accepts. */
+static bool search__validate(const Ctx *c, PoolRole role, const CostLayout *l) {
+  PoolSpec p;
+  search__pool_of(c, role, l, &p);
   Diags d;
   diags_init(&d);
   validate_pool(&d, c->s, &p);
   bool ok = !diags_failed(&d);
-  /* B_memory from the ledger (docs/memory.md): the fewest requests any pp
-   * stage holds, over the instance's dp ranks. */
+  diags_free(&d);
+  return ok;
+}
+
+/* The engine's layer partition and the memory rules of the model stage on
+ * a candidate: every pp stage's weights fit and its KV holds one
+ * max_context request (the rules validate_pool applies to the same
+ * ledger). *bmem is B_memory from the ledger (docs/memory.md): the fewest
+ * requests any pp stage holds, over the instance's dp ranks.
+ * Stages whose ledger must be equal (same layer count and dense/MoE mix as
+ * the stage before, neither first nor last) are computed once, so a
+ * candidate's cost does not grow with pp. The rest of validate_pool (the
+ * divisibility rules, which search_layout_valid mirrors) runs on the
+ * shortlisted layouts only (search__shortlist), or on every layout in
+ * strict mode; the unit tests check both modes give the same output. */
+static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64_t *bmem) {
+  PoolSpec p;
+  search__pool_of(c, role, l, &p);
+  Diags d;
+  diags_init(&d);
   *bmem = INT64_MAX;
-  for (int64_t st = 0; ok && st < l->pp; st++) {
+  int64_t *part = rp_malloc((size_t)l->pp * sizeof *part);
+  bool ok = lay_partition(&d, (Engine)c->s->deployment.engine.v, c->m->layers, l->pp, &p, &c->lw,
+                          part);
+  int64_t first = 0, prev_n = -1, prev_nd = -1;
+  for (int64_t st = 0; ok && st < l->pp; first += part[st], st++) {
+    int64_t n = part[st];
+    int64_t nd = first < c->m->n_dense ? (c->m->n_dense - first < n ? c->m->n_dense - first : n) : 0;
+    bool edge = st == 0 || st == l->pp - 1;
+    bool same = !edge && n == prev_n && nd == prev_nd;
+    prev_n = edge ? -1 : n;
+    prev_nd = edge ? -1 : nd;
+    if (same) continue;
     MemLedger led;
-    if (!mem_ledger(c->s, &p, st, NULL, &led, &d)) {
+    if (!mem_ledger(c->s, &p, st, part, &led, &d) || led.kv_pool < 0 || !led.max_context_fits) {
       ok = false;
       break;
     }
     if (led.requests_fit_instance < *bmem) *bmem = led.requests_fit_instance;
   }
+  free(part);
   diags_free(&d);
+  if (ok && c->strict) ok = search__validate(c, role, l);
   return ok;
 }
 
-/* Powers of two 1, 2, 4, ... up to hi. */
-static int64_t next_pow2(int64_t v) { return v * 2; }
+/* Whether a layout's weights alone overflow one GPU: the heaviest stage's
+ * weight bytes (cost_weight_bytes_gpu) above the usable memory. The memory
+ * ledger rejects every such layout too (its weights come on top of fixed
+ * buffers), so this cheap test only spares the ledger's work; the test
+ * search_valid_counts_same_with_prefilter checks the counts agree. */
+static bool search__weights_overflow(const CostModel *m, const CostLayout *l) {
+  int64_t w = cost_weight_bytes_gpu(m, l);
+  return w < 0 || w > m->usable_mem;
+}
 
 /* Enumerates the layouts of one role in a fixed order (tp, pp, cp, dp, ep,
- * etp, dcp, each ascending) and evaluates the valid ones. tp runs over the
- * divisors of the head count; the other sizes over powers of two, the
- * sizes engines build groups of. Dense models keep dp, ep and etp at 1:
- * attention dp without MoE layers is the same as more replicas. */
+ * etp, dcp, each ascending) and evaluates the valid ones. Every size runs
+ * over every value the validation rules allow within the GPU budget, not
+ * only powers of two: tp over the divisors of the head count (within the
+ * scale-up domain unless the spec allows more), pp over 1..layers, cp over
+ * the divisors of heads/tp (prefill pools, not MLA), dp over every count
+ * (MoE models), ep over the divisors of the expert count that divide the
+ * instance's tp*cp*dp ranks, etp over the divisors of the expert FFN width
+ * with ep*etp dividing the ranks, dcp over the divisors of tp (MLA) or
+ * tp/kv_heads (decode and aggregated pools).
+ * Dense models keep dp at 1: without MoE layers, attention dp inside one
+ * instance is the same computation as dp separate replicas, which the xPyD
+ * and replica counts already cover (docs/cost-model.md, "Search space").
+ * cp stays on prefill pools: the decode step model splits context with dcp,
+ * which reuses the tp ranks instead of adding GPUs. */
 static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
   const CostModel *m = c->m;
   bool across = c->s->deployment.allow_tp_across_domain.v;
   ctx_progress(c, role == ROLE_PREFILL ? "prefill layouts" : role == ROLE_DECODE ? "decode layouts"
                                                                                  : "aggregated layouts");
-  for (int64_t tp = 1; tp <= m->heads && tp <= c->G; tp++) {
+  int64_t G = c->G;
+  for (int64_t tp = 1; tp <= m->heads && tp <= G; tp++) {
     if (m->heads % tp) continue;
-    for (int64_t pp = 1; pp <= m->layers && tp * pp <= c->G; pp = next_pow2(pp)) {
+    if (!across && tp > m->domain) break;
+    for (int64_t pp = 1; pp <= m->layers && tp * pp <= G; pp++) {
       int64_t cpmax = role == ROLE_PREFILL && m->kind != ATTN_MLA ? m->heads / tp : 1;
-      for (int64_t cp = 1; cp <= cpmax && tp * pp * cp <= c->G; cp = next_pow2(cp)) {
-        int64_t dpmax = m->moe ? c->G : 1;
-        for (int64_t dp = 1; dp <= dpmax && tp * pp * cp * dp <= c->G; dp = next_pow2(dp)) {
+      for (int64_t cp = 1; cp <= cpmax && tp * pp * cp <= G; cp++) {
+        if (cpmax % cp) continue;
+        int64_t dpmax = m->moe ? G / (tp * pp * cp) : 1;
+        for (int64_t dp = 1; dp <= dpmax; dp++) {
           int64_t ranks = tp * cp * dp;
           int64_t epmax = m->moe ? (ranks < m->experts ? ranks : m->experts) : 1;
-          for (int64_t ep = 1; ep <= epmax; ep = next_pow2(ep)) {
-            int64_t etpmax = m->moe ? tp : 1;
-            for (int64_t etp = 1; etp <= etpmax; etp = next_pow2(etp)) {
+          for (int64_t ep = 1; ep <= epmax; ep++) {
+            if (ranks % ep || (m->moe && m->experts % ep)) continue;
+            int64_t etpmax = m->moe ? ranks / ep : 1;
+            for (int64_t etp = 1; etp <= etpmax; etp++) {
+              if ((ranks / ep) % etp || (m->moe && m->expert_ffn_size % etp)) continue;
               int64_t dcpmax = role == ROLE_PREFILL ? 1 : tp;
-              for (int64_t dcp = 1; dcp <= dcpmax; dcp = next_pow2(dcp)) {
+              for (int64_t dcp = 1; dcp <= dcpmax; dcp++) {
+                if (tp % dcp) continue;
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
                 if (!ctx_spend(c, 1)) return;
+                if (!c->strict && search__weights_overflow(m, &l)) continue;
                 int64_t bmem = 0;
                 if (!search__rules_pass(c, role, &l, &bmem)) continue;
                 search__eval_layout(c, role, &l, bmem, out);
@@ -345,17 +407,35 @@ static int cmp_latency(const void *a, const void *b) {
   return cmp_score(a, b);
 }
 
-static void search__shortlist(RoleVec *v, PoolRole role, size_t k, size_t k2, RoleVec *out) {
-  if (v->len == 0) return;
+/* Fills out with the k best of v by score and then the k2 fastest of the
+ * rest, each confirmed by validate_pool (search__rules_pass explains why
+ * that runs here); a layout that fails it is dropped from v's count.
+ * Returns how many were dropped. */
+static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t k, size_t k2,
+                                RoleVec *out) {
+  if (v->len == 0) return 0;
+  size_t dropped = 0, i = 0;
   qsort(v->items, v->len, sizeof *v->items, cmp_score);
-  for (size_t i = 0; i < v->len && i < k; i++) rp_vec_push(out, v->items[i]);
-  if (v->len <= k) return;
-  RoleEval *rest = rp_malloc((v->len - k) * sizeof *rest);
-  memcpy(rest, v->items + k, (v->len - k) * sizeof *rest);
+  for (; i < v->len && out->len < k; i++) {
+    if (!c->strict && !search__validate(c, role, &v->items[i].lay)) dropped++;
+    else rp_vec_push(out, v->items[i]);
+  }
+  if (i >= v->len) return dropped;
+  size_t nrest = v->len - i, taken = 0;
+  RoleEval *rest = rp_malloc(nrest * sizeof *rest);
+  memcpy(rest, v->items + i, nrest * sizeof *rest);
   cmp_role = role;
-  qsort(rest, v->len - k, sizeof *rest, cmp_latency);
-  for (size_t i = 0; i < v->len - k && i < k2; i++) rp_vec_push(out, rest[i]);
+  qsort(rest, nrest, sizeof *rest, cmp_latency);
+  for (size_t j = 0; j < nrest && taken < k2; j++) {
+    if (!c->strict && !search__validate(c, role, &rest[j].lay)) {
+      dropped++;
+      continue;
+    }
+    rp_vec_push(out, rest[j]);
+    taken++;
+  }
   free(rest);
+  return dropped;
 }
 
 /* ---- xPyD ----------------------------------------------------------------- */
@@ -672,6 +752,8 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   c.rho = o->headroom > 0 ? o->headroom : s->search.headroom.v > 0 ? s->search.headroom.v : 0.9;
   c.max = o->max_candidates > 0 ? o->max_candidates : SEARCH_MAX_CANDIDATES_DEFAULT;
   c.progress = o->progress;
+  c.strict = o->strict;
+  c.lw = lay_default_weights(s);
   out->gpu_budget = c.G;
   out->headroom = c.rho;
   out->max_candidates = c.max;
@@ -687,20 +769,19 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     search__role(&c, ROLE_DECODE, &dec);
   }
   if (agg) search__role(&c, ROLE_BOTH, &both);
-  out->layouts[0] = dis ? (int64_t)pre.len : -1;
-  out->layouts[1] = dis ? (int64_t)dec.len : -1;
-  out->layouts[2] = agg ? (int64_t)both.len : -1;
-  RoleVec sp = {0}, sd = {0};
-  search__shortlist(&pre, ROLE_PREFILL, SHORT_BEST, SHORT_FAST, &sp);
-  search__shortlist(&dec, ROLE_DECODE, SHORT_BEST, SHORT_FAST, &sd);
+  RoleVec sp = {0}, sd = {0}, sb = {0};
+  size_t drop_p = search__shortlist(&c, &pre, ROLE_PREFILL, SHORT_BEST, SHORT_FAST, &sp);
+  size_t drop_d = search__shortlist(&c, &dec, ROLE_DECODE, SHORT_BEST, SHORT_FAST, &sd);
+  size_t drop_b = search__shortlist(&c, &both, ROLE_BOTH, SHORT_BEST, SHORT_FAST, &sb);
+  out->layouts[0] = dis ? (int64_t)(pre.len - drop_p) : -1;
+  out->layouts[1] = dis ? (int64_t)(dec.len - drop_d) : -1;
+  out->layouts[2] = agg ? (int64_t)(both.len - drop_b) : -1;
   if (sp.len && sd.len) ctx_progress(&c, "xPyD pairs");
   for (size_t i = 0; i < sp.len && !c.hit; i++)
     for (size_t j = 0; j < sd.len && !c.hit; j++) {
       SearchResult r;
       if (search__pair(&c, &sp.items[i], &sd.items[j], &r)) rp_vec_push(&out->results, r);
     }
-  RoleVec sb = {0};
-  search__shortlist(&both, ROLE_BOTH, SHORT_BEST, SHORT_FAST, &sb);
   for (size_t i = 0; i < sb.len; i++) {
     SearchResult r;
     search__agg(&c, &sb.items[i], &r);

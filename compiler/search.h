@@ -21,6 +21,11 @@
  * point of the xPyD integer search) before the search stops. */
 #define SEARCH_MAX_CANDIDATES_DEFAULT ((int64_t)4000000)
 
+/* Narrowest expert GEMM (expert_intermediate_size / etp columns) the
+ * search proposes: one 128-wide tile, the bound of the model stage's
+ * warning W0203. */
+#define SEARCH_MIN_EXPERT_COLS 128
+
 typedef enum { SEARCH_AGGREGATED, SEARCH_DISAGGREGATED } SearchMode;
 
 /* What stopped a deployment from going further. */
@@ -72,6 +77,8 @@ typedef struct {
   double headroom;        /* <= 0: the spec's search.headroom, else 0.9 */
   bool aggregated, disaggregated; /* both false: from deployment.mode */
   FILE *progress;         /* NULL: silent; else progress lines (a TTY) */
+  bool strict;            /* validate_pool on every layout and no weight prefilter: the
+                           * same output, slower (the unit tests compare the two) */
 } SearchOptions;
 
 typedef struct {
