@@ -286,6 +286,45 @@ static void put_be64(unsigned char *p, uint64_t v) {
 }
 
 /* ---------------------------------------------------------------------------
+ * Request frames. The one place that interprets a client's bytes: it is
+ * pure, so that the fuzz target (tests/fuzz/fuzz_store.c) and the tests
+ * reach it without a socket. */
+
+RtFrameStatus rt_store_frame_decode(const void *buf, size_t n, RtStoreFrame *f,
+                                    size_t *used) {
+  const unsigned char *p = buf;
+  if (n < 4) return RT_FRAME_MORE;
+  uint32_t len = get_be32(p);
+  if (len > RT_STORE_MAX_FRAME || len < 3) return RT_FRAME_BAD;
+  if (n - 4 < (size_t)len) return RT_FRAME_MORE;
+  const unsigned char *b = p + 4;
+  size_t kl = ((size_t)b[1] << 8) | b[2];
+  if (kl == 0 || kl > RT_STORE_MAX_KEY || 3 + kl > len) return RT_FRAME_BAD;
+  size_t vl = len - 3 - kl;
+  switch (b[0]) {
+  case RT_STORE_OP_SET:
+  case RT_STORE_OP_CREATE:
+  case RT_STORE_OP_GET:
+    break;
+  case RT_STORE_OP_WAIT:
+    if (vl != 4) return RT_FRAME_BAD;
+    break;
+  case RT_STORE_OP_ADD:
+    if (vl != 8) return RT_FRAME_BAD;
+    break;
+  default:
+    return RT_FRAME_BAD;
+  }
+  f->op = b[0];
+  f->key = (const char *)b + 3;
+  f->klen = kl;
+  f->val = (const char *)b + 3 + kl;
+  f->vlen = vl;
+  *used = 4 + (size_t)len;
+  return RT_FRAME_OK;
+}
+
+/* ---------------------------------------------------------------------------
  * Server. */
 
 typedef struct {
@@ -377,19 +416,14 @@ static void drop(RtStoreServer *s, Client *c, bool bad) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* Handles one complete, length-checked frame body. Returns false when the
- * body is malformed (the caller drops the client). */
-static bool handle(RtStoreServer *s, Client *c, const unsigned char *b,
-                   size_t len, double now) {
-  if (len < 3) return false;
-  int op = b[0];
-  size_t kl = ((size_t)b[1] << 8) | b[2];
-  if (kl == 0 || kl > RT_STORE_MAX_KEY || 3 + kl > len) return false;
-  const char *k = (const char *)b + 3;
-  const char *v = (const char *)b + 3 + kl;
-  size_t vl = len - 3 - kl;
+/* Handles one decoded frame (rt_store_frame_decode). Returns false when
+ * the client must be dropped: the store's byte cap would be passed. */
+static bool handle(RtStoreServer *s, Client *c, const RtStoreFrame *f,
+                   double now) {
+  const char *k = f->key, *v = f->val;
+  size_t kl = f->klen, vl = f->vlen;
   Entry *e;
-  switch (op) {
+  switch (f->op) {
   case RT_STORE_OP_SET:
     if (!kv_put(s, k, kl, v, vl)) return false;
     reply(c, RT_STORE_ST_OK, NULL, 0);
@@ -410,14 +444,12 @@ static bool handle(RtStoreServer *s, Client *c, const unsigned char *b,
       reply(c, RT_STORE_ST_NOTFOUND, NULL, 0);
     return true;
   case RT_STORE_OP_WAIT:
-    if (vl != 4) return false;
     c->waiting = true;
     c->wkey = rp_strndup(k, kl);
     c->wklen = kl;
     c->wdeadline = now + get_be32((const unsigned char *)v) / 1000.0;
     return true;
   case RT_STORE_OP_ADD: {
-    if (vl != 8) return false;
     int64_t delta = (int64_t)get_be64((const unsigned char *)v), cur = 0, sum;
     e = kv_find(s, k, kl);
     if (e) {
@@ -452,18 +484,16 @@ static bool handle(RtStoreServer *s, Client *c, const unsigned char *b,
 static void process(RtStoreServer *s, Client *c, double now) {
   size_t off = 0;
   while (!c->dead && !c->waiting && c->rlen - off >= 4) {
-    uint32_t len = get_be32(c->rbuf + off);
-    if (len > RT_STORE_MAX_FRAME || len < 3) {
-      drop(s, c, true);
-      return;
-    }
-    if (c->rlen - off < 4 + (size_t)len) break;
-    if (!handle(s, c, c->rbuf + off + 4, len, now)) {
+    RtStoreFrame f;
+    size_t used = 0;
+    RtFrameStatus st = rt_store_frame_decode(c->rbuf + off, c->rlen - off, &f, &used);
+    if (st == RT_FRAME_MORE) break;
+    if (st == RT_FRAME_BAD || !handle(s, c, &f, now)) {
       drop(s, c, true);
       return;
     }
     c->seen_frame = true;
-    off += 4 + (size_t)len;
+    off += used;
   }
   if (off) {
     memmove(c->rbuf, c->rbuf + off, c->rlen - off);

@@ -40,6 +40,33 @@ enum {
   RT_STORE_ST_BAD = 4
 };
 
+/* ---- request frame decoding (pure: no socket, no state) ---- */
+
+/* One request, decoded in place: key and val point into the bytes given to
+ * rt_store_frame_decode and are not NUL-terminated. */
+typedef struct {
+  int op;          /* one of RT_STORE_OP_* */
+  const char *key; /* klen bytes, 1 to RT_STORE_MAX_KEY */
+  size_t klen;
+  const char *val; /* vlen bytes: 4 for WAIT, 8 for ADD */
+  size_t vlen;
+} RtStoreFrame;
+
+typedef enum {
+  RT_FRAME_OK,   /* *f holds the frame; *used is its size, header included */
+  RT_FRAME_MORE, /* the bytes are a prefix of a frame that may still be good */
+  RT_FRAME_BAD   /* the connection must be closed (see the wire format) */
+} RtFrameStatus;
+
+/* Decodes the request frame at the start of buf[0..n), as the server does
+ * with every frame a client sends. A length over RT_STORE_MAX_FRAME or under
+ * 3 is RT_FRAME_BAD as soon as its 4 bytes are there, before any body byte;
+ * so are a key of 0 or over RT_STORE_MAX_KEY bytes or past the body, an
+ * unknown op, and a WAIT or ADD value of the wrong size. Reads no byte
+ * outside buf[0..n). */
+RtFrameStatus rt_store_frame_decode(const void *buf, size_t n, RtStoreFrame *f,
+                                    size_t *used);
+
 typedef struct RtStoreServer RtStoreServer;
 
 /* Starts the store on host:port in its own thread. host must be a local

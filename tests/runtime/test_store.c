@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,6 +156,57 @@ static void test_wait(void) {
   rt_store_server_stop(s);
 }
 
+/* The pure frame decoder: each rule of the wire format, on bytes alone. */
+static void test_frame_decode(void) {
+  RtStoreFrame f;
+  size_t used = 0;
+  /* A SET of key "ab" to "xyz" with one byte of the next frame behind it. */
+  unsigned char set[] = {0, 0, 0, 8, RT_STORE_OP_SET, 0, 2, 'a', 'b', 'x', 'y', 'z', 0};
+  T_EQ_INT(rt_store_frame_decode(set, sizeof set, &f, &used), RT_FRAME_OK);
+  T_EQ_INT(used, 12);
+  T_EQ_INT(f.op, RT_STORE_OP_SET);
+  T_EQ_INT(f.klen, 2);
+  T_CHECK(memcmp(f.key, "ab", 2) == 0);
+  T_EQ_INT(f.vlen, 3);
+  T_CHECK(memcmp(f.val, "xyz", 3) == 0);
+  /* Every strict prefix asks for more bytes. */
+  for (size_t n = 0; n < 12; n++)
+    T_EQ_INT(rt_store_frame_decode(set, n, &f, &used), RT_FRAME_MORE);
+  /* A length over the cap or under 3 is refused from its 4 bytes alone. */
+  unsigned char big[4] = {0, 0x10, 0, 1};
+  T_EQ_INT(rt_store_frame_decode(big, 4, &f, &used), RT_FRAME_BAD);
+  unsigned char tiny[4] = {0, 0, 0, 2};
+  T_EQ_INT(rt_store_frame_decode(tiny, 4, &f, &used), RT_FRAME_BAD);
+  /* A frame of exactly the cap is only incomplete. */
+  unsigned char cap[4] = {0, 0x10, 0, 0};
+  T_EQ_INT(rt_store_frame_decode(cap, 4, &f, &used), RT_FRAME_MORE);
+  /* Key: empty, past the body, over RT_STORE_MAX_KEY. */
+  unsigned char nokey[] = {0, 0, 0, 4, RT_STORE_OP_GET, 0, 0, 'k'};
+  T_EQ_INT(rt_store_frame_decode(nokey, sizeof nokey, &f, &used), RT_FRAME_BAD);
+  unsigned char past[] = {0, 0, 0, 4, RT_STORE_OP_GET, 0, 2, 'k'};
+  T_EQ_INT(rt_store_frame_decode(past, sizeof past, &f, &used), RT_FRAME_BAD);
+  unsigned char longkey[4 + 3 + RT_STORE_MAX_KEY + 1] = {0};
+  longkey[3] = (unsigned char)(3 + RT_STORE_MAX_KEY + 1);
+  longkey[2] = (unsigned char)((3 + RT_STORE_MAX_KEY + 1) >> 8);
+  longkey[4] = RT_STORE_OP_GET;
+  longkey[5] = (unsigned char)((RT_STORE_MAX_KEY + 1) >> 8);
+  longkey[6] = (unsigned char)(RT_STORE_MAX_KEY + 1);
+  T_EQ_INT(rt_store_frame_decode(longkey, sizeof longkey, &f, &used), RT_FRAME_BAD);
+  longkey[3]--;
+  longkey[6]--; /* exactly RT_STORE_MAX_KEY bytes: fine */
+  T_EQ_INT(rt_store_frame_decode(longkey, sizeof longkey - 1, &f, &used), RT_FRAME_OK);
+  T_EQ_INT(f.klen, RT_STORE_MAX_KEY);
+  /* Unknown op; WAIT and ADD with a value of the wrong size. */
+  unsigned char op[] = {0, 0, 0, 4, 99, 0, 1, 'k'};
+  T_EQ_INT(rt_store_frame_decode(op, sizeof op, &f, &used), RT_FRAME_BAD);
+  unsigned char wait3[] = {0, 0, 0, 7, RT_STORE_OP_WAIT, 0, 1, 'k', 0, 0, 1};
+  T_EQ_INT(rt_store_frame_decode(wait3, sizeof wait3, &f, &used), RT_FRAME_BAD);
+  unsigned char wait4[] = {0, 0, 0, 8, RT_STORE_OP_WAIT, 0, 1, 'k', 0, 0, 1, 0};
+  T_EQ_INT(rt_store_frame_decode(wait4, sizeof wait4, &f, &used), RT_FRAME_OK);
+  unsigned char add7[] = {0, 0, 0, 11, RT_STORE_OP_ADD, 0, 1, 'k', 0, 0, 0, 0, 0, 0, 1};
+  T_EQ_INT(rt_store_frame_decode(add7, sizeof add7, &f, &used), RT_FRAME_BAD);
+}
+
 static void test_garbage(void) {
   RtStoreServer *s = start(5);
   /* Text where a frame is expected: "GET " reads as a 1.2 GB length. */
@@ -290,6 +342,7 @@ static void test_store_gone(void) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+  T_RUN(test_frame_decode);
   T_RUN(test_basic_ops);
   T_RUN(test_duplicate_rank);
   T_RUN(test_wait);
