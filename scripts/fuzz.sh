@@ -1,21 +1,48 @@
 #!/bin/sh
-# Runs every libFuzzer target in the fuzz build for the given seconds each,
-# seeded from its corpus directory; fails on any crash, leak or timeout.
+# Runs every libFuzzer target of a fuzz build (tests/fuzz/meson.build) for
+# the given seconds each, seeded from tests/fuzz/seeds/<target>/; fails on
+# any crash, leak, sanitizer report or timeout (an input running over 10 s).
+#
+#   scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]
+#
+# New inputs that reach new code go to .fuzz-corpus/<target>/ (kept between
+# runs, ignored by git); an input that fails is saved as
+# .fuzz-corpus/<target>-artifacts/crash-* (or leak-*, timeout-*) and can be
+# replayed with `BUILD_DIR/tests/fuzz/<target> FILE`.
 set -eu
+if [ $# -lt 2 ]; then
+  echo "usage: $0 BUILD_DIR SECONDS [TARGET...]" >&2
+  exit 2
+fi
 build=$1
 secs=$2
+shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ $# -gt 0 ]; then
+  targets=$*
+else
+  targets=
+  for t in "$build"/tests/fuzz/fuzz_*; do
+    [ -f "$t" ] && [ -x "$t" ] && targets="$targets $(basename "$t")"
+  done
+fi
+if [ -z "$targets" ]; then
+  echo "fuzz: no targets in $build/tests/fuzz (configure with CC=clang -Dfuzz=true)" >&2
+  exit 1
+fi
 status=0
-for t in "$build"/tests/fuzz/fuzz_*; do
-  [ -f "$t" ] && [ -x "$t" ] || continue
-  name=$(basename "$t")
+for name in $targets; do
+  t="$build/tests/fuzz/$name"
   corpus="$root/.fuzz-corpus/$name"
-  mkdir -p "$corpus"
+  artifacts="$root/.fuzz-corpus/$name-artifacts"
+  mkdir -p "$corpus" "$artifacts"
   seeds="$root/tests/fuzz/seeds/$name"
+  [ -d "$seeds" ] || seeds=
   echo "fuzz: $name for ${secs}s"
+  # The first directory receives new inputs; the seeds are only read.
   if ! "$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \
-       -print_final_stats=1 "$corpus" ${seeds:+$( [ -d "$seeds" ] && echo "$seeds")}; then
-    echo "fuzz: $name failed" >&2
+       -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" $seeds; then
+    echo "fuzz: $name failed; the input is in $artifacts/" >&2
     status=1
   fi
 done

@@ -1,0 +1,3 @@
+return function(ctx)
+  error(nil)
+end

@@ -1,0 +1,3 @@
+return function(ctx)
+  error({code = 42})
+end

@@ -1,0 +1,4 @@
+return function(ctx)
+  local f = io.open("/etc/passwd")
+  return {}
+end

@@ -1,0 +1,3 @@
+return function(ctx)
+  return 0 / 0
+end

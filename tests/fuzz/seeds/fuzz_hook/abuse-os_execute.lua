@@ -1,0 +1,4 @@
+return function(ctx)
+  os.execute("echo escaped")
+  return {}
+end

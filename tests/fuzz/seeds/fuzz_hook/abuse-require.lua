@@ -1,0 +1,4 @@
+local socket = require("socket")
+return function(ctx)
+  return {}
+end

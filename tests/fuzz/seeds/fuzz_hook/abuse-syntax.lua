@@ -1,0 +1,3 @@
+return function(ctx)
+  local x = = 1
+end
