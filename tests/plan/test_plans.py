@@ -236,6 +236,100 @@ try:
     p = run("compile", hspec, "-o", hplan)
     check(p.returncode == 1 and not os.path.exists(hplan), "layer_partition hook: a split that does not sum is refused", p.stderr)
 
+    # ---- the expert_placement hook: its map is in the plan, its replicas in the ledger --
+    eplb = json.load(open(os.path.join(EX, "hook-eplb.plan.json")))
+    base = json.load(open(os.path.join(EX, "qwen3-235b-ep.plan.json")))
+    em = eplb["pools"][0].get("expert_map")
+    check(em is not None and "expert_map" not in base["pools"][0],
+          "expert_placement: the pool of the hook spec has an expert_map, the plain spec none")
+    if em:
+        lists = em["ep_ranks"]
+        held = sorted(e for l in lists for e in l)
+        check(len(lists) == 8 and em["slots_per_rank"] == 17 and all(len(l) == 17 for l in lists),
+              "expert_placement: 8 ep ranks hold 17 experts each (128 + 8 replicas)", em["slots_per_rank"])
+        check(set(held) == set(range(128)) and len(held) == 136 and all(l == sorted(set(l)) for l in lists),
+              "expert_placement: every expert somewhere, each list ascending without repeats")
+        check(all(r["shard"]["experts"] == [0, 0] for r in eplb["ranks"]),
+              "expert_placement: ranks point at the pool's expert_map (shard.experts [0, 0])")
+        # Qwen3-235B (plans/catalog/models/qwen3-235b-a22b.yaml): an expert is
+        # 3 matrices of hidden 4096 x 1536 in bf16, in each of 94 MoE layers.
+        one_expert = 3 * 4096 * 1536 * 2 * 94
+        w0, w1 = base["ranks"][0]["memory"], eplb["ranks"][0]["memory"]
+        check(w1["weights"] - w0["weights"] == one_expert and w0["kv_cache"] - w1["kv_cache"] == one_expert,
+              "expert_placement: the extra replica's weights are counted and come out of the KV pool",
+              (w1["weights"] - w0["weights"], one_expert))
+    eplb_spec = open(os.path.join(EX, "hook-eplb.yaml")).read()
+    lua_dir = os.path.join(SRC, "lua", "expert_placement")
+
+    def expert_hook(body, name):
+        hook = os.path.join(tmp, name + ".lua")
+        open(hook, "w").write(body)
+        spec = os.path.join(tmp, name + ".yaml")
+        open(spec, "w").write(eplb_spec.replace("../../lua/expert_placement/eplb_hot.lua", hook))
+        out = os.path.join(tmp, name + ".json")
+        return run("compile", spec, "-o", out), out
+
+    # every expert once, rank e % 8: no replicas, so the ledger is the plain one
+    p, out = expert_hook("return function(ctx)\n  local m = {}\n"
+                         "  for e = 0, ctx.model.experts - 1 do m[e + 1] = {e % ctx.pool.ep} end\n"
+                         "  return m\nend\n", "round_robin")
+    doc = json.load(open(out)) if p.returncode == 0 else None
+    check(doc is not None and doc["pools"][0]["expert_map"]["ep_ranks"][1][:3] == [1, 9, 17]
+          and doc["ranks"][0]["memory"] == base["ranks"][0]["memory"],
+          "expert_placement: a map without replicas keeps the plain ledger", p.stderr[-800:])
+    # every expert on every rank: the replicas' weights do not fit the GPU
+    p, out = expert_hook("return function(ctx)\n  local m = {}\n"
+                         "  for e = 1, ctx.model.experts do\n    m[e] = {}\n"
+                         "    for r = 0, ctx.pool.ep - 1 do m[e][r + 1] = r end\n  end\n"
+                         "  return m\nend\n", "everywhere")
+    check(p.returncode == 1 and "error[E0216]" in p.stderr and "128 experts per ep rank" in p.stderr
+          and not os.path.exists(out),
+          "expert_placement: replicas that overflow the GPU are refused (E0216), nothing written", p.stderr[-800:])
+    # an uneven map is the hook's error
+    p, out = expert_hook("return function(ctx)\n  local m = {}\n"
+                         "  for e = 1, ctx.model.experts do m[e] = {0} end\n  return m\nend\n", "uneven")
+    check(p.returncode == 1 and "E06" in p.stderr and not os.path.exists(out),
+          "expert_placement: a map that loads one rank only is refused", p.stderr[-800:])
+    # the loader reads the map back, and checks it
+    p = run("explain", os.path.join(EX, "hook-eplb.plan.json"), "--summary")
+    check(p.returncode == 0, "expert_placement: the loader accepts a plan with an expert_map", p.stderr)
+    bad = os.path.join(tmp, "bad-map.json")
+    text = open(os.path.join(EX, "hook-eplb.plan.json")).read()
+    first = json.dumps(em["ep_ranks"][0], separators=(",", ":")) if em else "[]"
+    open(bad, "w").write(text.replace(first, first.replace("[0,", "[5,", 1), 1))
+    p = run("explain", bad)
+    check(p.returncode == 1 and "pools[0].expert_map.ep_ranks[0]: expected ascending expert ids" in p.stderr,
+          "expert_placement: the loader refuses an expert list out of order", p.stderr)
+
+    # ---- estimates: from the cost model, for every spec with a workload and SLOs ----
+    for spec in specs:
+        name = os.path.basename(spec)[:-5]
+        golden = os.path.join(EX, name + ".plan.json")
+        if not os.path.exists(golden):
+            continue
+        est = json.load(open(golden))["estimates"]
+        check(est is not None and all(est[k] > 0 for k in ("ttft_ms", "tpot_ms", "throughput_tok_s")),
+              f"{name}: estimates filled by compile", est)
+    est = base["estimates"]
+    # qwen3-235b-ep.yaml asks for 8 req/s of 800 output tokens on 16 GPUs and meets its SLOs
+    check(est["throughput_tok_s"] == 6400 and est["ttft_ms"] <= 1000 and est["tpot_ms"] <= 50
+          and est["goodput_tok_s_per_gpu"] == 400,
+          "estimates: the workload's rate is served (6400 tok/s, 400 per GPU) within the SLOs", est)
+    text = open(os.path.join(EX, "qwen3-235b-ep.yaml")).read()
+    norate = os.path.join(tmp, "norate.yaml")
+    open(norate, "w").write(text.replace("  rate: 8 req/s\n", ""))
+    out = os.path.join(tmp, "norate.json")
+    p = run("compile", norate, "-o", out)
+    e2 = json.load(open(out))["estimates"] if p.returncode == 0 else None
+    check(e2 is not None and e2["throughput_tok_s"] > 6400 and e2["ttft_ms"] <= 1000 and e2["tpot_ms"] <= 50,
+          "estimates: without a rate, the most load that meets the SLOs", e2)
+    noslo = os.path.join(tmp, "noslo.yaml")
+    open(noslo, "w").write(text.replace("slo:\n  ttft: 1000 ms\n  tpot: 50 ms\n", ""))
+    out = os.path.join(tmp, "noslo.json")
+    p = run("compile", noslo, "-o", out)
+    check(p.returncode == 0 and json.load(open(out))["estimates"] is None,
+          "estimates: null when the spec gives no SLOs", p.stderr)
+
     # ---- --split-by-node -------------------------------------------------------
     spec405 = os.path.join(EX, "llama-3.1-405b-pp.yaml")
     full = os.path.join(tmp, "405.json")
