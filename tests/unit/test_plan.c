@@ -5,12 +5,16 @@
  * placement, memory ledger, emit); the text is loaded back and compared
  * field by field with the Layout, then damaged in one place at a time to
  * check that the loader refuses it and names the JSON path of the damage.
+ * The compile pipeline (compile.h) is checked here too: an expert map with
+ * replicas goes through the ledger and the plan, and estimates come from
+ * the cost model.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "compile.h"
 #include "layout.h"
 #include "rp_config.h"
 #include "t.h"
@@ -390,6 +394,141 @@ static void test_names(void) {
   T_CHECK(!plan_kind_fixes(GK_WORLD, CO_TP));
 }
 
+/* Qwen3-235B-A22B (128 experts, 94 MoE layers) on one node: tp 4 x dp 2,
+ * ep 8. */
+static const char moe_text[] =
+    "version: 1\n"
+    "name: moe-test\n"
+    "model:\n"
+    "  preset: qwen3-235b-a22b\n"
+    "hardware:\n"
+    "  preset: h200-sxm\n"
+    "  nodes: 1\n"
+    "  gpus_per_node: 8\n"
+    "workload:\n"
+    "  input_tokens: 3000\n"
+    "  output_tokens: 800\n"
+    "slo:\n"
+    "  ttft: 1000 ms\n"
+    "  tpot: 50 ms\n"
+    "deployment:\n"
+    "  mode: aggregated\n"
+    "  pools:\n"
+    "    - name: main\n"
+    "      tp: 4\n"
+    "      dp: 2\n"
+    "      ep: 8\n";
+
+static void test_expert_map(void) {
+  Diags d;
+  diags_init(&d);
+  Spec *s = spec_parse(&d, "moe-test.yaml", moe_text, strlen(moe_text), RP_SOURCE_ROOT "/plans/catalog");
+  Layout *L = compile_layout(s, &d);
+  T_CHECK(L != NULL);
+  if (!L) {
+    diags_print(&d, stderr, DIAG_FMT_TEXT, false);
+    spec_free(s);
+    diags_free(&d);
+    return;
+  }
+  int64_t w0 = L->pools[0].mem[0][MEM_WEIGHTS], kv0 = L->pools[0].mem[0][MEM_KV_CACHE];
+  /* Expert e on ep rank e % 8; experts 0..15 get a second replica on rank
+   * (e + 1) % 8: every rank holds 16 + 2 = 18 experts. */
+  int64_t offsets[129], ranks[144], n = 0;
+  for (int64_t e = 0; e < 128; e++) {
+    offsets[e] = n;
+    ranks[n++] = e % 8;
+    if (e < 16) ranks[n++] = (e + 1) % 8;
+  }
+  offsets[128] = n;
+  T_EQ_INT(n, 144);
+  lay_set_expert_map(L, 0, 128, 8, 18, offsets, ranks);
+  T_CHECK(lay_memory(&d, s, L));
+  /* One expert: gate, up and down projections of hidden 4096 x 1536, bf16,
+   * in each of the 94 layers (plans/catalog/models/qwen3-235b-a22b.yaml). */
+  int64_t one = (int64_t)3 * 4096 * 1536 * 2 * 94;
+  T_EQ_INT(L->pools[0].mem[0][MEM_WEIGHTS] - w0, 2 * one);
+  T_EQ_INT(kv0 - L->pools[0].mem[0][MEM_KV_CACHE], 2 * one);
+  /* Ep rank 1 holds experts 1, 9, 17, ... (e % 8 == 1) and the replicas
+   * of experts 0 and 8 ((e + 1) % 8 == 1), ascending: 0, 1, 8, 9, ... */
+  int32_t *m = L->pools[0].expert_map;
+  T_EQ_INT(L->pools[0].expert_slots, 18);
+  T_EQ_INT(m[18 * 1 + 0], 0);
+  T_EQ_INT(m[18 * 1 + 1], 1);
+  T_EQ_INT(m[18 * 1 + 2], 8);
+  T_EQ_INT(m[18 * 1 + 3], 9);
+  size_t len;
+  char *text = emit_plan(&d, s, L, NULL, -1, &len);
+  char *err = NULL;
+  Plan *p = plan_load_mem("moe.json", text, len, NULL, &err);
+  T_CHECK(p != NULL);
+  if (p) {
+    T_EQ_INT(p->pools[0].expert_slots, 18);
+    T_CHECK(p->pools[0].expert_map && memcmp(p->pools[0].expert_map, m, 8 * 18 * sizeof *m) == 0);
+    T_EQ_INT(p->ranks[0].shard[SH_EXPERTS][1], 0);
+    T_EQ_INT(p->ranks[0].memory[MEM_WEIGHTS], L->pools[0].mem[0][MEM_WEIGHTS]);
+  } else {
+    fprintf(stderr, "  %s\n", err);
+  }
+  plan_free(p);
+  free(err);
+  /* A list with a repeat is refused with its path. */
+  char *bad = replace1(text, "[0,1,8,9,", "[0,1,8,8,");
+  T_CHECK(bad != NULL);
+  if (bad) {
+    err = NULL;
+    p = plan_load_mem("moe.json", bad, strlen(bad), NULL, &err);
+    T_CHECK(p == NULL && err && strstr(err, "pools[0].expert_map.ep_ranks[1]: expected ascending"));
+    plan_free(p);
+    free(err);
+    free(bad);
+  }
+  free(text);
+  /* Estimates for the aggregated pool: finite, positive, within the SLOs
+   * when goodput is counted. */
+  PlanEstimates est;
+  const char *why = NULL;
+  T_CHECK(compile_estimates(s, L, NULL, &est, &why));
+  T_CHECK(est.has && est.ttft_ms > 0 && est.tpot_ms > 0 && est.throughput_tok_s > 0);
+  T_CHECK(est.goodput_tok_s_per_gpu == 0 ||
+          (est.ttft_ms <= 1000 && est.tpot_ms <= 50 &&
+           fabs(est.goodput_tok_s_per_gpu * 8 - est.throughput_tok_s) < 1e-6 * est.throughput_tok_s));
+  lay_free(L);
+  spec_free(s);
+  diags_free(&d);
+}
+
+/* Estimates need a workload and SLOs: without the SLOs they stay null and
+ * say why. */
+static void test_estimates_need_slo(void) {
+  char *text = replace1(moe_text, "slo:\n  ttft: 1000 ms\n  tpot: 50 ms\n", "");
+  T_CHECK(text != NULL);
+  if (!text) return;
+  Diags d;
+  diags_init(&d);
+  Spec *s = spec_parse(&d, "moe-test.yaml", text, strlen(text), RP_SOURCE_ROOT "/plans/catalog");
+  Layout *L = compile_layout(s, &d);
+  T_CHECK(L != NULL);
+  if (L) {
+    PlanEstimates est;
+    const char *why = NULL;
+    T_CHECK(!compile_estimates(s, L, NULL, &est, &why));
+    T_CHECK(!est.has && why && strstr(why, "slo"));
+  }
+  lay_free(L);
+  spec_free(s);
+  diags_free(&d);
+  free(text);
+  /* With them, the disaggregated pair gets figures. */
+  Compiled c;
+  T_CHECK(compile(&c, -1));
+  PlanEstimates est;
+  const char *why = NULL;
+  T_CHECK(compile_estimates(c.s, c.L, NULL, &est, &why) && est.has);
+  T_CHECK(isfinite(est.ttft_ms) && est.ttft_ms > 0 && est.tpot_ms > 0);
+  compiled_free(&c);
+}
+
 int main(void) {
   T_RUN(test_names);
   T_RUN(test_roundtrip);
@@ -397,5 +536,7 @@ int main(void) {
   T_RUN(test_errors);
   T_RUN(test_atomic_write);
   T_RUN(test_mutations);
+  T_RUN(test_expert_map);
+  T_RUN(test_estimates_need_slo);
   T_DONE();
 }
