@@ -114,6 +114,12 @@ const RtBackend *rt_backend_find(const char *name);
 const char *rt_backend_names(void);
 
 extern const RtBackend rt_backend_host;
+
+/* Bytes of one shared-memory ring of the host backend (one per direction
+ * of a same-node pair that shares a group). The KV benchmark's memcpy
+ * reference writes through a buffer of this size too, so that both see
+ * the same caches. */
+#define RT_HOST_RING_BYTES (8u << 20)
 #if RP_HAVE_NCCL
 extern const RtBackend rt_backend_nccl;
 #endif

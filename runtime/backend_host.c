@@ -46,7 +46,7 @@
  * no page fault lands inside a transfer and a full /dev/shm shows at
  * creation (that pair then stays on TCP), not as SIGBUS later. Cost: this
  * much shared memory per ordered same-node pair that shares a group. */
-#define RING_BYTES ((uint64_t)8 << 20)
+#define RING_BYTES ((uint64_t)RT_HOST_RING_BYTES)
 
 /* One direction of a same-host pair. head and tail count bytes since the
  * start; they live on separate cache lines. A side that finds nothing to do
@@ -127,6 +127,15 @@ struct RtComm {
 };
 
 static RtResult host_init(const RtBackendCtx *ctx, void **state) {
+  /* Rank processes are throughput workers that wake each other through
+   * the rings' futexes. Under SCHED_OTHER a woken receiver preempts its
+   * sender at once when ranks outnumber cores, and the sender's copy then
+   * waits for the receiver's unpacking: on the 2-core build machine that
+   * was 80% of the time in send calls (docs/benchmarks.md). SCHED_BATCH
+   * keeps fair sharing but drops wake-up preemption. Unprivileged; a
+   * refusal changes nothing else. */
+  struct sched_param sp = {.sched_priority = 0};
+  (void)sched_setscheduler(0, SCHED_BATCH, &sp);
   HostState *hs = rp_calloc(1, sizeof *hs);
   hs->plan = ctx->plan;
   hs->rank = ctx->rank;

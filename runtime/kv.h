@@ -50,7 +50,12 @@ typedef struct {
   int64_t bytes_same_node, bytes_cross_node;
   double secs_same_node, secs_cross_node;
   int64_t cells_verified;
-  double memcpy_gbs; /* plain memcpy of one request's bytes, same process */
+  /* sending side: a plain memcpy of every message it sent, between two
+   * pre-faulted host buffers, timed just before the send (the benchmark's
+   * reference, under the same load as the transfer) */
+  int64_t memcpy_bytes;
+  double memcpy_secs;
+  double memcpy_gbs; /* memcpy_bytes / memcpy_secs, 0 when nothing sent */
   /* per request, on decode ranks: bytes and seconds */
   int nreq;
   int64_t *req_bytes;

@@ -30,7 +30,8 @@ typedef struct {
   double mem_scale;
   int64_t bytes, bytes_same_node, bytes_cross_node, cells_verified;
   double secs_same_node, secs_cross_node; /* summed send time (senders) */
-  double memcpy_gbs;                      /* lowest over the ranks that moved KV */
+  double memcpy_gbs; /* sent bytes over the senders' summed time in a plain
+                        memcpy of the same messages (kv.h) */
   int64_t *req_bytes;                     /* per request */
   double *req_secs;                       /* per request, slowest rank */
 } RtKvReport;
