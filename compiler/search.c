@@ -144,7 +144,11 @@ typedef bool (*BatchPred)(const CostModel *m, const CostLayout *l, int64_t B, vo
 static int64_t search__largest(const CostModel *m, const CostLayout *l, int64_t hi,
                                BatchPred pred, void *arg) {
   if (hi < 1 || !pred(m, l, 1, arg)) return 0;
+  /* Memory- or cap-bound layouts meet the SLO at the top of the range: one
+   * test instead of the bisection. */
+  if (pred(m, l, hi, arg)) return hi;
   int64_t lo = 1;
+  hi--;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo + 1) / 2;
     if (pred(m, l, mid, arg)) lo = mid;
@@ -288,7 +292,10 @@ static bool search__validate(const Ctx *c, PoolRole role, const CostLayout *l) {
  * candidate's cost does not grow with pp. The rest of validate_pool (the
  * divisibility rules, which search_layout_valid mirrors) runs on the
  * shortlisted layouts only (search__shortlist), or on every layout in
- * strict mode; the unit tests check both modes give the same output. */
+ * strict mode; the unit tests check both modes give the same output. (A
+ * cheaper prefilter on the cost model's weight bytes is not used: its
+ * pipeline split differs from the engine's, and the unit test caught it
+ * dropping layouts the ledger accepts.) */
 static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64_t *bmem) {
   PoolSpec p;
   search__pool_of(c, role, l, &p);
@@ -318,16 +325,6 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64
   diags_free(&d);
   if (ok && c->strict) ok = search__validate(c, role, l);
   return ok;
-}
-
-/* Whether a layout's weights alone overflow one GPU: the heaviest stage's
- * weight bytes (cost_weight_bytes_gpu) above the usable memory. The memory
- * ledger rejects every such layout too (its weights come on top of fixed
- * buffers), so this cheap test only spares the ledger's work; the test
- * search_valid_counts_same_with_prefilter checks the counts agree. */
-static bool search__weights_overflow(const CostModel *m, const CostLayout *l) {
-  int64_t w = cost_weight_bytes_gpu(m, l);
-  return w < 0 || w > m->usable_mem;
 }
 
 /* Enumerates the layouts of one role in a fixed order (tp, pp, cp, dp, ep,
@@ -373,7 +370,6 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
                 if (!ctx_spend(c, 1)) return;
-                if (!c->strict && search__weights_overflow(m, &l)) continue;
                 int64_t bmem = 0;
                 if (!search__rules_pass(c, role, &l, &bmem)) continue;
                 search__eval_layout(c, role, &l, bmem, out);
@@ -875,8 +871,13 @@ char *search_explain(const SearchOut *out, size_t i) {
     else if (r->gpus != w->gpus) sb_printf(&sb, "GPUs %lld vs %lld", (long long)r->gpus, (long long)w->gpus);
     else sb_puts(&sb, "layout name order");
   } else {
-    sb_printf(&sb, "%.1f%% less goodput/GPU than #1", loss);
+    sb_printf(&sb, "%.1f%% less goodput/GPU than #1 (%.1f vs %.1f tok/s/GPU)", loss, r->goodput_gpu,
+              w->goodput_gpu);
   }
+  /* The binding constraint of each: what stopped this one from going
+   * further, against what stopped the winner. */
+  sb_printf(&sb, "; bound by %s (#1: %s)", search_binding_name(r->binding),
+            search_binding_name(w->binding));
   if (r->mode != w->mode) {
     sb_printf(&sb, "; %s instead of %s", r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated",
               w->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated");
@@ -926,7 +927,12 @@ char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool e
     else sb_printf(&sb, "%s %s %lld", i ? "," : "", role_names[i], (long long)out->layouts[i]);
   }
   sb_putc(&sb, '\n');
-  if (out->tp_opt > 0) sb_printf(&sb, "MLA attention tp optimum at the winner's decode batch: TP* = %.1f\n", out->tp_opt);
+  if (out->tp_opt > 0 && out->results.len) {
+    const SearchResult *w = &out->results.items[0];
+    sb_printf(&sb, "MLA attention tp optimum at the winner's decode batch: TP* = %.1f; the winner "
+                   "uses attention tp %lld\n",
+              out->tp_opt, (long long)w->pools[w->npools - 1].lay.tp);
+  }
   sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs", "TTFT ms",
             "TPOT ms", "req/s", "tok/s", "goodput/GPU", "binding", "pareto");
   size_t n = nrows(out, top);

@@ -77,8 +77,8 @@ typedef struct {
   double headroom;        /* <= 0: the spec's search.headroom, else 0.9 */
   bool aggregated, disaggregated; /* both false: from deployment.mode */
   FILE *progress;         /* NULL: silent; else progress lines (a TTY) */
-  bool strict;            /* validate_pool on every layout and no weight prefilter: the
-                           * same output, slower (the unit tests compare the two) */
+  bool strict;            /* validate_pool on every layout: the same output, slower
+                           * (the unit tests compare the two) */
 } SearchOptions;
 
 typedef struct {

@@ -342,6 +342,105 @@ static void test_dsv3_search(void) {
   diags_free(&d);
 }
 
+
+/* The search space covers every size the rules allow, not only powers of
+ * two: Llama-3.1-70B (bf16, about 141 GB of weights) on a budget of 3 H200
+ * GPUs fits as tp 1 with pp 3 (64 heads allow no tp 3); a powers-of-two
+ * search would never evaluate it. */
+static void test_space_not_pow2(void) {
+  Spec s = llama70b(1);
+  workload(&s, 1000, 200, 5.0, 0.2);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  o.gpu_budget = 3;
+  SearchOut out;
+  Diags d;
+  T_CHECK(run(&s, &o, &out, &d));
+  bool pp3 = false;
+  for (size_t i = 0; i < out.results.len; i++)
+    for (size_t p = 0; p < out.results.items[i].npools; p++)
+      if (out.results.items[i].pools[p].lay.pp == 3 && out.results.items[i].pools[p].lay.tp == 1)
+        pp3 = true;
+  T_CHECK(pp3);
+  search_out_free(&out);
+  diags_free(&d);
+  /* DeepSeek-V3 on 3 nodes: ep runs over the divisors of 256 experts that
+   * divide the instance's ranks, so dp 3 (24 ranks at tp 8) pairs with ep
+   * 8 only; the rules accept it and reject ep 3. */
+  Spec v3 = dsv3(3);
+  CostModel m = model_of(&v3);
+  const char *why = NULL;
+  CostLayout dp3 = {8, 1, 1, 3, 8, 1, 1};
+  T_CHECK(search_layout_valid(&m, &dp3, ROLE_DECODE, false, &why));
+  CostLayout ep3 = {8, 1, 1, 3, 3, 1, 1};
+  T_CHECK(!search_layout_valid(&m, &ep3, ROLE_DECODE, false, &why));
+  /* Expert GEMMs under one 128-wide tile (the model stage's W0203):
+   * 2048 columns over etp 32 is 64. */
+  CostLayout narrow = {8, 1, 1, 4, 1, 32, 1};
+  T_CHECK(!search_layout_valid(&m, &narrow, ROLE_DECODE, false, &why));
+  T_EQ_STR(why, "expert GEMMs narrower than one 128-wide tile (W0203)");
+}
+
+/* The fast path (weight prefilter, per-stage ledger once per distinct
+ * stage, validate_pool on the shortlist only) prints the same bytes as
+ * the strict path that runs validate_pool on every layout. */
+static void test_strict_same(void) {
+  Spec specs[2] = {llama70b(2), dsv3(4)};
+  for (int i = 0; i < 2; i++) {
+    char *txt[2];
+    for (int strict = 0; strict < 2; strict++) {
+      SearchOptions o;
+      memset(&o, 0, sizeof o);
+      o.strict = strict;
+      SearchOut out;
+      Diags d;
+      run(&specs[i], &o, &out, &d);
+      T_CHECK(out.results.len > 0);
+      txt[strict] = search_format_text(&out, &specs[i], 0, true);
+      search_out_free(&out);
+      diags_free(&d);
+    }
+    T_EQ_STR(txt[0], txt[1]);
+    free(txt[0]);
+    free(txt[1]);
+  }
+}
+
+/* --explain: every alternative after the winner says why it lost, with
+ * its goodput against the winner's and the binding constraint of both. */
+static void test_explain_alternatives(void) {
+  Spec s = dsv3(4);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  SearchOut out;
+  Diags d;
+  T_CHECK(run(&s, &o, &out, &d));
+  T_CHECK(out.results.len >= 5);
+  size_t n = out.results.len < 8 ? out.results.len : 8;
+  for (size_t i = 1; i < n; i++) {
+    char *e = search_explain(&out, i);
+    const SearchResult *r = &out.results.items[i];
+    if (r->feasible) {
+      T_CHECK(strstr(e, "less goodput/GPU than #1") || strstr(e, "ties #1 on goodput/GPU"));
+      char want[64];
+      snprintf(want, sizeof want, "bound by %s (#1: %s)", search_binding_name(r->binding),
+               search_binding_name(out.results.items[0].binding));
+      T_CHECK(strstr(e, want) != NULL);
+      T_CHECK(strstr(e, "tok/s/GPU") != NULL);
+    } else {
+      T_CHECK(strstr(e, "misses the") != NULL);
+    }
+    free(e);
+  }
+  /* The MLA attention tp optimum is printed next to the winner's tp. */
+  char *txt = search_format_text(&out, &s, 3, false);
+  T_CHECK(strstr(txt, "TP* = ") != NULL);
+  T_CHECK(strstr(txt, "the winner uses attention tp") != NULL);
+  free(txt);
+  search_out_free(&out);
+  diags_free(&d);
+}
+
 static int bench(int64_t gpus) {
   Spec s = dsv3(gpus / 8);
   SearchOptions o;
@@ -372,5 +471,8 @@ int main(int argc, char **argv) {
   T_RUN(test_modes_and_rate);
   T_RUN(test_budget_and_slo);
   T_RUN(test_dsv3_search);
+  T_RUN(test_space_not_pow2);
+  T_RUN(test_strict_same);
+  T_RUN(test_explain_alternatives);
   T_DONE();
 }
