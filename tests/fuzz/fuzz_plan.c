@@ -37,8 +37,16 @@ static void check_plan(const Plan *p) {
     if (!p->partial) CHECK(r->rank == i);
     if (i > 0) CHECK(r->rank > p->ranks[i - 1].rank);
     CHECK(plan_find_rank(p, r->rank) == r);
-    CHECK(r->node >= 0 && (size_t)r->node < p->nnodes);
-    CHECK(r->device >= 0 && r->device < p->nodes[r->node].gpus);
+    /* A split plan lists only its own node, under that node's id. */
+    const PlanNode *nd = NULL;
+    if (!p->partial) {
+      CHECK(r->node >= 0 && (size_t)r->node < p->nnodes);
+      nd = &p->nodes[r->node];
+    } else {
+      CHECK(p->nnodes == 1 && r->node == p->partial_node && p->nodes[0].node == r->node);
+      nd = &p->nodes[0];
+    }
+    CHECK(r->device >= 0 && r->device < nd->gpus);
     CHECK(r->pool >= 0 && (size_t)r->pool < p->npools);
     const PlanPool *pl = &p->pools[r->pool];
     CHECK(r->rank >= pl->first_rank && r->rank - pl->first_rank < pl->nranks);
@@ -67,7 +75,8 @@ static void check_plan(const Plan *p) {
   }
   for (size_t n = 0; n < p->nnodes; n++) {
     const PlanNode *nd = &p->nodes[n];
-    CHECK(nd->node == (int32_t)n && nd->gpus >= 0);
+    if (!p->partial) CHECK(nd->node == (int32_t)n);
+    CHECK(nd->gpus >= 0);
     CHECK(nd->first_rank >= 0 && nd->nranks >= 0);
   }
 }
