@@ -529,6 +529,69 @@ static void test_estimates_need_slo(void) {
   compiled_free(&c);
 }
 
+/* compile_spec_to_plan, as `rankplan search -o` calls it: given estimates
+ * are written as given, and the spec's hooks run (here a placement hook
+ * that puts rank r on GPU 7 - r). */
+static void test_compile_call(void) {
+  char dir[] = "/tmp/rankplan-compile-XXXXXX";
+  T_CHECK(mkdtemp(dir) != NULL);
+  char *hook = rp_sprintf("%s/reverse.lua", dir), *out = rp_sprintf("%s/plan.json", dir);
+  const char lua[] = "return function(ctx)\n  local p = {}\n"
+                     "  for r = 0, #ctx.ranks - 1 do p[r + 1] = {rank = r, node = 0, gpu = 7 - r} end\n"
+                     "  return p\nend\n";
+  T_EQ_INT(rp_write_file_atomic(hook, lua, strlen(lua)), 0);
+  char *with = rp_sprintf("%s  hooks:\n    placement: %s\n", moe_text, hook);
+  Diags d;
+  diags_init(&d);
+  Spec *s = spec_parse(&d, "moe-test.yaml", with, strlen(with), RP_SOURCE_ROOT "/plans/catalog");
+  T_CHECK(s != NULL && !diags_failed(&d));
+  PlanEstimates est = {true, 1.5, 2.5, 1000.0, 125.0};
+  CompileOpts o = {out, NULL, NULL, &est};
+  char *what = NULL;
+  int werr = -1;
+  T_EQ_INT(compile_spec_to_plan(s, &o, &d, &what, &werr), RP_EXIT_OK);
+  T_EQ_INT(werr, 0);
+  T_CHECK(what == NULL);
+  char *err = NULL;
+  Plan *p = plan_load(out, NULL, &err);
+  T_CHECK(p != NULL);
+  if (p) {
+    T_EQ_INT(p->ranks[0].device, 7);
+    T_EQ_INT(p->ranks[7].device, 0);
+  } else {
+    fprintf(stderr, "  %s\n", err);
+  }
+  plan_free(p);
+  free(err);
+  size_t len = 0;
+  char *text = NULL;
+  T_EQ_INT(rp_read_file(out, (size_t)1 << 24, &text, &len), 0);
+  T_CHECK(text && strstr(text, "\"estimates\": {\"ttft_ms\":1.500000,\"tpot_ms\":2.500000,"
+                               "\"throughput_tok_s\":1000.000000,\"goodput_tok_s_per_gpu\":125.000000}"));
+  free(text);
+  /* A bad spec writes nothing and says so with diagnostics. */
+  unlink(out);
+  spec_free(s);
+  diags_free(&d);
+  diags_init(&d);
+  char *bad = replace1(with, "      tp: 4\n", "      tp: 3\n");
+  s = bad ? spec_parse(&d, "moe-test.yaml", bad, strlen(bad), RP_SOURCE_ROOT "/plans/catalog") : NULL;
+  T_CHECK(s != NULL);
+  if (s) {
+    T_EQ_INT(compile_spec_to_plan(s, &o, &d, &what, &werr), RP_EXIT_INPUT);
+    T_CHECK(diags_failed(&d) && access(out, F_OK) != 0);
+  }
+  free(bad);
+  free(what);
+  spec_free(s);
+  diags_free(&d);
+  unlink(hook);
+  rmdir(dir);
+  free(with);
+  free(hook);
+  free(out);
+}
+
 int main(void) {
   T_RUN(test_names);
   T_RUN(test_roundtrip);
@@ -538,5 +601,6 @@ int main(void) {
   T_RUN(test_mutations);
   T_RUN(test_expert_map);
   T_RUN(test_estimates_need_slo);
+  T_RUN(test_compile_call);
   T_DONE();
 }
