@@ -165,6 +165,17 @@ static json_t *json_summary(const Plan *p) {
   return o;
 }
 
+/* A rank's experts: its contiguous range, or, when an expert_placement
+ * hook wrote the pool's expert_map, how many map slots it holds. */
+static const char *fmt_experts(char *buf, size_t n, const Plan *p, const PlanRank *R) {
+  const PlanPool *P = &p->pools[R->pool];
+  if (P->expert_map && P->expert_slots > 0) {
+    snprintf(buf, n, "map:%lld", (long long)P->expert_slots);
+    return buf;
+  }
+  return fmt_range(buf, n, R->shard[SH_EXPERTS]);
+}
+
 static void text_ranks(FILE *out, const Plan *p) {
   fprintf(out, "%6s %5s %6s %-12s %4s %4s %4s %4s %4s %4s %4s  %-10s %-10s %-10s\n", "rank", "node", "device",
           "pool", "inst", "tp", "cp", "dp", "pp", "ep", "edp", "layers", "kv_heads", "experts");
@@ -175,7 +186,7 @@ static void text_ranks(FILE *out, const Plan *p) {
             R->device, p->pools[R->pool].name, R->instance, R->coords[CO_TP], R->coords[CO_CP],
             R->coords[CO_DP], R->coords[CO_PP], R->coords[CO_EP], R->coords[CO_EDP],
             fmt_range(a, sizeof a, R->shard[SH_LAYERS]), fmt_range(b, sizeof b, R->shard[SH_KV_HEADS]),
-            fmt_range(c, sizeof c, R->shard[SH_EXPERTS]));
+            fmt_experts(c, sizeof c, p, R));
   }
 }
 
@@ -188,6 +199,13 @@ static void text_rank(FILE *out, const Plan *p, const PlanRank *R) {
   fprintf(out, "\nshard:");
   for (int k = 0; k < SH__COUNT; k++)
     fprintf(out, " %s %s", plan_shard_name((ShardKind)k), fmt_range(a, sizeof a, R->shard[k]));
+  const PlanPool *P = &p->pools[R->pool];
+  if (P->expert_map && P->expert_slots > 0) {
+    /* The hook's expert map: ep rank e holds slots [e*S, (e+1)*S). */
+    fprintf(out, "\nexperts (expert_map, ep rank %d):", R->coords[CO_EP]);
+    const int32_t *m = P->expert_map + (int64_t)R->coords[CO_EP] * P->expert_slots;
+    for (int64_t i = 0; i < P->expert_slots; i++) fprintf(out, "%s%d", i ? ", " : " ", m[i]);
+  }
   fprintf(out, "\n%-10s %8s %6s  %s\n", "group", "id", "size", "ranks");
   for (int k = 0; k < GK__COUNT; k++) {
     const PlanGroup *G = plan_rank_group(p, R, (GroupKind)k);

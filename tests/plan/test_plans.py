@@ -293,6 +293,13 @@ try:
     # the loader reads the map back, and checks it
     p = run("explain", os.path.join(EX, "hook-eplb.plan.json"), "--summary")
     check(p.returncode == 0, "expert_placement: the loader accepts a plan with an expert_map", p.stderr)
+    p = run("explain", os.path.join(EX, "hook-eplb.plan.json"), "--rank", "3")
+    want = "experts (expert_map, ep rank 3): " + ", ".join(str(e) for e in em["ep_ranks"][3]) if em else "?"
+    check(p.returncode == 0 and want in p.stdout, "explain --rank lists the experts the hook's map gives the rank",
+          p.stdout[-800:])
+    p = run("explain", os.path.join(EX, "hook-eplb.plan.json"))
+    check(p.returncode == 0 and "map:%d" % em["slots_per_rank"] in p.stdout if em else False,
+          "explain's rank table marks experts held through the map", p.stdout[:800])
     bad = os.path.join(tmp, "bad-map.json")
     text = open(os.path.join(EX, "hook-eplb.plan.json")).read()
     first = json.dumps(em["ep_ranks"][0], separators=(",", ":")) if em else "[]"
