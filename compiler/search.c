@@ -102,9 +102,26 @@ typedef struct {
 
 typedef RP_VEC(RoleEval) RoleVec;
 
+/* One pp stage's memory verdict, cached per tp/cp/dp/ep/etp/dcp. Besides
+ * that layout and the role, a stage's ledger depends only on its layer
+ * count, how many of its layers are dense, and its place: first
+ * (embedding), last (lm_head, logits), both (pp 1) or in between (and
+ * with pp > 1 on the pipeline's communicator, which every place but "both"
+ * implies). */
+typedef struct {
+  int64_t gen;       /* valid when equal to Ctx.stage_gen */
+  bool fits;         /* weights fit and one max_context request fits */
+  int64_t requests;  /* requests_fit_instance */
+} StageMem;
+
 typedef struct {
   const CostModel *m;
   const Spec *s;
+  /* Ledgers of the stages seen for the current tp/cp/dp/ep/etp/dcp (pp
+   * runs innermost, so every pp of one layout shares them), indexed by
+   * (layers, dense layers, place); a new generation empties the table. */
+  StageMem *stages;
+  int64_t stage_gen;
   int64_t G;
   double rho;
   int64_t max;
@@ -157,8 +174,11 @@ static int64_t search__largest(const CostModel *m, const CostLayout *l, int64_t 
   return lo;
 }
 
-static bool pred_decode(const CostModel *m, const CostLayout *l, int64_t B, void *arg) {
-  RP_UNUSED(arg);
+/* Whether the step meets the TPOT SLO at micro-batch b (arg: the largest
+ * B, *(int64_t *)arg). */
+static bool pred_decode_mb(const CostModel *m, const CostLayout *l, int64_t b, void *arg) {
+  int64_t hi = *(const int64_t *)arg;
+  int64_t B = b * l->pp < hi ? b * l->pp : hi;
   CostDecode dc;
   if (!cost_decode_step(m, l, B, search__ctx(m), &dc)) return false;
   return dc.tpot <= m->slo_tpot;
@@ -222,7 +242,11 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
   int64_t cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
   int64_t hi = bmem < cap ? bmem : cap;
   if (role == ROLE_DECODE) {
-    int64_t B = search__largest(m, l, hi, pred_decode, NULL);
+    /* The step time depends on B only through b = ceil(B/pp), the
+     * micro-batch: search over b, then take the largest B with that b. */
+    int64_t hb = (hi + l->pp - 1) / l->pp;
+    int64_t bb = search__largest(m, l, hb, pred_decode_mb, &hi);
+    int64_t B = bb * l->pp < hi ? bb * l->pp : hi;
     if (B < 1) return;
     CostDecode dc;
     cost_decode_step(m, l, B, search__ctx(m), &dc);
@@ -287,9 +311,9 @@ static bool search__validate(const Ctx *c, PoolRole role, const CostLayout *l) {
  * max_context request (the rules validate_pool applies to the same
  * ledger). *bmem is B_memory from the ledger (docs/memory.md): the fewest
  * requests any pp stage holds, over the instance's dp ranks.
- * Stages whose ledger must be equal (same layer count and dense/MoE mix as
- * the stage before, neither first nor last) are computed once, so a
- * candidate's cost does not grow with pp. The rest of validate_pool (the
+ * Stages whose ledger must be equal (StageMem says which) are computed once per
+ * tp/cp/dp/ep/etp/dcp: pp runs innermost, and across pp = 1 .. layers the
+ * stages repeat, so a candidate's cost does not grow with pp. The rest of validate_pool (the
  * divisibility rules, which search_layout_valid mirrors) runs on the
  * shortlisted layouts only (search__shortlist), or on every layout in
  * strict mode; the unit tests check both modes give the same output. (A
@@ -305,21 +329,21 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64
   int64_t *part = rp_malloc((size_t)l->pp * sizeof *part);
   bool ok = lay_partition(&d, (Engine)c->s->deployment.engine.v, c->m->layers, l->pp, &p, &c->lw,
                           part);
-  int64_t first = 0, prev_n = -1, prev_nd = -1;
+  int64_t first = 0;
   for (int64_t st = 0; ok && st < l->pp; first += part[st], st++) {
     int64_t n = part[st];
     int64_t nd = first < c->m->n_dense ? (c->m->n_dense - first < n ? c->m->n_dense - first : n) : 0;
-    bool edge = st == 0 || st == l->pp - 1;
-    bool same = !edge && n == prev_n && nd == prev_nd;
-    prev_n = edge ? -1 : n;
-    prev_nd = edge ? -1 : nd;
-    if (same) continue;
-    MemLedger led;
-    if (!mem_ledger(c->s, &p, st, part, &led, &d) || led.kv_pool < 0 || !led.max_context_fits) {
-      ok = false;
-      break;
+    int64_t place = l->pp == 1 ? 3 : st == 0 ? 0 : st == l->pp - 1 ? 1 : 2;
+    RP_ASSERT(n >= 0 && n <= c->m->layers && nd >= 0 && nd <= c->m->n_dense);
+    StageMem *e = &c->stages[(n * (c->m->n_dense + 1) + nd) * 4 + place];
+    if (e->gen != c->stage_gen) {
+      MemLedger led;
+      e->gen = c->stage_gen;
+      e->fits = mem_ledger(c->s, &p, st, part, &led, &d) && led.kv_pool >= 0 && led.max_context_fits;
+      e->requests = e->fits ? led.requests_fit_instance : 0;
     }
-    if (led.requests_fit_instance < *bmem) *bmem = led.requests_fit_instance;
+    if (!e->fits) ok = false;
+    else if (e->requests < *bmem) *bmem = e->requests;
   }
   free(part);
   diags_free(&d);
@@ -327,8 +351,9 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64
   return ok;
 }
 
-/* Enumerates the layouts of one role in a fixed order (tp, pp, cp, dp, ep,
- * etp, dcp, each ascending) and evaluates the valid ones. Every size runs
+/* Enumerates the layouts of one role in a fixed order (tp, cp, dp, ep, etp,
+ * dcp, pp, each ascending; pp innermost so that the stage ledgers are
+ * shared) and evaluates the valid ones. Every size runs
  * over every value the validation rules allow within the GPU budget, not
  * only powers of two: tp over the divisors of the head count (within the
  * scale-up domain unless the spec allows more), pp over 1..layers, cp over
@@ -351,22 +376,23 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
   for (int64_t tp = 1; tp <= m->heads && tp <= G; tp++) {
     if (m->heads % tp) continue;
     if (!across && tp > m->domain) break;
-    for (int64_t pp = 1; pp <= m->layers && tp * pp <= G; pp++) {
-      int64_t cpmax = role == ROLE_PREFILL && m->kind != ATTN_MLA ? m->heads / tp : 1;
-      for (int64_t cp = 1; cp <= cpmax && tp * pp * cp <= G; cp++) {
-        if (cpmax % cp) continue;
-        int64_t dpmax = m->moe ? G / (tp * pp * cp) : 1;
-        for (int64_t dp = 1; dp <= dpmax; dp++) {
-          int64_t ranks = tp * cp * dp;
-          int64_t epmax = m->moe ? (ranks < m->experts ? ranks : m->experts) : 1;
-          for (int64_t ep = 1; ep <= epmax; ep++) {
-            if (ranks % ep || (m->moe && m->experts % ep)) continue;
-            int64_t etpmax = m->moe ? ranks / ep : 1;
-            for (int64_t etp = 1; etp <= etpmax; etp++) {
-              if ((ranks / ep) % etp || (m->moe && m->expert_ffn_size % etp)) continue;
-              int64_t dcpmax = role == ROLE_PREFILL ? 1 : tp;
-              for (int64_t dcp = 1; dcp <= dcpmax; dcp++) {
-                if (tp % dcp) continue;
+    int64_t cpmax = role == ROLE_PREFILL && m->kind != ATTN_MLA ? m->heads / tp : 1;
+    for (int64_t cp = 1; cp <= cpmax && tp * cp <= G; cp++) {
+      if (cpmax % cp) continue;
+      int64_t dpmax = m->moe ? G / (tp * cp) : 1;
+      for (int64_t dp = 1; dp <= dpmax; dp++) {
+        int64_t ranks = tp * cp * dp;
+        int64_t epmax = m->moe ? (ranks < m->experts ? ranks : m->experts) : 1;
+        for (int64_t ep = 1; ep <= epmax; ep++) {
+          if (ranks % ep || (m->moe && m->experts % ep)) continue;
+          int64_t etpmax = m->moe ? ranks / ep : 1;
+          for (int64_t etp = 1; etp <= etpmax; etp++) {
+            if ((ranks / ep) % etp || (m->moe && m->expert_ffn_size % etp)) continue;
+            int64_t dcpmax = role == ROLE_PREFILL ? 1 : tp;
+            for (int64_t dcp = 1; dcp <= dcpmax; dcp++) {
+              if (tp % dcp) continue;
+              c->stage_gen++;
+              for (int64_t pp = 1; pp <= m->layers && ranks * pp <= G; pp++) {
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
                 if (!ctx_spend(c, 1)) return;
@@ -749,6 +775,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   c.max = o->max_candidates > 0 ? o->max_candidates : SEARCH_MAX_CANDIDATES_DEFAULT;
   c.progress = o->progress;
   c.strict = o->strict;
+  c.stages = rp_calloc((size_t)((m->layers + 1) * (m->n_dense + 1) * 4), sizeof *c.stages);
   c.lw = lay_default_weights(s);
   out->gpu_budget = c.G;
   out->headroom = c.rho;
@@ -828,6 +855,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     diag_help(g, "relax `slo`, lower `workload.rate`, or add GPUs");
     ok = false;
   }
+  free(c.stages);
   free(pre.items);
   free(dec.items);
   free(both.items);
