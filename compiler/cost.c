@@ -487,66 +487,86 @@ typedef struct {
   double bytes, flops, comm;
 } CostLayerStep;
 
-bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B, double ctx,
-                      CostDecode *out) {
+bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p) {
+  memset(p, 0, sizeof *p);
+  p->l = *l;
+  p->c = (int64_t)ceil(ctx);
+  p->kvr = model_kv_bytes_per_token_rank(m->ms, l->tp, 1, l->dcp);
+  if (p->kvr < 0) return false;
+  CkState st = {true};
+  p->w_dense = cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
+                   cost__cdiv(m->b_dense_ffn, l->tp));
+  p->p_dense = cka(&st, m->attn_params, m->dense_ffn_params);
+  if (m->moe) {
+    p->local = cost__cdiv(m->experts, l->ep);
+    p->w_moe = cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
+                   cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router));
+    p->w_expert = cost__cdiv(m->b_expert, l->etp);
+    p->p_moe = cka(&st, m->attn_params, m->shared_params);
+    p->tpdp = ckm(&st, l->tp, l->dp);
+  }
+  if (!st.ok) return false;
+  LinkClass lc = cost_link_class(m, l->tp);
+  p->tp_bw = cost_link_bw(m, lc);
+  p->tp_lat = cost_link_lat(m, lc);
+  lc = cost_link_class(m, l->ep * l->etp);
+  p->ep_bw = cost_link_bw(m, lc);
+  p->ep_lat = cost_link_lat(m, lc);
+  if (l->pp > 1) {
+    lc = cost_link_class(m, cost_layout_gpus(l));
+    p->pp_bw = cost_link_bw(m, lc);
+    p->pp_lat = cost_link_lat(m, lc);
+  }
+  p->lm_bytes = (double)cost__cdiv(m->b_lm, l->tp);
+  return true;
+}
+
+bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out) {
   memset(out, 0, sizeof *out);
+  const CostLayout *l = &p->l;
   if (B < 1) B = 1;
   CkState st = {true};
   int64_t b = cost__cdiv(B, l->pp);
   int64_t bdp = cost__cdiv(b, l->dp);
-  int64_t c = (int64_t)ceil(ctx);
-  int64_t kvr = model_kv_bytes_per_token_rank(m->ms, l->tp, 1, l->dcp);
-  if (kvr < 0) return false;
+  int64_t c = p->c;
+  int64_t kvr = p->kvr;
   /* KV read per layer: this dp rank's requests, their context split over
    * dcp ranks. */
   int64_t kv_layer = cost__cdiv(ckm(&st, ckm(&st, bdp, c), kvr), l->dcp);
   int64_t attn_flops = ckm(&st, ckm(&st, bdp, c), m->attn_pair_flops_decode) / l->tp;
   CostLayerStep dl = {0}, ml = {0};
-  dl.bytes = (double)cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
-                         cost__cdiv(m->b_dense_ffn, l->tp)) + (double)kv_layer;
-  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, bdp),
-                                  cka(&st, m->attn_params, m->dense_ffn_params)) / l->tp,
-                         attn_flops);
+  dl.bytes = (double)p->w_dense + (double)kv_layer;
+  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, bdp), p->p_dense) / l->tp, attn_flops);
   if (m->moe) {
-    int64_t local = cost__cdiv(m->experts, l->ep);
-    double touched = cost_experts_touched(m->experts, m->top_k, local, b);
-    ml.bytes = (double)cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
-                           cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router)) +
-               touched * (double)cost__cdiv(m->b_expert, l->etp) + (double)kv_layer;
-    int64_t f = ckm(&st, ckm(&st, 2, bdp), cka(&st, m->attn_params, m->shared_params)) / l->tp;
+    double touched = cost_experts_touched(m->experts, m->top_k, p->local, b);
+    ml.bytes = (double)p->w_moe + touched * (double)p->w_expert + (double)kv_layer;
+    int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
     f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));
-    f = cka(&st, f, ckm(&st, ckm(&st, ckm(&st, 2, b), m->top_k), m->expert_params) /
-                        ckm(&st, l->tp, l->dp));
+    f = cka(&st, f, ckm(&st, ckm(&st, ckm(&st, 2, b), m->top_k), m->expert_params) / p->tpdp);
     ml.flops = (double)cka(&st, f, attn_flops);
   }
   if (!st.ok) return false;
   double act = (double)m->act_bytes, h = (double)m->hidden;
   double tp_comm = 0.0;
-  if (l->tp > 1) {
-    LinkClass lc = cost_link_class(m, l->tp);
-    tp_comm = 2.0 * cost_ring_allreduce((double)bdp * h * act, l->tp, cost_link_bw(m, lc),
-                                        cost_link_lat(m, lc));
-  }
+  if (l->tp > 1)
+    tp_comm = 2.0 * cost_ring_allreduce((double)bdp * h * act, l->tp, p->tp_bw, p->tp_lat);
   if (l->dcp > 1) {
     /* dcp ranks hold different tokens of the same heads: their partial
      * attention outputs are combined with one reduction per layer. */
-    LinkClass lc = cost_link_class(m, l->tp);
     tp_comm += cost_ring_allreduce((double)bdp * h * act * (double)l->dcp / (double)l->tp,
-                                   l->dcp, cost_link_bw(m, lc), cost_link_lat(m, lc));
+                                   l->dcp, p->tp_bw, p->tp_lat);
   }
   dl.comm = tp_comm;
   ml.comm = tp_comm;
   if (m->moe && l->ep > 1) {
-    LinkClass lc = cost_link_class(m, l->ep * l->etp);
     double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k;
-    ml.comm += 2.0 * cost_all_to_all(bytes, l->ep, cost_link_bw(m, lc), cost_link_lat(m, lc));
+    ml.comm += 2.0 * cost_all_to_all(bytes, l->ep, p->ep_bw, p->ep_lat);
   }
   if (m->moe && l->etp > 1) {
     /* Expert tp gathers the group's routed tokens and reduce-scatters the
      * partial outputs (the prefill comment says why). */
-    LinkClass lc = cost_link_class(m, l->ep * l->etp);
     double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k * (double)l->etp;
-    ml.comm += cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, lc), cost_link_lat(m, lc));
+    ml.comm += cost_ring_allreduce(bytes, l->etp, p->ep_bw, p->ep_lat);
   }
   double bw = m->hbm_bw * m->k.hbm_efficiency;
   double pk = m->peak_flops * m->k.mfu_decode;
@@ -557,14 +577,11 @@ bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B, double
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
                     nm * (fmax(ml.bytes / bw, ml.flops / pk) + ov * ml.comm);
   /* The logits of every sequence on the last stage (vocab split over tp). */
-  double lm_bytes = (double)cost__cdiv(m->b_lm, l->tp);
+  double lm_bytes = p->lm_bytes;
   double lm_flops = 2.0 * (double)bdp * (double)m->lm_params / (double)l->tp;
   double t_lm = fmax(lm_bytes / bw, lm_flops / pk);
   double send = 0.0;
-  if (l->pp > 1) {
-    LinkClass lc = cost_link_class(m, cost_layout_gpus(l));
-    send = (double)bdp * h * act / cost_link_bw(m, lc) + cost_link_lat(m, lc);
-  }
+  if (l->pp > 1) send = (double)bdp * h * act / p->pp_bw + p->pp_lat;
   out->memory = t_mem + lm_bytes / bw;
   out->compute = t_cmp + lm_flops / pk;
   out->comm = nd * dl.comm + nm * ml.comm + (double)(l->pp - 1) * send;
@@ -574,6 +591,16 @@ bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B, double
   out->bytes_gpu = (int64_t)ceil((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
   out->flops_gpu = (int64_t)ceil((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
   return true;
+}
+
+bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B, double ctx,
+                      CostDecode *out) {
+  CostDecodePrep p;
+  if (!cost_decode_prep(m, l, ctx, &p)) {
+    memset(out, 0, sizeof *out);
+    return false;
+  }
+  return cost_decode_at(m, &p, B, out);
 }
 
 double cost_kv_transfer(const CostModel *m, const CostLayout *pre, const CostLayout *dec) {

@@ -184,6 +184,22 @@ typedef struct {
 bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B,
                       double ctx, CostDecode *out);
 
+/* cost_decode_step in two parts, for callers that evaluate one layout at
+ * many batches (the search's batch bisection): cost_decode_prep computes
+ * what does not depend on B once (weight bytes per layer, KV bytes per
+ * token, the link of each group), cost_decode_at one batch from it.
+ * cost_decode_step is exactly prep + at, so the figures are identical. */
+typedef struct {
+  CostLayout l;
+  int64_t c, kvr;                      /* context tokens, KV bytes/token/layer/rank */
+  int64_t w_dense, w_moe, w_expert;    /* weight bytes a GPU reads per layer */
+  int64_t p_dense, p_moe, local, tpdp; /* parameters, local experts, tp*dp */
+  double tp_bw, tp_lat, ep_bw, ep_lat, pp_bw, pp_lat;
+  double lm_bytes;
+} CostDecodePrep;
+bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p);
+bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out);
+
 /* Time to move one request's KV (m->tin tokens) from a prefill instance to
  * a decode instance over scale-out: each of min(prefill GPUs, decode GPUs)
  * links carries its share, plus one latency. */

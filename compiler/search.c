@@ -174,13 +174,17 @@ static int64_t search__largest(const CostModel *m, const CostLayout *l, int64_t 
   return lo;
 }
 
-/* Whether the step meets the TPOT SLO at micro-batch b (arg: the largest
- * B, *(int64_t *)arg). */
+/* Whether the step meets the TPOT SLO at micro-batch b. */
+typedef struct {
+  const CostDecodePrep *prep;
+  int64_t hi; /* the largest B */
+} DecArg;
+
 static bool pred_decode_mb(const CostModel *m, const CostLayout *l, int64_t b, void *arg) {
-  int64_t hi = *(const int64_t *)arg;
-  int64_t B = b * l->pp < hi ? b * l->pp : hi;
+  const DecArg *a = arg;
+  int64_t B = b * l->pp < a->hi ? b * l->pp : a->hi;
   CostDecode dc;
-  if (!cost_decode_step(m, l, B, search__ctx(m), &dc)) return false;
+  if (!cost_decode_at(m, a->prep, B, &dc)) return false;
   return dc.tpot <= m->slo_tpot;
 }
 
@@ -191,14 +195,16 @@ static bool pred_decode_mb(const CostModel *m, const CostLayout *l, int64_t b, v
  * by 1 / (1 - u_p) where u_p = rho * Rcap / mu_p is the prefill share. */
 typedef struct {
   const CostPrefill *pre;
+  const CostDecodePrep *prep;
   double headroom;
   double tpot_eff, rcap, rho;
   bool ttft_bound;
 } AggArg;
 
 static bool agg_eval(const CostModel *m, const CostLayout *l, int64_t B, AggArg *a) {
+  RP_UNUSED(l);
   CostDecode dc;
-  if (!cost_decode_step(m, l, B, search__ctx(m), &dc)) return false;
+  if (!cost_decode_at(m, a->prep, B, &dc)) return false;
   double D = (double)B / dc.tpot;
   a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
   double w = m->slo_ttft - a->pre->latency;
@@ -239,17 +245,20 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
     return;
   }
   if (bmem < 1) return;
+  CostDecodePrep prep;
+  if (!cost_decode_prep(m, l, search__ctx(m), &prep)) return;
   int64_t cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
   int64_t hi = bmem < cap ? bmem : cap;
   if (role == ROLE_DECODE) {
     /* The step time depends on B only through b = ceil(B/pp), the
      * micro-batch: search over b, then take the largest B with that b. */
     int64_t hb = (hi + l->pp - 1) / l->pp;
-    int64_t bb = search__largest(m, l, hb, pred_decode_mb, &hi);
+    DecArg da = {&prep, hi};
+    int64_t bb = search__largest(m, l, hb, pred_decode_mb, &da);
     int64_t B = bb * l->pp < hi ? bb * l->pp : hi;
     if (B < 1) return;
     CostDecode dc;
-    cost_decode_step(m, l, B, search__ctx(m), &dc);
+    cost_decode_at(m, &prep, B, &dc);
     e.batch = B;
     e.tpot = dc.tpot;
     e.dec_tok_s = (double)B / dc.tpot;
@@ -259,12 +268,12 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
     return;
   }
   if (!cost_prefill(m, l, &e.pre) || e.pre.latency >= m->slo_ttft) return;
-  AggArg a = {&e.pre, c->rho, 0, 0, 0, false};
+  AggArg a = {&e.pre, &prep, c->rho, 0, 0, 0, false};
   int64_t B = search__largest(m, l, hi, pred_agg, &a);
   if (B < 1) return;
   agg_eval(m, l, B, &a);
   CostDecode dc;
-  cost_decode_step(m, l, B, search__ctx(m), &dc);
+  cost_decode_at(m, &prep, B, &dc);
   e.batch = B;
   e.tpot = a.tpot_eff;
   e.dec_tok_s = (double)B / dc.tpot;
