@@ -336,7 +336,7 @@ bool hook_ctx_build(HookCtx *ctx, const Spec *s, Diags *d) {
  * One sandboxed run
  * ====================================================================== */
 
-typedef enum { KILL_NONE, KILL_BUDGET, KILL_MEMORY, KILL_DEADLINE, KILL_DENIED } KillReason;
+typedef enum { KILL_NONE, KILL_BUDGET, KILL_MEMORY, KILL_DEADLINE, KILL_DENIED, KILL_COSTLY } KillReason;
 typedef enum { PH_SETUP, PH_LOAD, PH_CHUNK, PH_CALL, PH_CONVERT } Phase;
 
 /* Instructions between two count-hook calls: small enough that a deadline
@@ -365,6 +365,7 @@ typedef struct {
   struct timespec deadline;
   KillReason kill;
   char denied[64];
+  char costly[256]; /* the library call refused by KILL_COSTLY, described */
   Phase phase;
   int fn_ref;
   int fn_line, ret_line, last_line, err_line;
@@ -427,6 +428,7 @@ static const char *kill_text(const Run *r) {
   case KILL_MEMORY: return "memory cap exceeded";
   case KILL_DEADLINE: return "wall-clock deadline passed";
   case KILL_DENIED: return "sandbox refused the operation";
+  case KILL_COSTLY: return "library call would exceed the instruction budget";
   default: return "killed";
   }
 }
@@ -584,6 +586,250 @@ static int sb_collectgarbage(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* ---- library calls that loop inside C ----
+ *
+ * The count hook only sees Lua VM instructions, so a library function that
+ * loops in C runs unchecked until it returns. Lua's pattern matcher
+ * backtracks: `string.find(("a"):rep(48), ".-.-.-.-.-.-.-b")` is one call
+ * that runs for minutes. The wrappers below bound such calls before they
+ * start: they estimate the call's worst case in "steps" (about one subject
+ * byte compared; the VM's instructions and these steps share the one
+ * instruction budget), refuse the call (E0619, a kill no pcall catches) when
+ * the estimate exceeds what is left of the budget, and otherwise charge it,
+ * so that many cheap calls add up. After the call the deadline is checked
+ * too. The wrappers replace the entries of the real string table, which is
+ * also the string metatable's __index, so `s:find(p)` is bounded as well.
+ * Each wrapper then runs the real function on the same stack (its C
+ * pointer is the closure's upvalue), so results and error messages are
+ * exactly the library's. docs/hooks.md states the rule. */
+
+enum { PAT_FIND, PAT_MATCH, PAT_GMATCH, PAT_GSUB };
+static const char *const pat_names[] = {"string.find", "string.match", "string.gmatch",
+                                        "string.gsub"};
+
+/* Where the pattern item starting at p ends, as lstrlib's classEnd finds
+ * it: one character, `%x`, or a `[...]` set. A malformed item ends the
+ * pattern (the library raises when it reaches it, which only shortens the
+ * work). */
+static size_t pat_class_end(const char *p, size_t i, size_t len) {
+  char c = p[i++];
+  if (c == '%') return i < len ? i + 1 : len;
+  if (c != '[') return i;
+  if (i < len && p[i] == '^') i++;
+  do {
+    if (i >= len) return len;
+    if (p[i++] == '%' && i < len) i++;
+  } while (i >= len || p[i] != ']');
+  return i + 1;
+}
+
+/* The shape of a pattern that decides the matcher's worst case: q items
+ * with a `*`, `+`, `-` or `?` suffix (each a choice of how many subject
+ * bytes it takes), b items that scan the subject without choice (`%b` and
+ * the back-references `%1`-`%9`), and whether a leading `^` anchors it
+ * (find, match and gsub; gmatch treats `^` as a character). */
+typedef struct {
+  int64_t q, b;
+  bool anchored;
+} PatShape;
+
+static PatShape pat_shape(const char *p, size_t len, bool anchor_ok) {
+  PatShape sh = {0, 0, false};
+  size_t i = 0;
+  if (anchor_ok && len > 0 && p[0] == '^') {
+    sh.anchored = true;
+    i = 1;
+  }
+  while (i < len) {
+    char c = p[i];
+    if (c == '(') {
+      i += (i + 1 < len && p[i + 1] == ')') ? 2 : 1;
+      continue;
+    }
+    if (c == ')' || (c == '$' && i + 1 == len)) {
+      i++;
+      continue;
+    }
+    if (c == '%' && i + 1 < len) {
+      char e = p[i + 1];
+      if (e == 'b') {
+        sh.b++;
+        i = i + 4 < len ? i + 4 : len;
+        continue;
+      }
+      if (e == 'f') {
+        i += 2;
+        if (i < len) i = pat_class_end(p, i, len);
+        continue;
+      }
+      if (e >= '0' && e <= '9') {
+        sh.b++;
+        i += 2;
+        continue;
+      }
+    }
+    size_t ep = pat_class_end(p, i, len);
+    if (ep < len && (p[ep] == '*' || p[ep] == '+' || p[ep] == '-' || p[ep] == '?')) {
+      sh.q++;
+      ep++;
+    }
+    i = ep;
+  }
+  return sh;
+}
+
+/* Saturating helpers: an estimate over INT64_MAX is simply "too much". */
+static int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return ck_mul(a, b, &r) ? r : INT64_MAX;
+}
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return ck_add(a, b, &r) ? r : INT64_MAX;
+}
+
+/* The worst-case steps of matching a pattern of length plen and shape sh
+ * against n subject bytes, over every start position the call tries
+ * (gmatch and gsub try each position at most once over the whole
+ * iteration, like find and match do in one call):
+ *   starts x C(n + q + 1, q) x (2 plen + b n + 1)
+ * A path of the backtracking search is fixed by how many bytes each of the
+ * q quantified items took (at most n in all), so the search visits at most
+ * sum_k C(n + k, k) = C(n + q + 1, q) nodes; a node walks at most the
+ * pattern (and the greedy count of `*`/`+`, charged once per child), plus n
+ * bytes for each `%b` or back-reference. */
+int64_t hook__pattern_cost(size_t n, const char *pat, size_t plen, bool anchor_ok) {
+  PatShape sh = pat_shape(pat, plen, anchor_ok);
+  int64_t n64 = n > (size_t)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)n;
+  int64_t starts = sh.anchored ? 1 : n64 + 1;
+  int64_t nodes = 1; /* C(n + 1 + k, k), k = 1 .. q; each step is exact */
+  for (int64_t k = 1; k <= sh.q && nodes != INT64_MAX; k++) {
+    int64_t t = sat_mul(nodes, n64 + 1 + k);
+    nodes = t == INT64_MAX ? INT64_MAX : t / k;
+  }
+  int64_t per = sat_add(sat_add(sat_mul(2, (int64_t)plen), sat_mul(sh.b, n64)), 1);
+  return sat_mul(sat_mul(starts, nodes), per);
+}
+
+/* Charges `cost` steps to the run's instruction budget, or refuses the call
+ * (KILL_COSTLY, which no pcall catches) when fewer are left. what describes
+ * the call for the diagnostic. */
+static void charge(lua_State *L, int64_t cost, const char *what) {
+  Run *r = run_of(L);
+  int64_t left = r->lim->instructions - r->steps;
+  if (cost <= left) {
+    r->steps += cost;
+    return;
+  }
+  if (!r->kill) {
+    r->kill = KILL_COSTLY;
+    char c[24];
+    if (cost == INT64_MAX) snprintf(c, sizeof c, "more than 2^63");
+    else snprintf(c, sizeof c, "%lld", (long long)cost);
+    snprintf(r->costly, sizeof r->costly, "%s may take %s steps, more than the %lld left", what,
+             c, (long long)(left > 0 ? left : 0));
+  }
+  lua_sethook(L, run_hook, LUA_MASKCOUNT | LUA_MASKRET, 1);
+  luaL_error(L, "%s", kill_text(r));
+}
+
+/* Runs the real library function (upvalue 1) on this call's stack, then
+ * checks the deadline: a call the estimate let through still cannot end
+ * past it unnoticed. */
+static int call_real(lua_State *L) {
+  lua_CFunction f = lua_tocfunction(L, lua_upvalueindex(1));
+  RP_ASSERT(f != NULL);
+  int n = f(L);
+  Run *r = run_of(L);
+  if (!r->kill && past(&r->deadline)) {
+    r->kill = KILL_DEADLINE;
+    lua_sethook(L, run_hook, LUA_MASKCOUNT | LUA_MASKRET, 1);
+    luaL_error(L, "%s", kill_text(r));
+  }
+  return n;
+}
+
+/* Quotes a pattern for a message: at most 40 bytes, control bytes as `?`. */
+static void quote_pattern(char *buf, size_t size, const char *p, size_t len) {
+  size_t show = len > 40 ? 40 : len;
+  snprintf(buf, size, "\"%.*s\"%s", (int)show, p, len > show ? "..." : "");
+  for (char *c = buf + 1; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+}
+
+/* string.find, string.match, string.gmatch, string.gsub (upvalue 2 says
+ * which): estimate, charge, then the real function. */
+static int sb_pattern(lua_State *L) {
+  int which = (int)lua_tointeger(L, lua_upvalueindex(2));
+  size_t n, plen;
+  (void)luaL_checklstring(L, 1, &n);
+  const char *pat = luaL_checklstring(L, 2, &plen);
+  int64_t cost;
+  bool plain = false;
+  if (which == PAT_FIND) {
+    plain = lua_toboolean(L, 4);
+    if (!plain) {
+      plain = true; /* the library searches literally when nothing is special */
+      for (size_t i = 0; i < plen && plain; i++)
+        if (strchr("^$*+?.([%-", pat[i]) && pat[i] != '\0') plain = false;
+    }
+  }
+  if (plain) {
+    /* memchr and memcmp at each position: at most (n + 1) x (plen + 1). */
+    int64_t n64 = n > (size_t)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)n;
+    int64_t p64 = plen > (size_t)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)plen;
+    cost = sat_mul(n64 + 1, p64 + 1);
+  } else {
+    cost = hook__pattern_cost(n, pat, plen, which != PAT_GMATCH);
+  }
+  char q[64], what[160];
+  quote_pattern(q, sizeof q, pat, plen);
+  snprintf(what, sizeof what, "`%s` with pattern %s on a %zu-byte string", pat_names[which], q, n);
+  charge(L, cost, what);
+  return call_real(L);
+}
+
+/* string.rep: with an empty string and separator the library still loops
+ * n times (up to 2^63) to build ""; answer at once. Anything longer
+ * allocates the whole result first, which the memory cap bounds. */
+static int sb_rep(lua_State *L) {
+  size_t l, lsep;
+  (void)luaL_checklstring(L, 1, &l);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  (void)luaL_optlstring(L, 3, "", &lsep);
+  if (n > 0 && l == 0 && lsep == 0) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  return call_real(L);
+}
+
+/* table.move(a1, f, e, t [, a2]): moves e - f + 1 elements in C, nil ones
+ * too, so `table.move({}, 1, math.maxinteger - 1, 2)` allocates nothing and
+ * never ends. Each element costs one step. */
+static int sb_move(lua_State *L) {
+  lua_Integer f = luaL_checkinteger(L, 2);
+  lua_Integer e = luaL_checkinteger(L, 3);
+  if (e >= f) {
+    uint64_t count = (uint64_t)e - (uint64_t)f + 1;
+    int64_t cost = count == 0 || count > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)count;
+    char what[96];
+    snprintf(what, sizeof what, "`table.move` of %llu elements", (unsigned long long)count);
+    charge(L, cost, what);
+  }
+  return call_real(L);
+}
+
+/* Replaces lib[name] by wrapper, with the real function as upvalue 1 and
+ * `which` as upvalue 2. lib is on the stack top. */
+static void wrap(lua_State *L, const char *name, lua_CFunction wrapper, int which) {
+  lua_getfield(L, -1, name);
+  RP_ASSERT(lua_tocfunction(L, -1) != NULL);
+  lua_pushinteger(L, which);
+  lua_pushcclosure(L, wrapper, 2);
+  lua_setfield(L, -2, name);
+}
+
 /* Deterministic pairs: keys sorted (false < true < numbers < strings);
  * other key types follow in traversal order. Lua's string hashing is
  * seeded per process, so the plain `pairs` order could change between two
@@ -666,6 +912,14 @@ static void build_env(lua_State *L) {
   lua_getfield(L, E, LUA_STRLIBNAME);
   lua_pushcfunction(L, sb_dump);
   lua_setfield(L, -2, "dump");
+  wrap(L, "find", sb_pattern, PAT_FIND);
+  wrap(L, "match", sb_pattern, PAT_MATCH);
+  wrap(L, "gmatch", sb_pattern, PAT_GMATCH);
+  wrap(L, "gsub", sb_pattern, PAT_GSUB);
+  wrap(L, "rep", sb_rep, 0);
+  lua_pop(L, 1);
+  lua_getfield(L, E, LUA_TABLIBNAME);
+  wrap(L, "move", sb_move, 0);
   lua_pop(L, 1);
   lua_getfield(L, E, LUA_MATHLIBNAME);
   lua_getfield(L, -1, "randomseed");
@@ -1403,6 +1657,14 @@ static void report_failure(Run *r, int status) {
     g = diag_at(r->d, DIAG_E0608, line_loc(r, line),
                 "%s hook ran past its deadline of %lld ms", hk, (long long)r->lim->timeout_ms);
     diag_help(g, "look for a loop that never ends, or raise RANKPLAN_HOOK_TIMEOUT_MS");
+    return;
+  }
+  if (r->kill == KILL_COSTLY) {
+    g = diag_at(r->d, DIAG_E0619, line_loc(r, line),
+                "%s hook: %s of its instruction budget of %lld", hk, r->costly,
+                (long long)r->lim->instructions);
+    diag_help(g, "anchor the pattern with `^`, use fewer `*`, `+`, `-` or `?`, match shorter strings, or raise RANKPLAN_HOOK_INSTRUCTIONS (docs/hooks.md, \"Library calls\")");
+    add_traceback(r, g);
     return;
   }
   if (r->kill == KILL_DENIED) {

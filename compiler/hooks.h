@@ -182,4 +182,10 @@ typedef struct {
 bool hook_run_objective(HookEnv *env, const HookCtx *ctx, const HookKV *cand,
                         size_t ncand, double *score_out, Diags *d);
 
+/* The sandbox's worst-case estimate, in steps, of one Lua pattern call
+ * (string.find, match, gmatch or gsub) on an n-byte subject: anchor_ok is
+ * false for gmatch, where a leading `^` is an ordinary character. Saturates
+ * at INT64_MAX. Exposed for tests; docs/hooks.md states the formula. */
+int64_t hook__pattern_cost(size_t n, const char *pat, size_t plen, bool anchor_ok);
+
 #endif

@@ -596,6 +596,127 @@ static void test_example_objective(void) {
   diags_free(&d);
 }
 
+/* ---- library calls that loop in C (docs/hooks.md, "Library calls") ---- */
+
+/* The fuzz finding: a backtracking pattern is one C call where no
+ * instruction is counted. It must be refused before it starts, at the line
+ * of the call, instead of running for minutes. */
+static void test_pattern_backtrack(void) {
+  expect_placement(abuse("pattern_backtrack"), NULL, "E0619",
+                   "`string.find` with pattern \".-.-.-.-.-.-.-b\" on a 48-byte string may take 352282530600 steps",
+                   7);
+  /* The same through the string metatable, gmatch, gsub and match, and
+   * under pcall, which cannot catch the refusal. */
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  return (('a'):rep(48)):find('.-.-.-.-.-.-.-b') or 0\n"
+                            "end\n"),
+                   NULL, "E0619", "`string.find` with pattern");
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  for w in ('a'):rep(48):gmatch('.-.-.-.-.-.-.-b') do end\n"
+                            "  return 0\n"
+                            "end\n"),
+                   NULL, "E0619", "`string.gmatch`");
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  local ok = pcall(string.gsub, ('a'):rep(48), '(.-)(.-)(.-)(.-)(.-)(.-)(.-)b', '')\n"
+                            "  return 1\n"
+                            "end\n"),
+                   NULL, "E0619", "`string.gsub`");
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  return #(('ab'):rep(30):match('^(a*a*a*a*a*a*a*a*a*c)') or '')\n"
+                            "end\n"),
+                   NULL, "E0619", "`string.match` with pattern \"^(a*a*a*a*a*a*a*a*a*c)\" on a 60-byte");
+}
+
+/* Each call's estimate is charged to the instruction budget: 1000 calls of
+ * 72114 steps each (`a*b` on 100 bytes) overrun a budget of 1000000 that the
+ * loop alone (a few thousand instructions) would not. */
+static void test_pattern_charged(void) {
+  const char *src = "return function(ctx)\n"
+                    "  local s, n = ('a'):rep(100), 0\n"
+                    "  for i = 1, 1000 do\n"
+                    "    if s:find('a*b') then n = n + 1 end\n"
+                    "  end\n"
+                    "  return n\n"
+                    "end\n";
+  Lim l = {.instructions = 1000000};
+  expect_objective(tmp_hook(src), &l, "E0619", "on a 100-byte string may take 72114 steps");
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  Lim big = {.instructions = 1000000000};
+  double v = run_objective(tmp_hook(src), &big, &ok, &d);
+  T_CHECK(ok);
+  T_CHECK(v == 0);
+  diags_free(&d);
+}
+
+/* Ordinary uses give exactly the library's results and errors. */
+static void test_pattern_results(void) {
+  const char *src =
+      "return function(ctx)\n"
+      "  local a, b, c = ('node-12.rack-3'):find('(%d+)')\n"
+      "  assert(a == 6 and b == 7 and c == '12', tostring(a))\n"
+      "  assert(string.match('tp8-pp2', '^tp(%d+)%-pp(%d+)$') == '8')\n"
+      "  local t = {}\n"
+      "  for k, v in ('a=1, b=2, c=3'):gmatch('(%w+)=(%w+)') do t[#t + 1] = k .. v end\n"
+      "  assert(table.concat(t, ',') == 'a1,b2,c3')\n"
+      "  local s, n = string.gsub('hello world', 'o', '0')\n"
+      "  assert(s == 'hell0 w0rld' and n == 2)\n"
+      "  assert(('x.y'):find('.', 1, true) == 2)\n"
+      "  assert(('(x)'):match('%b()') == '(x)')\n"
+      "  assert(string.find(12345, 34) == 3)\n"
+      "  local ok, err = pcall(string.find, 'x', '%')\n"
+      "  assert(not ok and err:find('malformed pattern', 1, true), err)\n"
+      "  ok, err = pcall(string.rep)\n"
+      "  assert(not ok and err:find('bad argument #1', 1, true), err)\n"
+      "  assert(string.rep('', math.maxinteger) == '')\n"
+      "  assert(string.rep('', math.maxinteger, '') == '')\n"
+      "  assert(string.rep('ab', 3, '-') == 'ab-ab-ab')\n"
+      "  local m = table.move({1, 2, 3}, 1, 3, 2)\n"
+      "  assert(m[1] == 1 and m[2] == 1 and m[4] == 3)\n"
+      "  return 1\n"
+      "end\n";
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double v = run_objective(tmp_hook(src), NULL, &ok, &d);
+  T_CHECK(ok);
+  T_CHECK(v == 1);
+  if (!ok) dump(&d);
+  diags_free(&d);
+}
+
+/* table.move walks nil elements in C without allocating: bounded by the
+ * budget, not by the memory cap. */
+static void test_table_move(void) {
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  table.move({}, 1, math.maxinteger - 1, 2)\n"
+                            "  return 1\n"
+                            "end\n"),
+                   NULL, "E0619", "`table.move` of 9223372036854775806 elements");
+}
+
+/* The estimate itself, against the formula in docs/hooks.md:
+ * starts x C(n + q + 1, q) x (2 plen + b n + 1). */
+static void test_pattern_cost(void) {
+  T_EQ_INT(hook__pattern_cost(10, "^abc", 4, true), 1 * 1 * 9);
+  T_EQ_INT(hook__pattern_cost(10, "^abc", 4, false), 11 * 1 * 9); /* gmatch: `^` is a character */
+  T_EQ_INT(hook__pattern_cost(100, "a*b", 3, true), 101 * 102 * 7);
+  /* the examples docs/hooks.md gives */
+  T_EQ_INT(hook__pattern_cost(100, "%d+", 3, true), 72114);
+  T_EQ_INT(hook__pattern_cost(20, "^node(%d+)$", 11, true), 506);
+  T_EQ_INT(hook__pattern_cost(48, ".-.-.-.-.-.-.-b", 15, true), INT64_C(352282530600));
+  /* quantifier characters escaped or inside a set are not quantifiers */
+  T_EQ_INT(hook__pattern_cost(10, "%*[*+?-]", 8, true), 11 * 1 * 17);
+  T_EQ_INT(hook__pattern_cost(10, "[]*]", 4, true), 11 * 1 * 9);
+  /* `%b()` and a back-reference scan the subject: b = 2 */
+  T_EQ_INT(hook__pattern_cost(10, "%b()(a)%1", 9, true), 11 * 1 * (18 + 20 + 1));
+  /* `?` is a choice too; `$` at the end and captures are not items */
+  T_EQ_INT(hook__pattern_cost(10, "(a?)$", 5, true), 11 * 12 * 11);
+  /* saturates instead of wrapping */
+  T_EQ_INT(hook__pattern_cost((size_t)1 << 40, ".-.-.-.-.-.-.-.-b", 17, true), INT64_MAX);
+}
+
 static void test_settings(void) {
   Diags d;
   diags_init(&d);
@@ -653,6 +774,11 @@ int main(void) {
   T_RUN(test_example_layer_partition);
   T_RUN(test_example_objective);
   T_RUN(test_settings);
+  T_RUN(test_pattern_backtrack);
+  T_RUN(test_pattern_charged);
+  T_RUN(test_pattern_results);
+  T_RUN(test_table_move);
+  T_RUN(test_pattern_cost);
   for (int i = 0; i < tmpn; i++) {
     char p[256];
     snprintf(p, sizeof p, "%s/h%d.lua", tmpdir, i);
