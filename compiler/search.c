@@ -122,6 +122,7 @@ typedef struct {
    * (layers, dense layers, place); a new generation empties the table. */
   StageMem *stages;
   int64_t stage_gen;
+  int64_t guess; /* the last batch answer within this generation, 0: none */
   int64_t G;
   double rho;
   int64_t max;
@@ -159,17 +160,41 @@ static double search__ctx(const CostModel *m) {
 typedef bool (*BatchPred)(const CostModel *m, const CostLayout *l, int64_t B, void *arg);
 
 static int64_t search__largest(const CostModel *m, const CostLayout *l, int64_t hi,
-                               BatchPred pred, void *arg) {
+                               BatchPred pred, void *arg, int64_t guess) {
   if (hi < 1 || !pred(m, l, 1, arg)) return 0;
   /* Memory- or cap-bound layouts meet the SLO at the top of the range: one
    * test instead of the bisection. */
   if (pred(m, l, hi, arg)) return hi;
+  /* Invariant: pred(lo) holds, pred(hi) does not. A guess (the answer of
+   * the layout enumerated just before, which differs only in pp) is
+   * bracketed by galloping away from it, which takes a few tests when it
+   * is close; the bisection then finishes as without it. */
   int64_t lo = 1;
-  hi--;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo + 1) / 2;
+  if (guess > 1 && guess < hi) {
+    if (pred(m, l, guess, arg)) {
+      lo = guess;
+      for (int64_t step = 1; lo + step < hi; step *= 2) {
+        if (!pred(m, l, lo + step, arg)) {
+          hi = lo + step;
+          break;
+        }
+        lo += step;
+      }
+    } else {
+      hi = guess;
+      for (int64_t step = 1; hi - step > lo; step *= 2) {
+        if (pred(m, l, hi - step, arg)) {
+          lo = hi - step;
+          break;
+        }
+        hi -= step;
+      }
+    }
+  }
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
     if (pred(m, l, mid, arg)) lo = mid;
-    else hi = mid - 1;
+    else hi = mid;
   }
   return lo;
 }
@@ -254,7 +279,8 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
      * micro-batch: search over b, then take the largest B with that b. */
     int64_t hb = (hi + l->pp - 1) / l->pp;
     DecArg da = {&prep, hi};
-    int64_t bb = search__largest(m, l, hb, pred_decode_mb, &da);
+    int64_t bb = search__largest(m, l, hb, pred_decode_mb, &da, c->guess);
+    c->guess = bb;
     int64_t B = bb * l->pp < hi ? bb * l->pp : hi;
     if (B < 1) return;
     CostDecode dc;
@@ -269,7 +295,8 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
   }
   if (!cost_prefill(m, l, &e.pre) || e.pre.latency >= m->slo_ttft) return;
   AggArg a = {&e.pre, &prep, c->rho, 0, 0, 0, false};
-  int64_t B = search__largest(m, l, hi, pred_agg, &a);
+  int64_t B = search__largest(m, l, hi, pred_agg, &a, c->guess);
+  c->guess = B;
   if (B < 1) return;
   agg_eval(m, l, B, &a);
   CostDecode dc;
@@ -401,6 +428,7 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
             for (int64_t dcp = 1; dcp <= dcpmax; dcp++) {
               if (tp % dcp) continue;
               c->stage_gen++;
+              c->guess = 0;
               for (int64_t pp = 1; pp <= m->layers && ranks * pp <= G; pp++) {
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
@@ -438,12 +466,9 @@ static int cmp_latency(const void *a, const void *b) {
   return cmp_score(a, b);
 }
 
-/* Fills out with the k best of v by score and then the k2 fastest of the
- * rest, each confirmed by validate_pool (search__rules_pass explains why
- * that runs here); a layout that fails it is dropped from v's count.
- * Returns how many were dropped. */
-static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t k, size_t k2,
-                                RoleVec *out) {
+/* search__shortlist by sorting v in full (its fallback). */
+static size_t search__shortlist_sorted(const Ctx *c, RoleVec *v, PoolRole role, size_t k,
+                                       size_t k2, RoleVec *out) {
   if (v->len == 0) return 0;
   size_t dropped = 0, i = 0;
   qsort(v->items, v->len, sizeof *v->items, cmp_score);
@@ -466,6 +491,85 @@ static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t 
     taken++;
   }
   free(rest);
+  return dropped;
+}
+
+/* The n best items of v under cmp, in order, into sel (capacity n), among
+ * those that rank after `after` under cmp_score (NULL: all). A bounded
+ * insertion: one comparison per item with the current n-th. Returns how
+ * many were selected. */
+static size_t search__select(const RoleVec *v, int (*cmp)(const void *, const void *),
+                             const RoleEval *after, size_t n, const RoleEval **sel) {
+  size_t len = 0;
+  for (size_t i = 0; i < v->len; i++) {
+    const RoleEval *e = &v->items[i];
+    if (after && cmp_score(e, after) <= 0) continue;
+    if (len == n && cmp(e, sel[len - 1]) >= 0) continue;
+    size_t lo = 0, hi = len;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (cmp(sel[mid], e) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    if (len < n) len++;
+    memmove(sel + lo + 1, sel + lo, (len - 1 - lo) * sizeof *sel);
+    sel[lo] = e;
+  }
+  return len;
+}
+
+/* Fills out with the k best of v by score and then the k2 fastest of the
+ * rest, each confirmed by validate_pool (search__rules_pass explains why
+ * that runs here); a layout that fails it is dropped from v's count.
+ * Returns how many were dropped. The same as sorting v by score, walking
+ * it until k pass, then sorting what is left by latency: each list is
+ * selected with room for SHORT_SLACK failures, and sorted in full only
+ * when more fail. */
+enum { SHORT_SLACK = 16 };
+
+static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t k, size_t k2,
+                                RoleVec *out) {
+  if (v->len == 0) return 0;
+  size_t dropped = 0;
+  const RoleEval **sel = rp_malloc((k + k2 + SHORT_SLACK) * sizeof *sel);
+  size_t n = search__select(v, cmp_score, NULL, k + SHORT_SLACK, sel);
+  size_t i = 0;
+  for (; i < n && out->len < k; i++) {
+    if (!c->strict && !search__validate(c, role, &sel[i]->lay)) dropped++;
+    else rp_vec_push(out, *sel[i]);
+  }
+  if (out->len < k && n < v->len) {
+    /* More than SHORT_SLACK of the best failed validate_pool: start over
+     * the slow way. */
+    free(sel);
+    out->len = 0;
+    return search__shortlist_sorted(c, v, role, k, k2, out);
+  }
+  if (i >= v->len) {
+    free(sel);
+    return dropped;
+  }
+  const RoleEval *last = sel[i - 1];
+  RoleEval lastv = *last;
+  cmp_role = role;
+  size_t n2 = search__select(v, cmp_latency, &lastv, k2 + SHORT_SLACK, sel);
+  size_t taken = 0, j = 0;
+  for (; j < n2 && taken < k2; j++) {
+    if (!c->strict && !search__validate(c, role, &sel[j]->lay)) {
+      dropped++;
+      continue;
+    }
+    rp_vec_push(out, *sel[j]);
+    taken++;
+  }
+  size_t rest = 0;
+  for (size_t r = 0; r < v->len; r++) rest += cmp_score(&v->items[r], &lastv) > 0;
+  if (taken < k2 && n2 < rest) {
+    free(sel);
+    out->len = 0;
+    return search__shortlist_sorted(c, v, role, k, k2, out);
+  }
+  free(sel);
   return dropped;
 }
 
