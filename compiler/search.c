@@ -114,9 +114,60 @@ typedef struct {
   int64_t requests;  /* requests_fit_instance */
 } StageMem;
 
+/* Memory verdicts of prefill layouts with cp 1, for the aggregated role:
+ * prefill and aggregated pools have the same ledger (both run whole
+ * prompts; docs/memory.md), so an aggregated layout with dcp 1 reuses the
+ * prefill verdict of the same tp/pp/dp/ep/etp. Open addressing, keyed by
+ * the layout; bmem -1 records a layout that fails. */
+typedef struct {
+  int64_t tp, pp, dp, ep, etp, bmem;
+  bool used;
+} MemSlot;
+
+typedef struct {
+  MemSlot *slots;
+  size_t cap, len;
+} MemMap;
+
+static size_t memmap_hash(const CostLayout *l, size_t cap) {
+  uint64_t h = 1469598103934665603ULL;
+  int64_t v[5] = {l->tp, l->pp, l->dp, l->ep, l->etp};
+  for (int i = 0; i < 5; i++) h = (h ^ (uint64_t)v[i]) * 1099511628211ULL;
+  return (size_t)(h & (cap - 1));
+}
+
+static MemSlot *memmap_find(const MemMap *mm, const CostLayout *l) {
+  if (!mm->cap) return NULL;
+  for (size_t i = memmap_hash(l, mm->cap);; i = (i + 1) & (mm->cap - 1)) {
+    MemSlot *s = &mm->slots[i];
+    if (!s->used) return NULL;
+    if (s->tp == l->tp && s->pp == l->pp && s->dp == l->dp && s->ep == l->ep && s->etp == l->etp)
+      return s;
+  }
+}
+
+static void memmap_put(MemMap *mm, const CostLayout *l, int64_t bmem) {
+  if ((mm->len + 1) * 2 > mm->cap) {
+    MemMap g = {rp_calloc(mm->cap ? mm->cap * 2 : 1024, sizeof(MemSlot)), mm->cap ? mm->cap * 2 : 1024, 0};
+    for (size_t i = 0; i < mm->cap; i++)
+      if (mm->slots[i].used) {
+        CostLayout k = {mm->slots[i].tp, mm->slots[i].pp, 1, mm->slots[i].dp, mm->slots[i].ep,
+                        mm->slots[i].etp, 1};
+        memmap_put(&g, &k, mm->slots[i].bmem);
+      }
+    free(mm->slots);
+    *mm = g;
+  }
+  size_t i = memmap_hash(l, mm->cap);
+  while (mm->slots[i].used) i = (i + 1) & (mm->cap - 1);
+  mm->slots[i] = (MemSlot){l->tp, l->pp, l->dp, l->ep, l->etp, bmem, true};
+  mm->len++;
+}
+
 typedef struct {
   const CostModel *m;
   const Spec *s;
+  MemMap prefill_mem;
   /* Ledgers of the stages seen for the current tp/cp/dp/ep/etp/dcp (pp
    * runs innermost, so every pp of one layout shares them), indexed by
    * (layers, dense layers, place); a new generation empties the table. */
@@ -434,7 +485,18 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
                 if (!ctx_spend(c, 1)) return;
                 int64_t bmem = 0;
-                if (!search__rules_pass(c, role, &l, &bmem)) continue;
+                MemSlot *ms = role == ROLE_BOTH && !c->strict && cp == 1 && dcp == 1
+                                  ? memmap_find(&c->prefill_mem, &l)
+                                  : NULL;
+                if (ms) {
+                  if (ms->bmem < 0) continue;
+                  bmem = ms->bmem;
+                } else {
+                  bool pass = search__rules_pass(c, role, &l, &bmem);
+                  if (role == ROLE_PREFILL && cp == 1 && !c->strict)
+                    memmap_put(&c->prefill_mem, &l, pass ? bmem : -1);
+                  if (!pass) continue;
+                }
                 search__eval_layout(c, role, &l, bmem, out);
               }
             }
@@ -969,6 +1031,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     ok = false;
   }
   free(c.stages);
+  free(c.prefill_mem.slots);
   free(pre.items);
   free(dec.items);
   free(both.items);
