@@ -361,6 +361,51 @@ static void test_decode(void) {
          4000.0 * 70272 / (50e9 * dm.k.scale_out_efficiency) + dm.k.scale_out_latency_s, 1e-9);
 }
 
+
+/* Expert tp: etp > 1 gathers the routed tokens and reduce-scatters the
+ * partial outputs, one all-reduce over etp per MoE layer (docs/cost-model.md,
+ * "Decode" and "Prefill"). Without it a layout would split every expert
+ * over many GPUs for free. And the two-part decode step is the one-call
+ * step, to the bit. */
+static void test_expert_tp(void) {
+  Spec v3 = dsv3(128);
+  CostModel dm = model_of(&v3);
+  CostLayout e1 = {1, 1, 1, 16, 16, 1, 1}, e2 = {1, 1, 1, 16, 8, 2, 1};
+  CostDecode d1, d2;
+  T_CHECK(cost_decode_step(&dm, &e1, 1024, 4250, &d1));
+  T_CHECK(cost_decode_step(&dm, &e2, 1024, 4250, &d2));
+  /* 58 MoE layers, 16 dp ranks at tp 1: b_dp = 64 tokens, each with
+   * top_k 8 copies of 7168 bf16 values, gathered over etp 2. */
+  double bytes = 64.0 * 7168 * 2 * 8 * 2;
+  double ar = cost_ring_allreduce(bytes, 2, cost_link_bw(&dm, LINK_SCALE_OUT),
+                                  cost_link_lat(&dm, LINK_SCALE_OUT));
+  double a2a8 = 2.0 * cost_all_to_all(64.0 * 7168 * 2 * 8, 8, cost_link_bw(&dm, LINK_SCALE_OUT),
+                                      cost_link_lat(&dm, LINK_SCALE_OUT));
+  double a2a16 = 2.0 * cost_all_to_all(64.0 * 7168 * 2 * 8, 16, cost_link_bw(&dm, LINK_SCALE_OUT),
+                                       cost_link_lat(&dm, LINK_SCALE_OUT));
+  T_NEAR(d2.comm - d1.comm, 58.0 * (ar + a2a8 - a2a16), 1e-9);
+  CostPrefill p1, p2;
+  T_CHECK(cost_prefill(&dm, &e1, &p1));
+  T_CHECK(cost_prefill(&dm, &e2, &p2));
+  T_CHECK(p2.comm_ep > 0);
+  double pbytes = 4000.0 * 7168 * 2 * 8 * 2;
+  double par = cost_ring_allreduce(pbytes, 2, cost_link_bw(&dm, LINK_SCALE_OUT),
+                                   cost_link_lat(&dm, LINK_SCALE_OUT));
+  double pa8 = 2.0 * cost_all_to_all(4000.0 * 7168 * 2 * 8, 8, cost_link_bw(&dm, LINK_SCALE_OUT),
+                                     cost_link_lat(&dm, LINK_SCALE_OUT));
+  T_NEAR(p2.comm_ep, 58.0 * (pa8 + par), 1e-9);
+
+  CostDecodePrep prep;
+  T_CHECK(cost_decode_prep(&dm, &e2, 4250, &prep));
+  int64_t Bs[] = {1, 7, 64, 1000, 5000};
+  for (size_t i = 0; i < sizeof Bs / sizeof *Bs; i++) {
+    CostDecode a, b;
+    T_CHECK(cost_decode_step(&dm, &e2, Bs[i], 4250, &a));
+    T_CHECK(cost_decode_at(&dm, &prep, Bs[i], &b));
+    T_CHECK(memcmp(&a, &b, sizeof a) == 0);
+  }
+}
+
 static const char *write_tmp(const char *text) {
   static char path[64];
   snprintf(path, sizeof path, "/tmp/rp-calib-%d.json", (int)getpid());
@@ -454,6 +499,7 @@ int main(void) {
   T_RUN(test_weights_and_kv);
   T_RUN(test_prefill);
   T_RUN(test_decode);
+  T_RUN(test_expert_tp);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
   T_DONE();
