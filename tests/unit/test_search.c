@@ -381,12 +381,68 @@ static void test_space_not_pow2(void) {
   T_EQ_STR(why, "expert GEMMs narrower than one 128-wide tile (W0203)");
 }
 
-/* The fast path (weight prefilter, per-stage ledger once per distinct
- * stage, validate_pool on the shortlist only) prints the same bytes as
- * the strict path that runs validate_pool on every layout. */
+/* Qwen1.5-MoE-A2.7B (config.json of Qwen/Qwen1.5-MoE-A2.7B: 24 layers,
+ * hidden 2048, 16 heads and 16 KV heads, 60 routed experts with top 4,
+ * moe_intermediate_size 1408, shared_expert_intermediate_size 5632, that
+ * is 4 shared experts of 1408, vocab 151936, bf16). */
+static Spec qwen_moe(int64_t nodes) {
+  Spec s;
+  memset(&s, 0, sizeof s);
+  ModelSpec *m = &s.model;
+  m->name.v = "qwen1.5-moe-a2.7b";
+  m->layers = (SInt)SI(24);
+  m->hidden_size = (SInt)SI(2048);
+  m->vocab_size = (SInt)SI(151936);
+  m->attention.kind.v = ATTN_MHA;
+  m->attention.kind.set = true;
+  m->attention.heads = (SInt)SI(16);
+  m->attention.kv_heads = (SInt)SI(16);
+  m->attention.head_dim = (SInt)SI(128);
+  m->ffn.intermediate_size = (SInt)SI(5632);
+  m->moe.present = true;
+  m->moe.experts = (SInt)SI(60);
+  m->moe.top_k = (SInt)SI(4);
+  m->moe.shared_experts = (SInt)SI(4);
+  m->moe.expert_intermediate_size = (SInt)SI(1408);
+  m->dtype.weights.v = DT_BF16;
+  m->dtype.kv_cache.v = DT_BF16;
+  m->dtype.activations.v = DT_BF16;
+  m->max_context = (SInt)SI(8192);
+  hw_h200(&s, nodes);
+  workload(&s, 2000, 200, 2.0, 0.05);
+  return s;
+}
+
+/* ep over every divisor of the expert count that divides the ranks: 60
+ * experts on a budget of 3 GPUs give ep 3 (tp 1, dp 3), which powers of
+ * two never reach; with so few layouts every one is shortlisted, so it
+ * shows in the results. */
+static void test_space_ep3(void) {
+  Spec s = qwen_moe(1);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  o.gpu_budget = 3;
+  SearchOut out;
+  Diags d;
+  T_CHECK(run(&s, &o, &out, &d));
+  bool ep3 = false;
+  for (size_t i = 0; i < out.results.len; i++)
+    for (size_t p = 0; p < out.results.items[i].npools; p++) {
+      const CostLayout *l = &out.results.items[i].pools[p].lay;
+      if (l->ep == 3 && l->dp == 3) ep3 = true;
+    }
+  T_CHECK(ep3);
+  search_out_free(&out);
+  diags_free(&d);
+}
+
+/* The fast path (per-stage ledger once per distinct stage, aggregated
+ * layouts reusing prefill memory verdicts, validate_pool on the shortlist
+ * only) prints the same bytes as the strict path that runs the ledger and
+ * validate_pool on every layout. */
 static void test_strict_same(void) {
-  Spec specs[2] = {llama70b(2), dsv3(4)};
-  for (int i = 0; i < 2; i++) {
+  Spec specs[3] = {llama70b(2), dsv3(4), qwen_moe(1)};
+  for (int i = 0; i < 3; i++) {
     char *txt[2];
     for (int strict = 0; strict < 2; strict++) {
       SearchOptions o;
@@ -472,6 +528,7 @@ int main(int argc, char **argv) {
   T_RUN(test_budget_and_slo);
   T_RUN(test_dsv3_search);
   T_RUN(test_space_not_pow2);
+  T_RUN(test_space_ep3);
   T_RUN(test_strict_same);
   T_RUN(test_explain_alternatives);
   T_DONE();
