@@ -117,8 +117,9 @@ void search_out_free(SearchOut *out);
 
 /* Whether a layout passes the rules the search needs for a pool of this
  * role (head/expert divisibility, tp within the scale-up domain, cp and
- * dcp limits); *why (static text) says which rule failed. Memory is
- * checked separately (cost_batch_memory). */
+ * dcp limits, expert GEMMs at least SEARCH_MIN_EXPERT_COLS wide); *why
+ * (static text) says which rule failed. Memory and the engine's layer
+ * partition are checked separately (the memory ledger, validate_pool). */
 bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
                          bool tp_across_domain, const char **why);
 
