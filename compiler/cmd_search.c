@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "compile.h"
 #include "layout.h"
 #include "reshard.h"
 #include "search.h"
@@ -53,7 +54,8 @@ static const char search_usage[] =
  * emit), with the predicted figures in the plan's `estimates`. The spec's
  * placement hook is not run here: compile the written spec for that.
  * Returns an exit code. */
-static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, const char *path) {
+static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, const char *path,
+                           const CostConsts *k) {
   Spec s = *spec;
   PoolSpec pools[2];
   memset(pools, 0, sizeof pools);
@@ -78,28 +80,16 @@ static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, co
   s.deployment.pools = pools;
   s.deployment.npools = w->npools;
   s.deployment.mode.v = w->mode == SEARCH_AGGREGATED ? MODE_AGGREGATED : MODE_DISAGGREGATED;
-  validate_spec(d, &s);
-  Layout *L = diags_failed(d) ? NULL : lay_build(d, &s, NULL);
-  if (L && !diags_failed(d)) lay_place_default(d, L);
-  if (L && !diags_failed(d)) lay_memory(d, &s, L);
-  if (L && !diags_failed(d)) {
-    RsPlan rsp;
-    if (rs_plan_build(d, &s, L, &rsp)) rs_plan_free(&rsp);
-  }
-  int rc = RP_EXIT_OK;
-  if (!L || diags_failed(d)) {
-    rc = RP_EXIT_INPUT;
-  } else {
-    PlanEstimates est = {true, w->ttft * 1e3, w->tpot * 1e3, w->tok_s, w->goodput_gpu};
-    char *what = NULL;
-    int werr = emit_plan_files(d, &s, L, &est, path, NULL, &what);
-    if (werr) {
-      fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", what ? what : path, strerror(werr));
-      rc = RP_EXIT_USAGE;
-    }
-    free(what);
-  }
-  lay_free(L);
+  /* The same stages as `rankplan compile`, hooks included (compile.h);
+   * the estimates are the search's own prediction for the winner. */
+  PlanEstimates est = {true, w->ttft * 1e3, w->tpot * 1e3, w->tok_s, w->goodput_gpu};
+  CompileOpts o = {path, NULL, k, &est};
+  char *what = NULL;
+  int werr = 0;
+  int rc = compile_spec_to_plan(&s, &o, d, &what, &werr);
+  if (werr)
+    fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", what ? what : path, strerror(werr));
+  free(what);
   return rc;
 }
 
@@ -183,7 +173,7 @@ int cmd_search(int argc, char **argv) {
                    : search_format_text(&out, spec, rows, explain);
   fputs(txt, stdout);
   free(txt);
-  if (plan) rc = search__compile(&d, spec, &out.results.items[0], plan);
+  if (plan) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
 done:
   if (d.list.len) {
     if (json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);

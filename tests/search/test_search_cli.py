@@ -107,6 +107,30 @@ with tempfile.TemporaryDirectory() as tmp:
               json.dumps(p["pools"])[:400])
         check(abs(p["estimates"]["ttft_ms"] - w["ttft_ms"]) < 0.01, "plan estimates carry the prediction")
 
+    # -o runs the same stages as compile, hooks included: a placement hook
+    # that fills the cluster from its last GPU backwards decides the devices.
+    hook = os.path.join(tmp, "reverse.lua")
+    with open(hook, "w") as f:
+        f.write("return function(ctx)\n"
+                "  local t, n = ctx.topology, ctx.topology.nodes * ctx.topology.gpus_per_node\n"
+                "  local out = {}\n"
+                "  for r = 0, ctx.world_size - 1 do\n"
+                "    local g = n - 1 - r\n"
+                "    out[#out + 1] = {rank = r, node = g // t.gpus_per_node, gpu = g % t.gpus_per_node}\n"
+                "  end\n"
+                "  return out\n"
+                "end\n")
+    s = spec_variant(LLAMA, [("  mode: disaggregated", "  mode: disaggregated\n  placement: reverse.lua")],
+                     tmp, "hooked.yaml")
+    plan2 = os.path.join(tmp, "plan2.json")
+    rc, out, err = run(s, "--top", "1", "-o", plan2)
+    check(rc == 0 and os.path.exists(plan2), "-o with a placement hook writes the plan", err)
+    if os.path.exists(plan2):
+        p = json.load(open(plan2))
+        r0 = p["ranks"][0]
+        check(r0["node"] == 3 and r0["device"] == 7, "-o runs the spec's placement hook (rank 0 on node 3 GPU 7)",
+              json.dumps(r0)[:300])
+
     # SLO nobody meets.
     s = spec_variant(LLAMA, [("tpot: 40 ms", "tpot: 0.1 ms")], tmp, "tight.yaml")
     rc, out, err = run(s)
