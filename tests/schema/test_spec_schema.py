@@ -31,7 +31,7 @@ STRUCTURAL_ERR = [
     "spec-bad-enum", "spec-bad-bool", "spec-bad-order", "spec-not-a-mapping",
     "spec-preset-traversal", "spec-preset-override-error", "spec-search-needs-slo",
     "spec-memory-not-whole", "yaml-count-zero", "yaml-count-negative", "yaml-count-float",
-    "yaml-count-quoted", "yaml-count-inf",
+    "yaml-count-quoted", "yaml-count-inf", "spec-mla-missing-keys", "spec-layer-partition-zero",
 ]
 
 BASE = """
@@ -43,6 +43,12 @@ deployment:
   mode: aggregated
   pools: [ { name: main, tp: 8 } ]
 """
+
+# Llama-3.1-8B written out in full (its config.json; plans/catalog/models/):
+# valid on its own, each negative below removes or adds one key.
+FULL_ATTN = {"kind": "gqa", "heads": 32, "kv_heads": 8, "head_dim": 128}
+FULL_MODEL = {"layers": 32, "hidden_size": 4096, "vocab_size": 128256, "attention": FULL_ATTN,
+              "ffn": {"intermediate_size": 14336}, "max_context": 131072}
 
 # (description, edit applied to the parsed BASE)
 def _set(path, value):
@@ -83,6 +89,15 @@ INLINE_NEGATIVE = [
     ("version 2", _set(["version"], 2)),
     ("preset with a slash", _set(["model", "preset"], "../x")),
     ("model without preset misses layers", lambda d: d.__setitem__("model", {"hidden_size": 8})),
+    ("MLA key beside kind gqa", _set(["model", "attention"], dict(FULL_ATTN, kv_lora_rank=512))),
+    ("no preset, gqa without head_dim",
+     lambda d: d.__setitem__("model", dict(FULL_MODEL, attention={k: v for k, v in FULL_ATTN.items() if k != "head_dim"}))),
+    ("no preset, gqa without kv_heads",
+     lambda d: d.__setitem__("model", dict(FULL_MODEL, attention={k: v for k, v in FULL_ATTN.items() if k != "kv_heads"}))),
+    ("no preset, attention without kind",
+     lambda d: d.__setitem__("model", dict(FULL_MODEL, attention={k: v for k, v in FULL_ATTN.items() if k != "kind"}))),
+    ("no preset, dense model without ffn",
+     lambda d: d.__setitem__("model", {k: v for k, v in FULL_MODEL.items() if k != "ffn"})),
 ]
 
 
@@ -137,6 +152,10 @@ def main():
     if not V.is_valid(base):
         bad += 1
         print("FAIL the inline base spec should validate")
+    full = dict(json.loads(json.dumps(base)), model=FULL_MODEL)
+    if not V.is_valid(full):
+        bad += 1
+        print("FAIL the inline spec with the model written out should validate")
     for desc, edit in INLINE_NEGATIVE:
         n += 1
         d = json.loads(json.dumps(base))
