@@ -181,6 +181,21 @@ static void test_dsv3_dp_ep(void) {
   T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
   T_EQ_INT(L.kv_bytes_per_token, 70272);
   T_EQ_INT(L.shard.q_heads, 16);
+  /* Where the other parts live at tp 8, ep 8 (docs/memory.md): the shared
+   * expert (intermediate 2048) is split over tp, 256 columns per rank, at
+   * fp8 with one fp32 scale per 128x128 block (2x56 blocks per matrix);
+   * the router (256 experts x 7168, plus the 256-entry bias) and every
+   * RMSNorm are whole on every rank and stay bf16; the embedding and the
+   * lm_head are vocab-parallel, 129280 / 8 = 16160 rows each. */
+  T_EQ_INT(L.w_shared, 58 * 3 * (256LL * 7168 + 2 * 56 * 4));
+  T_EQ_INT(L.w_routers, 58 * (256LL * 7168 + 256) * 2);
+  T_EQ_INT(L.w_norms, (2LL * 7168 * 61 + 7168) * 2);
+  T_EQ_INT(L.w_embedding, 16160LL * 7168 * 2);
+  T_EQ_INT(L.w_lm_head, 16160LL * 7168 * 2);
+  T_EQ_INT(L.shard.experts, 32);
+  /* The dense layers' FFN (intermediate 18432) is split over tp: 2304
+   * columns per rank, 18x56 blocks per matrix. */
+  T_EQ_INT(L.w_ffn_dense, 3 * 3 * (2304LL * 7168 + 18 * 56 * 4));
 }
 
 /* cp and dcp split one request's tokens over ranks. */
