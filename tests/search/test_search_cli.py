@@ -195,11 +195,21 @@ check(b"candidates evaluated" not in p.stdout and p.stdout.decode() == run(LLAMA
       "progress never on stdout")
 
 # Usage errors.
-check(run()[0] == 2, "missing SPEC exits 2")
-check(run(LLAMA, "--bogus")[0] == 2, "unknown option exits 2")
-check(run(LLAMA, "--top", "0")[0] == 2, "--top 0 exits 2")
-check(run(LLAMA, "--format", "xml")[0] == 2, "unknown format exits 2")
-check(run("/nonexistent/spec.yaml")[0] == 2, "unreadable spec exits 2")
+# Each names what is wrong (the option, the value) on stderr and prints nothing
+# on stdout.
+for args, code, want, what in (
+        ((), 2, "missing SPEC", "missing SPEC"),
+        ((LLAMA, "--bogus"), 2, "unknown option '--bogus'", "unknown option"),
+        ((LLAMA, "--top", "0"), 2, "--top expects a count from 1, got '0'", "--top 0"),
+        ((LLAMA, "--max-candidates", "0"), 2, "--max-candidates expects a count from 1, got '0'",
+         "--max-candidates 0"),
+        ((LLAMA, "--gpus", "-3"), 2, "--gpus expects a count from 1, got '-3'", "--gpus -3"),
+        ((LLAMA, "--calibration"), 2, "option '--calibration' needs a value", "--calibration without a file"),
+        ((LLAMA, "--format", "xml"), 2, "unknown format 'xml' (expected text or json)", "unknown format"),
+        (("/nonexistent/spec.yaml",), 2, "/nonexistent/spec.yaml: error[E0001]: cannot read the spec",
+         "unreadable spec")):
+    rc, out, err = run(*args)
+    check(rc == code and want in err and out == "", f"{what}: exit {code}, the reason named", (rc, out, err))
 
 print(f"{failures} failed")
 sys.exit(1 if failures else 0)
