@@ -133,9 +133,29 @@ static void test_xpyd_ratio(void) {
   T_CHECK(!cost_xpyd_ratio(0, 1, 1, 1, 16, &x, &y));
 }
 
-/* TP* = sqrt(W_MLA * P / KV_total) minimises W/t + KV*t/P. */
+/* TP* = sqrt(W_MLA * P / KV_total) minimises W/t + KV*t/P. The figures are
+ * DeepSeek-V3's, from its config.json (deepseek-ai/DeepSeek-V3 on the
+ * Hugging Face hub: hidden 7168, 128 heads, q_lora_rank 1536, kv_lora_rank
+ * 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, 61
+ * layers): W_MLA is the MLA projections' fp8 bytes (one byte per weight,
+ * 11.41e9 over 61 layers) and a token's KV is (512 + 64) bf16 values per
+ * layer. P = 64 GPUs decode a batch of 64 at the context of 4,000 input and
+ * 500 output tokens. */
 static void test_attn_tp_opt(void) {
-  double w = 11.4e9, P = 64, kv = 64 * 4500.0 * 70272;
+  const double hid = 7168, nh = 128, qr = 1536, kvr = 512, dn = 128, dr = 64, dv = 128, L = 61;
+  double w_layer = hid * qr + qr * nh * (dn + dr) + hid * (kvr + dr) + kvr * nh * (dn + dv) + nh * dv * hid;
+  double w = L * w_layer;
+  T_NEAR(w, 11413422080.0, 0.5);
+  double kv_tok = L * (kvr + dr) * 2;
+  T_NEAR(kv_tok, 70272.0, 0.0);
+  /* The model code derives the same from the same config: the weights to
+   * within their fp8 block scales, the KV exactly. */
+  Spec v3 = dsv3(1);
+  ModelBytes mb;
+  T_CHECK(model_weight_bytes(&v3.model, &mb, NULL));
+  T_CHECK((double)mb.attention_proj_mla >= w && (double)mb.attention_proj_mla <= w * 1.01);
+  T_EQ_INT(model_kv_bytes_per_token(&v3.model), 70272);
+  double P = 64, kv = 64 * 4500.0 * kv_tok;
   double t = cost_attn_tp_opt(w, P, kv);
   T_NEAR(t, sqrt(w * P / kv), 1e-12);
   double f = w / t + kv * t / P;
