@@ -196,6 +196,14 @@ static void test_dsv3_dp_ep(void) {
   /* The dense layers' FFN (intermediate 18432) is split over tp: 2304
    * columns per rank, 18x56 blocks per matrix. */
   T_EQ_INT(L.w_ffn_dense, 3 * 3 * (2304LL * 7168 + 18 * 56 * 4));
+  /* MLA at tp 8, per layer: q_a [1536, 7168] and kv_a [576, 7168] whole on
+   * every rank (12x56 and 5x56 blocks); q_b [16*192, 1536], kv_b
+   * [16*256, 512] and o [7168, 16*128] split by heads (24x12, 32x4 and
+   * 56x16 blocks); the q_a and kv_a norms (1536 + 512) whole, in bf16. */
+  int64_t mla = (1536LL * 7168 + 12 * 56 * 4) + (576LL * 7168 + 5 * 56 * 4) +
+                (3072LL * 1536 + 24 * 12 * 4) + (4096LL * 512 + 32 * 4 * 4) +
+                (7168LL * 2048 + 56 * 16 * 4) + (1536 + 512) * 2;
+  T_EQ_INT(L.w_attention, 61 * mla);
 }
 
 /* cp and dcp split one request's tokens over ranks. */
