@@ -41,6 +41,12 @@ static void test_memory(void) {
   T_EQ_INT(p("99999999999999999999 B", UNIT_MEMORY, &u), UNITS_OVERFLOW);
   T_EQ_INT(p("1e3 GB", UNIT_MEMORY, &u), UNITS_BAD_NUMBER); /* memory is exact digits */
   T_EQ_INT(p("-1 GB", UNIT_MEMORY, &u), UNITS_NEGATIVE);
+  /* Memory is bytes only (docs/spec.md): bits are an unknown memory unit,
+   * and the suggestion is the byte unit with the same letters. */
+  T_EQ_INT(p("80 Gb", UNIT_MEMORY, &u), UNITS_UNKNOWN_UNIT);
+  T_EQ_STR(u.suggest, "GB");
+  T_EQ_INT(p("80 gib", UNIT_MEMORY, &u), UNITS_UNKNOWN_UNIT);
+  T_EQ_STR(u.suggest, "GiB");
 }
 
 static void test_bandwidth(void) {
