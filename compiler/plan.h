@@ -156,6 +156,12 @@ typedef struct {
   char *prefill, *decode;   /* pool names */
   size_t ntransfers;
   PlanTransfer *transfers;
+  /* One request at the workload's input_tokens (has_request false when the
+   * spec gave none): bytes in all and per link class, and the time per
+   * class and overall, as reshard.c's rs_map_cost() computed them. */
+  bool has_request;
+  int64_t input_tokens, bytes, bytes_scale_up, bytes_scale_out;
+  double time_scale_up_ms, time_scale_out_ms, time_ms;
 } PlanReshard;
 
 typedef struct {

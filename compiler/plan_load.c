@@ -843,6 +843,38 @@ static bool load_groups(Ld *ld, Plan *p, PjV *root) {
   return true;
 }
 
+/* The optional per-request figures of one kv_reshard pair. The byte counts
+ * must agree with each other (the two link classes add up to the total),
+ * so a hand-edited plan cannot show a transfer smaller than its parts. */
+static bool load_request(Ld *ld, PlanReshard *R, PjV *o, const char *path) {
+  PjV *q = pj_object_get(o, "request");
+  if (!q) return true;
+  char rp[64];
+  snprintf(rp, sizeof rp, "%s.request", path);
+  if (!pj_is_object(q)) return fail(ld, "%s: expected an object, got %s", rp, jtype(q));
+  if (!get_int(ld, q, rp, "input_tokens", 1, INT64_MAX, &R->input_tokens) ||
+      !get_int(ld, q, rp, "bytes", 0, INT64_MAX, &R->bytes) ||
+      !get_int(ld, q, rp, "bytes_scale_up", 0, INT64_MAX, &R->bytes_scale_up) ||
+      !get_int(ld, q, rp, "bytes_scale_out", 0, INT64_MAX, &R->bytes_scale_out))
+    return false;
+  int64_t sum;
+  if (!ck_add(R->bytes_scale_up, R->bytes_scale_out, &sum) || sum != R->bytes)
+    return fail(ld, "%s.bytes: expected bytes_scale_up + bytes_scale_out = %lld + %lld, got %lld", rp,
+                (long long)R->bytes_scale_up, (long long)R->bytes_scale_out, (long long)R->bytes);
+  static const char *const keys[3] = {"time_scale_up_ms", "time_scale_out_ms", "time_ms"};
+  double *dst[3] = {&R->time_scale_up_ms, &R->time_scale_out_ms, &R->time_ms};
+  for (int i = 0; i < 3; i++) {
+    PjV *v = pj_object_get(q, keys[i]);
+    if (!pj_is_number(v))
+      return fail(ld, "%s.%s: expected a number, got %s", rp, keys[i], v ? jtype(v) : "nothing");
+    *dst[i] = pj_number_value(v);
+    if (!(*dst[i] >= 0))
+      return fail(ld, "%s.%s: expected a time of 0 ms or more, got %g", rp, keys[i], *dst[i]);
+  }
+  R->has_request = true;
+  return true;
+}
+
 static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
   PjV *a = field(ld, root, "", "kv_reshard", PJ_ARRAY);
   if (!a) return false;
@@ -909,6 +941,7 @@ static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
                     xp, tok ? jtype(tok) : "nothing");
       }
     }
+    if (!load_request(ld, R, o, path)) return false;
   }
   return true;
 }

@@ -719,6 +719,7 @@ bool rs_plan_build(Diags *d, const Spec *s, const Layout *L, RsPlan *out) {
         if (T > 0 && rs_map_cost(d, &q.map, T, up, so,
                                  h->scale_up.latency.set ? h->scale_up.latency.v : 0,
                                  h->scale_out.latency.set ? h->scale_out.latency.v : 0, &q.cost)) {
+          q.has_cost = true;
           if (s->slo.ttft.set)
             rs_warn_slo(d, q.dst.loc, &q.src, &q.dst, &q.cost, s->slo.ttft.v);
         }
@@ -804,19 +805,32 @@ void rs_emit_json(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) {
       }
       sb_printf(sb, ",\"bytes_per_token\":%lld}", (long long)x->bytes_per_token);
     }
-    sb_puts(sb, "]}");
+    sb_putc(sb, ']');
+    /* One request's figures at the workload's input_tokens, so that a
+     * reader sees the transfer's size and time per link class without
+     * redoing the placement arithmetic. */
+    if (q->has_cost)
+      sb_printf(sb, ",\n     \"request\":{\"input_tokens\":%lld,\"bytes\":%lld,\"bytes_scale_up\":%lld,"
+                    "\"bytes_scale_out\":%lld,\"time_scale_up_ms\":%.6f,\"time_scale_out_ms\":%.6f,"
+                    "\"time_ms\":%.6f}",
+                (long long)T, (long long)q->cost.bytes_total, (long long)q->cost.bytes_scale_up,
+                (long long)q->cost.bytes_scale_out, q->cost.time_scale_up_s * 1e3,
+                q->cost.time_scale_out_s * 1e3, q->cost.time_s * 1e3);
+    sb_putc(sb, '}');
   }
   sb_puts(sb, first ? "],\n" : "\n  ],\n");
   if (ok) rs_plan_free(&P);
 }
 
-void rs_explain(FILE *out, const Plan *p, int64_t n_tokens) {
+void rs_explain(FILE *out, const Plan *p, int64_t n_tokens_opt) {
   if (p->nreshard == 0) {
     fprintf(out, "kv_reshard: none (no prefill -> decode pool pair)\n");
     return;
   }
   for (size_t i = 0; i < p->nreshard; i++) {
     const PlanReshard *R = &p->reshard[i];
+    /* Without --tokens, the bytes are those of the plan's own request. */
+    int64_t n_tokens = n_tokens_opt > 0 ? n_tokens_opt : R->has_request ? R->input_tokens : 0;
     fprintf(out, "kv_reshard %s -> %s: %zu transfers (ranks relative to the serving attention replica)\n",
             R->prefill, R->decode, R->ntransfers);
     fprintf(out, "  %5s    %-5s %-11s %-10s %-24s %12s %14s\n", "src", "dst", "layers", "kv_heads",
@@ -865,8 +879,17 @@ void rs_explain(FILE *out, const Plan *p, int64_t n_tokens) {
     }
     if (known) {
       char hb[32];
-      fprintf(out, "  total %lld bytes (%s) per request\n", (long long)total,
-              rp_fmt_bytes(total, hb, sizeof hb));
+      fprintf(out, "  total %lld bytes (%s) per request of %lld tokens\n", (long long)total,
+              rp_fmt_bytes(total, hb, sizeof hb), (long long)n_tokens);
+    }
+    if (R->has_request) {
+      char hu[32], ho[32];
+      fprintf(out,
+              "  at input_tokens %lld: scale-up %s in %.3f ms, scale-out %s in %.3f ms; "
+              "transfer %.3f ms\n",
+              (long long)R->input_tokens, rp_fmt_bytes(R->bytes_scale_up, hu, sizeof hu),
+              R->time_scale_up_ms, rp_fmt_bytes(R->bytes_scale_out, ho, sizeof ho),
+              R->time_scale_out_ms, R->time_ms);
     }
   }
 }

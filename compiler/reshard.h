@@ -160,6 +160,7 @@ typedef struct {
   RsLayout src, dst;
   RsMap map;
   RsCost cost;              /* at workload.input_tokens */
+  bool has_cost;            /* cost was computed (input_tokens > 0, no overflow) */
   int64_t *src_node, *src_dom, *dst_node, *dst_dom;
 } RsPair;
 
@@ -186,8 +187,10 @@ void rs_emit_json(StrBuf *sb, const struct Spec *s, const struct Layout *L, int3
 
 /* `rankplan explain PLAN --reshard`: prints every pair's transfers, one per
  * line: src -> dst, layers, kv heads, tokens, bytes per token and bytes per
- * request when the token set is "all" (n_tokens > 0) or a range list. */
-void rs_explain(FILE *out, const struct Plan *p, int64_t n_tokens);
+ * request of n_tokens_opt tokens (when 0: the plan's own input_tokens, from
+ * the pair's `request`; without either, bytes only for range lists), then
+ * the pair's bytes and transfer time per link class at input_tokens. */
+void rs_explain(FILE *out, const struct Plan *p, int64_t n_tokens_opt);
 
 /* ---- reshard_check.c: the independent checker ---- */
 

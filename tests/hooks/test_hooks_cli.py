@@ -84,6 +84,10 @@ def check_pd_same_node(plan, spec_text):
         pn, dn = nodes.get(("prefill", i)), nodes.get(("decode", i))
         if not dn or len(pn) != 1 or pn != dn:
             fail(f"hook-pd-same-node: prefill replica {i} on nodes {sorted(pn)}, decode replica {i} on {sorted(dn or [])}")
+    # the point of the hook: the KV of a request moves over NVLink only
+    req = (plan.get("kv_reshard") or [{}])[0].get("request", {})
+    if not (req.get("bytes_scale_up", 0) > 0 and req.get("bytes_scale_out") == 0):
+        fail(f"hook-pd-same-node: expected all KV bytes on scale-up links, got {req}")
 
 
 CHECKS = {"hook-rack-spread": check_rack_spread, "hook-pd-same-node": check_pd_same_node}

@@ -144,6 +144,48 @@ try:
           and all(a[1] == b[0] for a, b in zip(experts, experts[1:])),
           "DeepSeek-V3 decode: the ep group spans the dp ranks, experts split without overlap")
 
+    # ---- kv_reshard: one request's bytes and time per link class -----------------
+    # Llama-3.1-70B (plans/catalog/models: 80 layers, 8 KV heads of head_dim
+    # 128, bf16: 2 x 128 x 2 = 512 B per head, layer and token), input_tokens
+    # 4000, prefill TP8 on nodes 0-1 and decode TP4 on nodes 2-3, so every
+    # byte crosses the scale-out link: 400 Gb/s = 50 GB/s per GPU (h200-sxm).
+    doc = json.load(open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")))
+    req = doc["kv_reshard"][0].get("request", {})
+    total = 80 * 8 * 512 * 4000
+    per_dst = 80 * 2 * 512 * 4000  # each decode rank receives 2 of the 8 heads
+    check(req.get("input_tokens") == 4000 and req.get("bytes") == total
+          and req.get("bytes_scale_out") == total and req.get("bytes_scale_up") == 0,
+          "kv_reshard request: 1,310,720,000 bytes per 4000-token request, all scale-out", req)
+    check(abs(req.get("time_scale_out_ms", -1) - per_dst / 50e9 * 1e3) < 1e-6
+          and req.get("time_scale_up_ms") == 0 and req.get("time_ms") == req.get("time_scale_out_ms"),
+          "kv_reshard request: time is the busiest decode rank's bytes over 50 GB/s (6.5536 ms)", req)
+    p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--reshard")
+    check(p.returncode == 0 and "total 1310720000 bytes (1.22 GiB) per request of 4000 tokens" in p.stdout
+          and "scale-up 0 B in 0.000 ms, scale-out 1.22 GiB in 6.554 ms" in p.stdout,
+          "explain --reshard: bytes at the plan's input_tokens and time per link class", p.stdout[-600:])
+    p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--reshard", "--tokens", "1000")
+    check(p.returncode == 0 and "total 327680000 bytes" in p.stdout and "of 1000 tokens" in p.stdout,
+          "explain --reshard --tokens N: bytes for N tokens", p.stdout[-600:])
+    # a pair whose link classes do not add up is refused by the loader
+    text = open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")).read()
+    bad = os.path.join(tmp, "bad-request.json")
+    open(bad, "w").write(text.replace('"bytes_scale_out":1310720000', '"bytes_scale_out":1', 1))
+    p = run("explain", bad)
+    check(p.returncode == 1 and "kv_reshard[0].request.bytes: expected bytes_scale_up + bytes_scale_out = 0 + 1, "
+          "got 1310720000" in p.stderr, "loader: kv_reshard request bytes that do not add up are refused", p.stderr)
+    # W0401: the same deployment under a 20 ms TTFT SLO (20% of it is 4 ms < 6.55 ms)
+    slow = os.path.join(tmp, "slow.yaml")
+    open(slow, "w").write(open(os.path.join(EX, "llama-3.1-70b-pd.yaml")).read().replace("  ttft: 600 ms\n", "  ttft: 20 ms\n"))
+    out = os.path.join(tmp, "slow.json")
+    p = run("compile", slow, "-o", out)
+    ds = json.load(open(out))["diagnostics"] if p.returncode == 0 else []
+    w = [d for d in ds if d["code"] == "W0401"]
+    check(p.returncode == 0 and "warning[W0401]" in p.stderr and len(w) == 1
+          and "takes 6.6 ms, over 20% of the 20.0 ms TTFT SLO (4.0 ms)" in w[0]["message"],
+          "W0401: a KV transfer over 20% of the TTFT SLO warns on stderr and in the plan", p.stderr[-800:])
+    check(not [d for d in json.load(open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")))["diagnostics"]
+               if d["code"] == "W0401"], "W0401: not raised under the spec's own 600 ms SLO")
+
     # ---- atomic write ----------------------------------------------------------
     spec70 = os.path.join(EX, "llama-3.1-70b-pd.yaml")
     ro = os.path.join(tmp, "ro")
