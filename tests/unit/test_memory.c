@@ -7,6 +7,7 @@
 #include "memory.h"
 #include "model_fixtures.h"
 #include "t.h"
+#include "validate.h"
 
 #define GIB ((int64_t)1 << 30)
 
@@ -239,6 +240,38 @@ static void test_overflow(void) {
   diags_free(&d);
 }
 
+/* The model-level checks of validate_spec, for a ModelSpec built in code
+ * (the spec front end already requires these keys, so no YAML reaches
+ * them): each names the missing field, and no pool rule runs after it. */
+static int first_code(void (*fx)(ModelSpec *), void (*edit)(ModelSpec *), size_t *n) {
+  Spec s;
+  fx_spec(&s, fx, 141 * 1000000000LL);
+  edit(&s.model);
+  Diags d;
+  diags_init(&d);
+  validate_spec(&d, &s);
+  *n = d.list.len;
+  int code = d.list.len ? (int)d.list.items[0]->code : -1;
+  diags_free(&d);
+  return code;
+}
+static void no_v_head_dim(ModelSpec *m) { m->attention.v_head_dim.v = 0; m->attention.v_head_dim.set = false; }
+static void odd_hidden(ModelSpec *m) {
+  FX_I(m->hidden_size, 4100); /* 4100 / 32 heads = 128.125 */
+  m->attention.head_dim.set = false;
+  m->attention.head_dim.v = 0;
+}
+static void no_top_k(ModelSpec *m) { m->moe.top_k.v = 0; m->moe.top_k.set = false; }
+static void test_model_checks(void) {
+  size_t n = 0;
+  T_EQ_INT(first_code(fx_dsv3, no_v_head_dim, &n), DIAG_E0218);
+  T_EQ_INT(n, 1);
+  T_EQ_INT(first_code(fx_llama8b, odd_hidden, &n), DIAG_E0220);
+  T_EQ_INT(n, 1);
+  T_EQ_INT(first_code(fx_mixtral, no_top_k, &n), DIAG_E0219);
+  T_EQ_INT(n, 1);
+}
+
 int main(void) {
   T_RUN(test_over_budget);
   T_RUN(test_tp8_dense);
@@ -247,5 +280,6 @@ int main(void) {
   T_RUN(test_dsv3_dp_ep);
   T_RUN(test_context_split);
   T_RUN(test_overflow);
+  T_RUN(test_model_checks);
   T_DONE();
 }
