@@ -269,6 +269,54 @@ static json_t *json_memory(const Plan *p) {
   return a;
 }
 
+/* The kv_reshard view for tools: every pair's transfers with the bytes of
+ * a request of n_tokens (the plan's own input_tokens when 0), and the
+ * request's figures per link class as the plan holds them. */
+static json_t *json_reshard(const Plan *p, int64_t n_tokens_opt) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < p->nreshard; i++) {
+    const PlanReshard *R = &p->reshard[i];
+    int64_t n = n_tokens_opt > 0 ? n_tokens_opt : R->has_request ? R->input_tokens : 0;
+    json_t *xs = json_array();
+    for (size_t k = 0; k < R->ntransfers; k++) {
+      const PlanTransfer *x = &R->transfers[k];
+      json_t *tok;
+      if (x->tokens == PT_ALL) {
+        tok = json_string("all");
+      } else {
+        tok = json_object();
+        if (x->tokens == PT_RANGES) {
+          json_t *rg = json_array();
+          for (size_t j = 0; j < x->nranges; j++)
+            json_array_append_new(rg, json_pack("[I,I]", (json_int_t)x->ranges[j][0], (json_int_t)x->ranges[j][1]));
+          json_object_set_new(tok, "ranges", rg);
+        }
+        if (x->stride > 1 || x->tokens == PT_STRIDE) {
+          json_object_set_new(tok, "stride", json_integer(x->stride));
+          json_object_set_new(tok, "offset", json_integer(x->offset));
+        }
+      }
+      int64_t b = rs_plan_xfer_bytes(x, n);
+      json_array_append_new(
+          xs, json_pack("{s:I,s:I,s:[I,I],s:[I,I],s:o,s:I,s:o}", "src", (json_int_t)x->src, "dst",
+                        (json_int_t)x->dst, "layers", (json_int_t)x->layers[0], (json_int_t)x->layers[1],
+                        "kv_heads", (json_int_t)x->kv_heads[0], (json_int_t)x->kv_heads[1], "tokens", tok,
+                        "bytes_per_token", (json_int_t)x->bytes_per_token, "bytes",
+                        b >= 0 ? json_integer(b) : json_null()));
+    }
+    json_t *q = json_null();
+    if (R->has_request)
+      q = json_pack("{s:I,s:I,s:I,s:I,s:f,s:f,s:f}", "input_tokens", (json_int_t)R->input_tokens, "bytes",
+                    (json_int_t)R->bytes, "bytes_scale_up", (json_int_t)R->bytes_scale_up, "bytes_scale_out",
+                    (json_int_t)R->bytes_scale_out, "time_scale_up_ms", R->time_scale_up_ms,
+                    "time_scale_out_ms", R->time_scale_out_ms, "time_ms", R->time_ms);
+    json_array_append_new(a, json_pack("{s:s,s:s,s:o,s:o,s:o}", "prefill", R->prefill, "decode", R->decode,
+                                       "tokens", n > 0 ? json_integer(n) : json_null(), "transfers", xs,
+                                       "request", q));
+  }
+  return a;
+}
+
 bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o) {
   const PlanRank *R = NULL;
   if (o->rank >= 0) {
@@ -304,6 +352,7 @@ bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o) {
       json_object_set_new(root, "groups", a);
     }
     if (o->memory) json_object_set_new(root, "memory", json_memory(p));
+    if (o->reshard) json_object_set_new(root, "kv_reshard", json_reshard(p, o->tokens));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fprintf(out, "%s\n", s);
     free(s);

@@ -142,7 +142,7 @@ typedef struct {
  * list may carry a stride class too (stride > 1), and then a token must be
  * in both. stride is 1 and offset 0 when the plan gives none. */
 typedef enum { PT_ALL, PT_RANGES, PT_STRIDE } PlanTokensKind;
-typedef struct {
+typedef struct PlanTransfer {
   int64_t src, dst;
   int64_t layers[2], kv_heads[2];
   PlanTokensKind tokens;

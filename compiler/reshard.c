@@ -822,6 +822,22 @@ void rs_emit_json(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) {
   if (ok) rs_plan_free(&P);
 }
 
+int64_t rs_plan_xfer_bytes(const PlanTransfer *x, int64_t n_tokens) {
+  int64_t count = -1, b;
+  if (x->tokens == PT_ALL) {
+    if (n_tokens > 0) count = n_tokens;
+  } else if (x->tokens == PT_STRIDE) {
+    if (n_tokens > 0) count = rs__below(n_tokens, x->stride, x->offset);
+  } else {
+    int64_t st = x->stride > 0 ? x->stride : 1, off = x->stride > 0 ? x->offset : 0;
+    count = 0;
+    for (size_t j = 0; j < x->nranges; j++)
+      count += rs__below(x->ranges[j][1], st, off) - rs__below(x->ranges[j][0], st, off);
+  }
+  if (count < 0 || !ck_mul(count, x->bytes_per_token, &b)) return -1;
+  return b;
+}
+
 void rs_explain(FILE *out, const Plan *p, int64_t n_tokens_opt) {
   if (p->nreshard == 0) {
     fprintf(out, "kv_reshard: none (no prefill -> decode pool pair)\n");
@@ -842,31 +858,24 @@ void rs_explain(FILE *out, const Plan *p, int64_t n_tokens_opt) {
       char layers[32], heads[32], tok[64], bytes[32];
       snprintf(layers, sizeof layers, "[%lld,%lld)", (long long)x->layers[0], (long long)x->layers[1]);
       snprintf(heads, sizeof heads, "[%lld,%lld)", (long long)x->kv_heads[0], (long long)x->kv_heads[1]);
-      int64_t count = -1;
       if (x->tokens == PT_ALL) {
         snprintf(tok, sizeof tok, "all");
-        if (n_tokens > 0) count = n_tokens;
       } else if (x->tokens == PT_STRIDE) {
         snprintf(tok, sizeof tok, "p%%%lld==%lld", (long long)x->stride, (long long)x->offset);
-        if (n_tokens > 0) count = rs__below(n_tokens, x->stride, x->offset);
       } else {
         /* A range list, possibly intersected with a stride class. */
         int64_t st = x->stride > 0 ? x->stride : 1, off = x->stride > 0 ? x->offset : 0;
         size_t n = 0;
-        count = 0;
-        for (size_t j = 0; j < x->nranges; j++) {
+        for (size_t j = 0; j < x->nranges; j++)
           if (n < sizeof tok)
             n += (size_t)snprintf(tok + n, sizeof tok - n, "%s[%lld,%lld)", j ? "," : "",
                                   (long long)x->ranges[j][0], (long long)x->ranges[j][1]);
-          count += rs__below(x->ranges[j][1], st, off) - rs__below(x->ranges[j][0], st, off);
-        }
         if (n < sizeof tok && st > 1)
           n += (size_t)snprintf(tok + n, sizeof tok - n, " & p%%%lld==%lld", (long long)st,
                                 (long long)off);
         if (n >= sizeof tok) snprintf(tok + sizeof tok - 4, 4, "...");
       }
-      int64_t b = -1;
-      if (count >= 0 && !ck_mul(count, x->bytes_per_token, &b)) b = -1;
+      int64_t b = rs_plan_xfer_bytes(x, n_tokens);
       if (b >= 0) {
         snprintf(bytes, sizeof bytes, "%lld", (long long)b);
         if (!ck_add(total, b, &total)) known = false;

@@ -185,6 +185,12 @@ void rs_plan_free(RsPlan *p);
  * whose maps fail (already reported by rs_plan_build) writes an empty list. */
 void rs_emit_json(StrBuf *sb, const struct Spec *s, const struct Layout *L, int32_t node);
 
+/* Bytes one plan transfer moves for a request of n_tokens tokens; -1 when
+ * its token set is "all" or a stride class and n_tokens is 0, or on
+ * overflow. A range list is counted as written (the plan's input_tokens). */
+struct PlanTransfer;
+int64_t rs_plan_xfer_bytes(const struct PlanTransfer *x, int64_t n_tokens);
+
 /* `rankplan explain PLAN --reshard`: prints every pair's transfers, one per
  * line: src -> dst, layers, kv heads, tokens, bytes per token and bytes per
  * request of n_tokens_opt tokens (when 0: the plan's own input_tokens, from

@@ -166,6 +166,20 @@ try:
     p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--reshard", "--tokens", "1000")
     check(p.returncode == 0 and "total 327680000 bytes" in p.stdout and "of 1000 tokens" in p.stdout,
           "explain --reshard --tokens N: bytes for N tokens", p.stdout[-600:])
+    p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--reshard", "--format", "json")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    pair = (j.get("kv_reshard") or [{}])[0]
+    xs = pair.get("transfers", [])
+    want = doc["kv_reshard"][0]["transfers"]
+    check(len(xs) == len(want) and all({k: x[k] for k in w} == w for x, w in zip(xs, want))
+          and pair.get("tokens") == 4000 and all(x["bytes"] == x["bytes_per_token"] * 4000 for x in xs)
+          and sum(x["bytes"] for x in xs) == total and pair.get("request") == req,
+          "explain --reshard --format json: the plan's transfers with bytes at input_tokens", p.stdout[:600])
+    p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--reshard", "--format", "json",
+            "--tokens", "7")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    check([x["bytes"] for x in j["kv_reshard"][0]["transfers"]] == [40960 * 7] * 8 if j else False,
+          "explain --reshard --format json --tokens 7: bytes for 7 tokens")
     # a pair whose link classes do not add up is refused by the loader
     text = open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")).read()
     bad = os.path.join(tmp, "bad-request.json")
