@@ -87,6 +87,7 @@ Diag *diag_at(Diags *d, DiagCode code, SrcLoc loc, const char *fmt, ...) {
     Severity sev = diag_info(code)->sev;
     if (sev == SEV_ERROR) d->nerrors++;
     else if (sev == SEV_WARNING) d->nwarnings++;
+    else d->nnotes++;
     d->dropped++;
     if (!d->scratch) d->scratch = rp_calloc(1, sizeof *d->scratch);
     free(d->scratch->help);
@@ -108,6 +109,7 @@ Diag *diag_at(Diags *d, DiagCode code, SrcLoc loc, const char *fmt, ...) {
   rp_vec_push(&d->list, g);
   if (g->sev == SEV_ERROR) d->nerrors++;
   else if (g->sev == SEV_WARNING) d->nwarnings++;
+  else d->nnotes++;
   return g;
 }
 
@@ -402,9 +404,12 @@ void diags_print(Diags *d, FILE *out, DiagFormat fmt, bool color) {
     if (d->dropped)
       sb_printf(&sb, "%zu more diagnostic%s not shown (at most %d are kept)\n", d->dropped,
                 d->dropped == 1 ? "" : "s", DIAG_MAX_KEPT);
-    if (d->nerrors || d->nwarnings)
-      sb_printf(&sb, "%d error%s, %d warning%s\n", d->nerrors, d->nerrors == 1 ? "" : "s",
+    if (d->nerrors || d->nwarnings || d->nnotes) {
+      sb_printf(&sb, "%d error%s, %d warning%s", d->nerrors, d->nerrors == 1 ? "" : "s",
                 d->nwarnings, d->nwarnings == 1 ? "" : "s");
+      if (d->nnotes) sb_printf(&sb, ", %d note%s", d->nnotes, d->nnotes == 1 ? "" : "s");
+      sb_putc(&sb, '\n');
+    }
     fputs(sb.buf, out);
     sb_free(&sb);
   }

@@ -78,7 +78,7 @@ typedef struct {
   size_t dropped;     /* reports not kept because of DIAG_MAX_KEPT */
   RP_VEC(SourceFile) sources;
   RP_VEC(char *) strings; /* interned strings */
-  int nerrors, nwarnings;
+  int nerrors, nwarnings, nnotes;
 } Diags;
 
 void diags_init(Diags *d);

@@ -121,4 +121,30 @@ with tempfile.TemporaryDirectory() as d:
     out = run_tty(["check", bad], {"NO_COLOR": "1"})
     check("\033[" not in out and "error[E0101]" in out, "no colour on a TTY with NO_COLOR")
 
+def gib(b):
+    """The text table's rendering of a byte count (util.c rp_fmt_bytes)."""
+    v, units, u = float(b), ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], 0
+    while abs(v) >= 1024.0 and u < 5:
+        v /= 1024.0
+        u += 1
+    return f"{b} B" if u == 0 else f"{v:.2f} {units[u]}"
+
+
+# The ledger table and the JSON ledger carry the same numbers, row by row.
+ex = os.path.join(SRC, "plans", "examples")
+for name in ("llama-3.1-70b-pd", "deepseek-v3-pd", "llama-3.1-405b-pp"):
+    spec = os.path.join(ex, name + ".yaml")
+    pt = run("check", spec)
+    pj = run("check", "--format", "json", spec)
+    ok = pt.returncode == 0 and pj.returncode == 0
+    rows = [l for l in pt.stdout.splitlines() if l and l.split()[0] not in ("memory", "pool") and ":" not in l]
+    led = json.loads(pj.stdout)["ledger"] if ok else []
+    ok = ok and len(rows) == len(led) and len(led) > 0
+    for row, e in zip(rows, led):
+        for key in ("weights", "kv_cache", "reserved"):
+            ok = ok and gib(e[key]) in row
+        ok = ok and row.split()[0] == e["pool"] and int(row.split()[1]) == e["stage"]
+        ok = ok and str(e["requests_fit_instance"]) in row.split()
+    check(ok, f"check text ledger equals the json ledger ({name})")
+
 sys.exit(1 if fails else 0)
