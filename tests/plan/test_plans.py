@@ -272,6 +272,24 @@ try:
         check(p.returncode == 1 and f"error[{code}]" in p.stderr and msg in p.stderr and not os.path.exists(out),
               f"compile refuses {what} ({code}) and writes nothing", p.stderr[-1500:])
 
+    # ---- tp across nodes only when the spec allows it ------------------------------
+    allowed = open(os.path.join(SRC, "tests", "golden", "ok", "rule-tp-across-domain-allowed.yaml")).read()
+    for what, text in (("allowed", allowed),
+                       ("refused", allowed.replace("  allow_tp_across_domain: true\n", ""))):
+        path = os.path.join(tmp, "tp16-" + what + ".yaml")
+        open(path, "w").write(text)
+        out = os.path.join(tmp, "tp16-" + what + ".json")
+        p = run("compile", path, "-o", out)
+        if what == "allowed":
+            tp = [g for g in json.load(open(out))["groups"] if g["kind"] == "tp"] if p.returncode == 0 else []
+            nodes = {json.load(open(out))["ranks"][r]["node"] for r in tp[0]["ranks"]} if tp else set()
+            check(len(tp) == 1 and len(tp[0]["ranks"]) == 16 and nodes == {0, 1},
+                  "allow_tp_across_domain: tp 16 spans both nodes", p.stderr[-800:])
+        else:
+            check(p.returncode == 1 and "error[E0215]" in p.stderr and "tp 16 over a domain of 8 GPUs" in p.stderr
+                  and not os.path.exists(out), "without allow_tp_across_domain: tp 16 over two nodes is refused",
+                  p.stderr[-800:])
+
     # ---- a layer_partition hook is honoured, and checked -------------------------
     hook = os.path.join(tmp, "split.lua")
     open(hook, "w").write("return function(ctx) return {10, ctx.model.layers - 10} end\n")
