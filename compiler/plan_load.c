@@ -875,6 +875,56 @@ static bool load_request(Ld *ld, PlanReshard *R, PjV *o, const char *path) {
   return true;
 }
 
+/* A kv_reshard pair must name a prefill pool and a decode pool of the plan,
+ * and each transfer must stay inside what the two serving attention
+ * replicas hold: src and dst below tp * cp * pp of their pool (ranks are
+ * relative to the replica, docs/reshard.md), layers inside the model's
+ * layers (the pool's layer partition), kv heads inside the KV heads the
+ * pool's ranks hold. The runtime indexes ranks and KV pools with these
+ * numbers, so a plan that breaks them is refused here, not at run time. */
+static bool check_reshard(Ld *ld, const Plan *p, const PlanReshard *R, const char *path) {
+  const char *names[2] = {R->prefill, R->decode}, *keys[2] = {"prefill", "decode"};
+  int64_t relsize[2], layers[2], heads[2] = {-1, -1};
+  for (int side = 0; side < 2; side++) {
+    int pi = find_pool(p, names[side]);
+    if (pi < 0) return fail(ld, "%s.%s: pool `%s` is not in pools[]", path, keys[side], names[side]);
+    const PlanPool *P = &p->pools[pi];
+    if (strcmp(P->role, keys[side]) != 0)
+      return fail(ld, "%s.%s: expected a pool of role %s, got pool `%s` of role %s", path, keys[side],
+                  keys[side], P->name, P->role);
+    CkState st = {true};
+    relsize[side] = ckm(&st, ckm(&st, P->size[CO_TP], P->size[CO_CP]), P->size[CO_PP]);
+    layers[side] = 0;
+    for (int64_t s = 0; s < P->size[CO_PP]; s++) layers[side] = cka(&st, layers[side], P->layer_partition[s]);
+    if (!st.ok) return fail(ld, "%s: pool `%s` sizes overflow", path, P->name);
+    for (int64_t r = 0; r < p->nranks; r++)
+      if (p->ranks[r].pool == pi && p->ranks[r].shard[SH_KV_HEADS][1] > heads[side])
+        heads[side] = p->ranks[r].shard[SH_KV_HEADS][1];
+  }
+  if (layers[0] != layers[1])
+    return fail(ld, "%s: pools `%s` and `%s` hold different models: %lld and %lld layers", path, R->prefill,
+                R->decode, (long long)layers[0], (long long)layers[1]);
+  for (size_t j = 0; j < R->ntransfers; j++) {
+    const PlanTransfer *X = &R->transfers[j];
+    if (X->src >= relsize[0])
+      return fail(ld, "%s.transfers[%zu].src: expected 0..%lld (tp * cp * pp of pool `%s`), got %lld", path, j,
+                  (long long)(relsize[0] - 1), R->prefill, (long long)X->src);
+    if (X->dst >= relsize[1])
+      return fail(ld, "%s.transfers[%zu].dst: expected 0..%lld (tp * cp * pp of pool `%s`), got %lld", path, j,
+                  (long long)(relsize[1] - 1), R->decode, (long long)X->dst);
+    if (X->layers[1] > layers[0])
+      return fail(ld, "%s.transfers[%zu].layers: expected inside [0, %lld), got [%lld, %lld)", path, j,
+                  (long long)layers[0], (long long)X->layers[0], (long long)X->layers[1]);
+    /* A node file may lack one side's ranks: then the heads are unknown. */
+    for (int side = 0; side < 2; side++)
+      if (heads[side] >= 0 && X->kv_heads[1] > heads[side])
+        return fail(ld, "%s.transfers[%zu].kv_heads: expected inside [0, %lld) (pool `%s`), got [%lld, %lld)",
+                    path, j, (long long)heads[side], names[side], (long long)X->kv_heads[0],
+                    (long long)X->kv_heads[1]);
+  }
+  return true;
+}
+
 static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
   PjV *a = field(ld, root, "", "kv_reshard", PJ_ARRAY);
   if (!a) return false;
@@ -942,6 +992,7 @@ static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
       }
     }
     if (!load_request(ld, R, o, path)) return false;
+    if (!check_reshard(ld, p, R, path)) return false;
   }
   return true;
 }

@@ -462,6 +462,16 @@ try:
         ("device past the node", good.replace('"local_rank":5,"device":5', '"local_rank":5,"device":8', 1),
          "ranks[5].device: expected 0..7, got 8"),
         ("unknown group kind", good.replace('"kind":"tp"', '"kind":"tensor"', 1), "groups[0].kind: unknown group kind"),
+        ("reshard src past the replica", good.replace('{"src":0,"dst":0,', '{"src":99,"dst":0,', 1),
+         "kv_reshard[0].transfers[0].src: expected 0..7 (tp * cp * pp of pool `prefill`), got 99"),
+        ("reshard dst past the replica", good.replace('{"src":0,"dst":0,', '{"src":0,"dst":4,', 1),
+         "kv_reshard[0].transfers[0].dst: expected 0..3 (tp * cp * pp of pool `decode`), got 4"),
+        ("reshard layers past the model", good.replace('"layers":[0,80],"kv_heads":[0,1]', '"layers":[0,81],"kv_heads":[0,1]', 1),
+         "kv_reshard[0].transfers[0].layers: expected inside [0, 80), got [0, 81)"),
+        ("reshard heads past the model", good.replace('"layers":[0,80],"kv_heads":[0,1]', '"layers":[0,80],"kv_heads":[0,9]', 1),
+         "kv_reshard[0].transfers[0].kv_heads: expected inside [0, 8) (pool `prefill`), got [0, 9)"),
+        ("reshard pool of the wrong role", good.replace('"decode":"decode","transfers"', '"decode":"prefill","transfers"', 1),
+         "kv_reshard[0].decode: expected a pool of role decode, got pool `prefill` of role prefill"),
     ]
     for what, text, want_msg in cases:
         path = os.path.join(tmp, "broken.json")
