@@ -41,19 +41,26 @@ static const char search_usage[] =
     "  --max-candidates N    the search budget (default 4000000 evaluations)\n"
     "  --gpus N              GPU budget (default: search.gpu_budget, else the\n"
     "                        whole cluster)\n"
-    "  -o PLAN               compile the winner to a plan file\n"
+    "  -o PLAN               compile the winner to a plan file (the same\n"
+    "                        stages as `rankplan compile`, hooks included)\n"
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
+    "\n"
+    "Lua hooks named in the spec (the `objective` hook re-ranks the results;\n"
+    "-o runs the placement hooks) run in a sandbox with these limits\n"
+    "(environment, docs/hooks.md):\n"
+    "  RANKPLAN_HOOK_INSTRUCTIONS  instruction budget (default 100000000)\n"
+    "  RANKPLAN_HOOK_MEMORY        memory cap, bytes or KiB/MiB/GiB (default 64MiB)\n"
+    "  RANKPLAN_HOOK_TIMEOUT_MS    wall-clock deadline (default 5000)\n"
+    "  RANKPLAN_HOOK_TWICE         1: run each hook twice, reject differing results\n"
     "\n"
     "exit: 0 a layout meets the SLOs, 1 the input is wrong or no layout meets\n"
     "them, 2 usage error or unreadable file\n";
 
 /* Compiles the winner: the spec with its deployment replaced by the
- * winner's pools, through the same stages `rankplan compile` runs
- * (validate, layout, default placement, memory ledger, KV reshard maps,
- * emit), with the predicted figures in the plan's `estimates`. The spec's
- * placement hook is not run here: compile the written spec for that.
- * Returns an exit code. */
+ * winner's pools, through compile_spec_to_plan (compile.h): the stages
+ * `rankplan compile` runs, the spec's hooks included, with the search's
+ * predicted figures in the plan's `estimates`. Returns an exit code. */
 static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, const char *path,
                            const CostConsts *k) {
   Spec s = *spec;

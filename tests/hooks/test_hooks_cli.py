@@ -219,15 +219,16 @@ def help_names_settings():
     import re
     doc = (SRC / "docs" / "hooks.md").read_text()
     rows = re.findall(r"^\| `(RANKPLAN_HOOK_[A-Z_]+)` \| ([0-9A-Za-z]+) \|", doc, re.M)
-    p = subprocess.run([RANKPLAN, "compile", "--help"], capture_output=True, text=True)
     if len(rows) != 4:
         fail(f"help: expected 4 settings in docs/hooks.md, found {rows}")
-    for var, default in rows:
-        line = [l for l in p.stdout.splitlines() if l.strip().startswith(var)]
-        if not line or (var != "RANKPLAN_HOOK_TWICE" and f"default {default})" not in line[0]):
-            fail(f"help: `rankplan compile --help` does not give {var} with default {default}: {line}")
-        else:
-            print(f"ok   compile --help names {var}")
+    for cmd in ("compile", "search"):
+        p = subprocess.run([RANKPLAN, cmd, "--help"], capture_output=True, text=True)
+        for var, default in rows:
+            line = [l for l in p.stdout.splitlines() if l.strip().startswith(var)]
+            if not line or (var != "RANKPLAN_HOOK_TWICE" and f"default {default})" not in line[0]):
+                fail(f"help: `rankplan {cmd} --help` does not give {var} with default {default}: {line}")
+            else:
+                print(f"ok   {cmd} --help names {var}")
 
 
 golden_plans()
