@@ -26,7 +26,7 @@
 #include "rt.h"
 #include "store.h"
 
-#define RT_BACKEND_VERSION 1
+#define RT_BACKEND_VERSION 2
 
 typedef enum { RT_I64 = 0, RT_F32 = 1 } RtDtype;
 typedef enum { RT_SUM = 0, RT_MAX = 1 } RtRedOp;
@@ -46,6 +46,18 @@ typedef struct {
 } RtBackendCtx;
 
 typedef struct RtComm RtComm; /* one per (backend, group); backend-defined */
+
+/* One point-to-point operation of a group (p2p_post). */
+typedef struct {
+  bool send;    /* send buf, else receive into buf */
+  int peer;     /* member index in the communicator */
+  void *buf;    /* backend memory (mem_alloc) */
+  size_t bytes;
+} RtP2p;
+
+/* Most operations one p2p_post takes (older NCCL refuses more than 2048
+ * operations in one group). */
+#define RT_P2P_MAX 1024
 
 typedef struct {
   int version;      /* RT_BACKEND_VERSION */
@@ -106,6 +118,21 @@ typedef struct {
   RtResult (*to_host)(void *state, void *host, const void *mem, size_t bytes);
   RtResult (*from_host)(void *state, void *mem, const void *host,
                         size_t bytes);
+
+  /* Optional members (NULL when the backend has none); version 2. */
+
+  /* Posts n (1..RT_P2P_MAX) sends and receives as one group (on nccl one
+   * ncclGroupStart/ncclGroupEnd) and returns once they are enqueued, not
+   * complete. Sends and receives with one peer match the peer's in order.
+   * At most one group is in flight per communicator; p2p_wait ends it. */
+  RtResult (*p2p_post)(RtComm *comm, const RtP2p *ops, int n);
+  /* Waits for the posted group; *secs is the group's time from its post
+   * to its completion (on nccl: CUDA events around it on the stream). */
+  RtResult (*p2p_wait)(RtComm *comm, double *secs);
+  /* The benchmark's reference: copies bytes from src to dst, both backend
+   * memory (device to device on nccl), and gives the copy's time. */
+  RtResult (*copy_ref)(void *state, void *dst, const void *src, size_t bytes,
+                       double *secs);
 } RtBackend;
 
 /* The registry: every backend compiled into this binary. */

@@ -26,6 +26,8 @@ typedef struct {
   double timeout;
   RtStore *store;
   cudaStream_t stream;
+  /* Timing events: around a posted p2p group, and around copy_ref. */
+  cudaEvent_t ev0, ev1;
 } NcclState;
 
 struct RtComm {
@@ -34,6 +36,7 @@ struct RtComm {
   int n, me;
   ncclComm_t comm;
   bool broken;
+  bool posted; /* a p2p group is in flight (p2p_post, p2p_wait) */
 };
 
 static RtResult cuda_err(cudaError_t e, const char *what) {
@@ -115,6 +118,16 @@ static RtResult nccl_init(const RtBackendCtx *ctx, void **state) {
     free(ns);
     return cuda_err(e, "cudaStreamCreate");
   }
+  e = cudaEventCreate(&ns->ev0);
+  if (e == cudaSuccess) {
+    e = cudaEventCreate(&ns->ev1);
+    if (e != cudaSuccess) cudaEventDestroy(ns->ev0);
+  }
+  if (e != cudaSuccess) {
+    cudaStreamDestroy(ns->stream);
+    free(ns);
+    return cuda_err(e, "cudaEventCreate");
+  }
   *state = ns;
   return RT_OK;
 }
@@ -122,6 +135,8 @@ static RtResult nccl_init(const RtBackendCtx *ctx, void **state) {
 static RtResult nccl_finalize(void *state) {
   NcclState *ns = state;
   if (!ns) return RT_OK;
+  cudaEventDestroy(ns->ev0);
+  cudaEventDestroy(ns->ev1);
   cudaStreamDestroy(ns->stream);
   free(ns);
   return RT_OK;
@@ -257,6 +272,72 @@ static RtResult nccl_barrier(RtComm *c) {
   return r;
 }
 
+/* Posts every operation inside one ncclGroupStart/ncclGroupEnd, so that
+ * NCCL runs the sends and receives with all peers together. The
+ * communicator is non-blocking: ncclGroupEnd may return ncclInProgress
+ * before the operations are on the stream, so the communicator is polled
+ * (ncclCommGetAsyncError) until it says ncclSuccess, and only then is the
+ * closing event recorded behind them. */
+static RtResult nccl_p2p_post(RtComm *c, const RtP2p *ops, int n) {
+  if (c->posted)
+    return rt_err(RT_ERR_INVALID, "a p2p group is already in flight");
+  NcclState *ns = c->ns;
+  cudaError_t ce = cudaEventRecord(ns->ev0, ns->stream);
+  if (ce != cudaSuccess) return cuda_err(ce, "cudaEventRecord");
+  ncclResult_t e = ncclGroupStart();
+  if (e != ncclSuccess) return nccl_fail(c, e, "ncclGroupStart");
+  for (int i = 0; i < n && e == ncclSuccess; i++) {
+    if (ops[i].send)
+      e = ncclSend(ops[i].buf, ops[i].bytes, ncclUint8, ops[i].peer, c->comm,
+                   ns->stream);
+    else
+      e = ncclRecv(ops[i].buf, ops[i].bytes, ncclUint8, ops[i].peer, c->comm,
+                   ns->stream);
+    if (e == ncclInProgress) e = ncclSuccess;
+  }
+  /* ncclGroupEnd is called even after a failed enqueue: a group must be
+   * closed on this thread before any other NCCL call. */
+  ncclResult_t e2 = ncclGroupEnd();
+  if (e != ncclSuccess) return nccl_fail(c, e, "grouped send/recv");
+  if (e2 != ncclSuccess && e2 != ncclInProgress)
+    return nccl_fail(c, e2, "grouped send/recv");
+  RTCHECK(wait_comm(c, rt_now() + ns->timeout, "grouped send/recv"));
+  ce = cudaEventRecord(ns->ev1, ns->stream);
+  if (ce != cudaSuccess) return cuda_err(ce, "cudaEventRecord");
+  c->posted = true;
+  return RT_OK;
+}
+
+static RtResult nccl_p2p_wait(RtComm *c, double *secs) {
+  *secs = 0;
+  if (!c->posted) return RT_OK;
+  c->posted = false;
+  RTCHECK(wait_stream(c, "grouped send/recv"));
+  float ms = 0;
+  cudaError_t ce = cudaEventElapsedTime(&ms, c->ns->ev0, c->ns->ev1);
+  if (ce != cudaSuccess) return cuda_err(ce, "cudaEventElapsedTime");
+  *secs = (double)ms / 1e3;
+  return RT_OK;
+}
+
+/* A device-to-device copy on the backend's stream, timed by events; the
+ * reference the KV benchmark divides the transfer bandwidth by. */
+static RtResult nccl_copy_ref(void *state, void *dst, const void *src,
+                              size_t bytes, double *secs) {
+  NcclState *ns = state;
+  *secs = 0;
+  cudaError_t ce = cudaEventRecord(ns->ev0, ns->stream);
+  if (ce == cudaSuccess)
+    ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ns->stream);
+  if (ce == cudaSuccess) ce = cudaEventRecord(ns->ev1, ns->stream);
+  if (ce == cudaSuccess) ce = cudaEventSynchronize(ns->ev1);
+  float ms = 0;
+  if (ce == cudaSuccess) ce = cudaEventElapsedTime(&ms, ns->ev0, ns->ev1);
+  if (ce != cudaSuccess) return cuda_err(ce, "device-to-device copy");
+  *secs = (double)ms / 1e3;
+  return RT_OK;
+}
+
 static void *nccl_mem_alloc(void *state, size_t bytes) {
   (void)state;
   void *p = NULL;
@@ -302,4 +383,7 @@ const RtBackend rt_backend_nccl = {
     .mem_free = nccl_mem_free,
     .to_host = nccl_to_host,
     .from_host = nccl_from_host,
+    .p2p_post = nccl_p2p_post,
+    .p2p_wait = nccl_p2p_wait,
+    .copy_ref = nccl_copy_ref,
 };

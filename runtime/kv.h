@@ -60,9 +60,21 @@ typedef struct {
   int nreq;
   int64_t *req_bytes;
   double *req_secs;
+  /* per request, on prefill ranks: bytes sent and seconds in send calls
+   * per link class ([0] same node, [1] cross node) */
+  int64_t *req_link_bytes[2];
+  double *req_link_secs[2];
+  /* true when the grouped path ran (p2p_post: on nccl always, on host with
+   * RANKRUN_KV_GROUPED=1); memcpy_* then hold its copy_ref reference
+   * (device to device on nccl) */
+  bool grouped;
 } RtKvStats;
 
-/* Runs every request through the plan's kv_reshard on this rank. world is
+/* Runs every request through the plan's kv_reshard on this rank. A
+ * backend with p2p_post (nccl) takes the grouped path: per layer group and
+ * link class, one group of sends and receives with every peer, straight
+ * from and into the KV pool; the host backend sends one message at a time
+ * through a host buffer unless RANKRUN_KV_GROUPED=1. world is
  * this rank's communicator of the plan's world group (index world_group in
  * plan->groups). On a verification failure returns RT_ERR_CHECK with the
  * message naming (request, layer, kv head, token, byte). */

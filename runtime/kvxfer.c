@@ -161,10 +161,311 @@ static bool in_region(const Region *g, const PlanTransfer *x) {
          x->kv_heads[0] >= g->h0 && x->kv_heads[1] <= g->h1;
 }
 
+/* Checks every cell rank `rank` (PlanRank me of pool MP) owns in its
+ * host copy of request k's region against the fill pattern; the first
+ * mismatch is an RT_ERR_CHECK naming (request, layer, kv head, token,
+ * byte) with the expected and the found byte. */
+static RtResult verify_region(const PlanPool *MP, const PlanRank *me, int rank,
+                              int64_t k, const Region *g,
+                              const unsigned char *region, RtKvStats *st) {
+  RtResult r = RT_OK;
+  int64_t T = g->T, bph = g->bph;
+  unsigned char *want = rp_malloc((size_t)bph);
+  for (int64_t l = g->l0; l < g->l1 && r == RT_OK; l++)
+    for (int64_t h = g->h0; h < g->h1 && r == RT_OK; h++)
+      for (int64_t p = 0; p < T && r == RT_OK; p++) {
+        if (!owns_token(MP, me, T, p)) continue;
+        fill_cell(want, (size_t)bph, cell_seed(k, l, h, p));
+        const unsigned char *got = region + cell_off(g, l, h, p);
+        if (memcmp(want, got, (size_t)bph) == 0) {
+          st->cells_verified++;
+          continue;
+        }
+        int64_t e = 0;
+        while (want[e] == got[e]) e++;
+        r = rt_err(RT_ERR_CHECK, "kv verification failed on rank %d: request "
+                   "%lld, layer %lld, kv head %lld, token %lld, byte %lld: "
+                   "expected 0x%02x, got 0x%02x", rank, (long long)k,
+                   (long long)l, (long long)h, (long long)p, (long long)e,
+                   want[e], got[e]);
+      }
+  free(want);
+  return r;
+}
+
 void rt_kv_stats_free(RtKvStats *st) {
   free(st->req_bytes);
   free(st->req_secs);
+  for (int c = 0; c < 2; c++) {
+    free(st->req_link_bytes[c]);
+    free(st->req_link_secs[c]);
+  }
   memset(st, 0, sizeof *st);
+}
+
+/* Geometry of rank R's region for a T-token request (the peer's side of a
+ * transfer: no pool to check it against). */
+static void geom_of(const PlanRank *R, int64_t T, int64_t bph, Region *g) {
+  g->l0 = R->shard[SH_LAYERS][0];
+  g->l1 = R->shard[SH_LAYERS][1];
+  g->h0 = R->shard[SH_KV_HEADS][0];
+  g->h1 = R->shard[SH_KV_HEADS][1];
+  g->T = T;
+  g->bph = bph;
+}
+
+/* The operations of one (request, layer group, link class) bucket on this
+ * rank, with where each one ends in the sender's and the receiver's
+ * region, so that a piece contiguous with the previous one in both joins
+ * it instead of becoming another message. */
+typedef struct {
+  RtP2p *ops;
+  int64_t *src_end, *dst_end;
+  int n, cap;
+} OpList;
+
+static void ops_add(OpList *L, bool send, int peer, unsigned char *base,
+                    int64_t soff, int64_t doff, int64_t bytes) {
+  if (L->n > 0) {
+    RtP2p *q = &L->ops[L->n - 1];
+    if (q->send == send && q->peer == peer && L->src_end[L->n - 1] == soff &&
+        L->dst_end[L->n - 1] == doff) {
+      q->bytes += (size_t)bytes;
+      L->src_end[L->n - 1] += bytes;
+      L->dst_end[L->n - 1] += bytes;
+      return;
+    }
+  }
+  if (L->n == L->cap) {
+    L->cap = L->cap ? 2 * L->cap : 64;
+    L->ops = rp_realloc(L->ops, (size_t)L->cap * sizeof *L->ops);
+    L->src_end = rp_realloc(L->src_end, (size_t)L->cap * sizeof *L->src_end);
+    L->dst_end = rp_realloc(L->dst_end, (size_t)L->cap * sizeof *L->dst_end);
+  }
+  L->ops[L->n] = (RtP2p){send, peer, base + (send ? soff : doff), (size_t)bytes};
+  L->src_end[L->n] = soff + bytes;
+  L->dst_end[L->n] = doff + bytes;
+  L->n++;
+}
+
+/* State of one request on this rank in the grouped path. */
+typedef struct {
+  const RtBackend *be;
+  void *state;
+  const PlanPool *MP;
+  const PlanRank *me;
+  const RtKvOpts *o;
+  int64_t k;
+  Region g;
+  unsigned char *host;  /* host copy of the region: fill and verify */
+  unsigned char *kv;    /* the region in the pool (backend memory) */
+  bool *filled;         /* per layer of the region */
+} GReq;
+
+/* Fills the layers of [lb, le) this rank holds and has not filled yet in
+ * the host copy, then copies them into the pool in one from_host call
+ * (they are one contiguous span: layers are filled in increasing order).
+ * The test-only corruption flips its byte here, on the sending side. */
+static RtResult fill_layers(GReq *q, int64_t lb, int64_t le) {
+  const Region *g = &q->g;
+  int64_t a = lb > g->l0 ? lb : g->l0, b = le < g->l1 ? le : g->l1, first = -1;
+  for (int64_t l = a; l < b; l++) {
+    if (q->filled[l - g->l0]) continue;
+    if (first < 0) first = l;
+    for (int64_t h = g->h0; h < g->h1; h++)
+      for (int64_t p = 0; p < g->T; p++) {
+        if (!owns_token(q->MP, q->me, g->T, p)) continue;
+        unsigned char *c = q->host + cell_off(g, l, h, p);
+        fill_cell(c, (size_t)g->bph, cell_seed(q->k, l, h, p));
+        const int64_t *x = q->o->corrupt;
+        if (x[0] == q->k && x[1] == l && x[2] == h && x[3] == p && x[4] >= 0 &&
+            x[4] < g->bph)
+          c[x[4]] ^= 0xA5;
+      }
+    q->filled[l - g->l0] = true;
+  }
+  if (first < 0) return RT_OK;
+  size_t off = cell_off(g, first, g->h0, 0), end = cell_off(g, b, g->h0, 0);
+  return q->be->from_host(q->state, q->kv + off, q->host + off, end - off);
+}
+
+/* The grouped path (see rt_kv_run): requests in order; within a request,
+ * layer groups of RT_KV_LAYER_GROUP layers in order; within a layer
+ * group, the same-node operations, then the cross-node ones, each posted
+ * as one group (p2p_post) of this rank's sends or receives with every
+ * peer, in plan transfer order, straight from and into the KV pool. Every
+ * rank's operation list is a restriction of that one total order, so the
+ * earliest unfinished bucket always has all its operations posted and
+ * the schedule cannot deadlock. A prefill rank fills layer group i + 1
+ * (host pattern, then one copy into the pool) while group i is in flight.
+ * A decode rank copies its region back to the host once the request's
+ * groups have completed and verifies it there. */
+static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
+                               const RtPlan *rp, int rank, RtComm *world,
+                               int world_group, RtKvPool *pool,
+                               const RtKvOpts *o, RtKvStats *st) {
+  st->grouped = true;
+  const PlanRank *me = &pl->ranks[rank];
+  const RtGroup *wg = &rp->groups[world_group];
+  int64_t T = o->input_tokens;
+  RtResult r = RT_OK;
+  OpList L = {0};
+  unsigned char *host = NULL, *scratch = NULL;
+  size_t host_bytes = 0, scratch_bytes = 0;
+  for (int64_t k = 0; k < o->requests && r == RT_OK; k++) {
+    const PlanReshard *pair = &pl->reshard[k % (int64_t)pl->nreshard];
+    int pi = pool_index(pl, pair->prefill), di = pool_index(pl, pair->decode);
+    if (pi < 0 || di < 0) {
+      r = rt_err(RT_ERR_INVALID, "kv_reshard names pools `%s` and `%s` that "
+                 "are not in the plan", pair->prefill, pair->decode);
+      break;
+    }
+    const PlanPool *P = &pl->pools[pi], *D = &pl->pools[di];
+    int64_t pinst, pdp, dinst, ddp;
+    rt_kv_assign(P, k, &pinst, &pdp);
+    rt_kv_assign(D, k, &dinst, &ddp);
+    bool is_src = me->pool == pi && me->instance == pinst && me->coords[CO_DP] == pdp;
+    bool is_dst = me->pool == di && me->instance == dinst && me->coords[CO_DP] == ddp;
+    if ((!is_src && !is_dst) || pair->ntransfers == 0) continue;
+    GReq q = {be, state, &pl->pools[me->pool], me, o, k, {0}, NULL,
+              pool->kv, NULL};
+    int64_t bph = 0;
+    RTCHECKGOTO(xfer_bph(&pair->transfers[0], &bph), r, done);
+    RTCHECKGOTO(region_of(me, T, bph, pool, &q.g), r, done);
+    size_t rbytes = cell_off(&q.g, q.g.l1, q.g.h0, 0);
+    if (rbytes + 1 > host_bytes) {
+      free(host);
+      host_bytes = rbytes + 1;
+      host = rp_malloc(host_bytes);
+    }
+    q.host = host;
+    memset(host, 0, rbytes);
+    /* Zero the pool's region, so that a cell nobody sent reads as zeros,
+     * not as the previous request's bytes. */
+    RTCHECKGOTO(be->from_host(state, q.kv, host, rbytes), r, done);
+    q.filled = rp_calloc((size_t)(q.g.l1 - q.g.l0) + 1, sizeof *q.filled);
+    int64_t lmax = 0;
+    for (size_t j = 0; j < pair->ntransfers; j++)
+      if (pair->transfers[j].layers[1] > lmax) lmax = pair->transfers[j].layers[1];
+    double t_req = rt_now();
+    if (is_src) r = fill_layers(&q, 0, RT_KV_LAYER_GROUP);
+    for (int64_t lb = 0; lb < lmax && r == RT_OK; lb += RT_KV_LAYER_GROUP) {
+      int64_t le = lb + RT_KV_LAYER_GROUP < lmax ? lb + RT_KV_LAYER_GROUP : lmax;
+      bool next_filled = false;
+      for (int lc = 0; lc < 2 && r == RT_OK; lc++) {
+        L.n = 0;
+        for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
+          const PlanTransfer *x = &pair->transfers[j];
+          int64_t a = x->layers[0] > lb ? x->layers[0] : lb;
+          int64_t b = x->layers[1] < le ? x->layers[1] : le;
+          if (a >= b) continue;
+          int64_t sg = global_of(pl, pi, pinst, pdp, x->src);
+          int64_t dg = global_of(pl, di, dinst, ddp, x->dst);
+          if (sg < 0 || dg < 0) {
+            r = rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names "
+                       "a rank the pools do not have", (long long)x->src,
+                       (long long)x->dst);
+            break;
+          }
+          if (sg != rank && dg != rank) continue;
+          if ((pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1) != lc) continue;
+          if (!in_region(&q.g, x)) {
+            r = rt_err(RT_ERR_CHECK, "kv_reshard transfer %lld -> %lld (layers "
+                       "[%lld, %lld), kv heads [%lld, %lld)) is outside rank "
+                       "%d's shard", (long long)x->src, (long long)x->dst,
+                       (long long)x->layers[0], (long long)x->layers[1],
+                       (long long)x->kv_heads[0], (long long)x->kv_heads[1],
+                       rank);
+            break;
+          }
+          bool send = sg == rank;
+          int64_t other = send ? dg : sg;
+          Region og;
+          geom_of(&pl->ranks[other], T, bph, &og);
+          const Region *gs = send ? &q.g : &og, *gd = send ? &og : &q.g;
+          int peer = rt_group_index(wg, (int)other);
+          for (int64_t l = a; l < b; l++)
+            for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+              for (int64_t p = 0; p < T;) {
+                if (!xfer_has(x, p)) {
+                  p++;
+                  continue;
+                }
+                int64_t p1 = p + 1;
+                while (p1 < T && xfer_has(x, p1)) p1++;
+                ops_add(&L, send, peer, q.kv, (int64_t)cell_off(gs, l, h, p),
+                        (int64_t)cell_off(gd, l, h, p), (p1 - p) * bph);
+                p = p1;
+              }
+        }
+        for (int i0 = 0; i0 < L.n && r == RT_OK; i0 += RT_P2P_MAX) {
+          int n = L.n - i0 < RT_P2P_MAX ? L.n - i0 : RT_P2P_MAX;
+          RTCHECKGOTO(be->p2p_post(world, L.ops + i0, n), r, req_done);
+          /* Fill the next layer group while this one is on the wire. */
+          if (is_src && !next_filled) {
+            next_filled = true;
+            RTCHECKGOTO(fill_layers(&q, le, le + RT_KV_LAYER_GROUP), r, req_done);
+          }
+          double secs = 0;
+          RTCHECKGOTO(be->p2p_wait(world, &secs), r, req_done);
+          int64_t nb = 0;
+          for (int i = i0; i < i0 + n; i++) nb += (int64_t)L.ops[i].bytes;
+          if (is_src) {
+            if (lc == 0) {
+              st->bytes_same_node += nb;
+              st->secs_same_node += secs;
+            } else {
+              st->bytes_cross_node += nb;
+              st->secs_cross_node += secs;
+            }
+            st->req_link_bytes[lc][k] += nb;
+            st->req_link_secs[lc][k] += secs;
+            /* The reference: the same messages copied within this rank's
+             * memory (device to device on nccl), right after the transfer. */
+            for (int i = i0; i < i0 + n; i++) {
+              if (L.ops[i].bytes > scratch_bytes) {
+                if (scratch) be->mem_free(state, scratch);
+                scratch_bytes = L.ops[i].bytes > rbytes ? L.ops[i].bytes : rbytes;
+                scratch = be->mem_alloc(state, scratch_bytes);
+                if (!scratch) {
+                  scratch_bytes = 0;
+                  r = rt_err(RT_ERR_SYS, "cannot allocate a %zu-byte buffer for "
+                             "the reference copy", L.ops[i].bytes);
+                  goto req_done;
+                }
+              }
+              double cs = 0;
+              RTCHECKGOTO(be->copy_ref(state, scratch, L.ops[i].buf,
+                                       L.ops[i].bytes, &cs), r, req_done);
+              st->memcpy_secs += cs;
+              st->memcpy_bytes += (int64_t)L.ops[i].bytes;
+            }
+          } else {
+            st->bytes_recv += nb;
+            st->req_bytes[k] += nb;
+          }
+        }
+      }
+      if (r == RT_OK && is_src && !next_filled)
+        r = fill_layers(&q, le, le + RT_KV_LAYER_GROUP);
+    }
+    if (r == RT_OK && is_dst) {
+      st->req_secs[k] = rt_now() - t_req;
+      r = be->to_host(state, host, q.kv, rbytes);
+      if (r == RT_OK) r = verify_region(q.MP, me, rank, k, &q.g, host, st);
+    }
+  req_done:
+    free(q.filled);
+  }
+  if (r == RT_OK && st->memcpy_secs > 0)
+    st->memcpy_gbs = (double)st->memcpy_bytes / st->memcpy_secs / 1e9;
+done:
+  if (scratch) be->mem_free(state, scratch);
+  free(host);
+  free(L.ops);
+  free(L.src_end);
+  free(L.dst_end);
+  return r;
 }
 
 RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
@@ -174,7 +475,17 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
   st->nreq = o->requests;
   st->req_bytes = rp_calloc((size_t)o->requests + 1, sizeof *st->req_bytes);
   st->req_secs = rp_calloc((size_t)o->requests + 1, sizeof *st->req_secs);
+  for (int c = 0; c < 2; c++) {
+    st->req_link_bytes[c] = rp_calloc((size_t)o->requests + 1, sizeof(int64_t));
+    st->req_link_secs[c] = rp_calloc((size_t)o->requests + 1, sizeof(double));
+  }
   if (pl->nreshard == 0 || o->requests <= 0) return RT_OK;
+  bool host_be = strcmp(be->name, "host") == 0;
+  const char *ge = getenv("RANKRUN_KV_GROUPED");
+  if (be->p2p_post && be->p2p_wait && be->copy_ref &&
+      (!host_be || (ge && strcmp(ge, "1") == 0)))
+    return kv_run_grouped(be, state, pl, rp, rank, world, world_group, pool, o,
+                          st);
   const PlanRank *me = &pl->ranks[rank];
   const PlanPool *MP = &pl->pools[me->pool];
   const RtGroup *wg = &rp->groups[world_group];
@@ -302,13 +613,16 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
             r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
                          rt_group_index(wg, (int)dg));
           double dt = rt_now() - t0;
-          if (pl->ranks[sg].node == pl->ranks[dg].node) {
+          int lc = pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1;
+          if (lc == 0) {
             st->bytes_same_node += nb;
             st->secs_same_node += dt;
           } else {
             st->bytes_cross_node += nb;
             st->secs_cross_node += dt;
           }
+          st->req_link_bytes[lc][k] += nb;
+          st->req_link_secs[lc][k] += dt;
         } else {
           nb = (le - lb) * (x->kv_heads[1] - x->kv_heads[0]) * ntok * bph;
           r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
@@ -332,27 +646,7 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
     if (r != RT_OK) break;
     if (is_dst) {
       st->req_secs[k] = rt_now() - t_req;
-      /* Verify every cell this rank owns. */
-      unsigned char *want = rp_malloc((size_t)bph);
-      for (int64_t l = g.l0; l < g.l1 && r == RT_OK; l++)
-        for (int64_t h = g.h0; h < g.h1 && r == RT_OK; h++)
-          for (int64_t p = 0; p < T && r == RT_OK; p++) {
-            if (!owns_token(MP, me, T, p)) continue;
-            fill_cell(want, (size_t)bph, cell_seed(k, l, h, p));
-            const unsigned char *got = region + cell_off(&g, l, h, p);
-            if (memcmp(want, got, (size_t)bph) == 0) {
-              st->cells_verified++;
-              continue;
-            }
-            int64_t e = 0;
-            while (want[e] == got[e]) e++;
-            r = rt_err(RT_ERR_CHECK, "kv verification failed on rank %d: request "
-                       "%lld, layer %lld, kv head %lld, token %lld, byte %lld: "
-                       "expected 0x%02x, got 0x%02x", rank, (long long)k,
-                       (long long)l, (long long)h, (long long)p, (long long)e,
-                       want[e], got[e]);
-          }
-      free(want);
+      r = verify_region(MP, me, rank, k, &g, region, st);
     }
   }
   if (r == RT_OK && st->memcpy_secs > 0)

@@ -156,13 +156,16 @@ static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
   if (r == RT_OK) {
     StrBuf sb;
     sb_init(&sb);
-    sb_printf(&sb, "%lld %lld %lld %.9f %.9f %lld %.9f %d",
+    sb_printf(&sb, "%lld %lld %lld %.9f %.9f %lld %.9f %d %d",
               (long long)ks.bytes_recv, (long long)ks.bytes_same_node,
               (long long)ks.bytes_cross_node, ks.secs_same_node,
               ks.secs_cross_node, (long long)ks.cells_verified, ks.memcpy_secs,
-              ks.nreq);
+              ks.grouped ? 1 : 0, ks.nreq);
     for (int k = 0; k < ks.nreq; k++)
-      sb_printf(&sb, " %lld %.9f", (long long)ks.req_bytes[k], ks.req_secs[k]);
+      sb_printf(&sb, " %lld %.9f %lld %.9f %lld %.9f",
+                (long long)ks.req_bytes[k], ks.req_secs[k],
+                (long long)ks.req_link_bytes[0][k], ks.req_link_secs[0][k],
+                (long long)ks.req_link_bytes[1][k], ks.req_link_secs[1][k]);
     snprintf(key, sizeof key, "kv/%d", rank);
     r = rt_store_set(st, key, sb.buf, sb.len);
     sb_free(&sb);
@@ -423,14 +426,15 @@ static char *dup_env(const char *k, const char *v) {
 
 static bool env_skip(const char *e) {
   static const char *const names[] = {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=",
-                                      "CUDA_VISIBLE_DEVICES=", "RANKRUN_"};
+                                      "CUDA_VISIBLE_DEVICES=", "RANKRUN_DEVICE="};
   for (size_t i = 0; i < RP_ARRAY_LEN(names); i++)
     if (strncmp(e, names[i], strlen(names[i])) == 0) return true;
   return false;
 }
 
 /* Builds the worker's environment: the launcher's, minus the variables it
- * sets itself. */
+ * sets itself. Other RANKRUN_* settings (RANKRUN_HOST_SHM,
+ * RANKRUN_KV_GROUPED) pass through: the workers read them. */
 static char **worker_env(const Launch *L, const RtRank *rk) {
   size_t n = 0;
   while (environ[n]) n++;
@@ -528,6 +532,13 @@ static void collect_kv(Launch *L, double deadline) {
   k->mem_scale = strcmp(L->o->backend, "host") == 0 ? L->o->mem_scale : 1.0;
   k->req_bytes = rp_calloc((size_t)k->requests + 1, sizeof *k->req_bytes);
   k->req_secs = rp_calloc((size_t)k->requests + 1, sizeof *k->req_secs);
+  for (int c = 0; c < 2; c++) {
+    k->req_link_bytes[c] = rp_calloc((size_t)k->requests + 1, sizeof(int64_t));
+    k->req_link_secs[c] = rp_calloc((size_t)k->requests + 1, sizeof(double));
+  }
+  k->reference = strcmp(L->o->backend, "host") == 0
+                     ? "memcpy"
+                     : "device-to-device copy";
   /* The memcpy reference: every sender's memcpy of the messages it sent,
    * summed like the send times (bytes over summed seconds). */
   double memcpy_secs = 0;
@@ -559,9 +570,10 @@ static void collect_kv(Launch *L, double deadline) {
     }
     long long br, bs, bc, cells;
     double ss, sc, mg;
-    int nreq = 0, off = 0;
-    if (sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d%n", &br, &bs, &bc, &ss,
-               &sc, &cells, &mg, &nreq, &off) >= 8) {
+    int nreq = 0, off = 0, grouped = 0;
+    if (sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d %d%n", &br, &bs, &bc, &ss,
+               &sc, &cells, &mg, &grouped, &nreq, &off) >= 9) {
+      if (grouped) k->grouped = true;
       k->bytes += br;
       k->bytes_same_node += bs;
       k->bytes_cross_node += bc;
@@ -571,13 +583,21 @@ static void collect_kv(Launch *L, double deadline) {
       if (mg > 0) memcpy_secs += mg;
       const char *p = v + off;
       for (int i = 0; i < nreq && i < k->requests; i++) {
-        long long rb;
-        double rs;
+        long long rb, b0, b1;
+        double rs, s0, s1;
         int n = 0;
-        if (sscanf(p, " %lld %lf%n", &rb, &rs, &n) != 2) break;
+        if (sscanf(p, " %lld %lf %lld %lf %lld %lf%n", &rb, &rs, &b0, &s0, &b1,
+                   &s1, &n) != 6)
+          break;
         p += n;
         k->req_bytes[i] += rb;
         if (rs > k->req_secs[i]) k->req_secs[i] = rs;
+        /* Per link class, like the totals: sent bytes over the senders'
+         * summed send time. */
+        k->req_link_bytes[0][i] += b0;
+        k->req_link_secs[0][i] += s0;
+        k->req_link_bytes[1][i] += b1;
+        k->req_link_secs[1][i] += s1;
       }
     }
     free(v);
@@ -655,6 +675,10 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   free(L->rep.fail_reason);
   free(L->rep.kv.req_bytes);
   free(L->rep.kv.req_secs);
+  for (int c = 0; c < 2; c++) {
+    free(L->rep.kv.req_link_bytes[c]);
+    free(L->rep.kv.req_link_secs[c]);
+  }
   free(L->job);
   return code;
 }

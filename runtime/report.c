@@ -78,6 +78,8 @@ static json_t *kv_json(const RtReport *r) {
   double all = gbs(k->bytes, k->secs_same_node + k->secs_cross_node);
   json_object_set_new(o, "gbs", json_real(all));
   json_object_set_new(o, "memcpy_gbs", json_real(k->memcpy_gbs));
+  json_object_set_new(o, "reference", json_string(k->reference ? k->reference : "memcpy"));
+  json_object_set_new(o, "transfer_path", json_string(k->grouped ? "grouped" : "per message"));
   json_object_set_new(o, "ratio_to_memcpy",
                       k->memcpy_gbs > 0 ? json_real(all / k->memcpy_gbs) : json_null());
   json_t *reqs = json_array();
@@ -87,6 +89,10 @@ static json_t *kv_json(const RtReport *r) {
     json_object_set_new(x, "bytes", json_integer(k->req_bytes[i]));
     json_object_set_new(x, "seconds", json_real(k->req_secs[i]));
     json_object_set_new(x, "gbs", json_real(gbs(k->req_bytes[i], k->req_secs[i])));
+    json_t *rl = json_object();
+    json_object_set_new(rl, "same_node", link_json(k->req_link_bytes[0][i], k->req_link_secs[0][i]));
+    json_object_set_new(rl, "cross_node", link_json(k->req_link_bytes[1][i], k->req_link_secs[1][i]));
+    json_object_set_new(x, "links", rl);
     json_array_append_new(reqs, x);
   }
   json_object_set_new(o, "per_request", reqs);
@@ -242,18 +248,27 @@ char *rt_report_text(const RtReport *r) {
     const RtKvReport *k = &r->kv;
     double all = gbs(k->bytes, k->secs_same_node + k->secs_cross_node);
     sb_printf(&sb, "kv: %d requests of %lld tokens, %lld bytes moved, %lld "
-              "cells verified, %.3f GB/s (memcpy %.3f GB/s, ratio %.2f)\n",
+              "cells verified, %.3f GB/s (%s %.3f GB/s, ratio %.2f)\n",
               k->requests, (long long)k->input_tokens, (long long)k->bytes,
-              (long long)k->cells_verified, all, k->memcpy_gbs,
+              (long long)k->cells_verified, all,
+              k->reference ? k->reference : "memcpy", k->memcpy_gbs,
               k->memcpy_gbs > 0 ? all / k->memcpy_gbs : 0.0);
     sb_printf(&sb, "  same node: %lld bytes, %.3f GB/s; cross node: %lld "
               "bytes, %.3f GB/s\n", (long long)k->bytes_same_node,
               gbs(k->bytes_same_node, k->secs_same_node),
               (long long)k->bytes_cross_node,
               gbs(k->bytes_cross_node, k->secs_cross_node));
-    for (int i = 0; i < k->requests; i++)
-      sb_printf(&sb, "  request %d: %lld bytes in %.4f s\n", i,
+    for (int i = 0; i < k->requests; i++) {
+      sb_printf(&sb, "  request %d: %lld bytes in %.4f s", i,
                 (long long)k->req_bytes[i], k->req_secs[i]);
+      static const char *const cls[2] = {"same node", "cross node"};
+      for (int c = 0; c < 2; c++)
+        if (k->req_link_bytes[c][i])
+          sb_printf(&sb, "; %s %lld bytes, %.3f GB/s", cls[c],
+                    (long long)k->req_link_bytes[c][i],
+                    gbs(k->req_link_bytes[c][i], k->req_link_secs[c][i]));
+      sb_putc(&sb, '\n');
+    }
     if (k->mem_scale != 1.0)
       sb_printf(&sb, "  host memory scaled by %g (--host-memory-scale)\n",
                 k->mem_scale);

@@ -34,6 +34,14 @@ typedef struct {
                         memcpy of the same messages (kv.h) */
   int64_t *req_bytes;                     /* per request */
   double *req_secs;                       /* per request, slowest rank */
+  /* per request and link class ([0] same node, [1] cross node): bytes
+   * sent and the senders' summed send time */
+  int64_t *req_link_bytes[2];
+  double *req_link_secs[2];
+  /* what memcpy_gbs measured: "memcpy" (host) or "device-to-device copy"
+   * (nccl) */
+  const char *reference;
+  bool grouped; /* some rank took the grouped path (kv.h) */
 } RtKvReport;
 
 typedef struct {

@@ -370,6 +370,22 @@ if pd:
         with open(ls[0].report + ".txt") as f:
             txt = f.read()
         check("host memory scaled by 0.0002" in txt, "pd: the text report says the memory was scaled")
+        # Per request, GB/s per link class: the request's bytes split into
+        # same node and cross node, each with its own figure, in JSON and text.
+        rl = [x.get("links", {}) for x in kv["per_request"]]
+        check(all(l["same_node"]["bytes"] + l["cross_node"]["bytes"] == per_req
+                  and l["same_node"]["bytes"] > 0 and l["cross_node"]["bytes"] > 0
+                  and l["same_node"]["gbs"] > 0 and l["cross_node"]["gbs"] > 0 for l in rl),
+              "pd: per-request bytes and GB/s per link class", rl)
+        check(sum(l["same_node"]["bytes"] for l in rl) == links["same_node"]["bytes"]
+              and sum(l["cross_node"]["bytes"] for l in rl) == links["cross_node"]["bytes"],
+              "pd: per-request link bytes add up to the totals", (rl, links))
+        check(kv.get("transfer_path") == "per message" and kv.get("reference") == "memcpy",
+              "pd: the host backend sends one message at a time, against memcpy", kv)
+        req_lines = [l for l in txt.splitlines() if l.startswith("  request ")]
+        check(len(req_lines) == 3 and all("same node" in l and "cross node" in l and "GB/s" in l
+                                          for l in req_lines),
+              "pd: the text report gives each request's GB/s per link class", req_lines)
     # A byte corrupted on purpose is found at its exact place.
     ls, rcs = run_nodes(pd, 2, *KV, "--test-corrupt", "1:3:5:7:17")
     f = (ls[0].load_report() or {}).get("first_failure") or {}
@@ -393,6 +409,52 @@ if pd:
     f = (ls[1].load_report() or {}).get("first_failure") or {}
     check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
           "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
+
+# --- the grouped KV path (nccl's: one group of sends and receives per layer group
+# and link class, straight from and into the pool), run on the host backend ---------
+GROUPED = ("env", "RANKRUN_KV_GROUPED=1")
+
+
+def run_nodes_grouped(plan, nnodes, *extra):
+    port = free_port()
+    ls = [Launcher(plan, n, port, *extra, prefix=GROUPED) for n in range(nnodes)]
+    return ls, [l.wait() for l in ls]
+
+
+if pd:
+    ls, rcs = run_nodes_grouped(pd, 2, *KV)
+    kv = (ls[0].load_report() or {}).get("kv") or {}
+    per_req = sum(x["bytes_per_token"] * 32 for x in pdj["kv_reshard"][0]["transfers"])
+    rl = [x.get("links", {}) for x in kv.get("per_request", [])]
+    check(rcs == [0, 0] and kv.get("transfer_path") == "grouped"
+          and kv.get("cells_verified") == 3 * 4 * 32 * 2 * 32
+          and [x["bytes"] for x in kv.get("per_request", [])] == [per_req] * 3
+          and all(l["same_node"]["bytes"] + l["cross_node"]["bytes"] == per_req for l in rl)
+          and kv.get("memcpy_gbs", 0) > 0,
+          "grouped pd: 3 requests moved by grouped send/recv, every cell verified, per-link figures",
+          (rcs, kv, "".join(l.stderr() for l in ls)[-3000:]))
+    ls, rcs = run_nodes_grouped(pd, 2, *KV, "--test-corrupt", "2:9:4:30:1")
+    f = (ls[0].load_report() or {}).get("first_failure") or {}
+    check(rcs == [3, 3] and "request 2, layer 9, kv head 4, token 30, byte 1" in f.get("reason", ""),
+          "grouped pd: a corrupted byte fails verification naming its place", (rcs, f))
+for name in ("kv-tp-down", "kv-pp-to-pp1", "kv-cp-to-dcp", "kv-replicated", "kv-mla-dp"):
+    plan, err = compile_plan(os.path.join(SRC, "tests/runtime", name + ".yaml"))
+    if not plan:
+        check(False, f"compile {name}", err)
+        continue
+    with open(plan) as f:
+        pj = json.load(f)
+    ls, rcs = run_nodes_grouped(plan, len(pj["nodes"]), "--quiet", "--requests", "2", "--input-tokens", "64",
+                                "--host-memory-scale", "0.0003", "--preflight-bytes", "4096")
+    kv = (ls[0].load_report() or {}).get("kv") or {}
+    dec = [r for r in pj["ranks"] if pj["pools"][1]["name"] == r["pool"] and r["instance"] == 0
+           and r["coords"]["dp"] == 0]
+    dcp = pj["pools"][1]["dcp"]
+    want = 2 * sum((r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
+                   (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * (64 // dcp) for r in dec)
+    check(all(rc == 0 for rc in rcs) and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == want,
+          f"grouped {name}: 2 requests moved, {want} cells verified",
+          (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
 
 # --- calibration loop: rankrun --probe, then rankplan search --calibration --------------------
 cal = os.path.join(TMP, "calibration.json")
