@@ -38,6 +38,10 @@ for name in $targets; do
   mkdir -p "$corpus" "$artifacts"
   seeds="$root/tests/fuzz/seeds/$name"
   [ -d "$seeds" ] || seeds=
+  # The hook target also reads the shipped hook examples and the abuse
+  # cases where they live (libFuzzer reads corpus directories recursively),
+  # rather than from copies.
+  if [ "$name" = fuzz_hook ]; then seeds="$seeds $root/lua $root/tests/hooks/abuse"; fi
   echo "fuzz: $name for ${secs}s"
   # The first directory receives new inputs; the seeds are only read.
   if ! "$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \

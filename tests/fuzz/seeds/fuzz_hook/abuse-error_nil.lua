@@ -1,3 +1,0 @@
-return function(ctx)
-  error(nil)
-end

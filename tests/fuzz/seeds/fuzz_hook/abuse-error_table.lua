@@ -1,3 +1,0 @@
-return function(ctx)
-  error({code = 42})
-end

@@ -1,4 +1,0 @@
-return function(ctx)
-  local f = io.open("/etc/passwd")
-  return {}
-end

@@ -1,3 +1,0 @@
-return function(ctx)
-  return 0 / 0
-end

@@ -1,4 +1,0 @@
-return function(ctx)
-  os.execute("echo escaped")
-  return {}
-end

@@ -1,5 +1,0 @@
--- A refusal cannot be caught and ignored.
-return function(ctx)
-  local ok = pcall(function() return io.open("/etc/passwd") end)
-  return {}
-end

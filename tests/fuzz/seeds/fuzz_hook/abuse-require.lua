@@ -1,4 +1,0 @@
-local socket = require("socket")
-return function(ctx)
-  return {}
-end

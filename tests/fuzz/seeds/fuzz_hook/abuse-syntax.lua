@@ -1,3 +1,0 @@
-return function(ctx)
-  local x = = 1
-end
