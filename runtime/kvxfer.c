@@ -66,6 +66,31 @@ static int pool_index(const Plan *pl, const char *name) {
   return -1;
 }
 
+/* Request k's roles: which kv_reshard pair moves it (requests take the
+ * pairs in turn), the prefill and decode pools, the serving instance and
+ * attention-dp rank on each side (rt_kv_assign's policy), and whether rank
+ * me sends, receives or sits this request out. */
+typedef struct {
+  const PlanReshard *pair;
+  int pi, di;
+  int64_t pinst, pdp, dinst, ddp;
+  bool is_src, is_dst;
+} ReqRole;
+
+static RtResult req_role(const Plan *pl, const PlanRank *me, int64_t k, ReqRole *o) {
+  o->pair = &pl->reshard[k % (int64_t)pl->nreshard];
+  o->pi = pool_index(pl, o->pair->prefill);
+  o->di = pool_index(pl, o->pair->decode);
+  if (o->pi < 0 || o->di < 0)
+    return rt_err(RT_ERR_INVALID, "kv_reshard names pools `%s` and `%s` that "
+                  "are not in the plan", o->pair->prefill, o->pair->decode);
+  rt_kv_assign(&pl->pools[o->pi], k, &o->pinst, &o->pdp);
+  rt_kv_assign(&pl->pools[o->di], k, &o->dinst, &o->ddp);
+  o->is_src = me->pool == o->pi && me->instance == o->pinst && me->coords[CO_DP] == o->pdp;
+  o->is_dst = me->pool == o->di && me->instance == o->dinst && me->coords[CO_DP] == o->ddp;
+  return RT_OK;
+}
+
 /* Global rank of relative rank rel (t + tp * (c + cp * s)) of the serving
  * replica (instance inst, attention-dp rank dp) of pool pi, found from the
  * ranks' coordinates: independent of the rank order. -1 when none. */
@@ -313,19 +338,12 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
   unsigned char *host = NULL, *scratch = NULL;
   size_t host_bytes = 0, scratch_bytes = 0;
   for (int64_t k = 0; k < o->requests && r == RT_OK; k++) {
-    const PlanReshard *pair = &pl->reshard[k % (int64_t)pl->nreshard];
-    int pi = pool_index(pl, pair->prefill), di = pool_index(pl, pair->decode);
-    if (pi < 0 || di < 0) {
-      r = rt_err(RT_ERR_INVALID, "kv_reshard names pools `%s` and `%s` that "
-                 "are not in the plan", pair->prefill, pair->decode);
-      break;
-    }
-    const PlanPool *P = &pl->pools[pi], *D = &pl->pools[di];
-    int64_t pinst, pdp, dinst, ddp;
-    rt_kv_assign(P, k, &pinst, &pdp);
-    rt_kv_assign(D, k, &dinst, &ddp);
-    bool is_src = me->pool == pi && me->instance == pinst && me->coords[CO_DP] == pdp;
-    bool is_dst = me->pool == di && me->instance == dinst && me->coords[CO_DP] == ddp;
+    ReqRole rr;
+    if ((r = req_role(pl, me, k, &rr)) != RT_OK) break;
+    const PlanReshard *pair = rr.pair;
+    int pi = rr.pi, di = rr.di;
+    int64_t pinst = rr.pinst, pdp = rr.pdp, dinst = rr.dinst, ddp = rr.ddp;
+    bool is_src = rr.is_src, is_dst = rr.is_dst;
     if ((!is_src && !is_dst) || pair->ntransfers == 0) continue;
     GReq q = {be, state, &pl->pools[me->pool], me, o, k, {0}, NULL,
               pool->kv, NULL};
@@ -526,19 +544,12 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
     goto done;
   }
   for (int64_t k = 0; k < o->requests && r == RT_OK; k++) {
-    const PlanReshard *pair = &pl->reshard[k % (int64_t)pl->nreshard];
-    int pi = pool_index(pl, pair->prefill), di = pool_index(pl, pair->decode);
-    if (pi < 0 || di < 0) {
-      r = rt_err(RT_ERR_INVALID, "kv_reshard names pools `%s` and `%s` that "
-                 "are not in the plan", pair->prefill, pair->decode);
-      break;
-    }
-    const PlanPool *P = &pl->pools[pi], *D = &pl->pools[di];
-    int64_t pinst, pdp, dinst, ddp;
-    rt_kv_assign(P, k, &pinst, &pdp);
-    rt_kv_assign(D, k, &dinst, &ddp);
-    bool is_src = me->pool == pi && me->instance == pinst && me->coords[CO_DP] == pdp;
-    bool is_dst = me->pool == di && me->instance == dinst && me->coords[CO_DP] == ddp;
+    ReqRole rr;
+    if ((r = req_role(pl, me, k, &rr)) != RT_OK) break;
+    const PlanReshard *pair = rr.pair;
+    int pi = rr.pi, di = rr.di;
+    int64_t pinst = rr.pinst, pdp = rr.pdp, dinst = rr.dinst, ddp = rr.ddp;
+    bool is_src = rr.is_src, is_dst = rr.is_dst;
     if (!is_src && !is_dst) continue;
     if (pair->ntransfers == 0) continue;
     RTCHECKGOTO(xfer_bph(&pair->transfers[0], &bph), r, done);
