@@ -21,6 +21,7 @@
  * one object per line, so that a diff of two plans reads rank by rank.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -203,6 +204,47 @@ static void put_range(StrBuf *sb, const int64_t r[2]) {
 }
 
 static void put_double(StrBuf *sb, double v) { sb_printf(sb, "%.6f", v); }
+
+/* Writes a hardware figure exactly: an integral value below 2^53 as an
+ * integer, any other as the shortest %g form that reads back to the same
+ * double, so the plan carries the spec's figure bit for bit and the same
+ * value always gives the same text. A figure the spec did not give is
+ * null. */
+static void put_exact(StrBuf *sb, bool set, double v) {
+  if (!set || !isfinite(v)) {
+    fb_puts(sb, "null");
+    return;
+  }
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+    sb_printf(sb, "%.0f", v);
+    return;
+  }
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  fb_puts(sb, buf);
+}
+
+/* The `hardware` object: the nominal figures the cost model reads
+ * (cost.c's cost_model_init), on one line. */
+static void emit_hardware(StrBuf *sb, const Spec *s, const Layout *L) {
+  const HardwareSpec *hw = &s->hardware;
+  fb_puts(sb, "  \"hardware\": {\"hbm_bandwidth\":");
+  put_exact(sb, hw->gpu.hbm_bandwidth.set, hw->gpu.hbm_bandwidth.v);
+  fb_puts(sb, ",\"scale_up\":{\"domain\":");
+  put_i64(sb, L->domain);
+  fb_puts(sb, ",\"bandwidth\":");
+  put_exact(sb, hw->scale_up.bandwidth.set, hw->scale_up.bandwidth.v);
+  fb_puts(sb, ",\"latency_s\":");
+  put_exact(sb, hw->scale_up.latency.set, hw->scale_up.latency.v);
+  fb_puts(sb, "},\"scale_out\":{\"bandwidth\":");
+  put_exact(sb, hw->scale_out.bandwidth.set, hw->scale_out.bandwidth.v);
+  fb_puts(sb, ",\"latency_s\":");
+  put_exact(sb, hw->scale_out.latency.set, hw->scale_out.latency.v);
+  fb_puts(sb, "}},\n");
+}
 
 /* Names written once per rank or group (keys, group kinds, pool names)
  * are quoted and escaped once per plan rather than character by character
@@ -504,6 +546,7 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
   PUTS(",\n  \"scale_up_domain\": ");
   put_i64(sb, L->domain);
   PUTS(",\n");
+  emit_hardware(sb, s, L);
 
   /* nodes: every node of the cluster with the ranks placed on it; a node
    * file lists only its own node. */

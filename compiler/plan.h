@@ -168,11 +168,26 @@ typedef struct {
   char *code, *severity, *message;
 } PlanDiag;
 
+/* The nominal hardware figures the cost model used (docs/plan.md,
+ * `hardware`), so that a runtime can turn a measured bandwidth into the
+ * efficiency constants of a calibration file. Bandwidths are bytes/s per
+ * GPU per direction; 0 means the spec gave none (the plan holds null).
+ * Latencies are seconds, has_* false when the spec gave none (the cost
+ * model then uses its calibration constants). */
+typedef struct {
+  int64_t scale_up_domain;     /* GPUs per scale-up domain, >= 1 */
+  double hbm_bandwidth;        /* bytes/s per GPU */
+  double scale_up_bandwidth, scale_out_bandwidth;
+  bool has_scale_up_latency, has_scale_out_latency;
+  double scale_up_latency_s, scale_out_latency_s;
+} PlanHardware;
+
 typedef struct Plan {
   char *path;
   char *compiler;           /* version that wrote it */
   char spec_sha256[65];
   int64_t world_size;
+  PlanHardware hardware;
   size_t nnodes;
   PlanNode *nodes;
   int32_t *node_ranks;      /* ranks grouped by node: nodes[n].first_rank indexes here */

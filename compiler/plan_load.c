@@ -18,6 +18,7 @@
  * runtime links it without libyaml, Lua or Jansson.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -997,6 +998,50 @@ static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
   return true;
 }
 
+/* o[key] as a hardware figure: a finite number >= 0 (0 < x when positive),
+ * or null when nullable (then *set is false). path names o. */
+static bool hw_num(Ld *ld, PjV *o, const char *path, const char *key, bool positive,
+                   double *out, bool *set) {
+  PjV *v = pj_object_get(o, key);
+  if (!v) return fail(ld, "%s.%s: missing", path, key);
+  if (pj_is_null(v)) {
+    *out = 0;
+    *set = false;
+    return true;
+  }
+  if (!pj_is_number(v))
+    return fail(ld, "%s.%s: expected a number or null, got %s", path, key, jtype(v));
+  double x = pj_number_value(v);
+  if (!isfinite(x) || x < 0 || (positive && x == 0))
+    return fail(ld, "%s.%s: expected a finite number %s 0, got %g", path, key,
+                positive ? ">" : ">=", x);
+  *out = x;
+  *set = true;
+  return true;
+}
+
+/* hardware: the nominal figures the cost model used. Every key is
+ * required; a figure the spec did not give is null. */
+static bool load_hardware(Ld *ld, Plan *p, PjV *root) {
+  PjV *h = field(ld, root, "", "hardware", PJ_OBJECT);
+  if (!h) return false;
+  PlanHardware *H = &p->hardware;
+  bool set;
+  if (!hw_num(ld, h, "hardware", "hbm_bandwidth", true, &H->hbm_bandwidth, &set)) return false;
+  PjV *up = field(ld, h, "hardware", "scale_up", PJ_OBJECT);
+  if (!up) return false;
+  if (!get_int(ld, up, "hardware.scale_up", "domain", 1, INT32_MAX, &H->scale_up_domain) ||
+      !hw_num(ld, up, "hardware.scale_up", "bandwidth", true, &H->scale_up_bandwidth, &set) ||
+      !hw_num(ld, up, "hardware.scale_up", "latency_s", false, &H->scale_up_latency_s,
+              &H->has_scale_up_latency))
+    return false;
+  PjV *out = field(ld, h, "hardware", "scale_out", PJ_OBJECT);
+  if (!out) return false;
+  return hw_num(ld, out, "hardware.scale_out", "bandwidth", true, &H->scale_out_bandwidth, &set) &&
+         hw_num(ld, out, "hardware.scale_out", "latency_s", false, &H->scale_out_latency_s,
+                &H->has_scale_out_latency);
+}
+
 static bool load_estimates(Ld *ld, Plan *p, PjV *root) {
   PjV *e = pj_object_get(root, "estimates");
   if (!e) return fail(ld, "estimates: missing");
@@ -1235,7 +1280,7 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
     p->partial_node = (int32_t)pj_integer_value(node);
   }
   if (!get_int(&ld, root, "", "world_size", 1, INT32_MAX, &p->world_size)) goto done;
-  if (!load_nodes(&ld, p, root) || !load_pools(&ld, p, root) || !load_ranks(&ld, p, root) ||
+  if (!load_hardware(&ld, p, root) || !load_nodes(&ld, p, root) || !load_pools(&ld, p, root) || !load_ranks(&ld, p, root) ||
       !load_groups(&ld, p, root) || !load_reshard(&ld, p, root) ||
       !load_estimates(&ld, p, root) || !load_diags(&ld, p, root))
     goto done;

@@ -673,6 +673,8 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   free(L->rep.local);
   free(L->rep.groups);
   free(L->rep.fail_reason);
+  free(L->rep.calib.path);
+  for (int i = 0; i < L->rep.calib.n; i++) free(L->rep.calib.c[i].from);
   free(L->rep.kv.req_bytes);
   free(L->rep.kv.req_secs);
   for (int c = 0; c < 2; c++) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan.h"
 #include "report.h"
 
 static const char *sig_name(int s) {
@@ -185,6 +186,22 @@ char *rt_report_json(const RtReport *r) {
   json_object_set_new(pf, "by_kind", byk);
   json_object_set_new(o, "preflight", pf);
   json_object_set_new(o, "kv", r->kv.have ? kv_json(r) : json_null());
+  if (r->calib.have) {
+    json_t *cal = json_object();
+    json_object_set_new(cal, "path", json_string(r->calib.path));
+    json_t *w = json_array();
+    for (int i = 0; i < r->calib.n; i++) {
+      json_t *x = json_object();
+      json_object_set_new(x, "name", json_string(r->calib.c[i].name));
+      json_object_set_new(x, "value", json_real(r->calib.c[i].value));
+      json_object_set_new(x, "from", json_string(r->calib.c[i].from));
+      json_array_append_new(w, x);
+    }
+    json_object_set_new(cal, "written", w);
+    json_object_set_new(o, "calibration", cal);
+  } else {
+    json_object_set_new(o, "calibration", json_null());
+  }
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
   json_decref(o);
   if (!s) rp_internal("cannot render the report");
@@ -284,6 +301,12 @@ char *rt_report_text(const RtReport *r) {
                 rp_fmt_bytes(s->planned_kv, d, sizeof d));
     }
   }
+  if (r->calib.have) {
+    sb_printf(&sb, "calibration written to %s:\n", r->calib.path);
+    for (int i = 0; i < r->calib.n; i++)
+      sb_printf(&sb, "  %s = %g: %s\n", r->calib.c[i].name, r->calib.c[i].value,
+                r->calib.c[i].from);
+  }
   return sb_take(&sb);
 }
 
@@ -307,17 +330,65 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-RtResult rt_write_calibration(const RtReport *r, const RtPlan *plan,
-                              const char *path) {
-  double *lat[2];
+/* The [lo, hi] range the calibration loader accepts for constant name.
+ * The runtime may not include the cost model (tests/unit/layering.py), so
+ * these copy compiler/cost.h's COST_CONSTANTS table; the runtime test's
+ * round trip through `rankplan search --calibration` fails when they
+ * drift apart. */
+static void const_range(const char *name, double *lo, double *hi) {
+  static const struct { const char *name; double lo, hi; } t[] = {
+      {"scale_up_efficiency", 0.01, 1.0},
+      {"scale_out_efficiency", 0.01, 1.0},
+      {"scale_up_latency_s", 0.0, 1.0},
+      {"scale_out_latency_s", 0.0, 1.0},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (strcmp(t[i].name, name) == 0) {
+      *lo = t[i].lo;
+      *hi = t[i].hi;
+      return;
+    }
+  rp_internal("cost constant `%s` has no range", name);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return v[n / 2];
+}
+
+/* Records constant name = v (clamped into its range) in r->calib and o. */
+static void calib_put(RtReport *r, json_t *o, const char *name, double v, char *from) {
+  double lo, hi;
+  const_range(name, &lo, &hi);
+  double c = v < lo ? lo : v > hi ? hi : v;
+  RtCalibration *k = &r->calib;
+  RP_ASSERT(k->n < RT_CALIB_MAX);
+  if (c != v) {
+    char *f = rp_sprintf("%s, %g clamped into [%g, %g]", from, v, lo, hi);
+    free(from);
+    from = f;
+  }
+  k->c[k->n].name = name;
+  k->c[k->n].value = c;
+  k->c[k->n].from = from;
+  k->n++;
+  json_object_set_new(o, name, json_real(c));
+}
+
+RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path) {
+  double *lat[2], *bus[2];
   int n[2] = {0, 0};
-  lat[0] = rp_calloc((size_t)r->ngroups + 1, sizeof(double));
-  lat[1] = rp_calloc((size_t)r->ngroups + 1, sizeof(double));
+  for (int c = 0; c < 2; c++) {
+    lat[c] = rp_calloc((size_t)r->ngroups + 1, sizeof(double));
+    bus[c] = rp_calloc((size_t)r->ngroups + 1, sizeof(double));
+  }
+  int nb[2] = {0, 0};
   for (int i = 0; i < r->ngroups; i++) {
     const RtGroupResult *g = &r->groups[i];
-    if (!g->have || !g->ok || g->nranks < 2 || g->latency_s <= 0) continue;
+    if (!g->have || !g->ok || g->nranks < 2) continue;
     int c = g->cross_node ? 1 : 0;
-    lat[c][n[c]++] = g->latency_s / (2.0 * (g->nranks - 1));
+    if (g->latency_s > 0) lat[c][n[c]++] = g->latency_s / (2.0 * (g->nranks - 1));
+    if (g->busbw_gbs > 0) bus[c][nb[c]++] = g->busbw_gbs;
   }
   json_t *o = json_object();
   json_object_set_new(o, "format", json_string("rankplan.calibration/1"));
@@ -327,16 +398,33 @@ RtResult rt_write_calibration(const RtReport *r, const RtPlan *plan,
                          plan->nnodes, n[0], n[1]);
   json_object_set_new(o, "source", json_string(src));
   free(src);
-  static const char *const keys[2] = {"scale_up_latency_s", "scale_out_latency_s"};
+  static const char *const lat_keys[2] = {"scale_up_latency_s", "scale_out_latency_s"};
+  static const char *const eff_keys[2] = {"scale_up_efficiency", "scale_out_efficiency"};
+  static const char *const where[2] = {"inside a node", "across nodes"};
+  static const char *const nominal_key[2] = {"hardware.scale_up.bandwidth",
+                                             "hardware.scale_out.bandwidth"};
+  const PlanHardware *hw = plan->full ? &plan->full->hardware : NULL;
   for (int c = 0; c < 2; c++) {
-    if (!n[c]) continue;
-    qsort(lat[c], (size_t)n[c], sizeof(double), cmp_double);
-    double med = lat[c][n[c] / 2];
-    if (med > 1.0) med = 1.0; /* the constant's range is [0, 1] s */
-    json_object_set_new(o, keys[c], json_real(med));
+    if (n[c]) {
+      double med = median(lat[c], n[c]);
+      calib_put(r, o, lat_keys[c], med,
+                rp_sprintf("median per-hop latency of %d all-reduce group(s) %s: "
+                           "%g s", n[c], where[c], med));
+    }
+    double nominal = !hw ? 0 : c == 0 ? hw->scale_up_bandwidth : hw->scale_out_bandwidth;
+    if (nb[c] && nominal > 0) {
+      double med = median(bus[c], nb[c]);
+      double eff = med * 1e9 / nominal;
+      calib_put(r, o, eff_keys[c], eff,
+                rp_sprintf("median bus bandwidth of %d group(s) %s %g GB/s / "
+                           "nominal %g GB/s (plan %s) = %g",
+                           nb[c], where[c], med, nominal / 1e9, nominal_key[c], eff));
+    }
   }
-  free(lat[0]);
-  free(lat[1]);
+  for (int c = 0; c < 2; c++) {
+    free(lat[c]);
+    free(bus[c]);
+  }
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
   json_decref(o);
   char *text = rp_sprintf("%s\n", s);
@@ -346,5 +434,7 @@ RtResult rt_write_calibration(const RtReport *r, const RtPlan *plan,
   if (e)
     return rt_err(RT_ERR_SYS, "cannot write the calibration `%s`: %s", path,
                   strerror(e));
+  r->calib.have = true;
+  r->calib.path = rp_strdup(path);
   return RT_OK;
 }

@@ -56,6 +56,20 @@ typedef struct {
   bool cross_node;  /* members on more than one node */
 } RtGroupResult;
 
+/* What --probe wrote to the calibration file: each constant with its
+ * value and, in words, the measurement it came from. */
+#define RT_CALIB_MAX 4
+typedef struct {
+  bool have;                 /* a calibration file was written */
+  char *path;
+  int n;
+  struct {
+    const char *name;        /* a cost-model constant (compiler/cost.h) */
+    double value;
+    char *from;              /* e.g. "median bus bandwidth ... / nominal ..." */
+  } c[RT_CALIB_MAX];
+} RtCalibration;
+
 typedef struct {
   const char *plan_path;
   const char *backend;
@@ -75,19 +89,24 @@ typedef struct {
   int ngroups;
   RtGroupResult *groups; /* every group of the plan */
   RtKvReport kv;
+  RtCalibration calib; /* --probe */
 } RtReport;
 
 /* Renders the report; the caller frees the string. */
 char *rt_report_json(const RtReport *r);
 char *rt_report_text(const RtReport *r);
 /* Writes a calibration file (format rankplan.calibration/1, read by
- * `rankplan search --calibration`) from the preflight's latencies:
- * scale_up_latency_s from groups inside one node, scale_out_latency_s from
- * groups spanning nodes, each the median over groups of the per-hop
- * latency (a ring all-reduce of n ranks takes 2 (n-1) hops). Only what was
- * measured is written. */
-RtResult rt_write_calibration(const RtReport *r, const RtPlan *plan,
-                              const char *path);
+ * `rankplan search --calibration`) from the preflight and records what it
+ * wrote in r->calib. Groups whose members are all on one node measure the
+ * scale-up link, groups spanning nodes the scale-out link. Per link class:
+ *  - scale_up_latency_s / scale_out_latency_s: the median over groups of
+ *    the per-hop latency (a ring all-reduce of n ranks takes 2 (n-1) hops);
+ *  - scale_up_efficiency / scale_out_efficiency: the median over groups of
+ *    the measured bus bandwidth divided by the plan's nominal bandwidth of
+ *    that class (plan `hardware`), clamped into the constant's range of
+ *    compiler/cost.h; not written when the plan has no nominal figure.
+ * Only what was measured is written. */
+RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path);
 
 /* Writes JSON to path and text to path + ".txt", both atomically. */
 RtResult rt_report_write(const RtReport *r, const char *path);

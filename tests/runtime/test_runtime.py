@@ -475,9 +475,43 @@ try:
     consts = json.loads(p.stdout).get("constants", {})
 except ValueError:
     consts = {}
-check(p.returncode == 0 and consts.get("scale_up_latency_s") == c.get("scale_up_latency_s")
-      and consts.get("scale_out_latency_s") == c.get("scale_out_latency_s"),
-      "probe: rankplan search --calibration reads the file back", p.stderr[-2000:])
+check(p.returncode == 0 and all(consts.get(k) == c.get(k) for k in
+                                ("scale_up_latency_s", "scale_out_latency_s",
+                                 "scale_up_efficiency", "scale_out_efficiency")),
+      "probe: rankplan search --calibration reads every constant back", (consts, c, p.stderr[-2000:]))
+
+# The efficiencies are the median measured bus bandwidth of each link class (groups inside a
+# node: scale-up, across nodes: scale-out) over the plan's nominal bandwidth, clamped into the
+# range the calibration loader accepts (compiler/cost.h: [0.01, 1]).
+rep = ls[0].load_report() or {}
+with open(small) as f:
+    hwn = json.load(f)["hardware"]
+want = {}
+for cls, cross, nominal in (("scale_up", False, hwn["scale_up"]["bandwidth"]),
+                            ("scale_out", True, hwn["scale_out"]["bandwidth"])):
+    bus = sorted(g["busbw_gbs"] for g in rep.get("preflight", {}).get("groups", [])
+                 if g["ok"] and g["ranks"] > 1 and g["cross_node"] == cross and g["busbw_gbs"] > 0)
+    if bus:
+        want[cls + "_efficiency"] = min(1.0, max(0.01, bus[len(bus) // 2] * 1e9 / nominal))
+written = {w["name"]: w for w in (rep.get("calibration") or {}).get("written", [])}
+check(len(want) == 2 and all(abs(c.get(k, -1) - v) <= 1e-4 * v for k, v in want.items())
+      and all(k in written and abs(written[k]["value"] - c[k]) <= 1e-9 and "nominal" in written[k]["from"]
+              for k in want)
+      and set(written) == set(k for k in c if k not in ("format", "source")),
+      "probe: efficiencies = measured bus bandwidth / nominal, and the report names what was written",
+      (want, c, written))
+# The search prices collectives with the calibrated efficiencies: its output changes against
+# the same search with the defaults whenever an efficiency differs from its default (0.8).
+p0 = subprocess.run([RP, "search", os.path.join(SRC, "tests/runtime/two-node-small.yaml"), "--format", "json"],
+                    capture_output=True, text=True, timeout=120)
+try:
+    d0, d1 = json.loads(p0.stdout), json.loads(p.stdout)
+except ValueError:
+    d0, d1 = {}, {}
+check(p0.returncode == 0 and d0.get("constants", {}).get("scale_up_efficiency") == 0.8
+      and (d0.get("constants") != d1.get("constants")) and d1.get("constants", {}).get("scale_up_efficiency") == c.get("scale_up_efficiency"),
+      "probe: the calibrated search runs with the measured constants, not the defaults",
+      (d0.get("constants"), d1.get("constants")))
 
 # --- KV transfers over the layout changes the reshard maps handle ----------------------------
 # tp ratio both ways (pd-small is tp2 -> tp4), pp -> pp1, cp -> dcp (token ranges

@@ -132,6 +132,15 @@ static void test_roundtrip(void) {
   T_EQ_INT(p->pools[0].layer_partition[0], 16); /* vllm, 32 layers over 2 */
   T_EQ_STR(p->spec_sha256, c.s->sha256);
   T_CHECK(!p->partial);
+  /* hardware: the spec's nominal figures, bit for bit */
+  const HardwareSpec *hw = &c.s->hardware;
+  T_CHECK(p->hardware.hbm_bandwidth == hw->gpu.hbm_bandwidth.v && p->hardware.hbm_bandwidth > 0);
+  T_CHECK(p->hardware.scale_up_bandwidth == hw->scale_up.bandwidth.v);
+  T_CHECK(p->hardware.scale_out_bandwidth == hw->scale_out.bandwidth.v);
+  T_CHECK(p->hardware.scale_up_bandwidth > p->hardware.scale_out_bandwidth);
+  T_EQ_INT(p->hardware.scale_up_domain, c.L->domain);
+  T_CHECK(p->hardware.has_scale_up_latency == hw->scale_up.latency.set);
+  T_CHECK(p->hardware.has_scale_out_latency == hw->scale_out.latency.set);
   for (int64_t r = 0; r < p->nranks; r++) {
     const PlanRank *R = &p->ranks[r];
     const LayRank *Q = &c.L->ranks[r];
@@ -208,6 +217,33 @@ static void test_errors(void) {
   p = plan_load_mem("plan.json", "[1]", 3, NULL, &err);
   T_CHECK(p == NULL && err && strstr(err, "expected a JSON object at the top, got an array"));
   free(err);
+  /* hardware: required, finite, not negative; each field named by its path */
+  expect_error(t, "\"hardware\": ", "\"hw\": ", "plan.json: hardware: missing");
+  expect_error(t, "\"scale_out\":{\"bandwidth\":", "\"scale_out\":{\"bandwidth\":-",
+               "plan.json: hardware.scale_out.bandwidth: expected a finite number > 0, got -");
+  expect_error(t, "\"scale_up\":{\"domain\":8,", "\"scale_up\":{\"domain\":0,",
+               "plan.json: hardware.scale_up.domain: expected 1..");
+  expect_error(t, "\"scale_out\":{\"bandwidth\":50000000000,\"latency_s\":null",
+               "\"scale_out\":{\"bandwidth\":50000000000,\"latency_s\":-1e-6",
+               "plan.json: hardware.scale_out.latency_s: expected a finite number >= 0, got -1e-06");
+  expect_error(t, "{\"hbm_bandwidth\":", "{\"hbm_bandwidth\":true,\"x\":",
+               "plan.json: hardware.hbm_bandwidth: expected a number or null, got a boolean");
+  /* a latency the spec gives reads back exactly */
+  {
+    const char *from = "\"scale_up\":{\"domain\":8,\"bandwidth\":450000000000,\"latency_s\":null";
+    const char *at = strstr(t, from);
+    T_CHECK(at != NULL);
+    if (at) {
+      char *x = rp_sprintf("%.*s\"scale_up\":{\"domain\":8,\"bandwidth\":450000000000,"
+                           "\"latency_s\":2.5e-06%s", (int)(at - t), t, at + strlen(from));
+      p = plan_load_mem("plan.json", x, strlen(x), NULL, &err);
+      T_CHECK(p && p->hardware.has_scale_up_latency && p->hardware.scale_up_latency_s == 2.5e-6 &&
+              !p->hardware.has_scale_out_latency);
+      if (!p) free(err);
+      plan_free(p);
+      free(x);
+    }
+  }
   /* corrupt fields, each named by its JSON path */
   expect_error(t, "{\"rank\":12,\"node\":1,", "{\"rank\":12,\"node\":\"1\",",
                "ranks[12].node: expected an integer, got a string");
