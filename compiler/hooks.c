@@ -28,6 +28,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -539,6 +540,9 @@ static int sb_xpcall(lua_State *L) {
   return lua_gettop(L);
 }
 
+static void charge_load(lua_State *L, size_t len);
+static void charge_gc(lua_State *L);
+
 /* load(chunk [, chunkname [, mode [, env]]]): strings only, text only; the
  * default environment is the sandbox's. */
 static int sb_load(lua_State *L) {
@@ -547,6 +551,7 @@ static int sb_load(lua_State *L) {
   if (lua_type(L, 1) != LUA_TSTRING)
     return deny(L, "`load` with a reader function");
   if (len > 0 && s[0] == LUA_SIGNATURE[0]) return deny(L, "loading a precompiled (binary) chunk");
+  charge_load(L, len);
   const char *name = luaL_optstring(L, 2, "=(load)");
   int st = luaL_loadbufferx(L, s, len, name, "t");
   if (st != LUA_OK) {
@@ -560,13 +565,32 @@ static int sb_load(lua_State *L) {
   return 1;
 }
 
-/* setmetatable without __gc: a finalizer would run code after the hook. */
+/* setmetatable without __gc: a finalizer would run code after the hook.
+ * Nor with a metamethod that is a library (C) function: the VM and the
+ * library loops call metamethods without counting an instruction, so a
+ * C function there, `__index = rawlen` say, lets `table.sort` or
+ * `table.concat` walk a table of any claimed length without one counted
+ * instruction. Lua functions as metamethods are counted like any code.
+ * (A field added to the metatable afterwards is not seen here; the
+ * library wrappers charge such loops per element all the same.) */
 static int sb_setmetatable(lua_State *L) {
   if (lua_type(L, 2) == LUA_TTABLE) {
     lua_pushliteral(L, "__gc");
     int t = lua_rawget(L, 2);
     lua_pop(L, 1);
     if (t != LUA_TNIL) return deny(L, "a `__gc` metamethod");
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_iscfunction(L, -1)) {
+        const char *k = lua_tostring(L, -2);
+        if (k[0] == '_' && k[1] == '_') {
+          char what[96];
+          snprintf(what, sizeof what, "a library function as the `%.40s` metamethod", k);
+          return deny(L, what);
+        }
+      }
+      lua_pop(L, 1);
+    }
   }
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
@@ -580,6 +604,7 @@ static int sb_collectgarbage(lua_State *L) {
   if (strcmp(opt, "collect") != 0 && strcmp(opt, "count") != 0 && strcmp(opt, "step") != 0 &&
       strcmp(opt, "isrunning") != 0)
     return deny(L, "`collectgarbage` with this option");
+  if (strcmp(opt, "collect") == 0 || strcmp(opt, "step") == 0) charge_gc(L);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
@@ -789,21 +814,6 @@ static int sb_pattern(lua_State *L) {
   return call_real(L);
 }
 
-/* string.rep: with an empty string and separator the library still loops
- * n times (up to 2^63) to build ""; answer at once. Anything longer
- * allocates the whole result first, which the memory cap bounds. */
-static int sb_rep(lua_State *L) {
-  size_t l, lsep;
-  (void)luaL_checklstring(L, 1, &l);
-  lua_Integer n = luaL_checkinteger(L, 2);
-  (void)luaL_optlstring(L, 3, "", &lsep);
-  if (n > 0 && l == 0 && lsep == 0) {
-    lua_pushliteral(L, "");
-    return 1;
-  }
-  return call_real(L);
-}
-
 /* table.move(a1, f, e, t [, a2]): moves e - f + 1 elements in C, nil ones
  * too, so `table.move({}, 1, math.maxinteger - 1, 2)` allocates nothing and
  * never ends. Each element costs one step. */
@@ -816,6 +826,303 @@ static int sb_move(lua_State *L) {
     char what[96];
     snprintf(what, sizeof what, "`table.move` of %llu elements", (unsigned long long)count);
     charge(L, cost, what);
+  }
+  return call_real(L);
+}
+
+/* ---- more library calls that loop inside C ----
+ *
+ * The same rule for the rest of the exposed library: each wrapper below
+ * estimates how many elements or bytes the real function will walk and
+ * charges that before it starts. Counts come from the arguments and, where
+ * the library would ask the table's length itself, from one `#t` the
+ * wrapper takes and then passes on explicitly, so that a `__len` cannot
+ * answer small to the estimate and large to the library. */
+
+/* The number of integers in [i, j], saturated; 0 when j < i. */
+static int64_t span(lua_Integer i, lua_Integer j) {
+  if (j < i) return 0;
+  uint64_t c = (uint64_t)j - (uint64_t)i + 1;
+  return c == 0 || c > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)c;
+}
+
+static int64_t len64(size_t n) { return n > (size_t)INT64_MAX ? INT64_MAX : (int64_t)n; }
+
+/* charge() with a formatted description, built only when it is needed. */
+static void charge_fmt(lua_State *L, int64_t cost, const char *fmt, ...) RP_PRINTF(3, 4);
+static void charge_fmt(lua_State *L, int64_t cost, const char *fmt, ...) {
+  Run *r = run_of(L);
+  if (cost <= r->lim->instructions - r->steps) {
+    r->steps += cost;
+    return;
+  }
+  char what[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  charge(L, cost, what);
+}
+
+/* lstrlib's posrelatI and getendpos: the 1-based start and end of a
+ * string range, clipped to a string of len bytes. */
+static lua_Integer str_start(lua_Integer pos, size_t len) {
+  if (pos > 0) return pos;
+  if (pos == 0) return 1;
+  if (pos < -(lua_Integer)len) return 1;
+  return (lua_Integer)len + pos + 1;
+}
+static lua_Integer str_end(lua_Integer pos, size_t len) {
+  if (pos > (lua_Integer)len) return (lua_Integer)len;
+  if (pos >= 0) return pos;
+  if (pos < -(lua_Integer)len) return 0;
+  return (lua_Integer)len + pos + 1;
+}
+
+/* Which string or utf8 function a linear wrapper stands for. */
+enum { LIN_LOWER, LIN_UPPER, LIN_REVERSE, LIN_SUB, LIN_BYTE, LIN_CHAR, LIN_FORMAT,
+       LIN_PACKSIZE, LIN_UTF8_CHAR, LIN_UTF8_CODEPOINT, LIN_UTF8_LEN, LIN_UTF8_OFFSET,
+       LIN_TONUMBER };
+static const char *const lin_names[] = {
+    "string.lower", "string.upper", "string.reverse", "string.sub", "string.byte",
+    "string.char", "string.format", "string.packsize", "utf8.char", "utf8.codepoint",
+    "utf8.len", "utf8.offset", "tonumber"};
+
+/* String and utf8 functions whose work is linear in what they read or
+ * write: one step per byte (or argument, or character), plus one. Ranges
+ * are clipped as the library clips them, so `s:sub(i, i)` costs 2 steps
+ * however long s is. Malformed arguments cost 1: the library raises. */
+static int sb_linear(lua_State *L) {
+  int which = (int)lua_tointeger(L, lua_upvalueindex(2));
+  int top = lua_gettop(L);
+  size_t len = 0;
+  int64_t cost = 1;
+  /* only a string: lua_tolstring would turn a number argument into a
+   * string in place, and tonumber(0.1) must stay exact */
+  if (lua_type(L, 1) == LUA_TSTRING) (void)lua_tolstring(L, 1, &len);
+  switch (which) {
+  case LIN_LOWER: case LIN_UPPER: case LIN_REVERSE: case LIN_PACKSIZE: case LIN_UTF8_OFFSET:
+  case LIN_TONUMBER:
+    cost = sat_add(len64(len), 1);
+    break;
+  case LIN_SUB: {
+    lua_Integer i = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 1;
+    lua_Integer j = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : -1;
+    cost = sat_add(span(str_start(i, len), str_end(j, len)), 1);
+    break;
+  }
+  case LIN_BYTE: case LIN_UTF8_CODEPOINT: {
+    lua_Integer i = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 1;
+    lua_Integer pi = str_start(i, len);
+    lua_Integer j = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : pi;
+    cost = sat_add(span(pi, str_end(j, len)), 1);
+    break;
+  }
+  case LIN_UTF8_LEN: {
+    lua_Integer i = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 1;
+    lua_Integer j = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : -1;
+    cost = sat_add(span(str_start(i, len), str_end(j, len)), 1);
+    break;
+  }
+  case LIN_CHAR: case LIN_UTF8_CHAR:
+    cost = top + 1;
+    break;
+  case LIN_FORMAT:
+    /* the format, each argument, and the bytes of string arguments (%s
+     * and %q copy them whole) */
+    cost = sat_add(len64(len), top);
+    for (int a = 2; a <= top; a++)
+      if (lua_type(L, a) == LUA_TSTRING) cost = sat_add(cost, len64(lua_rawlen(L, a)));
+    break;
+  default: break;
+  }
+  charge_fmt(L, cost, "`%s` over %zu bytes", lin_names[which], len);
+  return call_real(L);
+}
+
+/* string.rep with a result that fits the memory cap: one step per result
+ * byte (a result over the cap fails on its allocation at once). */
+static int sb_rep(lua_State *L) {
+  size_t l, lsep;
+  (void)luaL_checklstring(L, 1, &l);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  (void)luaL_optlstring(L, 3, "", &lsep);
+  if (n > 0 && l == 0 && lsep == 0) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  if (n > 0) {
+    int64_t out = sat_add(sat_mul(len64(l), n), sat_mul(len64(lsep), n - 1));
+    if (out <= run_of(L)->lim->memory)
+      charge_fmt(L, out, "`string.rep` of a %lld-byte result", (long long)out);
+  }
+  return call_real(L);
+}
+
+/* string.pack and string.unpack: the format is walked once, before; the
+ * strings they build (`c`, `s`, `z` items and the packed result) are
+ * charged one step per byte after, when their size is known; they were
+ * bounded by the memory cap while being built. */
+static int sb_pack(lua_State *L) {
+  size_t flen = 0;
+  if (lua_type(L, 1) == LUA_TSTRING) (void)lua_tolstring(L, 1, &flen);
+  charge_fmt(L, sat_add(len64(flen), 1), "`string.pack` with a %zu-byte format", flen);
+  int n = call_real(L);
+  int64_t out = 0;
+  for (int k = lua_gettop(L) - n + 1; k <= lua_gettop(L); k++)
+    if (lua_type(L, k) == LUA_TSTRING) out = sat_add(out, len64(lua_rawlen(L, k)));
+  charge_fmt(L, out, "`string.pack` or `string.unpack` of %lld bytes", (long long)out);
+  return n;
+}
+
+/* utf8.codes: its iterator skips continuation bytes in C from any position
+ * the caller passes. The wrapped iterator counts them first, at most one
+ * more than the budget has left, and charges what it counted. */
+static int sb_utf8_iter(lua_State *L) {
+  size_t len;
+  const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &len) : NULL;
+  if (s && lua_isinteger(L, 2)) {
+    Run *r = run_of(L);
+    lua_Integer n = lua_tointeger(L, 2);
+    int64_t left = r->lim->instructions - r->steps, count = 1;
+    for (size_t k = n < 0 ? 0 : (size_t)n; k < len && count <= left; k++) {
+      if (((unsigned char)s[k] & 0xC0) != 0x80) continue; /* ends the skip, at once or next */
+      count++;
+    }
+    charge_fmt(L, count, "`utf8.codes` step over a %zu-byte string", len);
+  }
+  return call_real(L);
+}
+
+static int sb_utf8_codes(lua_State *L) {
+  int n = call_real(L);
+  if (n >= 1 && lua_tocfunction(L, -n) != NULL) {
+    lua_pushvalue(L, -n);
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, sb_utf8_iter, 2);
+    lua_replace(L, -n - 1);
+  }
+  return n;
+}
+
+/* load compiles its text in one call: one step per byte. */
+static void charge_load(lua_State *L, size_t len) {
+  charge_fmt(L, sat_add(len64(len), 1), "`load` of a %zu-byte chunk", len);
+}
+
+/* collectgarbage("collect") and ("step") walk the heap: one step per 8
+ * bytes in use (a small table is some 56 bytes, marked and swept in tens
+ * of nanoseconds). */
+static void charge_gc(lua_State *L) {
+  Run *r = run_of(L);
+  int64_t cost = (r->used > 0 ? r->used / 8 : 0) + 1;
+  charge_fmt(L, cost, "`collectgarbage` over %lld bytes", (long long)r->used);
+}
+
+/* The table argument's length as the library takes it (`#t`, with
+ * `__len`), taken once. Raises as the library would for a non-table. */
+static lua_Integer tab_len(lua_State *L, bool want_table) {
+  if (want_table && lua_type(L, 1) != LUA_TTABLE) luaL_checktype(L, 1, LUA_TTABLE);
+  return luaL_len(L, 1);
+}
+
+/* table.concat(t [, sep [, i [, j]]]) and table.unpack(t [, i [, j]]):
+ * one step per element (times 1 + the separator's length for concat)
+ * before, and for concat one per byte of the result after; a missing j
+ * is filled in with the one `#t` taken here. */
+static int sb_span_call(lua_State *L) {
+  bool concat = lua_tointeger(L, lua_upvalueindex(2)) == 1;
+  int ia = concat ? 3 : 2;
+  size_t lsep = 0;
+  if (concat) (void)luaL_optlstring(L, 2, "", &lsep);
+  lua_Integer i = luaL_optinteger(L, ia, 1);
+  lua_Integer j = lua_isnoneornil(L, ia + 1) ? tab_len(L, concat) : luaL_checkinteger(L, ia + 1);
+  lua_settop(L, ia + 1);
+  lua_pushinteger(L, i);
+  lua_replace(L, ia);
+  lua_pushinteger(L, j);
+  lua_replace(L, ia + 1);
+  int64_t n = span(i, j);
+  charge_fmt(L, sat_mul(n, sat_add(len64(lsep), 1)), "`table.%s` of %lld elements",
+             concat ? "concat" : "unpack", (long long)n);
+  int r = call_real(L);
+  if (concat && lua_type(L, -1) == LUA_TSTRING) {
+    /* the bytes copied, known now; the memory cap bounded them meanwhile */
+    int64_t out = len64(lua_rawlen(L, -1));
+    charge_fmt(L, out, "`table.concat` of a %lld-byte result", (long long)out);
+  }
+  return r;
+}
+
+/* table.insert and table.remove, as ltablib has them, with `#t` taken once
+ * and the shift charged one step per element before it starts. */
+static int sb_insert(lua_State *L) {
+  lua_Integer e = tab_len(L, true);
+  e = (lua_Integer)((lua_Unsigned)e + 1u); /* the first empty element */
+  lua_Integer pos;
+  switch (lua_gettop(L)) {
+  case 2: pos = e; break;
+  case 3:
+    pos = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2, "position out of bounds");
+    charge_fmt(L, span(pos + 1, e), "`table.insert` shifting %lld elements",
+               (long long)span(pos + 1, e));
+    for (lua_Integer i = e; i > pos; i--) {
+      lua_geti(L, 1, i - 1);
+      lua_seti(L, 1, i);
+    }
+    break;
+  default: return luaL_error(L, "wrong number of arguments to 'insert'");
+  }
+  lua_seti(L, 1, pos);
+  return 0;
+}
+
+static int sb_remove(lua_State *L) {
+  lua_Integer size = tab_len(L, true);
+  lua_Integer pos = luaL_optinteger(L, 2, size);
+  if (pos != size)
+    luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 2, "position out of bounds");
+  int64_t shift = pos < size ? span(pos, size - 1) : 0; /* size - 1 cannot wrap then */
+  charge_fmt(L, sat_add(shift, 1), "`table.remove` shifting %lld elements", (long long)shift);
+  lua_geti(L, 1, pos);
+  for (; pos < size; pos++) {
+    lua_geti(L, 1, pos + 1);
+    lua_seti(L, 1, pos);
+  }
+  lua_pushnil(L);
+  lua_seti(L, 1, pos);
+  return 1;
+}
+
+/* table.sort: about 2 n log2 n comparisons (quicksort's expected count,
+ * which ltablib keeps for any input by choosing pivots at random once a
+ * partition is unbalanced), each comparing two values; a string
+ * comparison reads up to the shorter string, so each comparison is
+ * charged 1 + the longest string element. n is the larger of `#t` and
+ * the raw length, so a `__len` that answers differently the second time
+ * can only reach nil elements, which the first comparison rejects. */
+static int sb_sort(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TTABLE) {
+    lua_Integer n = luaL_len(L, 1);
+    lua_Integer raw = (lua_Integer)lua_rawlen(L, 1);
+    if (raw > n) n = raw;
+    if (n > 1) {
+      int64_t lg = 0;
+      for (uint64_t v = (uint64_t)n; v; v >>= 1) lg++;
+      int64_t comps = sat_mul(sat_mul(2, n), lg);
+      charge_fmt(L, comps, "`table.sort` of %lld elements", (long long)n);
+      int64_t longest = 0;
+      for (lua_Integer k = 1; k <= raw; k++) {
+        if (lua_rawgeti(L, 1, k) == LUA_TSTRING && len64(lua_rawlen(L, -1)) > longest)
+          longest = len64(lua_rawlen(L, -1));
+        lua_pop(L, 1);
+      }
+      if (longest > 0)
+        charge_fmt(L, sat_mul(comps, longest),
+                   "`table.sort` of %lld elements with strings of %lld bytes", (long long)n,
+                   (long long)longest);
+    }
   }
   return call_real(L);
 }
@@ -917,9 +1224,34 @@ static void build_env(lua_State *L) {
   wrap(L, "gmatch", sb_pattern, PAT_GMATCH);
   wrap(L, "gsub", sb_pattern, PAT_GSUB);
   wrap(L, "rep", sb_rep, 0);
+  wrap(L, "lower", sb_linear, LIN_LOWER);
+  wrap(L, "upper", sb_linear, LIN_UPPER);
+  wrap(L, "reverse", sb_linear, LIN_REVERSE);
+  wrap(L, "sub", sb_linear, LIN_SUB);
+  wrap(L, "byte", sb_linear, LIN_BYTE);
+  wrap(L, "char", sb_linear, LIN_CHAR);
+  wrap(L, "format", sb_linear, LIN_FORMAT);
+  wrap(L, "packsize", sb_linear, LIN_PACKSIZE);
+  wrap(L, "pack", sb_pack, 0);
+  wrap(L, "unpack", sb_pack, 0);
   lua_pop(L, 1);
   lua_getfield(L, E, LUA_TABLIBNAME);
   wrap(L, "move", sb_move, 0);
+  wrap(L, "concat", sb_span_call, 1);
+  wrap(L, "unpack", sb_span_call, 0);
+  wrap(L, "insert", sb_insert, 0);
+  wrap(L, "remove", sb_remove, 0);
+  wrap(L, "sort", sb_sort, 0);
+  lua_pop(L, 1);
+  lua_getfield(L, E, LUA_UTF8LIBNAME);
+  wrap(L, "char", sb_linear, LIN_UTF8_CHAR);
+  wrap(L, "codepoint", sb_linear, LIN_UTF8_CODEPOINT);
+  wrap(L, "len", sb_linear, LIN_UTF8_LEN);
+  wrap(L, "offset", sb_linear, LIN_UTF8_OFFSET);
+  wrap(L, "codes", sb_utf8_codes, 0);
+  lua_pop(L, 1);
+  lua_pushvalue(L, E);
+  wrap(L, "tonumber", sb_linear, LIN_TONUMBER);
   lua_pop(L, 1);
   lua_getfield(L, E, LUA_MATHLIBNAME);
   lua_getfield(L, -1, "randomseed");
@@ -1663,7 +1995,7 @@ static void report_failure(Run *r, int status) {
     g = diag_at(r->d, DIAG_E0619, line_loc(r, line),
                 "%s hook: %s of its instruction budget of %lld", hk, r->costly,
                 (long long)r->lim->instructions);
-    diag_help(g, "anchor the pattern with `^`, use fewer `*`, `+`, `-` or `?`, match shorter strings, or raise RANKPLAN_HOOK_INSTRUCTIONS (docs/hooks.md, \"Library calls\")");
+    diag_help(g, "work on fewer elements or shorter strings (for a pattern: anchor it with `^`, use fewer `*`, `+`, `-` or `?`), or raise RANKPLAN_HOOK_INSTRUCTIONS (docs/hooks.md, \"Library calls\")");
     add_traceback(r, g);
     return;
   }

@@ -138,7 +138,9 @@ ABUSE = {
     "gpu_out_of_range": "E0610", "rank_out_of_range": "E0610", "duplicate_rank": "E0611",
     "duplicate_gpu": "E0611", "tp_across_domain": "E0613", "short_result": "E0609",
     "not_function": "E0603", "syntax": "E0602", "metamethod_result": "E0609",
-    "pattern_backtrack": "E0619",
+    "pattern_backtrack": "E0619", "metamethod_cfunction": "E0605",
+    "concat_late_metamethod": "E0619", "sort_long_strings": "E0619",
+    "insert_len_lie": "E0619", "utf8_skip": "E0619",
 }
 
 ABUSE_SPEC = """version: 1

@@ -696,6 +696,146 @@ static void test_table_move(void) {
                    NULL, "E0619", "`table.move` of 9223372036854775806 elements");
 }
 
+/* A library (C) function as a metamethod is refused by setmetatable: the
+ * loops that call metamethods count no instruction for a C one. */
+static void test_metamethod_cfunction(void) {
+  expect_placement(abuse("metamethod_cfunction"), NULL, "E0605",
+                   "a library function as the `__index` metamethod", 5);
+  const char *mm[] = {"__len = rawlen", "__lt = rawequal", "__le = rawequal",
+                      "__eq = rawequal", "__concat = table.concat", "__newindex = rawset",
+                      "__call = table.sort", "__index = string.rep"};
+  for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
+    char src[256];
+    snprintf(src, sizeof src,
+             "return function(ctx)\n  local t = setmetatable({}, {%s})\n  return 1\nend\n", mm[i]);
+    expect_objective(tmp_hook(src), NULL, "E0605", "a library function as the");
+  }
+}
+
+/* Library loops charged per element before they start: each of these
+ * would loop in C for hours (2^40 elements, or gigabytes compared) without
+ * one counted instruction. */
+static void test_library_loops(void) {
+  expect_placement(abuse("concat_late_metamethod"), NULL, "E0619",
+                   "`table.concat` of 1099511627776 elements", 8);
+  expect_placement(abuse("sort_long_strings"), NULL, "E0619",
+                   "`table.sort` of 1000 elements with strings of 16777216 bytes", 9);
+  expect_placement(abuse("insert_len_lie"), NULL, "E0619",
+                   "`table.insert` shifting 1099511627776 elements", 6);
+  expect_placement(abuse("utf8_skip"), NULL, "E0619", "`utf8.codes` step over a 16777217-byte", 7);
+  /* table.remove and table.unpack, and table.sort of a claimed length
+   * whose elements come from a C `__index` added after setmetatable */
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  local t = setmetatable({}, {__len = function() return 1 << 40 end})\n"
+                            "  table.remove(t, 1)\n"
+                            "  return 1\n"
+                            "end\n"),
+                   NULL, "E0619", "`table.remove` shifting 1099511627775 elements");
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  local mt = {__len = function() return (1 << 31) - 2 end}\n"
+                            "  local t = setmetatable({}, mt)\n"
+                            "  mt.__index = rawlen\n"
+                            "  table.sort(t)\n"
+                            "  return 1\n"
+                            "end\n"),
+                   NULL, "E0619", "`table.sort` of 2147483646 elements");
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  return select('#', table.unpack({}, 1, 1 << 40))\n"
+                            "end\n"),
+                   NULL, "E0619", "`table.unpack` of 1099511627776 elements");
+  /* many calls that each copy a MiB add up: 1000 MiB against 10^8 steps */
+  const char *each[] = {
+      "local x = string.rep('x', 1 << 20)",
+      "local x = string.format('%s', s)",
+      "local x = s:upper()",
+      "local x = s:reverse()",
+      "local x = s:sub(1, -1)",
+      "local x = utf8.len(s)",
+      "local x = tonumber(d)",
+      "local x = load('return ' .. d)",
+      "local x = table.concat({s, s})",
+      "local x = string.pack('z', s)",
+      "local x = string.unpack('z', z)",
+  };
+  for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "return function(ctx)\n"
+             "  local s = string.rep('a', 1 << 20)\n"
+             "  local d = string.rep('1', 1 << 20)\n"
+             "  local z = s .. '\\0'\n"
+             "  for i = 1, 1000 do %s end\n"
+             "  return 1\n"
+             "end\n",
+             each[i]);
+    expect_objective(tmp_hook(src), NULL, "E0619", "steps, more than the");
+  }
+  /* collectgarbage walks the heap: 2 x 10^5 live tables, 10^5 full
+   * collections (minutes of marking and sweeping) */
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  local keep = {}\n"
+                            "  for i = 1, 200000 do keep[i] = {} end\n"
+                            "  for i = 1, 100000 do collectgarbage() end\n"
+                            "  return #keep\n"
+                            "end\n"),
+                   NULL, "E0619", "`collectgarbage` over");
+}
+
+/* The wrapped functions answer exactly as the library does. */
+static void test_library_results(void) {
+  const char *src =
+      "return function(ctx)\n"
+      "  local t = {1, 2, 3}\n"
+      "  table.insert(t, 4); table.insert(t, 1, 0)\n"
+      "  assert(table.concat(t, ',') == '0,1,2,3,4')\n"
+      "  assert(table.remove(t) == 4 and table.remove(t, 1) == 0 and #t == 3)\n"
+      "  assert(table.remove({}) == nil)\n"
+      "  local ok, err = pcall(table.insert, t, 9, 1)\n"
+      "  assert(not ok and err:find('position out of bounds', 1, true), err)\n"
+      "  ok, err = pcall(table.insert, t, 1, 2, 3)\n"
+      "  assert(not ok and err:find(\"wrong number of arguments to 'insert'\", 1, true), err)\n"
+      "  ok, err = pcall(table.concat, 5)\n"
+      "  assert(not ok and err:find('table expected', 1, true), err)\n"
+      "  assert(table.concat({'a', 'b', 'c'}, '-', 2) == 'b-c')\n"
+      "  assert(table.concat({}) == '')\n"
+      "  local a, b, c = table.unpack({7, 8, 9})\n"
+      "  assert(a == 7 and b == 8 and c == 9)\n"
+      "  assert(select('#', table.unpack({1, 2}, 2)) == 1)\n"
+      "  local p = setmetatable({}, {__len = function() return 2 end, __index = function(_, i) return i * 10 end})\n"
+      "  assert(table.concat(p, ' ') == '10 20')\n"
+      "  local u = {5, 3, 9, 1}\n"
+      "  table.sort(u); assert(table.concat(u, ',') == '1,3,5,9')\n"
+      "  table.sort(u, function(x, y) return x > y end); assert(table.concat(u, ',') == '9,5,3,1')\n"
+      "  local w = {'b', 'a', 'c'}; table.sort(w); assert(table.concat(w) == 'abc')\n"
+      "  assert(('Ab'):upper() == 'AB' and ('Ab'):lower() == 'ab' and ('abc'):reverse() == 'cba')\n"
+      "  assert(('hello'):sub(2, -2) == 'ell' and ('hello'):sub(-3) == 'llo')\n"
+      "  assert(('hello'):byte() == 104 and select('#', ('hello'):byte(1, -1)) == 5)\n"
+      "  assert(string.char(104, 105) == 'hi')\n"
+      "  assert(string.format('%5.2f|%d|%s|%q', 3.14159, 42, 'x', 'a\\n') == ' 3.14|42|x|\"a\\\\\\n\"')\n"
+      "  assert(string.unpack('<i4', string.pack('<i4', 258)) == 258)\n"
+      "  assert(string.packsize('i4i8') == 12)\n"
+      "  assert(utf8.char(72, 228) == 'H\\xC3\\xA4' and utf8.len('H\\xC3\\xA4') == 2)\n"
+      "  assert(utf8.codepoint('H\\xC3\\xA4', 2) == 228 and utf8.offset('H\\xC3\\xA4', 2) == 2)\n"
+      "  local cps = {}\n"
+      "  for pos, cp in utf8.codes('a\\xC3\\xA4b') do cps[#cps + 1] = pos .. ':' .. cp end\n"
+      "  assert(table.concat(cps, ',') == '1:97,2:228,4:98', table.concat(cps, ','))\n"
+      "  assert(tonumber(0.1) == 0.1 and tonumber('ff', 16) == 255 and tonumber('x') == nil)\n"
+      "  assert(load('return 1 + 1')() == 2)\n"
+      "  local q = setmetatable({}, {__index = function(_, k) return k end})\n"
+      "  assert(q.x == 'x')\n"
+      "  for i = 1, 1000 do local c = ('abc'):rep(1000):sub(i, i) end\n"
+      "  return 1\n"
+      "end\n";
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double v = run_objective(tmp_hook(src), NULL, &ok, &d);
+  T_CHECK(ok);
+  T_CHECK(v == 1);
+  if (!ok) dump(&d);
+  diags_free(&d);
+}
+
 /* The estimate itself, against the formula in docs/hooks.md:
  * starts x C(n + q + 1, q) x (2 plen + b n + 1). */
 static void test_pattern_cost(void) {
@@ -778,6 +918,9 @@ int main(void) {
   T_RUN(test_pattern_charged);
   T_RUN(test_pattern_results);
   T_RUN(test_table_move);
+  T_RUN(test_metamethod_cfunction);
+  T_RUN(test_library_loops);
+  T_RUN(test_library_results);
   T_RUN(test_pattern_cost);
   for (int i = 0; i < tmpn; i++) {
     char p[256];
