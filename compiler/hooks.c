@@ -1100,9 +1100,26 @@ static int sb_remove(lua_State *L) {
  * partition is unbalanced), each comparing two values; a string
  * comparison reads up to the shorter string, so each comparison is
  * charged 1 + the longest string element. n is the larger of `#t` and
- * the raw length, so a `__len` that answers differently the second time
- * can only reach nil elements, which the first comparison rejects. */
+ * the raw length, so a `__len` that answers more the second time can
+ * only reach nil elements, which a comparison without a comparator
+ * rejects, or Lua code (a comparator or `__index`), which is counted; a C
+ * comparator is charged per call. */
+static int sb_counted_cmp(lua_State *L) {
+  charge_fmt(L, 1, "a `table.sort` comparison");
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 static int sb_sort(lua_State *L) {
+  if (lua_iscfunction(L, 2)) {
+    /* A C comparator counts no instruction; charged one step a call, it
+     * bounds even a sort whose `__len` grew after the estimate. */
+    lua_pushvalue(L, 2);
+    lua_pushcclosure(L, sb_counted_cmp, 1);
+    lua_replace(L, 2);
+  }
   if (lua_type(L, 1) == LUA_TTABLE) {
     lua_Integer n = luaL_len(L, 1);
     lua_Integer raw = (lua_Integer)lua_rawlen(L, 1);

@@ -739,6 +739,19 @@ static void test_library_loops(void) {
                             "  return 1\n"
                             "end\n"),
                    NULL, "E0619", "`table.sort` of 2147483646 elements");
+  /* a `__len` that answers 2 to the estimate and 2^31 - 2 to the library,
+   * with a C comparator that never raises on nil: charged per comparison */
+  Lim small = {.instructions = 100000};
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  local calls = 0\n"
+                            "  local t = setmetatable({}, {__len = function()\n"
+                            "    calls = calls + 1\n"
+                            "    return calls == 1 and 2 or (1 << 31) - 2\n"
+                            "  end})\n"
+                            "  table.sort(t, rawequal)\n"
+                            "  return 1\n"
+                            "end\n"),
+                   &small, "E0619", "a `table.sort` comparison");
   expect_objective(tmp_hook("return function(ctx)\n"
                             "  return select('#', table.unpack({}, 1, 1 << 40))\n"
                             "end\n"),
