@@ -287,7 +287,7 @@ static json_t *notes_json(const Diag *g) {
   return a;
 }
 
-static void print_json(Diags *d, Diag **v, size_t n, FILE *out) {
+static json_t *diags_json_sorted(Diags *d, Diag **v, size_t n) {
   json_t *root = json_object();
   json_object_set_new(root, "format", json_string("rankplan.diagnostics/1"));
   json_t *arr = json_array();
@@ -307,11 +307,7 @@ static void print_json(Diags *d, Diag **v, size_t n, FILE *out) {
   json_object_set_new(root, "errors", json_integer(d->nerrors));
   json_object_set_new(root, "not_shown", json_integer((json_int_t)d->dropped));
   json_object_set_new(root, "warnings", json_integer(d->nwarnings));
-  char *s = json_dumps(root, JSON_INDENT(2));
-  if (!s) rp_internal("cannot serialise diagnostics");
-  fprintf(out, "%s\n", s);
-  free(s);
-  json_decref(root);
+  return root;
 }
 
 static void print_sarif(Diag **v, size_t n, FILE *out) {
@@ -387,12 +383,38 @@ static void print_sarif(Diag **v, size_t n, FILE *out) {
   json_decref(root);
 }
 
-void diags_print(Diags *d, FILE *out, DiagFormat fmt, bool color) {
+/* The diagnostics in print order: (file, line, column, report order). The
+ * caller frees the array (not the Diags in it). */
+static Diag **diags_sorted(Diags *d) {
   size_t n = d->list.len;
   Diag **v = rp_malloc((n ? n : 1) * sizeof *v);
   if (n) memcpy(v, d->list.items, n * sizeof *v);
   qsort(v, n, sizeof *v, cmp_diag);
-  if (fmt == DIAG_FMT_JSON) print_json(d, v, n, out);
+  return v;
+}
+
+json_t *diags_to_json(Diags *d) {
+  Diag **v = diags_sorted(d);
+  json_t *root = diags_json_sorted(d, v, d->list.len);
+  free(v);
+  return root;
+}
+
+void diags_print_json_object(json_t *root, FILE *out) {
+  char *s = json_dumps(root, JSON_INDENT(2));
+  if (!s) rp_internal("cannot serialise diagnostics");
+  fprintf(out, "%s\n", s);
+  free(s);
+}
+
+void diags_print(Diags *d, FILE *out, DiagFormat fmt, bool color) {
+  size_t n = d->list.len;
+  Diag **v = diags_sorted(d);
+  if (fmt == DIAG_FMT_JSON) {
+    json_t *root = diags_json_sorted(d, v, n);
+    diags_print_json_object(root, out);
+    json_decref(root);
+  }
   else if (fmt == DIAG_FMT_SARIF) print_sarif(v, n, out);
   else {
     StrBuf sb;

@@ -108,6 +108,14 @@ bool diag_format_parse(const char *s, DiagFormat *out);
  * followed (text only) by a summary line. color adds ANSI colours. */
 void diags_print(Diags *d, FILE *out, DiagFormat fmt, bool color);
 
+/* The `--format json` object of docs/errors.md ("rankplan.diagnostics/1"),
+ * for commands that add keys of their own before printing it with
+ * diags_print_json_object (which does not take ownership). The caller
+ * json_decref()s the result. */
+struct json_t;
+struct json_t *diags_to_json(Diags *d);
+void diags_print_json_object(struct json_t *root, FILE *out);
+
 /* Whether colour should be used on this stream: a TTY and NO_COLOR unset. */
 bool diag_want_color(FILE *out);
 
