@@ -17,9 +17,10 @@
  *
  * A request's KV region in a pool is [layer][kv head][token][bytes of one
  * head and token] over the rank's shard and all T tokens (cells the rank
- * does not own stay zero). The fill pattern of cell (k, l, h, p) is a
- * splitmix64 stream seeded by those four numbers, so any cell can be
- * checked on its own.
+ * does not own stay zero). The fill pattern of cell (k, l, h, p) starts
+ * from a splitmix64 hash of those four numbers and steps by an odd
+ * constant per 8-byte element (fill_cell), so any cell can be checked on
+ * its own.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,16 +44,41 @@ static uint64_t cell_seed(int64_t k, int64_t l, int64_t h, int64_t p) {
                mix64((uint64_t)p + 0x632BE59BD9B4E019ull));
 }
 
+/* Word e of a cell seeded `seed`: the cell's own value plus e times an odd
+ * constant, so that every word of a cell differs from its neighbours and
+ * from every word of any other cell (seeds are mixed from all four cell
+ * numbers). One add per 8 bytes: filling and checking run at memory speed,
+ * not at the speed of a hash, so they do not crowd the transfer out of the
+ * cores (docs/benchmarks.md). */
+#define RT_KV_STEP 0x9E3779B97F4A7C15ull
+
 static void fill_cell(unsigned char *dst, size_t n, uint64_t seed) {
+  uint64_t v = mix64(seed);
   size_t e = 0;
-  for (; e + 8 <= n; e += 8) {
-    uint64_t v = mix64(seed + e / 8);
-    memcpy(dst + e, &v, 8);
+  for (; e + 8 <= n; e += 8, v += RT_KV_STEP) memcpy(dst + e, &v, 8);
+  if (e < n) memcpy(dst + e, &v, n - e);
+}
+
+/* Whether the n bytes at got are the cell seeded `seed`; else *at is the
+ * first byte that differs and *want the byte the pattern has there. */
+static bool cell_ok(const unsigned char *got, size_t n, uint64_t seed,
+                    size_t *at, unsigned char *want) {
+  uint64_t v = mix64(seed), w;
+  size_t e = 0;
+  for (; e + 8 <= n; e += 8, v += RT_KV_STEP) {
+    memcpy(&w, got + e, 8);
+    if (w != v) break;
   }
-  if (e < n) {
-    uint64_t v = mix64(seed + e / 8);
-    memcpy(dst + e, &v, n - e);
-  }
+  if (e >= n) return true;
+  unsigned char ref[8];
+  memcpy(ref, &v, 8);
+  for (size_t i = 0; e + i < n; i++)
+    if (got[e + i] != ref[i]) {
+      *at = e + i;
+      *want = ref[i];
+      return false;
+    }
+  return true;
 }
 
 void rt_kv_assign(const PlanPool *P, int64_t k, int64_t *inst, int64_t *dp) {
@@ -193,29 +219,24 @@ static bool in_region(const Region *g, const PlanTransfer *x) {
 static RtResult verify_region(const PlanPool *MP, const PlanRank *me, int rank,
                               int64_t k, const Region *g,
                               const unsigned char *region, RtKvStats *st) {
-  RtResult r = RT_OK;
   int64_t T = g->T, bph = g->bph;
-  unsigned char *want = rp_malloc((size_t)bph);
-  for (int64_t l = g->l0; l < g->l1 && r == RT_OK; l++)
-    for (int64_t h = g->h0; h < g->h1 && r == RT_OK; h++)
-      for (int64_t p = 0; p < T && r == RT_OK; p++) {
+  for (int64_t l = g->l0; l < g->l1; l++)
+    for (int64_t h = g->h0; h < g->h1; h++)
+      for (int64_t p = 0; p < T; p++) {
         if (!owns_token(MP, me, T, p)) continue;
-        fill_cell(want, (size_t)bph, cell_seed(k, l, h, p));
         const unsigned char *got = region + cell_off(g, l, h, p);
-        if (memcmp(want, got, (size_t)bph) == 0) {
+        size_t e = 0;
+        unsigned char want = 0;
+        if (cell_ok(got, (size_t)bph, cell_seed(k, l, h, p), &e, &want)) {
           st->cells_verified++;
           continue;
         }
-        int64_t e = 0;
-        while (want[e] == got[e]) e++;
-        r = rt_err(RT_ERR_CHECK, "kv verification failed on rank %d: request "
-                   "%lld, layer %lld, kv head %lld, token %lld, byte %lld: "
-                   "expected 0x%02x, got 0x%02x", rank, (long long)k,
-                   (long long)l, (long long)h, (long long)p, (long long)e,
-                   want[e], got[e]);
+        return rt_err(RT_ERR_CHECK, "kv verification failed on rank %d: "
+                      "request %lld, layer %lld, kv head %lld, token %lld, byte "
+                      "%zu: expected 0x%02x, got 0x%02x", rank, (long long)k,
+                      (long long)l, (long long)h, (long long)p, e, want, got[e]);
       }
-  free(want);
-  return r;
+  return RT_OK;
 }
 
 void rt_kv_stats_free(RtKvStats *st) {
