@@ -68,6 +68,11 @@ typedef struct {
    * RANKRUN_KV_GROUPED=1); memcpy_* then hold its copy_ref reference
    * (device to device on nccl) */
   bool grouped;
+  /* this rank's CPU during rt_kv_run (Linux /proc/self/schedstat; both
+   * -1 where it cannot be read): seconds on a core, and seconds runnable
+   * but waiting for one. The second shows when ranks outnumber cores,
+   * which stretches every timed section, transfers included. */
+  double cpu_run_secs, cpu_wait_secs;
 } RtKvStats;
 
 /* Runs every request through the plan's kv_reshard on this rank. A
@@ -82,6 +87,11 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
                    const RtPlan *rp, int rank, RtComm *world, int world_group,
                    RtKvPool *pool, const RtKvOpts *o, RtKvStats *st);
 void rt_kv_stats_free(RtKvStats *st);
+
+/* This thread's time on a core and waiting in the run queue so far,
+ * seconds (/proc/thread-self/schedstat); false where the kernel does not
+ * give it. */
+bool rt_sched_times(double *run, double *wait);
 
 /* Policy (docs/runtime.md): request k goes to kv_reshard pair k % npairs,
  * to prefill instance k % replicas and attention-dp rank (k / replicas) %

@@ -156,11 +156,11 @@ static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
   if (r == RT_OK) {
     StrBuf sb;
     sb_init(&sb);
-    sb_printf(&sb, "%lld %lld %lld %.9f %.9f %lld %.9f %d %d",
+    sb_printf(&sb, "%lld %lld %lld %.9f %.9f %lld %.9f %d %.9f %.9f %d",
               (long long)ks.bytes_recv, (long long)ks.bytes_same_node,
               (long long)ks.bytes_cross_node, ks.secs_same_node,
               ks.secs_cross_node, (long long)ks.cells_verified, ks.memcpy_secs,
-              ks.grouped ? 1 : 0, ks.nreq);
+              ks.grouped ? 1 : 0, ks.cpu_run_secs, ks.cpu_wait_secs, ks.nreq);
     for (int k = 0; k < ks.nreq; k++)
       sb_printf(&sb, " %lld %.9f %lld %.9f %lld %.9f",
                 (long long)ks.req_bytes[k], ks.req_secs[k],
@@ -569,11 +569,18 @@ static void collect_kv(Launch *L, double deadline) {
       return;
     }
     long long br, bs, bc, cells;
-    double ss, sc, mg;
+    double ss, sc, mg, crun, cwait;
     int nreq = 0, off = 0, grouped = 0;
-    if (sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d %d%n", &br, &bs, &bc, &ss,
-               &sc, &cells, &mg, &grouped, &nreq, &off) >= 9) {
+    if (sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d %lf %lf %d%n", &br, &bs,
+               &bc, &ss, &sc, &cells, &mg, &grouped, &crun, &cwait, &nreq,
+               &off) >= 11) {
       if (grouped) k->grouped = true;
+      if (crun >= 0 && cwait >= 0 && k->cpu_run_secs >= 0) {
+        k->cpu_run_secs += crun;
+        k->cpu_wait_secs += cwait;
+      } else {
+        k->cpu_run_secs = k->cpu_wait_secs = -1; /* not known for every rank */
+      }
       k->bytes += br;
       k->bytes_same_node += bs;
       k->bytes_cross_node += bc;

@@ -83,6 +83,17 @@ static json_t *kv_json(const RtReport *r) {
   json_object_set_new(o, "transfer_path", json_string(k->grouped ? "grouped" : "per message"));
   json_object_set_new(o, "ratio_to_memcpy",
                       k->memcpy_gbs > 0 ? json_real(all / k->memcpy_gbs) : json_null());
+  if (k->cpu_run_secs >= 0 && k->cpu_wait_secs >= 0) {
+    json_t *cpu = json_object();
+    double busy = k->cpu_run_secs + k->cpu_wait_secs;
+    json_object_set_new(cpu, "run_s", json_real(k->cpu_run_secs));
+    json_object_set_new(cpu, "runq_wait_s", json_real(k->cpu_wait_secs));
+    json_object_set_new(cpu, "runq_wait_share",
+                        busy > 0 ? json_real(k->cpu_wait_secs / busy) : json_null());
+    json_object_set_new(o, "cpu", cpu);
+  } else {
+    json_object_set_new(o, "cpu", json_null());
+  }
   json_t *reqs = json_array();
   for (int i = 0; i < k->requests; i++) {
     json_t *x = json_object();
@@ -275,6 +286,12 @@ char *rt_report_text(const RtReport *r) {
               gbs(k->bytes_same_node, k->secs_same_node),
               (long long)k->bytes_cross_node,
               gbs(k->bytes_cross_node, k->secs_cross_node));
+    if (k->cpu_run_secs >= 0 && k->cpu_wait_secs > 0 &&
+        k->cpu_wait_secs >= 0.1 * (k->cpu_run_secs + k->cpu_wait_secs))
+      sb_printf(&sb, "  ranks waited for a CPU %.0f%% of the time they could "
+                "run (%.3f s of %.3f s): timings include that wait\n",
+                100 * k->cpu_wait_secs / (k->cpu_run_secs + k->cpu_wait_secs),
+                k->cpu_wait_secs, k->cpu_run_secs + k->cpu_wait_secs);
     for (int i = 0; i < k->requests; i++) {
       sb_printf(&sb, "  request %d: %lld bytes in %.4f s", i,
                 (long long)k->req_bytes[i], k->req_secs[i]);

@@ -42,6 +42,9 @@ typedef struct {
    * (nccl) */
   const char *reference;
   bool grouped; /* some rank took the grouped path (kv.h) */
+  /* every rank's time on a core and waiting for one during the KV phase,
+   * summed (kv.h); -1 when some rank could not tell */
+  double cpu_run_secs, cpu_wait_secs;
 } RtKvReport;
 
 typedef struct {

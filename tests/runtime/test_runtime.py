@@ -382,6 +382,12 @@ if pd:
               "pd: per-request link bytes add up to the totals", (rl, links))
         check(kv.get("transfer_path") == "per message" and kv.get("reference") == "memcpy",
               "pd: the host backend sends one message at a time, against memcpy", kv)
+        # CPU accounting of the KV phase (Linux schedstat): every rank ran,
+        # and the wait share is a fraction.
+        cpu = kv.get("cpu") or {}
+        check(cpu.get("run_s", 0) > 0 and cpu.get("runq_wait_s", -1) >= 0
+              and 0 <= (cpu.get("runq_wait_share") or 0) < 1,
+              "pd: the report gives the ranks' CPU time and run-queue wait", cpu)
         req_lines = [l for l in txt.splitlines() if l.startswith("  request ")]
         check(len(req_lines) == 3 and all("same node" in l and "cross node" in l and "GB/s" in l
                                           for l in req_lines),
