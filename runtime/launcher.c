@@ -122,6 +122,55 @@ static void sleep_s(double s) {
   }
 }
 
+/* The memory probe of --probe: copies of `bytes` bytes within this rank's
+ * memory (device to device on nccl), RT_PROBE_COPY_ITERS timed after one
+ * untimed copy that faults the pages in; *gbs is 2 x bytes over the median
+ * copy time (a copy reads and writes every byte, so this is the memory
+ * traffic, comparable with a datasheet's bandwidth). */
+static RtResult probe_copy(const RtBackend *be, void *state, int64_t bytes,
+                           double *gbs) {
+  *gbs = 0;
+  if (!be->copy_ref)
+    return rt_err(RT_ERR_UNSUPPORTED, "backend %s cannot time a memory copy",
+                  be->name);
+  void *src = be->mem_alloc(state, (size_t)bytes);
+  void *dst = be->mem_alloc(state, (size_t)bytes);
+  RtResult r = RT_OK;
+  if (!src || !dst) {
+    r = rt_err(RT_ERR_SYS, "cannot allocate 2 x %lld bytes for the memory "
+               "probe; lower --probe-copy-bytes", (long long)bytes);
+    goto done;
+  }
+  /* Write the source for real (untouched host pages would all read the
+   * one zero page), a chunk at a time. */
+  size_t chunk = 1u << 20;
+  unsigned char *h = rp_malloc(chunk);
+  for (size_t i = 0; i < chunk; i++) h[i] = (unsigned char)(i * 131u + 7u);
+  for (int64_t off = 0; off < bytes && r == RT_OK; off += (int64_t)chunk) {
+    size_t n = bytes - off < (int64_t)chunk ? (size_t)(bytes - off) : chunk;
+    r = be->from_host(state, (unsigned char *)src + off, h, n);
+  }
+  free(h);
+  double secs[RT_PROBE_COPY_ITERS], s = 0;
+  if (r == RT_OK) r = be->copy_ref(state, dst, src, (size_t)bytes, &s);
+  for (int i = 0; i < RT_PROBE_COPY_ITERS && r == RT_OK; i++)
+    r = be->copy_ref(state, dst, src, (size_t)bytes, &secs[i]);
+  if (r == RT_OK) {
+    for (int i = 1; i < RT_PROBE_COPY_ITERS; i++)
+      for (int j = i; j > 0 && secs[j] < secs[j - 1]; j--) {
+        double t = secs[j];
+        secs[j] = secs[j - 1];
+        secs[j - 1] = t;
+      }
+    double med = secs[RT_PROBE_COPY_ITERS / 2];
+    *gbs = med > 0 ? 2.0 * (double)bytes / med / 1e9 : 0;
+  }
+done:
+  if (src) be->mem_free(state, src);
+  if (dst) be->mem_free(state, dst);
+  return r;
+}
+
 /* The KV part of a worker (issue 9): allocate the ledger's memory, run the
  * requests through kv_reshard, post memory and transfer figures as
  * `mem/RANK` and `kv/RANK`. */
@@ -232,6 +281,13 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   }
   if (!o->quiet)
     fprintf(stderr, "rankrun: rank %ld: preflight ok (%d groups)\n", rank, ng);
+  if (o->probe_copy_bytes > 0) {
+    double gbs = 0;
+    RTCHECKGOTO(probe_copy(be, state, o->probe_copy_bytes, &gbs), r, fail);
+    snprintf(key, sizeof key, "copy/%ld", rank);
+    snprintf(val, sizeof val, "%lld %.6f", (long long)o->probe_copy_bytes, gbs);
+    RTCHECKGOTO(rt_store_set(&st, key, val, strlen(val)), r, fail);
+  }
   if (o->requests > 0) RTCHECKGOTO(worker_kv(o, plan, be, state, &st, (int)rank,
                                              comms, groups, ng), r, fail);
   /* Soak: rounds of small all-reduces on every group, a fixed number of
@@ -483,6 +539,10 @@ static char **worker_argv(const Launch *L) {
     a[k++] = rp_strdup("--host-memory-scale");
     a[k++] = rp_sprintf("%.17g", L->o->mem_scale);
   }
+  if (L->o->probe_copy_bytes > 0) {
+    a[k++] = rp_strdup("--probe-copy-bytes");
+    a[k++] = rp_sprintf("%lld", (long long)L->o->probe_copy_bytes);
+  }
   if (L->o->corrupt[0] >= 0) {
     a[k++] = rp_strdup("--test-corrupt");
     a[k++] = rp_sprintf("%lld:%lld:%lld:%lld:%lld", (long long)L->o->corrupt[0],
@@ -518,6 +578,25 @@ static void collect_preflight(Launch *L, double deadline) {
       g->ok = ok == 1;
       g->bytes = bytes;
     }
+    free(v);
+  }
+}
+
+/* Collects every rank's memory copy figure of --probe (`copy/RANK`). */
+static void collect_copy(Launch *L, double deadline) {
+  L->rep.copy_bytes = L->o->probe_copy_bytes;
+  L->rep.copy_gbs = rp_calloc((size_t)L->plan->world_size + 1, sizeof(double));
+  for (int r = 0; r < L->plan->world_size; r++) {
+    char key[32], *v = NULL;
+    snprintf(key, sizeof key, "copy/%d", r);
+    double left = deadline - rt_now();
+    long long b = 0;
+    double g = 0;
+    if (L->store_ok &&
+        rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) == RT_OK &&
+        sscanf(v, "%lld %lf", &b, &g) == 2 && b == L->o->probe_copy_bytes &&
+        g > 0 && g < 1e9)
+      L->rep.copy_gbs[r] = g;
     free(v);
   }
 }
@@ -681,6 +760,7 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   free(L->rep.groups);
   free(L->rep.fail_reason);
   free(L->rep.calib.path);
+  free(L->rep.copy_gbs);
   for (int i = 0; i < L->rep.calib.n; i++) free(L->rep.calib.c[i].from);
   free(L->rep.kv.req_bytes);
   free(L->rep.kv.req_secs);
@@ -960,6 +1040,8 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     }
     if (!L.have_fail) collect_preflight(&L, rt_now() + o->timeout);
     if (!L.have_fail && o->requests > 0) collect_kv(&L, rt_now() + o->timeout);
+    if (!L.have_fail && o->probe_copy_bytes > 0)
+      collect_copy(&L, rt_now() + o->timeout);
     if (!L.have_fail && o->probe_path && o->node == 0 &&
         rt_write_calibration(&L.rep, plan, o->probe_path) != RT_OK) {
       fprintf(stderr, "rankrun: %s\n", rt_errmsg());

@@ -63,6 +63,11 @@ typedef struct {
   bool dry_run;
   const char *report_path; /* JSON; text goes to report_path + ".txt" */
   const char *probe_path;  /* --probe FILE: node 0 writes a calibration */
+  int64_t probe_copy_bytes; /* --probe-copy-bytes N: each rank times copies
+                               of N bytes within its memory (device memory
+                               on nccl); 0 with --probe: the backend's
+                               default (RT_PROBE_COPY_*); workers get the
+                               value to use, 0 = no copy probe */
   bool quiet;
   int requests;          /* --requests K: KV transfers (kv.h); 0: none */
   int64_t input_tokens;  /* --input-tokens T */
@@ -71,6 +76,16 @@ typedef struct {
   bool test_ignore_sigterm; /* tests only: workers ignore SIGTERM, so that
                                the SIGKILL after the grace period is seen */
 } RtLaunchOpts;
+
+/* Default bytes of the --probe memory copy: above the last-level cache of
+ * the device, so that the copy measures memory, not cache (an H100's L2 is
+ * 50 MB, NVIDIA H100 Tensor Core GPU Architecture whitepaper; the H200
+ * uses the same GH100 die; the host figure is above the 32 MiB L3 of the
+ * build machine, `lscpu`). */
+#define RT_PROBE_COPY_DEVICE (INT64_C(256) << 20)
+#define RT_PROBE_COPY_HOST (INT64_C(64) << 20)
+/* Timed copies of the probe (after one untimed copy); the median counts. */
+#define RT_PROBE_COPY_ITERS 5
 
 /* Runs the launcher of one node to completion. Returns the process exit
  * code: 0, 3 (runtime failure), or 2 (the plan does not fit the options). */

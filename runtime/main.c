@@ -43,7 +43,11 @@ static void usage(FILE *f) {
           "  --probe FILE          node 0 writes a calibration file for `rankplan search\n"
           "                        --calibration`: the measured latencies and the bus\n"
           "                        bandwidth over the plan's nominal link bandwidth\n"
-          "                        (scale_up/scale_out_efficiency)\n"
+          "                        (scale_up/scale_out_efficiency), and each rank's\n"
+          "                        memory copy bandwidth over the plan's HBM bandwidth\n"
+          "                        (hbm_efficiency)\n"
+          "  --probe-copy-bytes N  bytes of the probe's memory copy (default 256 MiB on\n"
+          "                        nccl, 64 MiB on host)\n"
           "  --quiet               no progress lines on stderr\n"
           "  --help, --version\n"
           "\n"
@@ -107,7 +111,7 @@ int main(int argc, char **argv) {
                          strcmp(a, "--backend") == 0 || strcmp(a, "--timeout") == 0 ||
                          strcmp(a, "--grace") == 0 || strcmp(a, "--soak") == 0 ||
                          strcmp(a, "--preflight-bytes") == 0 || strcmp(a, "--report") == 0 ||
-                         strcmp(a, "--probe") == 0 ||
+                         strcmp(a, "--probe") == 0 || strcmp(a, "--probe-copy-bytes") == 0 ||
                          strcmp(a, "--requests") == 0 || strcmp(a, "--input-tokens") == 0 ||
                          strcmp(a, "--host-memory-scale") == 0 ||
                          strcmp(a, "--test-corrupt") == 0)) {
@@ -171,6 +175,13 @@ int main(int argc, char **argv) {
     } else if (strcmp(a, "--probe") == 0) {
       o.probe_path = next;
       i++;
+    } else if (strcmp(a, "--probe-copy-bytes") == 0) {
+      if (!parse_num(next, 4096, (double)(INT64_C(1) << 40), &v) ||
+          v != (double)(int64_t)v)
+        return bad_usage("bad --probe-copy-bytes `%s`: expected 4096 to "
+                         "1099511627776", next);
+      o.probe_copy_bytes = (int64_t)v;
+      i++;
     } else if (a[0] == '-') {
       return bad_usage("unknown option `%s`", a);
     } else if (!o.plan_path) {
@@ -180,6 +191,11 @@ int main(int argc, char **argv) {
     }
   }
   if (!o.plan_path) return bad_usage("%s", "missing PLAN");
+  if (!worker && o.probe_copy_bytes > 0 && !o.probe_path)
+    return bad_usage("%s", "--probe-copy-bytes needs --probe FILE");
+  if (!worker && o.probe_path && o.probe_copy_bytes == 0)
+    o.probe_copy_bytes = strcmp(o.backend, "nccl") == 0 ? RT_PROBE_COPY_DEVICE
+                                                        : RT_PROBE_COPY_HOST;
   if (o.node < 0) return bad_usage("%s", "missing --node N");
   if (!rt_backend_find(o.backend)) {
     fprintf(stderr, "rankrun: unknown backend `%s`: expected one of %s\n",

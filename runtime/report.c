@@ -64,6 +64,20 @@ static json_t *link_json(int64_t bytes, double secs) {
   return x;
 }
 
+static double median(double *v, int n);
+
+/* The median over ranks of the --probe memory copy bandwidth (GB/s), 0
+ * when no rank gave one. */
+static double copy_median(const RtReport *r) {
+  double *v = rp_calloc((size_t)r->world_size + 1, sizeof *v);
+  int n = 0;
+  for (int i = 0; i < r->world_size; i++)
+    if (r->copy_gbs[i] > 0) v[n++] = r->copy_gbs[i];
+  double m = n ? median(v, n) : 0;
+  free(v);
+  return m;
+}
+
 static json_t *kv_json(const RtReport *r) {
   const RtKvReport *k = &r->kv;
   json_t *o = json_object();
@@ -197,6 +211,19 @@ char *rt_report_json(const RtReport *r) {
   json_object_set_new(pf, "by_kind", byk);
   json_object_set_new(o, "preflight", pf);
   json_object_set_new(o, "kv", r->kv.have ? kv_json(r) : json_null());
+  if (r->copy_bytes > 0 && r->copy_gbs) {
+    json_t *mc = json_object(), *per = json_array();
+    json_object_set_new(mc, "bytes", json_integer(r->copy_bytes));
+    for (int i = 0; i < r->world_size; i++)
+      json_array_append_new(per, r->copy_gbs[i] > 0 ? json_real(r->copy_gbs[i])
+                                                    : json_null());
+    json_object_set_new(mc, "per_rank_gbs", per);
+    double med = copy_median(r);
+    json_object_set_new(mc, "median_gbs", med > 0 ? json_real(med) : json_null());
+    json_object_set_new(o, "memory_copy", mc);
+  } else {
+    json_object_set_new(o, "memory_copy", json_null());
+  }
   if (r->calib.have) {
     json_t *cal = json_object();
     json_object_set_new(cal, "path", json_string(r->calib.path));
@@ -318,6 +345,14 @@ char *rt_report_text(const RtReport *r) {
                 rp_fmt_bytes(s->planned_kv, d, sizeof d));
     }
   }
+  if (r->copy_bytes > 0 && r->copy_gbs) {
+    int n = 0;
+    for (int i = 0; i < r->world_size; i++) n += r->copy_gbs[i] > 0;
+    char b[32];
+    sb_printf(&sb, "memory copy: median %.3f GB/s over %d rank(s) (copies of "
+              "%s, bytes read + written)\n", copy_median(r), n,
+              rp_fmt_bytes(r->copy_bytes, b, sizeof b));
+  }
   if (r->calib.have) {
     sb_printf(&sb, "calibration written to %s:\n", r->calib.path);
     for (int i = 0; i < r->calib.n; i++)
@@ -354,6 +389,7 @@ static int cmp_double(const void *a, const void *b) {
  * drift apart. */
 static void const_range(const char *name, double *lo, double *hi) {
   static const struct { const char *name; double lo, hi; } t[] = {
+      {"hbm_efficiency", 0.01, 1.0},
       {"scale_up_efficiency", 0.01, 1.0},
       {"scale_out_efficiency", 0.01, 1.0},
       {"scale_up_latency_s", 0.0, 1.0},
@@ -441,6 +477,20 @@ RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path)
   for (int c = 0; c < 2; c++) {
     free(lat[c]);
     free(bus[c]);
+  }
+  if (r->copy_bytes > 0 && r->copy_gbs && hw && hw->hbm_bandwidth > 0) {
+    int nr = 0;
+    for (int i = 0; i < r->world_size; i++) nr += r->copy_gbs[i] > 0;
+    double med = copy_median(r);
+    if (med > 0) {
+      double eff = med * 1e9 / hw->hbm_bandwidth;
+      calib_put(r, o, "hbm_efficiency", eff,
+                rp_sprintf("median memory copy bandwidth of %d rank(s) %g GB/s "
+                           "(2 x %lld bytes over the median copy time) / "
+                           "nominal %g GB/s (plan hardware.hbm_bandwidth) = %g",
+                           nr, med, (long long)r->copy_bytes,
+                           hw->hbm_bandwidth / 1e9, eff));
+    }
   }
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
   json_decref(o);

@@ -61,7 +61,7 @@ typedef struct {
 
 /* What --probe wrote to the calibration file: each constant with its
  * value and, in words, the measurement it came from. */
-#define RT_CALIB_MAX 4
+#define RT_CALIB_MAX 5
 typedef struct {
   bool have;                 /* a calibration file was written */
   char *path;
@@ -92,6 +92,10 @@ typedef struct {
   int ngroups;
   RtGroupResult *groups; /* every group of the plan */
   RtKvReport kv;
+  /* --probe: each rank's memory copy bandwidth (2 x bytes over the median
+   * copy time, GB/s; 0 when the rank gave none), copy_gbs[rank] */
+  int64_t copy_bytes; /* 0: no copy probe */
+  double *copy_gbs;   /* world_size entries */
   RtCalibration calib; /* --probe */
 } RtReport;
 
@@ -107,7 +111,9 @@ char *rt_report_text(const RtReport *r);
  *  - scale_up_efficiency / scale_out_efficiency: the median over groups of
  *    the measured bus bandwidth divided by the plan's nominal bandwidth of
  *    that class (plan `hardware`), clamped into the constant's range of
- *    compiler/cost.h; not written when the plan has no nominal figure.
+ *    compiler/cost.h; not written when the plan has no nominal figure;
+ *  - hbm_efficiency: the median over ranks of the memory copy bandwidth
+ *    (copy_gbs) over the plan's hardware.hbm_bandwidth, clamped likewise.
  * Only what was measured is written. */
 RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path);
 
