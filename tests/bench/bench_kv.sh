@@ -9,6 +9,10 @@
 #    ranks than a 2-core machine has cores);
 #  - tests/bench/bench_kv_2node.yaml: the same pair on 2 plan nodes (both
 #    launchers on this machine), over one loopback TCP connection;
+#  - tests/bench/tcp_stream.c (compiled here with cc): not rankrun, the
+#    kernel's own figure: one process streams the same 320 MiB in 2 MiB
+#    messages to another over loopback TCP, with the same memcpy reference,
+#    so that the cross-node rows can be read against plain TCP;
 #  - tests/runtime/pd-small.yaml: prefill tp 2 -> decode tp 4 on 2 plan
 #    nodes (both launchers on this machine), 6 ranks; same-node pairs use
 #    the rings, cross-node pairs loopback TCP.
@@ -31,6 +35,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$build/rankplan" compile "$root/tests/bench/bench_kv.yaml" -o "$tmp/kv2.json" >/dev/null 2>&1
+${CC:-cc} -std=c11 -O2 -o "$tmp/tcp_stream" "$root/tests/bench/tcp_stream.c"
 "$build/rankplan" compile "$root/tests/bench/bench_kv_2node.yaml" -o "$tmp/kv2n.json" >/dev/null 2>&1
 "$build/rankplan" compile "$root/tests/runtime/pd-small.yaml" -o "$tmp/pd.json" >/dev/null 2>&1
 A="--requests 20 --input-tokens 128 --host-memory-scale 0.0005"
@@ -76,4 +81,10 @@ two_nodes() { # plan-json label
   done
 }
 two_nodes "$tmp/kv2n.json" "1 -> 1, 2 nodes"
+i=1
+while [ "$i" -le "$runs" ]; do
+  "$tmp/tcp_stream" 2097152 335544320 | awk -v run="$i" \
+    '{ printf "| plain TCP stream | %d | %s | %s | %s | - | %s | - |\n", run, $5, $2, $8, $2 }'
+  i=$((i + 1))
+done
 two_nodes "$tmp/pd.json" "pd-small"
