@@ -26,7 +26,7 @@
 #include "rt.h"
 #include "store.h"
 
-#define RT_BACKEND_VERSION 2
+#define RT_BACKEND_VERSION 3
 
 typedef enum { RT_I64 = 0, RT_F32 = 1 } RtDtype;
 typedef enum { RT_SUM = 0, RT_MAX = 1 } RtRedOp;
@@ -133,6 +133,12 @@ typedef struct {
    * memory (device to device on nccl), and gives the copy's time. */
   RtResult (*copy_ref)(void *state, void *dst, const void *src, size_t bytes,
                        double *secs);
+
+  /* Optional (NULL when the backend has none); version 3. The free and
+   * total bytes of the memory mem_alloc draws from (the device on nccl:
+   * cudaMemGetInfo), so that a rank whose ledger does not fit fails before
+   * it allocates, naming the planned and the free bytes. */
+  RtResult (*mem_info)(void *state, int64_t *free_bytes, int64_t *total_bytes);
 } RtBackend;
 
 /* The registry: every backend compiled into this binary. */

@@ -345,6 +345,17 @@ static void *nccl_mem_alloc(void *state, size_t bytes) {
   return p;
 }
 
+static RtResult nccl_mem_info(void *state, int64_t *free_bytes,
+                              int64_t *total_bytes) {
+  (void)state;
+  size_t f = 0, t = 0;
+  cudaError_t e = cudaMemGetInfo(&f, &t);
+  if (e != cudaSuccess) return cuda_err(e, "cudaMemGetInfo");
+  *free_bytes = (int64_t)f;
+  *total_bytes = (int64_t)t;
+  return RT_OK;
+}
+
 static void nccl_mem_free(void *state, void *p) {
   (void)state;
   cudaFree(p);
@@ -386,4 +397,5 @@ const RtBackend rt_backend_nccl = {
     .p2p_post = nccl_p2p_post,
     .p2p_wait = nccl_p2p_wait,
     .copy_ref = nccl_copy_ref,
+    .mem_info = nccl_mem_info,
 };

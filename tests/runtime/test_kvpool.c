@@ -1,0 +1,149 @@
+/*
+ * test_kvpool.c: a rank's ledger against the memory its backend reports.
+ * A backend that can tell its free memory (mem_info: cudaMemGetInfo on
+ * nccl) must make a rank whose ledger does not fit fail before anything is
+ * allocated, naming the planned and the free bytes; a failed allocation
+ * names them too. These run everywhere on a backend that is the host
+ * backend with mem_info and mem_alloc replaced, so the nccl path's logic
+ * is checked without a GPU.
+ */
+#include <string.h>
+
+#include "kv.h"
+#include "t.h"
+
+static int64_t fake_free, fake_total;
+static int allocs, frees;
+static bool alloc_fails;
+
+static RtResult fake_mem_info(void *state, int64_t *free_bytes,
+                              int64_t *total_bytes) {
+  (void)state;
+  *free_bytes = fake_free;
+  *total_bytes = fake_total;
+  return RT_OK;
+}
+
+static void *fake_mem_alloc(void *state, size_t bytes) {
+  allocs++;
+  return alloc_fails ? NULL : rt_backend_host.mem_alloc(state, bytes);
+}
+
+static void fake_mem_free(void *state, void *p) {
+  frees++;
+  rt_backend_host.mem_free(state, p);
+}
+
+static RtBackend fake_backend(bool with_info) {
+  RtBackend be = rt_backend_host;
+  be.name = "fake";
+  be.mem_alloc = fake_mem_alloc;
+  be.mem_free = fake_mem_free;
+  be.mem_info = with_info ? fake_mem_info : NULL;
+  return be;
+}
+
+/* Rank 3 on device 2: 1 MiB of weights, 4 blocks of 16 tokens of 4 KiB
+ * = 256 KiB of KV pool. */
+static PlanRank rank3(void) {
+  PlanRank R;
+  memset(&R, 0, sizeof R);
+  R.rank = 3;
+  R.device = 2;
+  R.memory[MEM_WEIGHTS] = INT64_C(1) << 20;
+  R.kv_blocks = 4;
+  R.kv_block_tokens = 16;
+  R.kv_bytes_per_token = 4096;
+  return R;
+}
+
+static void reset(int64_t free_b, int64_t total_b, bool fail) {
+  fake_free = free_b;
+  fake_total = total_b;
+  alloc_fails = fail;
+  allocs = frees = 0;
+}
+
+static void test_fits(void) {
+  RtBackend be = fake_backend(true);
+  PlanRank R = rank3();
+  RtKvPool p;
+  reset(INT64_C(8) << 20, INT64_C(16) << 20, false);
+  T_EQ_INT(rt_kvpool_alloc(&be, NULL, &R, 1.0, &p), RT_OK);
+  T_EQ_INT((int)p.weights_bytes, 1 << 20);
+  T_EQ_INT((int)p.kv_bytes, 256 << 10);
+  T_EQ_INT((int)p.planned_kv, 256 << 10);
+  T_EQ_INT(allocs, 2);
+  rt_kvpool_free(&be, NULL, &p);
+  T_EQ_INT(frees, 2);
+}
+
+static void test_too_big_before_alloc(void) {
+  RtBackend be = fake_backend(true);
+  PlanRank R = rank3();
+  RtKvPool p;
+  /* 1 MiB + 256 KiB planned, 1 MiB free: refused, nothing allocated. */
+  reset(INT64_C(1) << 20, INT64_C(80) << 30, false);
+  T_EQ_INT(rt_kvpool_alloc(&be, NULL, &R, 1.0, &p), RT_ERR_SYS);
+  const char *m = rt_errmsg();
+  T_CHECK(strstr(m, "rank 3 (device 2)") != NULL);
+  T_CHECK(strstr(m, "does not fit the device") != NULL);
+  T_CHECK(strstr(m, "planned 1.00 MiB of weights and 256.00 KiB of KV pool") != NULL);
+  T_CHECK(strstr(m, "1.00 MiB free of 80.00 GiB") != NULL);
+  T_EQ_INT(allocs, 0);
+  T_CHECK(p.weights == NULL && p.kv == NULL);
+}
+
+static void test_exact_fit(void) {
+  RtBackend be = fake_backend(true);
+  PlanRank R = rank3();
+  RtKvPool p;
+  reset((INT64_C(1) << 20) + (INT64_C(256) << 10), INT64_C(2) << 20, false);
+  T_EQ_INT(rt_kvpool_alloc(&be, NULL, &R, 1.0, &p), RT_OK);
+  rt_kvpool_free(&be, NULL, &p);
+}
+
+static void test_alloc_fails_names_free(void) {
+  RtBackend be = fake_backend(true);
+  PlanRank R = rank3();
+  RtKvPool p;
+  /* The device said it had room, the allocation failed anyway
+   * (fragmentation, another process): the error still names both. */
+  reset(INT64_C(4) << 20, INT64_C(8) << 20, true);
+  T_EQ_INT(rt_kvpool_alloc(&be, NULL, &R, 1.0, &p), RT_ERR_SYS);
+  const char *m = rt_errmsg();
+  T_CHECK(strstr(m, "cannot allocate its memory") != NULL);
+  T_CHECK(strstr(m, "4.00 MiB free of 8.00 MiB") != NULL);
+  T_CHECK(p.weights == NULL && p.kv == NULL);
+}
+
+static void test_no_info_alloc_fails(void) {
+  RtBackend be = fake_backend(false);
+  PlanRank R = rank3();
+  RtKvPool p;
+  reset(0, 0, true);
+  T_EQ_INT(rt_kvpool_alloc(&be, NULL, &R, 0.5, &p), RT_ERR_SYS);
+  const char *m = rt_errmsg();
+  T_CHECK(strstr(m, "asked 524288 + 131072 bytes at scale 0.5") != NULL);
+}
+
+static void test_overflow(void) {
+  RtBackend be = fake_backend(true);
+  PlanRank R = rank3();
+  RtKvPool p;
+  R.kv_blocks = INT64_MAX / 2;
+  reset(INT64_MAX, INT64_MAX, false);
+  T_EQ_INT(rt_kvpool_alloc(&be, NULL, &R, 1.0, &p), RT_ERR_INVALID);
+  T_CHECK(strstr(rt_errmsg(), "overflows 64 bits") != NULL);
+  T_EQ_INT(allocs, 0);
+}
+
+int main(void) {
+  T_RUN(test_fits);
+  T_RUN(test_too_big_before_alloc);
+  T_RUN(test_exact_fit);
+  T_RUN(test_alloc_fails_names_free);
+  T_RUN(test_no_info_alloc_fails);
+  T_RUN(test_overflow);
+  T_DONE();
+}
