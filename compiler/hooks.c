@@ -12,6 +12,10 @@
  *  - the hook sees only a whitelisted environment: no io, os, debug,
  *    package/require, dofile, loadfile, print; `load` compiles text only;
  *    the string metatable is hidden behind a read-only proxy;
+ *  - no string the hook makes is longer than HOOK_STRING_MAX, and the
+ *    count hook runs more often once long strings exist, so that string
+ *    operations between two checks stay bounded (docs/hooks.md, "Long
+ *    strings");
  *  - once a limit is hit or the sandbox refused something, the run is
  *    "killed": every later instruction raises again and the sandbox's pcall
  *    rethrows, so a hook cannot catch its way past a limit;
@@ -337,12 +341,24 @@ bool hook_ctx_build(HookCtx *ctx, const Spec *s, Diags *d) {
  * One sandboxed run
  * ====================================================================== */
 
-typedef enum { KILL_NONE, KILL_BUDGET, KILL_MEMORY, KILL_DEADLINE, KILL_DENIED, KILL_COSTLY } KillReason;
+typedef enum {
+  KILL_NONE, KILL_BUDGET, KILL_MEMORY, KILL_DEADLINE, KILL_DENIED, KILL_COSTLY, KILL_STRING
+} KillReason;
 typedef enum { PH_SETUP, PH_LOAD, PH_CHUNK, PH_CALL, PH_CONVERT } Phase;
 
 /* Instructions between two count-hook calls: small enough that a deadline
  * is noticed within microseconds, large enough to cost nothing. */
 #define HOOK_STEP 1000
+/* One VM instruction can read or copy its string operands whole (`..`,
+ * `<`, `==` of two distinct equal strings, a string turned into a number
+ * for arithmetic), so what an instruction costs grows with the longest
+ * string in the state. Once strings longer than HOOK_WINDOW_BYTES /
+ * HOOK_STEP exist, the count hook runs more often (the step halves, down to
+ * every instruction) so that the instructions between two checks touch
+ * about HOOK_WINDOW_BYTES string bytes at most: some 12 ms in the worst
+ * case measured (`<` of strings of NUL bytes, which strcoll compares
+ * byte by byte). With HOOK_STRING_MAX that also bounds one instruction. */
+#define HOOK_WINDOW_BYTES (INT64_C(1) << 20)
 /* Bytes a killed run may still allocate to build its error message. */
 #define HOOK_SLACK (INT64_C(1) << 20)
 
@@ -360,9 +376,21 @@ typedef struct {
   size_t ncand;
   Diags *d;
   /* sandbox state */
+  lua_State *L;
   int64_t used, limit;
   bool capped;
+  bool hooked;  /* the count hook is installed (its step may change) */
+  bool in_msgh; /* the sandbox's message handler builds its traceback */
   int64_t steps;
+  int step;            /* the count hook's current interval */
+  int line_due;        /* instructions until last_line is taken again */
+  int64_t longest;     /* the longest string made in this state, bytes */
+  size_t str_overhead; /* a string's allocation minus its length */
+  size_t last_str;     /* the allocation of the latest new string */
+  int64_t str_asked;   /* KILL_STRING: the length refused */
+  int str_line;        /* KILL_STRING: the hook line that made it */
+  size_t load_pos;     /* compiling the hook file: bytes fed to Lua */
+  int load_line;       /* and the line they end on */
   struct timespec deadline;
   KillReason kill;
   char denied[64];
@@ -383,13 +411,71 @@ typedef struct {
 
 static Run *run_of(lua_State *L) { return *(Run **)lua_getextraspace(L); }
 
+static void run_hook(lua_State *L, lua_Debug *ar);
+
+/* The count hook's step for strings of up to `longest` bytes: HOOK_STEP,
+ * halved until the step's instructions touch at most HOOK_WINDOW_BYTES. */
+static int step_for(int64_t longest) {
+  int step = HOOK_STEP;
+  while (step > 1 && (int64_t)step * longest > HOOK_WINDOW_BYTES) step /= 2;
+  return step;
+}
+
+/* The innermost line of the hook file on the stack, or while the file is
+ * being compiled the line the lexer has read to; 0 when neither. Reads the
+ * call frames only (lua_getinfo with "Sl" allocates nothing), so the
+ * allocator may call it. */
+static int hook_line(Run *r) {
+  lua_Debug ar;
+  for (int lv = 0; lua_getstack(r->L, lv, &ar); lv++)
+    if (lua_getinfo(r->L, "Sl", &ar) && ar.currentline > 0 && strcmp(ar.source, r->chunkname) == 0)
+      return ar.currentline;
+  return r->phase == PH_LOAD ? r->load_line : 0;
+}
+
+/* A new string object of nsize bytes: refused (KILL_STRING, which no pcall
+ * catches) when longer than HOOK_STRING_MAX while the hook's code counts;
+ * otherwise remembered, and the count hook's step shortened when it is the
+ * longest so far. Strings the sandbox makes before the cap (the context)
+ * and the traceback of the message handler are not refused, only counted
+ * for the step. */
+static bool new_string_ok(Run *r, size_t nsize) {
+  r->last_str = nsize;
+  int64_t len = (int64_t)nsize - (int64_t)r->str_overhead;
+  if (r->capped && !r->in_msgh && len > HOOK_STRING_MAX) {
+    if (!r->kill) {
+      r->kill = KILL_STRING;
+      r->str_asked = len;
+      r->str_line = hook_line(r);
+    }
+    return false;
+  }
+  if (len > r->longest) {
+    r->longest = len;
+    int step = step_for(len);
+    if (r->hooked && !r->kill && step < r->step) {
+      /* at once: the instruction that made this string may be followed by
+       * a thousand that compare it. Only the count changes (the
+       * instructions counted toward the current step are dropped: fewer
+       * than 2000 in all, over the step's ten values). */
+      r->step = step;
+      lua_sethook(r->L, run_hook, LUA_MASKCOUNT | LUA_MASKRET, step);
+    }
+  }
+  return true;
+}
+
 /* The counting allocator: the memory cap. Before the hook's code runs the
  * cap is off (the context counts against nothing); afterwards it allows
  * lim->memory bytes beyond what setup used, plus a small slack once the run
- * is killed so that the error message can still be built. */
+ * is killed so that the error message can still be built. New strings are
+ * also held to HOOK_STRING_MAX (new_string_ok). */
 static void *run_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   Run *r = ud;
-  if (!ptr) osize = 0; /* osize then encodes the object type */
+  /* A new object: osize encodes its type. Short and long strings both come
+   * as LUA_TSTRING (Lua passes the type without its variant bits). */
+  if (!ptr && osize == LUA_TSTRING && nsize > 0 && !new_string_ok(r, nsize)) return NULL;
+  if (!ptr) osize = 0;
   if (nsize == 0) {
     free(ptr);
     r->used -= (int64_t)osize;
@@ -430,6 +516,7 @@ static const char *kill_text(const Run *r) {
   case KILL_DEADLINE: return "wall-clock deadline passed";
   case KILL_DENIED: return "sandbox refused the operation";
   case KILL_COSTLY: return "library call would exceed the instruction budget";
+  case KILL_STRING: return "string longer than the sandbox allows";
   default: return "killed";
   }
 }
@@ -446,10 +533,17 @@ static void run_hook(lua_State *L, lua_Debug *ar) {
     lua_pop(L, 2);
     return;
   }
-  if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0 && strcmp(ar->source, r->chunkname) == 0)
-    r->last_line = ar->currentline;
+  r->in_msgh = false; /* Lua code runs: the message handler is done */
+  /* the line about every HOOK_STEP instructions, however short the step:
+   * at a step of 1 it would cost more than the instructions */
+  r->line_due -= r->step;
+  if (r->line_due <= 0) {
+    r->line_due = HOOK_STEP;
+    if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0 && strcmp(ar->source, r->chunkname) == 0)
+      r->last_line = ar->currentline;
+  }
   if (!r->kill) {
-    r->steps += HOOK_STEP;
+    r->steps += r->step;
     if (r->steps > r->lim->instructions) r->kill = KILL_BUDGET;
     else if (past(&r->deadline)) r->kill = KILL_DEADLINE;
   }
@@ -464,6 +558,7 @@ static void run_hook(lua_State *L, lua_Debug *ar) {
  * object, and appends a traceback. Never calls user metamethods. */
 static int run_msgh(lua_State *L) {
   Run *r = run_of(L);
+  r->in_msgh = true; /* the run is ending: its traceback may be long */
   lua_Debug ar;
   for (int lv = 0; lua_getstack(L, lv, &ar); lv++) {
     if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0 && strcmp(ar.source, r->chunkname) == 0) {
@@ -482,6 +577,7 @@ static int run_msgh(lua_State *L) {
   luaL_traceback(L, L, msg, 1);
   free(r->traceback);
   r->traceback = rp_strdup(lua_tostring(L, -1));
+  r->in_msgh = false;
   return 1;
 }
 
@@ -1881,10 +1977,37 @@ static bool convert_objective(Run *r, lua_State *L, int res) {
   return true;
 }
 
+/* Feeds the hook file to Lua a line at a time, so that r->load_line is
+ * the line the lexer is on: a string the lexer makes ends on the line last
+ * fed (the character it reads past the string's end is on the same line,
+ * the newline at the latest). Lines end at '\n'. */
+static const char *read_line(lua_State *L, void *ud, size_t *size) {
+  (void)L;
+  Run *r = ud;
+  if (r->load_pos >= r->len) {
+    *size = 0;
+    return NULL;
+  }
+  const char *p = r->text + r->load_pos;
+  const char *nl = memchr(p, '\n', r->len - r->load_pos);
+  *size = nl ? (size_t)(nl - p) + 1 : r->len - r->load_pos;
+  r->load_pos += *size;
+  r->load_line++;
+  return p;
+}
+
 /* The protected body of a run: sandbox, load, call, convert. */
 static int run_main(lua_State *L) {
   Run *r = run_of(L);
   r->phase = PH_SETUP;
+  /* What Lua allocates for a string beyond its length (the object header
+   * and the terminating zero) is not in its public headers: measured on a
+   * string long enough to be made on its own. */
+  static const char probe[256];
+  lua_pushlstring(L, probe, sizeof probe);
+  RP_ASSERT(r->last_str > sizeof probe && r->last_str < 2 * sizeof probe);
+  r->str_overhead = r->last_str - sizeof probe;
+  lua_pop(L, 1);
   build_env(L);
   int E = lua_gettop(L);
   push_ctx(L, r);
@@ -1899,10 +2022,12 @@ static int run_main(lua_State *L) {
     r->deadline.tv_sec++;
     r->deadline.tv_nsec -= 1000000000L;
   }
-  lua_sethook(L, run_hook, LUA_MASKCOUNT | LUA_MASKRET, HOOK_STEP);
+  r->step = step_for(r->longest); /* the context's strings count too */
+  lua_sethook(L, run_hook, LUA_MASKCOUNT | LUA_MASKRET, r->step);
+  r->hooked = true;
 
   r->phase = PH_LOAD;
-  if (luaL_loadbufferx(L, r->text, r->len, r->chunkname, "t") != LUA_OK) return lua_error(L);
+  if (lua_load(L, read_line, r, r->chunkname, "t") != LUA_OK) return lua_error(L);
   lua_pushvalue(L, E);
   lua_setupvalue(L, -2, 1);
   r->phase = PH_CHUNK;
@@ -1925,6 +2050,7 @@ static int run_main(lua_State *L) {
   r->phase = PH_CALL;
   lua_call(L, 1, 1);
   r->phase = PH_CONVERT;
+  r->hooked = false;
   lua_sethook(L, NULL, 0, 0); /* raw reads only from here: no user code runs */
   int res = lua_gettop(L);
   switch (r->kind) {
@@ -1988,6 +2114,19 @@ static void report_failure(Run *r, int status) {
   const char *hk = kind_names[r->kind];
   Diag *g;
   int line = r->err_line ? r->err_line : r->last_line;
+  if (r->kill == KILL_STRING) {
+    /* a memory error, which runs no message handler: the line is the one
+     * the allocator found on the stack */
+    if (r->str_line) line = r->str_line;
+    g = diag_at(r->d, DIAG_E0620, line_loc(r, line),
+                "%s hook built a string of %lld bytes, longer than the sandbox's limit of %lld bytes",
+                hk, (long long)r->str_asked, (long long)HOOK_STRING_MAX);
+    if (r->phase == PH_LOAD)
+      diag_note(g, "a string literal or name in the hook file, made when the file is compiled; it ends on this line");
+    diag_help(g, "keep long text as a table of shorter strings; each string a hook makes is capped at %lld bytes (docs/hooks.md, \"Long strings\")",
+              (long long)HOOK_STRING_MAX);
+    return;
+  }
   if (r->kill == KILL_MEMORY || status == LUA_ERRMEM) {
     g = diag_at(r->d, DIAG_E0607, line_loc(r, line),
                 "%s hook went over its memory cap of %lld bytes", hk, (long long)r->lim->memory);
@@ -2062,6 +2201,7 @@ static bool run_once(Run *r) {
     return false;
   }
   *(Run **)lua_getextraspace(L) = r;
+  r->L = L;
   lua_atpanic(L, run_panic);
   if (r->perturb) {
     /* The second run of a determinism check: tables kept alive here shift
@@ -2105,6 +2245,7 @@ static void run_init(Run *r, HookEnv *env, HookKind k, const HookCtx *ctx, Diags
   r->ctx = ctx;
   r->d = d;
   r->fn_ref = LUA_NOREF;
+  r->step = HOOK_STEP;
 }
 
 static void run_free(Run *r) {

@@ -13,7 +13,8 @@
  * Every call runs in a fresh Lua state with a whitelisted environment (no
  * io, os, debug, package/require, dofile, loadfile; `load` takes text only),
  * an instruction budget, a memory cap and a wall-clock deadline
- * (HookLimits, tunable through RANKPLAN_HOOK_* environment variables), and
+ * (HookLimits, tunable through RANKPLAN_HOOK_* environment variables), a
+ * fixed cap on the length of each string (HOOK_STRING_MAX), and
  * optionally twice, rejecting results that differ.
  *
  * Callers (the layout stage, the search) fill a HookCtx, usually with
@@ -49,6 +50,13 @@ typedef struct {
 } HookLimits;
 
 void hook_limits_default(HookLimits *lim);
+
+/* The longest string, in bytes, a hook may make (a literal in its file, a
+ * result of `..`, string.rep, table.concat, string.format, ...): a longer
+ * one is refused with E0620. Fixed, not a setting: it bounds what one Lua
+ * instruction can do with its string operands (docs/hooks.md, "Long
+ * strings"). The context's strings are not held to it. */
+#define HOOK_STRING_MAX (INT64_C(1) << 20)
 
 /* The hook files of one compilation. Texts are read once, on first use. */
 typedef struct {

@@ -10,6 +10,8 @@
 2. Abuse through the CLI: each tests/hooks/abuse/*.lua used as the
    placement hook of a small spec ends in exit 1 with its diagnostic code,
    never a crash, an internal error or a sanitizer report.
+3. Long strings: E0620 names the hook file and line; a hook that builds
+   strings of exactly the per-string limit still compiles.
 
 `test_hooks_cli.py --update` rewrites the golden plans (review the diff).
 """
@@ -141,7 +143,20 @@ ABUSE = {
     "pattern_backtrack": "E0619", "metamethod_cfunction": "E0605",
     "concat_late_metamethod": "E0619", "sort_long_strings": "E0619",
     "insert_len_lie": "E0619", "utf8_skip": "E0619",
+    "long_string_concat": "E0620", "long_string_compare": "E0608",
 }
+
+# Limits other than the common ones, by abuse name.
+ABUSE_LIMITS = {
+    # Lua's stack limit must come before the memory cap: the default cap.
+    "deep_recursion": {"RANKPLAN_HOOK_MEMORY": None},
+    # a loop of 1 MiB string operations ends on its deadline, not its budget
+    "long_string_compare": {"RANKPLAN_HOOK_INSTRUCTIONS": "1000000000000",
+                            "RANKPLAN_HOOK_TIMEOUT_MS": "500"},
+}
+
+# The line an abuse's diagnostic must name, where the test pins it.
+ABUSE_LINE = {"long_string_concat": 5}
 
 ABUSE_SPEC = """version: 1
 name: hook-abuse
@@ -184,15 +199,18 @@ def abuse():
             spec.write_text(ABUSE_SPEC.format(name=name))
             limits = dict(RANKPLAN_HOOK_INSTRUCTIONS="5000000", RANKPLAN_HOOK_MEMORY="16MiB",
                           RANKPLAN_HOOK_TIMEOUT_MS="60000")
-            if name == "deep_recursion":
-                # Lua's stack limit must come before the memory cap: the default cap.
-                del limits["RANKPLAN_HOOK_MEMORY"]
+            for k, v in ABUSE_LIMITS.get(name, {}).items():
+                if v is None:
+                    del limits[k]
+                else:
+                    limits[k] = v
             p = compile_spec(spec.name, pathlib.Path(tmp) / "out.json", tmp, **limits)
             err = p.stderr.decode("utf-8", "replace")
             if not sane(p, f"abuse {name}"):
                 continue
-            if p.returncode != 1 or f"error[{code}]" not in err or f"abuse/{name}.lua" not in err:
-                fail(f"abuse {name}: exit {p.returncode}, expected 1 with {code} naming the hook file\n{err[-2000:]}")
+            where = f"abuse/{name}.lua" + (f":{ABUSE_LINE[name]}:" if name in ABUSE_LINE else "")
+            if p.returncode != 1 or f"error[{code}]" not in err or where not in err:
+                fail(f"abuse {name}: exit {p.returncode}, expected 1 with {code} naming {where}\n{err[-2000:]}")
             elif (pathlib.Path(tmp) / "out.json").exists():
                 fail(f"abuse {name}: a plan was written")
             else:
@@ -202,6 +220,32 @@ def abuse():
     for f in sorted(src.glob("*.lua")):
         if f.stem not in seen and f.stem not in c_only:
             fail(f"abuse {f.stem}: no CLI expectation in test_hooks_cli.py")
+
+
+LONG_OK = """-- strings of exactly the per-string limit (1 MiB), made every way
+return function(ctx)
+  local s = string.rep("a", 1 << 20)
+  local t = {s:sub(2) .. "b", table.concat({s:sub(2), "c"}),
+             string.format("%s%s", s:sub(2), "d"), s:upper()}
+  for _, x in ipairs(t) do assert(#x == 1 << 20) end
+  assert(t[4] < s and t[1] > s and t[2] ~= t[3])
+  return ctx.default
+end
+"""
+
+
+def long_string_ok():
+    with tempfile.TemporaryDirectory() as tmp:
+        (pathlib.Path(tmp) / "abuse").mkdir()
+        (pathlib.Path(tmp) / "abuse" / "long_ok.lua").write_text(LONG_OK)
+        spec = pathlib.Path(tmp) / "long_ok.yaml"
+        spec.write_text(ABUSE_SPEC.format(name="long_ok"))
+        p = compile_spec(spec.name, pathlib.Path(tmp) / "out.json", tmp)
+        err = p.stderr.decode("utf-8", "replace")
+        if sane(p, "long strings at the limit") and p.returncode != 0:
+            fail(f"long strings at the limit: exit {p.returncode}, expected 0\n{err[-2000:]}")
+        else:
+            print("ok   long strings at the limit")
 
 
 def bad_setting():
@@ -236,6 +280,7 @@ def help_names_settings():
 golden_plans()
 if not UPDATE:
     abuse()
+    long_string_ok()
     bad_setting()
     help_names_settings()
 print(f"{len(failures)} failures")

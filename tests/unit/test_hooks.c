@@ -719,10 +719,10 @@ static void test_library_loops(void) {
   expect_placement(abuse("concat_late_metamethod"), NULL, "E0619",
                    "`table.concat` of 1099511627776 elements", 8);
   expect_placement(abuse("sort_long_strings"), NULL, "E0619",
-                   "`table.sort` of 1000 elements with strings of 16777216 bytes", 9);
+                   "`table.sort` of 1000 elements with strings of 1048576 bytes", 9);
   expect_placement(abuse("insert_len_lie"), NULL, "E0619",
                    "`table.insert` shifting 1099511627776 elements", 6);
-  expect_placement(abuse("utf8_skip"), NULL, "E0619", "`utf8.codes` step over a 16777217-byte", 7);
+  expect_placement(abuse("utf8_skip"), NULL, "E0619", "`utf8.codes` step over a 1048576-byte", 7);
   /* table.remove and table.unpack, and table.sort of a claimed length
    * whose elements come from a C `__index` added after setmetatable */
   expect_objective(tmp_hook("return function(ctx)\n"
@@ -756,7 +756,9 @@ static void test_library_loops(void) {
                             "  return select('#', table.unpack({}, 1, 1 << 40))\n"
                             "end\n"),
                    NULL, "E0619", "`table.unpack` of 1099511627776 elements");
-  /* many calls that each copy a MiB add up: 1000 MiB against 10^8 steps */
+  /* many calls that each copy a MiB add up: 1000 MiB against 10^8 steps
+   * (every string within HOOK_STRING_MAX, so that the charge is what ends
+   * the run) */
   const char *each[] = {
       "local x = string.rep('x', 1 << 20)",
       "local x = string.format('%s', s)",
@@ -766,7 +768,7 @@ static void test_library_loops(void) {
       "local x = utf8.len(s)",
       "local x = tonumber(d)",
       "local x = load('return ' .. d)",
-      "local x = table.concat({s, s})",
+      "local x = table.concat({h, h})",
       "local x = string.pack('z', s)",
       "local x = string.unpack('z', z)",
   };
@@ -774,8 +776,9 @@ static void test_library_loops(void) {
     char src[512];
     snprintf(src, sizeof src,
              "return function(ctx)\n"
-             "  local s = string.rep('a', 1 << 20)\n"
-             "  local d = string.rep('1', 1 << 20)\n"
+             "  local s = string.rep('a', (1 << 20) - 1)\n"
+             "  local d = string.rep('1', (1 << 20) - 8)\n"
+             "  local h = string.rep('a', 1 << 19)\n"
              "  local z = s .. '\\0'\n"
              "  for i = 1, 1000 do %s end\n"
              "  return 1\n"
@@ -792,6 +795,120 @@ static void test_library_loops(void) {
                             "  return #keep\n"
                             "end\n"),
                    NULL, "E0619", "`collectgarbage` over");
+}
+
+/* Strings are capped at HOOK_STRING_MAX bytes, however they are made: one
+ * VM instruction reads or copies its string operands whole, so the cap
+ * bounds each instruction, and once long strings exist the count hook runs
+ * often enough that the deadline still holds. */
+static void test_long_strings(void) {
+  /* a loop of `<`, `==`, `..` and string-to-number on 1 MiB strings ends on
+   * its deadline */
+  Lim l = {.instructions = INT64_C(1000000000000), .timeout_ms = 100};
+  expect_objective(abuse("long_string_compare"), &l, "E0608", "deadline of 100 ms");
+  /* one byte over: refused where it is made, naming the line; pcall cannot
+   * catch it */
+  expect_placement(abuse("long_string_concat"), NULL, "E0620",
+                   "built a string of 2097152 bytes, longer than the sandbox's limit of 1048576 bytes", 5);
+  const char *over[] = {
+      "local x = string.rep('x', (1 << 20) + 1)",
+      "local x = s .. 'y'",
+      "local x = table.concat({s, 'y'})",
+      "local x = string.format('%s%s', s, 'y')",
+      "local x = s:rep(2)",
+      "local x = ('y'):rep(1 << 20, 'z')",
+      "local x = load('return ... .. \"y\"')(s)",
+      "local ok = pcall(string.rep, s, 2)",
+  };
+  for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "return function(ctx)\n"
+             "  local s = string.rep('a', 1 << 20)\n"
+             "  %s\n"
+             "  return 1\n"
+             "end\n",
+             over[i]);
+    expect_objective(tmp_hook(src), NULL, "E0620", "longer than the sandbox's limit of 1048576 bytes");
+    expect_placement(tmp_hook(src), NULL, "E0620", "built a string of", 3);
+  }
+  /* exactly the limit, made each way, runs; so does an error message of
+   * that length (the traceback the sandbox builds from it is not held to
+   * the cap) */
+  const char *at[] = {
+      "local x = string.rep('x', 1 << 20)",
+      "local x = s:sub(2) .. 'y'",
+      "local x = table.concat({s:sub(2), 'y'})",
+      "local x = string.format('%s%s', s:sub(2), 'y')",
+      "local x = s:sub(2):upper() .. 'y'",
+      "local x = load('return [[' .. s:sub(13) .. 'y]]')() .. s:sub(1, 11)",
+  };
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "return function(ctx)\n"
+             "  local s = string.rep('a', 1 << 20)\n"
+             "  %s\n"
+             "  assert(#x == 1 << 20)\n"
+             "  return 1\n"
+             "end\n",
+             at[i]);
+    Diags d;
+    diags_init(&d);
+    bool ok;
+    double v = run_objective(tmp_hook(src), NULL, &ok, &d);
+    T_CHECK(ok && v == 1);
+    if (!ok) dump(&d);
+    diags_free(&d);
+  }
+  expect_objective(tmp_hook("return function(ctx)\n"
+                            "  error(string.rep('m', 1 << 20), 0)\n"
+                            "end\n"),
+                   NULL, "E0604", "failed: mmmm");
+  /* a literal in the hook file over the limit: refused when the file is
+   * compiled, at the line the literal ends on */
+  size_t n = ((size_t)1 << 20) + 1;
+  char *big = malloc(n + 256);
+  T_CHECK(big != NULL);
+  if (!big) return;
+  int k = snprintf(big, 256, "-- a long literal\nlocal s = [[\n");
+  memset(big + k, 'q', n);
+  snprintf(big + k + n, 256, "]]\nreturn function(ctx) return #s end\n");
+  expect_objective(tmp_hook(big), NULL, "E0620", "built a string of 1048577 bytes");
+  expect_placement(tmp_hook(big), NULL, "E0620", "built a string of 1048577 bytes", 3);
+  /* one byte shorter, it compiles */
+  snprintf(big + k + n - 1, 256, "]]\nreturn function(ctx) return #s end\n");
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double v = run_objective(tmp_hook(big), NULL, &ok, &d);
+  T_CHECK(ok && v == (double)((size_t)1 << 20));
+  if (!ok) dump(&d);
+  diags_free(&d);
+  /* the context's strings are not held to the cap: a 2 MiB model name */
+  HookCtx c;
+  diags_init(&d);
+  ctx_pd(&c, &d);
+  memset(big, 'n', n - 1);
+  big[n - 1] = '\0';
+  char *name = malloc(2 * n);
+  T_CHECK(name != NULL);
+  if (name) {
+    snprintf(name, 2 * n, "%s%s", big, big);
+    c.model_name = name;
+    HookEnv env;
+    env_for(&env, &d, HOOK_OBJECTIVE,
+            tmp_hook("return function(ctx) return #ctx.model.name end\n"), NULL);
+    HookKV cand[] = {{"goodput", 1}};
+    double score = 0;
+    T_CHECK(hook_run_objective(&env, &c, cand, 1, &score, &d));
+    T_CHECK(score == (double)(2 * (n - 1)));
+    hook_env_free(&env);
+  }
+  hook_ctx_free(&c);
+  diags_free(&d);
+  free(name);
+  free(big);
 }
 
 /* The wrapped functions answer exactly as the library does. */
@@ -933,6 +1050,7 @@ int main(void) {
   T_RUN(test_table_move);
   T_RUN(test_metamethod_cfunction);
   T_RUN(test_library_loops);
+  T_RUN(test_long_strings);
   T_RUN(test_library_results);
   T_RUN(test_pattern_cost);
   for (int i = 0; i < tmpn; i++) {
