@@ -8,10 +8,11 @@
  * the decode ranks' pools, statistics, or a verification error naming
  * (request, layer, kv head, token, byte).
  * Invariants: every rank walks requests in order and, within a request,
- * the transfer list in plan order (sorted by dst); a rank acts only on the
- * transfers whose src or dst it is. One total order of sends and receives
- * on every rank makes the schedule deadlock-free: the earliest unfinished
- * transfer always has both ends ready. Ownership used to verify is
+ * layer groups in order and in each the transfer list in plan order
+ * (sorted by dst); a rank acts only on the transfers whose src or dst it
+ * is. One total order of sends and receives on every rank makes the
+ * schedule deadlock-free: the earliest unfinished message always has both
+ * ends ready. Ownership used to verify is
  * recomputed from the decode rank's own shard and coordinates, not taken
  * from the map, so a wrong map is caught, not trusted.
  *
@@ -632,93 +633,106 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
      * group i+1 (the receiver drains group i meanwhile). */
     bool *filled = rp_calloc((size_t)(g.l1 - g.l0) + 1, sizeof *filled);
     double t_req = rt_now();
-    for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
-      const PlanTransfer *x = &pair->transfers[j];
-      int64_t sg = global_of(pl, pi, pinst, pdp, x->src);
-      int64_t dg = global_of(pl, di, dinst, ddp, x->dst);
-      if (sg < 0 || dg < 0) {
-        r = rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names a "
-                   "rank the pools do not have", (long long)x->src,
-                   (long long)x->dst);
-        break;
-      }
-      if (sg != rank && dg != rank) continue;
-      if (!in_region(&g, x)) {
-        r = rt_err(RT_ERR_CHECK, "kv_reshard transfer %lld -> %lld (layers "
-                   "[%lld, %lld), kv heads [%lld, %lld)) is outside rank %d's "
-                   "shard", (long long)x->src, (long long)x->dst,
-                   (long long)x->layers[0], (long long)x->layers[1],
-                   (long long)x->kv_heads[0], (long long)x->kv_heads[1], rank);
-        break;
-      }
-      int64_t ntok = xfer_tokens(x, T);
-      for (int64_t lb = x->layers[0]; lb < x->layers[1] && r == RT_OK;
-           lb += RT_KV_LAYER_GROUP) {
-        int64_t le = lb + RT_KV_LAYER_GROUP < x->layers[1] ? lb + RT_KV_LAYER_GROUP
-                                                          : x->layers[1];
-        int64_t nb = 0;
-        if (sg == rank) {
-          for (int64_t l = lb; l < le; l++) {
-            if (filled[l - g.l0]) continue;
-            for (int64_t h = g.h0; h < g.h1; h++)
-              for (int64_t p = 0; p < T; p++)
-                if (owns_token(MP, me, T, p))
-                  fill_cell(region + cell_off(&g, l, h, p), (size_t)bph,
-                            cell_seed(k, l, h, p));
-            filled[l - g.l0] = true;
-          }
-          for (int64_t l = lb; l < le; l++)
-            for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
-              for (int64_t p = 0; p < T; p++) {
-                if (!xfer_has(x, p)) continue;
-                memcpy(buf + nb, region + cell_off(&g, l, h, p), (size_t)bph);
-                if (o->corrupt[0] == k && o->corrupt[1] == l &&
-                    o->corrupt[2] == h && o->corrupt[3] == p &&
-                    o->corrupt[4] >= 0 && o->corrupt[4] < bph)
-                  buf[nb + o->corrupt[4]] ^= 0xA5;
-                nb += bph;
-              }
-          if (!host) r = be->from_host(state, dev, buf, (size_t)nb);
-          /* The benchmark's reference: a plain memcpy of the same message
-           * between two pre-faulted host buffers, timed just before the
-           * send, so that both see the same load on the machine. */
-          if (ref_off + (size_t)nb > ref_bytes) ref_off = 0;
-          double tm = rt_now();
-          memcpy(ref + ref_off, buf, (size_t)nb);
-          st->memcpy_secs += rt_now() - tm;
-          ref_off += (size_t)nb;
-          st->memcpy_bytes += nb;
-          double t0 = rt_now();
-          if (r == RT_OK)
-            r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
-                         rt_group_index(wg, (int)dg));
-          double dt = rt_now() - t0;
-          int lc = pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1;
-          if (lc == 0) {
-            st->bytes_same_node += nb;
-            st->secs_same_node += dt;
+    /* Layer groups outermost, transfers in plan order inside: a prefill
+     * rank with several receivers sends each of them layer group i before
+     * any of them group i + 1, so that they drain in parallel instead of
+     * one waiting for the others' whole transfers; every rank walks the
+     * same (layer group, transfer) order, which keeps the schedule
+     * deadlock-free. */
+    int64_t lmax = 0;
+    for (size_t j = 0; j < pair->ntransfers; j++)
+      if (pair->transfers[j].layers[1] > lmax) lmax = pair->transfers[j].layers[1];
+    for (int64_t wb = 0; wb < lmax && r == RT_OK; wb += RT_KV_LAYER_GROUP) {
+      int64_t we = wb + RT_KV_LAYER_GROUP;
+      for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
+        const PlanTransfer *x = &pair->transfers[j];
+        if (x->layers[1] <= wb || x->layers[0] >= we) continue;
+        int64_t sg = global_of(pl, pi, pinst, pdp, x->src);
+        int64_t dg = global_of(pl, di, dinst, ddp, x->dst);
+        if (sg < 0 || dg < 0) {
+          r = rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names a "
+                     "rank the pools do not have", (long long)x->src,
+                     (long long)x->dst);
+          break;
+        }
+        if (sg != rank && dg != rank) continue;
+        if (!in_region(&g, x)) {
+          r = rt_err(RT_ERR_CHECK, "kv_reshard transfer %lld -> %lld (layers "
+                     "[%lld, %lld), kv heads [%lld, %lld)) is outside rank %d's "
+                     "shard", (long long)x->src, (long long)x->dst,
+                     (long long)x->layers[0], (long long)x->layers[1],
+                     (long long)x->kv_heads[0], (long long)x->kv_heads[1], rank);
+          break;
+        }
+        int64_t ntok = xfer_tokens(x, T);
+        /* This transfer's layers in the window [wb, we): one message. */
+        for (int64_t lb = x->layers[0] > wb ? x->layers[0] : wb;
+             lb < x->layers[1] && lb < we && r == RT_OK; lb = we) {
+          int64_t le = x->layers[1] < we ? x->layers[1] : we;
+          int64_t nb = 0;
+          if (sg == rank) {
+            for (int64_t l = lb; l < le; l++) {
+              if (filled[l - g.l0]) continue;
+              for (int64_t h = g.h0; h < g.h1; h++)
+                for (int64_t p = 0; p < T; p++)
+                  if (owns_token(MP, me, T, p))
+                    fill_cell(region + cell_off(&g, l, h, p), (size_t)bph,
+                              cell_seed(k, l, h, p));
+              filled[l - g.l0] = true;
+            }
+            for (int64_t l = lb; l < le; l++)
+              for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+                for (int64_t p = 0; p < T; p++) {
+                  if (!xfer_has(x, p)) continue;
+                  memcpy(buf + nb, region + cell_off(&g, l, h, p), (size_t)bph);
+                  if (o->corrupt[0] == k && o->corrupt[1] == l &&
+                      o->corrupt[2] == h && o->corrupt[3] == p &&
+                      o->corrupt[4] >= 0 && o->corrupt[4] < bph)
+                    buf[nb + o->corrupt[4]] ^= 0xA5;
+                  nb += bph;
+                }
+            if (!host) r = be->from_host(state, dev, buf, (size_t)nb);
+            /* The benchmark's reference: a plain memcpy of the same message
+             * between two pre-faulted host buffers, timed just before the
+             * send, so that both see the same load on the machine. */
+            if (ref_off + (size_t)nb > ref_bytes) ref_off = 0;
+            double tm = rt_now();
+            memcpy(ref + ref_off, buf, (size_t)nb);
+            st->memcpy_secs += rt_now() - tm;
+            ref_off += (size_t)nb;
+            st->memcpy_bytes += nb;
+            double t0 = rt_now();
+            if (r == RT_OK)
+              r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
+                           rt_group_index(wg, (int)dg));
+            double dt = rt_now() - t0;
+            int lc = pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1;
+            if (lc == 0) {
+              st->bytes_same_node += nb;
+              st->secs_same_node += dt;
+            } else {
+              st->bytes_cross_node += nb;
+              st->secs_cross_node += dt;
+            }
+            st->req_link_bytes[lc][k] += nb;
+            st->req_link_secs[lc][k] += dt;
           } else {
-            st->bytes_cross_node += nb;
-            st->secs_cross_node += dt;
+            nb = (le - lb) * (x->kv_heads[1] - x->kv_heads[0]) * ntok * bph;
+            r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
+                         rt_group_index(wg, (int)sg));
+            if (r == RT_OK && !host) r = be->to_host(state, buf, dev, (size_t)nb);
+            if (r != RT_OK) break;
+            int64_t off = 0;
+            for (int64_t l = lb; l < le; l++)
+              for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+                for (int64_t p = 0; p < T; p++) {
+                  if (!xfer_has(x, p)) continue;
+                  memcpy(region + cell_off(&g, l, h, p), buf + off, (size_t)bph);
+                  off += bph;
+                }
+            st->bytes_recv += nb;
+            st->req_bytes[k] += nb;
           }
-          st->req_link_bytes[lc][k] += nb;
-          st->req_link_secs[lc][k] += dt;
-        } else {
-          nb = (le - lb) * (x->kv_heads[1] - x->kv_heads[0]) * ntok * bph;
-          r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
-                       rt_group_index(wg, (int)sg));
-          if (r == RT_OK && !host) r = be->to_host(state, buf, dev, (size_t)nb);
-          if (r != RT_OK) break;
-          int64_t off = 0;
-          for (int64_t l = lb; l < le; l++)
-            for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
-              for (int64_t p = 0; p < T; p++) {
-                if (!xfer_has(x, p)) continue;
-                memcpy(region + cell_off(&g, l, h, p), buf + off, (size_t)bph);
-                off += bph;
-              }
-          st->bytes_recv += nb;
-          st->req_bytes[k] += nb;
         }
       }
     }
