@@ -31,6 +31,21 @@ static bool kv_planned(const PlanRank *R, int64_t *out) {
   return st.ok;
 }
 
+/* "rank R (device D): WHAT: planned ... of weights and ... of KV pool,
+ * FREE free of TOTAL TAIL", an RT_ERR_SYS. */
+static RtResult device_err(const PlanRank *R, const RtKvPool *p,
+                           const char *what, int64_t free_b, int64_t total_b,
+                           const char *tail) {
+  char a[32], b[32], c[32], d[32];
+  return rt_err(RT_ERR_SYS,
+                "rank %d (device %d): %s: planned %s of weights and %s of KV "
+                "pool, %s free of %s%s", R->rank, R->device, what,
+                rp_fmt_bytes(p->planned_weights, a, sizeof a),
+                rp_fmt_bytes(p->planned_kv, b, sizeof b),
+                rp_fmt_bytes(free_b, c, sizeof c),
+                rp_fmt_bytes(total_b, d, sizeof d), tail);
+}
+
 RtResult rt_kvpool_alloc(const RtBackend *be, void *state, const PlanRank *R,
                          double scale, RtKvPool *out) {
   memset(out, 0, sizeof *out);
@@ -40,36 +55,24 @@ RtResult rt_kvpool_alloc(const RtBackend *be, void *state, const PlanRank *R,
                   R->rank);
   out->weights_bytes = scaled(out->planned_weights, scale);
   out->kv_bytes = scaled(out->planned_kv, scale);
-  char a[32], b[32], c[32], d[32];
   /* Where the backend can tell, check the fit first: the error then names
    * the free bytes, and nothing is half allocated. */
   int64_t free_b = -1, total_b = -1, need = 0;
   if (be->mem_info) {
     RTCHECK(be->mem_info(state, &free_b, &total_b));
     if (!ck_add(out->weights_bytes, out->kv_bytes, &need) || need > free_b)
-      return rt_err(RT_ERR_SYS,
-                    "rank %d (device %d): its ledger does not fit the device: "
-                    "planned %s of weights and %s of KV pool, %s free of %s",
-                    R->rank, R->device,
-                    rp_fmt_bytes(out->planned_weights, a, sizeof a),
-                    rp_fmt_bytes(out->planned_kv, b, sizeof b),
-                    rp_fmt_bytes(free_b, c, sizeof c),
-                    rp_fmt_bytes(total_b, d, sizeof d));
+      return device_err(R, out, "its ledger does not fit the device", free_b,
+                        total_b, "");
   }
   out->weights = be->mem_alloc(state, (size_t)out->weights_bytes);
   out->kv = out->weights ? be->mem_alloc(state, (size_t)out->kv_bytes) : NULL;
   if (!out->weights || !out->kv) {
     RtResult r;
-    if (free_b >= 0)
-      r = rt_err(RT_ERR_SYS,
-                 "rank %d (device %d): cannot allocate its memory: planned %s of "
-                 "weights and %s of KV pool, %s free of %s before allocating",
-                 R->rank, R->device,
-                 rp_fmt_bytes(out->planned_weights, a, sizeof a),
-                 rp_fmt_bytes(out->planned_kv, b, sizeof b),
-                 rp_fmt_bytes(free_b, c, sizeof c),
-                 rp_fmt_bytes(total_b, d, sizeof d));
-    else
+    if (free_b >= 0) {
+      r = device_err(R, out, "cannot allocate its memory", free_b, total_b,
+                     " before allocating");
+    } else {
+      char a[32], b[32];
       r = rt_err(RT_ERR_SYS,
                  "rank %d: cannot allocate its memory: planned %s of weights "
                  "and %s of KV pool, asked %lld + %lld bytes at scale %g",
@@ -77,6 +80,7 @@ RtResult rt_kvpool_alloc(const RtBackend *be, void *state, const PlanRank *R,
                  rp_fmt_bytes(out->planned_kv, b, sizeof b),
                  (long long)out->weights_bytes, (long long)out->kv_bytes,
                  scale);
+    }
     rt_kvpool_free(be, state, out);
     return r;
   }
