@@ -53,6 +53,9 @@ typedef struct {
   int peer;     /* member index in the communicator */
   void *buf;    /* backend memory (mem_alloc) */
   size_t bytes;
+  int64_t tag;  /* the caller's name for the matched pair: the sender's and
+                   the receiver's operation carry the same tag; a backend
+                   may check that they agree (host does), nccl ignores it */
 } RtP2p;
 
 /* Most operations one p2p_post takes (older NCCL refuses more than 2048

@@ -620,12 +620,45 @@ static RtResult host_barrier(RtComm *c) {
  * caller's order. This is deadlock-free for the KV executor, whose
  * operation lists on every rank are restrictions of one total order; the
  * backend's default KV path does not use it (RANKRUN_KV_GROUPED=1 does, to
- * test the grouped path of a device backend on any machine). */
+ * test the grouped path of a device backend on any machine).
+ *
+ * A byte stream would carry two sends into one receive of their sum, or a
+ * send into a receive of another tag, without a complaint; NCCL would not
+ * (its sends and receives match one to one, and groups cut differently on
+ * two ranks can hang). So every operation here goes with a 16-byte header
+ * (bytes, tag), and the receiver refuses one that does not match its own:
+ * what runs here is then also right for a device backend. */
 static RtResult host_p2p_post(RtComm *c, const RtP2p *ops, int n) {
+  if (n < 1 || n > RT_P2P_MAX)
+    return rt_err(RT_ERR_INVALID, "p2p_post of %d operations: expected 1 to %d",
+                  n, RT_P2P_MAX);
   double t0 = rt_now();
   for (int i = 0; i < n; i++) {
-    RtResult r = ops[i].send ? host_send(c, ops[i].buf, ops[i].bytes, ops[i].peer)
-                             : host_recv(c, ops[i].buf, ops[i].bytes, ops[i].peer);
+    unsigned char h[16];
+    uint64_t b = ops[i].bytes, t = (uint64_t)ops[i].tag;
+    RtResult r;
+    if (ops[i].send) {
+      put32(h, (uint32_t)(b >> 32));
+      put32(h + 4, (uint32_t)b);
+      put32(h + 8, (uint32_t)(t >> 32));
+      put32(h + 12, (uint32_t)t);
+      r = host_send(c, h, sizeof h, ops[i].peer);
+      if (r == RT_OK) r = host_send(c, ops[i].buf, ops[i].bytes, ops[i].peer);
+    } else {
+      r = host_recv(c, h, sizeof h, ops[i].peer);
+      uint64_t gb = ((uint64_t)get32(h) << 32) | get32(h + 4);
+      uint64_t gt = ((uint64_t)get32(h + 8) << 32) | get32(h + 12);
+      if (r == RT_OK && (gb != b || gt != t)) {
+        const RtGroup *g = &c->hs->plan->groups[c->group];
+        return rt_err(RT_ERR_PROTO, "group `%s` (%s): point-to-point mismatch "
+                      "with rank %d: it sent %llu bytes with tag %lld, this "
+                      "rank posted a receive of %llu bytes with tag %lld",
+                      g->id, g->kind, g->ranks[ops[i].peer],
+                      (unsigned long long)gb, (long long)gt,
+                      (unsigned long long)b, (long long)t);
+      }
+      if (r == RT_OK) r = host_recv(c, ops[i].buf, ops[i].bytes, ops[i].peer);
+    }
     if (r != RT_OK) return r;
   }
   c->p2p_secs = rt_now() - t0;

@@ -191,6 +191,19 @@ static RtResult region_of(const PlanRank *R, int64_t T, int64_t bph,
   return RT_OK;
 }
 
+/* Maximal runs of consecutive tokens of a transfer in [0, T): its pieces
+ * per (layer, kv head) in the grouped path. */
+static int64_t xfer_runs(const PlanTransfer *x, int64_t T) {
+  int64_t n = 0;
+  bool in = false;
+  for (int64_t p = 0; p < T; p++) {
+    bool has = xfer_has(x, p);
+    n += has && !in;
+    in = has;
+  }
+  return n;
+}
+
 static int64_t xfer_tokens(const PlanTransfer *x, int64_t T) {
   int64_t n = 0;
   for (int64_t p = 0; p < T; p++) n += xfer_has(x, p);
@@ -265,19 +278,41 @@ static void geom_of(const PlanRank *R, int64_t T, int64_t bph, Region *g) {
 /* The operations of one (request, layer group, link class) bucket on this
  * rank, with where each one ends in the sender's and the receiver's
  * region, so that a piece contiguous with the previous one in both joins
- * it instead of becoming another message. */
+ * it instead of becoming another message, and the chunk each belongs to.
+ *
+ * Chunks: a bucket can hold more pieces than one p2p_post takes
+ * (RT_P2P_MAX), so it is posted in chunks, and every rank must cut at the
+ * same places: a group on one rank whose matching operations sit in two
+ * groups on a peer, one of them also waiting on a third rank, can
+ * deadlock (NCCL runs a group's operations together and promises no
+ * progress across groups). So a piece's chunk is its index among all the
+ * bucket's pieces, every rank's included, over the chunk size (RT_P2P_MAX;
+ * RANKRUN_KV_CHUNK sets a smaller one, for tests): the same on both ends
+ * of the piece. Pieces join only within a chunk, so both ends also join
+ * the same pieces, and a rank has at most a chunk's worth of operations in
+ * one group. An operation's tag packs its chunk (high 24 bits) and its
+ * first piece's index (low 40 bits), so a backend that checks tags (host)
+ * also catches two ranks cutting the same bucket differently. */
 typedef struct {
   RtP2p *ops;
-  int64_t *src_end, *dst_end;
+  int64_t *src_end, *dst_end, *chunks;
   int n, cap;
+  int64_t chunk; /* pieces per chunk */
 } OpList;
 
-static void ops_add(OpList *L, bool send, int peer, unsigned char *base,
-                    int64_t soff, int64_t doff, int64_t bytes) {
+static int64_t op_tag(int64_t chunk, int64_t piece) {
+  return (int64_t)((((uint64_t)chunk << 40) | ((uint64_t)piece & ((UINT64_C(1) << 40) - 1))) &
+                   INT64_MAX);
+}
+
+static void ops_add(OpList *L, int64_t piece, bool send, int peer,
+                    unsigned char *base, int64_t soff, int64_t doff,
+                    int64_t bytes) {
+  int64_t chunk = piece / L->chunk;
   if (L->n > 0) {
     RtP2p *q = &L->ops[L->n - 1];
-    if (q->send == send && q->peer == peer && L->src_end[L->n - 1] == soff &&
-        L->dst_end[L->n - 1] == doff) {
+    if (L->chunks[L->n - 1] == chunk && q->send == send && q->peer == peer &&
+        L->src_end[L->n - 1] == soff && L->dst_end[L->n - 1] == doff) {
       q->bytes += (size_t)bytes;
       L->src_end[L->n - 1] += bytes;
       L->dst_end[L->n - 1] += bytes;
@@ -289,8 +324,11 @@ static void ops_add(OpList *L, bool send, int peer, unsigned char *base,
     L->ops = rp_realloc(L->ops, (size_t)L->cap * sizeof *L->ops);
     L->src_end = rp_realloc(L->src_end, (size_t)L->cap * sizeof *L->src_end);
     L->dst_end = rp_realloc(L->dst_end, (size_t)L->cap * sizeof *L->dst_end);
+    L->chunks = rp_realloc(L->chunks, (size_t)L->cap * sizeof *L->chunks);
   }
-  L->ops[L->n] = (RtP2p){send, peer, base + (send ? soff : doff), (size_t)bytes};
+  L->chunks[L->n] = chunk;
+  L->ops[L->n] = (RtP2p){send, peer, base + (send ? soff : doff), (size_t)bytes,
+                         op_tag(chunk, piece)};
   L->src_end[L->n] = soff + bytes;
   L->dst_end[L->n] = doff + bytes;
   L->n++;
@@ -358,6 +396,18 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
   int64_t T = o->input_tokens;
   RtResult r = RT_OK;
   OpList L = {0};
+  L.chunk = RT_P2P_MAX;
+  const char *ce = getenv("RANKRUN_KV_CHUNK");
+  if (ce) {
+    char *end = NULL;
+    long v = strtol(ce, &end, 10);
+    if (!end || *end || end == ce || v < 1 || v > RT_P2P_MAX)
+      return rt_err(RT_ERR_INVALID, "RANKRUN_KV_CHUNK=`%s`: expected 1 to %d",
+                    ce, RT_P2P_MAX);
+    L.chunk = v;
+  }
+  int64_t *runs = NULL; /* per transfer of the request's pair: token runs */
+  size_t runs_cap = 0;
   unsigned char *host = NULL, *scratch = NULL;
   size_t host_bytes = 0, scratch_bytes = 0, scratch_off = 0;
   for (int64_t k = 0; k < o->requests && r == RT_OK; k++) {
@@ -385,6 +435,12 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
      * not as the previous request's bytes. */
     RTCHECKGOTO(be->from_host(state, q.kv, host, rbytes), r, done);
     q.filled = rp_calloc((size_t)(q.g.l1 - q.g.l0) + 1, sizeof *q.filled);
+    if (pair->ntransfers > runs_cap) {
+      runs_cap = pair->ntransfers;
+      runs = rp_realloc(runs, runs_cap * sizeof *runs);
+    }
+    for (size_t j = 0; j < pair->ntransfers; j++)
+      runs[j] = xfer_runs(&pair->transfers[j], T);
     int64_t lmax = 0;
     for (size_t j = 0; j < pair->ntransfers; j++)
       if (pair->transfers[j].layers[1] > lmax) lmax = pair->transfers[j].layers[1];
@@ -395,6 +451,7 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
       bool next_filled = false;
       for (int lc = 0; lc < 2 && r == RT_OK; lc++) {
         L.n = 0;
+        int64_t piece = 0; /* index among the bucket's pieces, all ranks' */
         for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
           const PlanTransfer *x = &pair->transfers[j];
           int64_t a = x->layers[0] > lb ? x->layers[0] : lb;
@@ -408,8 +465,11 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
                        (long long)x->dst);
             break;
           }
-          if (sg != rank && dg != rank) continue;
           if ((pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1) != lc) continue;
+          if (sg != rank && dg != rank) {
+            piece += (b - a) * (x->kv_heads[1] - x->kv_heads[0]) * runs[j];
+            continue;
+          }
           if (!in_region(&q.g, x)) {
             r = rt_err(RT_ERR_CHECK, "kv_reshard transfer %lld -> %lld (layers "
                        "[%lld, %lld), kv heads [%lld, %lld)) is outside rank "
@@ -434,13 +494,15 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
                 }
                 int64_t p1 = p + 1;
                 while (p1 < T && xfer_has(x, p1)) p1++;
-                ops_add(&L, send, peer, q.kv, (int64_t)cell_off(gs, l, h, p),
+                ops_add(&L, piece++, send, peer, q.kv,
+                        (int64_t)cell_off(gs, l, h, p),
                         (int64_t)cell_off(gd, l, h, p), (p1 - p) * bph);
                 p = p1;
               }
         }
-        for (int i0 = 0; i0 < L.n && r == RT_OK; i0 += RT_P2P_MAX) {
-          int n = L.n - i0 < RT_P2P_MAX ? L.n - i0 : RT_P2P_MAX;
+        for (int i0 = 0, n = 0; i0 < L.n && r == RT_OK; i0 += n) {
+          for (n = 1; i0 + n < L.n && L.chunks[i0 + n] == L.chunks[i0]; n++) {
+          }
           RTCHECKGOTO(be->p2p_post(world, L.ops + i0, n), r, req_done);
           /* Fill the next layer group while this one is on the wire. */
           if (is_src && !next_filled) {
@@ -521,6 +583,8 @@ done:
   free(L.ops);
   free(L.src_end);
   free(L.dst_end);
+  free(L.chunks);
+  free(runs);
   return r;
 }
 

@@ -196,8 +196,8 @@ int main(int argc, char **argv) {
       if (r == RT_OK) r = be->from_host(state, A, ha, dend);
       int n = 0;
       for (int i = 0; i < np; i++) {
-        RtP2p s = {true, 0, (unsigned char *)A + pc[i].so, pc[i].n};
-        RtP2p v = {false, 0, (unsigned char *)B + pc[i].d, pc[i].n};
+        RtP2p s = {true, 0, (unsigned char *)A + pc[i].so, pc[i].n, i};
+        RtP2p v = {false, 0, (unsigned char *)B + pc[i].d, pc[i].n, i};
         if (layout == 0) {
           ops[n++] = s;
           ops[n++] = v;
@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
   {
     fill(ha, BIG, 30);
     r = be->from_host(state, A, ha, BIG);
-    RtP2p two[2] = {{true, 0, A, BIG}, {false, 0, B, BIG}};
+    RtP2p two[2] = {{true, 0, A, BIG, 0}, {false, 0, B, BIG, 0}};
     double secs = 0;
     if (r == RT_OK) r = be->p2p_post(c, two, 2);
     if (r == RT_OK) r = be->p2p_wait(c, &secs);
@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
   check(r == RT_OK, "group_create again after a destroy", r == RT_OK ? "" : rt_errmsg());
   if (r == RT_OK) {
     void *X = be->mem_alloc(state, 4096);
-    RtP2p lone = {true, 0, X, 4096};
+    RtP2p lone = {true, 0, X, 4096, 0};
     double secs = 0;
     t0 = rt_now();
     r = be->p2p_post(c, &lone, 1);

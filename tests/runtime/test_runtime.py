@@ -8,6 +8,7 @@ Plans are compiled at test time with $RANKPLAN from plans/examples/*.yaml
 and tests/runtime/*.yaml. Plans with more than 16 ranks are not run here
 (every rank is a process on this machine)."""
 import json
+import re
 import os
 import shutil
 import signal
@@ -465,6 +466,43 @@ for name in ("kv-tp-down", "kv-pp-to-pp1", "kv-cp-to-dcp", "kv-replicated", "kv-
     check(all(rc == 0 for rc in rcs) and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == want,
           f"grouped {name}: 2 requests moved, {want} cells verified",
           (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
+
+# A bucket of more pieces than one group takes is posted in chunks cut at the same places on
+# every rank (kvxfer.c, OpList): with 100 pieces per chunk, kv-cp-to-dcp's buckets (1,024
+# single-token pieces, every rank with two peers) go in 11 groups per rank and still verify.
+# Each host operation carries (bytes, tag), the tag naming its chunk, so two nodes cutting
+# differently fail with a mismatch naming the peer instead of passing on a byte stream
+# where NCCL could hang.
+dcp_plan, err = compile_plan(os.path.join(SRC, "tests/runtime/kv-cp-to-dcp.yaml"))
+if dcp_plan:
+    KVD = ("--quiet", "--requests", "1", "--input-tokens", "64", "--host-memory-scale", "0.0003",
+           "--preflight-bytes", "4096")
+    port = free_port()
+    ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + ("RANKRUN_KV_CHUNK=100",)) for n in range(2)]
+    rcs = [l.wait() for l in ls]
+    kv = (ls[0].load_report() or {}).get("kv") or {}
+    check(rcs == [0, 0] and kv.get("transfer_path") == "grouped" and kv.get("cells_verified", 0) > 0,
+          "grouped kv-cp-to-dcp: buckets posted in chunks of 100 pieces, every cell verified",
+          (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
+    port = free_port()
+    ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + (f"RANKRUN_KV_CHUNK={c}",))
+          for n, c in ((0, 100), (1, 1000))]
+    rcs = [l.wait() for l in ls]
+    # The receiving side finds the mismatch; which failure a launcher reports first is a race
+    # (a sender may see its peer close first), so the ranks' own lines are checked.
+    errs = "".join(l.stderr() for l in ls)
+    check(rcs == [3, 3] and re.search(r"rank \d+: group `\d+` \(world\): point-to-point mismatch "
+                                      r"with rank \d+: it sent \d+ bytes with tag \d+", errs),
+          "grouped: two nodes cutting a bucket differently fail with a mismatch naming the peer",
+          (rcs, errs[-2000:]))
+    port = free_port()
+    ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + ("RANKRUN_KV_CHUNK=0",)) for n in range(2)]
+    rcs = [l.wait() for l in ls]
+    f = (ls[0].load_report() or {}).get("first_failure") or {}
+    check(rcs[0] != 0 and "RANKRUN_KV_CHUNK" in f.get("reason", ""),
+          "grouped: a bad RANKRUN_KV_CHUNK is refused, named", (rcs, f))
+else:
+    check(False, "compile kv-cp-to-dcp", err)
 
 # --- calibration loop: rankrun --probe, then rankplan search --calibration --------------------
 cal = os.path.join(TMP, "calibration.json")
