@@ -14,6 +14,7 @@
  * RT_SECONDARY_WAIT seconds for a cause to be published before naming it.
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,6 +602,11 @@ static void collect_copy(Launch *L, double deadline) {
   }
 }
 
+/* A byte or cell count one rank's figures can hold (well below overflow
+ * when summed over ranks), and a time in seconds. */
+static bool fig_bytes(long long v) { return v >= 0 && v <= (1LL << 53); }
+static bool fig_secs(double v) { return isfinite(v) && v >= 0 && v <= 1e9; }
+
 /* Collects memory figures of the local ranks and KV figures of every rank
  * from the store. */
 static void collect_kv(Launch *L, double deadline) {
@@ -650,41 +656,64 @@ static void collect_kv(Launch *L, double deadline) {
     long long br, bs, bc, cells;
     double ss, sc, mg, crun, cwait;
     int nreq = 0, off = 0, grouped = 0;
-    if (sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d %lf %lf %d%n", &br, &bs,
-               &bc, &ss, &sc, &cells, &mg, &grouped, &crun, &cwait, &nreq,
-               &off) >= 11) {
-      if (grouped) k->grouped = true;
-      if (crun >= 0 && cwait >= 0 && k->cpu_run_secs >= 0) {
-        k->cpu_run_secs += crun;
-        k->cpu_wait_secs += cwait;
-      } else {
-        k->cpu_run_secs = k->cpu_wait_secs = -1; /* not known for every rank */
-      }
-      k->bytes += br;
-      k->bytes_same_node += bs;
-      k->bytes_cross_node += bc;
-      k->secs_same_node += ss;
-      k->secs_cross_node += sc;
-      k->cells_verified += cells;
-      if (mg > 0) memcpy_secs += mg;
-      const char *p = v + off;
-      for (int i = 0; i < nreq && i < k->requests; i++) {
-        long long rb, b0, b1;
-        double rs, s0, s1;
-        int n = 0;
-        if (sscanf(p, " %lld %lf %lld %lf %lld %lf%n", &rb, &rs, &b0, &s0, &b1,
-                   &s1, &n) != 6)
-          break;
-        p += n;
-        k->req_bytes[i] += rb;
-        if (rs > k->req_secs[i]) k->req_secs[i] = rs;
-        /* Per link class, like the totals: sent bytes over the senders'
-         * summed send time. */
-        k->req_link_bytes[0][i] += b0;
-        k->req_link_secs[0][i] += s0;
-        k->req_link_bytes[1][i] += b1;
-        k->req_link_secs[1][i] += s1;
-      }
+    /* The store is reachable by anyone who can reach its address: a record
+     * that does not parse, or holds counts no run can give, is refused
+     * rather than summed (signed sums could overflow). */
+    bool ok = sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d %lf %lf %d%n", &br,
+                     &bs, &bc, &ss, &sc, &cells, &mg, &grouped, &crun, &cwait,
+                     &nreq, &off) >= 11 &&
+              fig_bytes(br) && fig_bytes(bs) && fig_bytes(bc) &&
+              fig_bytes(cells) && fig_secs(ss) && fig_secs(sc) &&
+              fig_secs(mg) && (crun == -1 || fig_secs(crun)) &&
+              (cwait == -1 || fig_secs(cwait)) && nreq >= 0;
+    const char *q = ok ? v + off : v;
+    for (int i = 0; ok && i < nreq && i < k->requests; i++) {
+      long long rb, b0, b1;
+      double rs, s0, s1;
+      int n = 0;
+      ok = sscanf(q, " %lld %lf %lld %lf %lld %lf%n", &rb, &rs, &b0, &s0, &b1,
+                  &s1, &n) == 6 &&
+           fig_bytes(rb) && fig_bytes(b0) && fig_bytes(b1) && fig_secs(rs) &&
+           fig_secs(s0) && fig_secs(s1);
+      q += n;
+    }
+    if (!ok) {
+      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+               "rank sent malformed KV transfer figures");
+      free(v);
+      return;
+    }
+    if (grouped) k->grouped = true;
+    if (crun >= 0 && cwait >= 0 && k->cpu_run_secs >= 0) {
+      k->cpu_run_secs += crun;
+      k->cpu_wait_secs += cwait;
+    } else {
+      k->cpu_run_secs = k->cpu_wait_secs = -1; /* not known for every rank */
+    }
+    k->bytes += br;
+    k->bytes_same_node += bs;
+    k->bytes_cross_node += bc;
+    k->secs_same_node += ss;
+    k->secs_cross_node += sc;
+    k->cells_verified += cells;
+    if (mg > 0) memcpy_secs += mg;
+    const char *p = v + off;
+    for (int i = 0; i < nreq && i < k->requests; i++) {
+      long long rb, b0, b1;
+      double rs, s0, s1;
+      int n = 0;
+      if (sscanf(p, " %lld %lf %lld %lf %lld %lf%n", &rb, &rs, &b0, &s0, &b1,
+                 &s1, &n) != 6)
+        break;
+      p += n;
+      k->req_bytes[i] += rb;
+      if (rs > k->req_secs[i]) k->req_secs[i] = rs;
+      /* Per link class, like the totals: sent bytes over the senders'
+       * summed send time. */
+      k->req_link_bytes[0][i] += b0;
+      k->req_link_secs[0][i] += s0;
+      k->req_link_bytes[1][i] += b1;
+      k->req_link_secs[1][i] += s1;
     }
     free(v);
   }
