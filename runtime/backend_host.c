@@ -632,10 +632,14 @@ static RtResult host_p2p_post(RtComm *c, const RtP2p *ops, int n) {
   if (n < 1 || n > RT_P2P_MAX)
     return rt_err(RT_ERR_INVALID, "p2p_post of %d operations: expected 1 to %d",
                   n, RT_P2P_MAX);
+  /* Tests only: RANKRUN_TEST_TAG_SKEW=1 sends every tag off by one, to
+   * show that the receiver's check fires. */
+  const char *skew = getenv("RANKRUN_TEST_TAG_SKEW");
+  uint64_t off = skew && strcmp(skew, "1") == 0 ? 1 : 0;
   double t0 = rt_now();
   for (int i = 0; i < n; i++) {
     unsigned char h[16];
-    uint64_t b = ops[i].bytes, t = (uint64_t)ops[i].tag;
+    uint64_t b = ops[i].bytes, t = (uint64_t)ops[i].tag + (ops[i].send ? off : 0);
     RtResult r;
     if (ops[i].send) {
       put32(h, (uint32_t)(b >> 32));
@@ -648,14 +652,14 @@ static RtResult host_p2p_post(RtComm *c, const RtP2p *ops, int n) {
       r = host_recv(c, h, sizeof h, ops[i].peer);
       uint64_t gb = ((uint64_t)get32(h) << 32) | get32(h + 4);
       uint64_t gt = ((uint64_t)get32(h + 8) << 32) | get32(h + 12);
-      if (r == RT_OK && (gb != b || gt != t)) {
+      if (r == RT_OK && (gb != b || gt != (uint64_t)ops[i].tag)) {
         const RtGroup *g = &c->hs->plan->groups[c->group];
         return rt_err(RT_ERR_PROTO, "group `%s` (%s): point-to-point mismatch "
                       "with rank %d: it sent %llu bytes with tag %lld, this "
                       "rank posted a receive of %llu bytes with tag %lld",
                       g->id, g->kind, g->ranks[ops[i].peer],
                       (unsigned long long)gb, (long long)gt,
-                      (unsigned long long)b, (long long)t);
+                      (unsigned long long)b, (long long)ops[i].tag);
       }
       if (r == RT_OK) r = host_recv(c, ops[i].buf, ops[i].bytes, ops[i].peer);
     }

@@ -897,13 +897,18 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
   }
   /* Every launcher must run the same plan with the same options as node 0:
    * ranks of different nodes that disagree on sizes would exchange
-   * garbage. */
+   * garbage. The settings that change the KV schedule (RANKRUN_KV_GROUPED,
+   * RANKRUN_KV_CHUNK) count as options: ranks that cut a bucket
+   * differently could wait for each other until the deadline. */
   {
+    const char *kg = getenv("RANKRUN_KV_GROUPED"), *kc = getenv("RANKRUN_KV_CHUNK");
     char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
-                           "requests %d tokens %lld scale %.17g",
+                           "requests %d tokens %lld scale %.17g kv-grouped %s "
+                           "kv-chunk %s",
                            plan->full->spec_sha256, plan->world_size, o->backend,
                            (long long)o->preflight_bytes, o->soak, o->requests,
-                           (long long)o->input_tokens, o->mem_scale);
+                           (long long)o->input_tokens, o->mem_scale,
+                           kg ? kg : "-", kc ? kc : "-");
     char *theirs = NULL;
     if (o->node == 0) {
       /* A deployment id that no other run on this machine shares. */

@@ -484,16 +484,29 @@ if dcp_plan:
     check(rcs == [0, 0] and kv.get("transfer_path") == "grouped" and kv.get("cells_verified", 0) > 0,
           "grouped kv-cp-to-dcp: buckets posted in chunks of 100 pieces, every cell verified",
           (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
+    # A node whose settings cut buckets differently is refused before any rank starts.
     port = free_port()
     ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + (f"RANKRUN_KV_CHUNK={c}",))
           for n, c in ((0, 100), (1, 1000))]
+    rcs = [l.wait() for l in ls]
+    errs = "".join(l.stderr() for l in ls)
+    check(rcs[1] != 0 and "node 1's plan or options differ from node 0's" in errs
+          and "kv-chunk 100" in errs and "kv-chunk 1000" in errs,
+          "grouped: nodes with different RANKRUN_KV_CHUNK are refused before any rank starts",
+          (rcs, errs[-2000:]))
+    # Operations whose tags do not match their peer's fail, naming the peer (the test-only
+    # skew sends every tag of node 0's ranks off by one).
+    port = free_port()
+    ls = [Launcher(dcp_plan, n, port, *KVD,
+                   prefix=GROUPED + (("RANKRUN_TEST_TAG_SKEW=1",) if n == 0 else ()))
+          for n in range(2)]
     rcs = [l.wait() for l in ls]
     # The receiving side finds the mismatch; which failure a launcher reports first is a race
     # (a sender may see its peer close first), so the ranks' own lines are checked.
     errs = "".join(l.stderr() for l in ls)
     check(rcs == [3, 3] and re.search(r"rank \d+: group `\d+` \(world\): point-to-point mismatch "
                                       r"with rank \d+: it sent \d+ bytes with tag \d+", errs),
-          "grouped: two nodes cutting a bucket differently fail with a mismatch naming the peer",
+          "grouped: an operation whose tag does not match its peer's fails, naming the peer",
           (rcs, errs[-2000:]))
     port = free_port()
     ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + ("RANKRUN_KV_CHUNK=0",)) for n in range(2)]
