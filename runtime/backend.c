@@ -15,7 +15,7 @@
 
 static const RtBackend *const registry[] = {
     &rt_backend_host,
-#if RP_HAVE_NCCL
+#if RP_HAVE_NCCL || defined(RP_FAKE_GPU)
     &rt_backend_nccl,
 #endif
 };
@@ -30,7 +30,7 @@ const RtBackend *rt_backend_find(const char *name) {
 }
 
 const char *rt_backend_names(void) {
-#if RP_HAVE_NCCL
+#if RP_HAVE_NCCL || defined(RP_FAKE_GPU)
   return "host, nccl";
 #else
   return "host";

@@ -156,7 +156,7 @@ extern const RtBackend rt_backend_host;
  * reference writes through a buffer of this size too, so that both see
  * the same caches. */
 #define RT_HOST_RING_BYTES (8u << 20)
-#if RP_HAVE_NCCL
+#if RP_HAVE_NCCL || defined(RP_FAKE_GPU)
 extern const RtBackend rt_backend_nccl;
 #endif
 
