@@ -745,6 +745,127 @@ netns_launcher_patch()
 netns_test()
 Launcher.__init__ = _orig_init
 
+
+# --- the nccl backend on the stand-in ------------------------------------------------------
+# rankrun-fakegpu is rankrun built against the stand-in CUDA runtime and NCCL of
+# tests/fakegpu (docs/testing.md): backend_nccl.c's own code, with "device memory" kept
+# apart from host memory and communicators over shared memory. Each rank is a stand-in GPU
+# of RANKRUN_FAKEGPU_MEMORY bytes (allocated lazily: only the pages written cost memory).
+RRF = os.environ.get("RANKRUN_FAKEGPU_BIN")
+RR_HOST = RR
+
+
+# 256G per device: kv-cp-to-dcp's ledger (about 116 GiB a rank) fits; pd-small's too.
+def fake_env(mem="256G", **extra):
+    return ("env", f"RANKRUN_FAKEGPU_MEMORY={mem}", *(f"{k}={v}" for k, v in extra.items()))
+
+
+def fake_nodes(plan, nnodes, *extra, mem="256G", **env):
+    """Launchers of rankrun-fakegpu --backend nccl, one per node, waited for."""
+    global RR
+    RR = RRF
+    try:
+        port = free_port()
+        ls = [Launcher(plan, n, port, "--backend", "nccl", "--timeout", "60", *extra,
+                       prefix=fake_env(mem, **env)) for n in range(nnodes)]
+    finally:
+        RR = RR_HOST
+    return ls, [l.wait(120) for l in ls]
+
+
+def fake_shm():
+    return {f for f in os.listdir("/dev/shm") if f.startswith("fakegpu-nccl-")} \
+        if os.path.isdir("/dev/shm") else set()
+
+
+if not RRF or not os.path.exists(RRF):
+    check(False, "rankrun-fakegpu is built (RANKRUN_FAKEGPU_BIN)", RRF)
+else:
+    t_fake = time.monotonic()
+    shm_before = fake_shm()
+    # (1) A one-node plan's preflight over every group.
+    if agg:
+        with open(agg) as f:
+            aggj = json.load(f)
+        ls, rcs = fake_nodes(agg, 1, "--quiet", "--preflight-bytes", "65536")
+        r = ls[0].load_report() or {}
+        groups = (r.get("preflight") or {}).get("groups", [])
+        check(rcs == [0] and len(groups) == len(aggj["groups"]) and all(g["checked"] and g["ok"] for g in groups)
+              and all(g["busbw_gbs"] > 0 for g in groups if g["ranks"] > 1),
+              f"stand-in nccl: llama-3.1-8b-agg preflight, every group's all-reduce right ({len(groups)} groups)",
+              (rcs, ls[0].stderr()[-3000:]))
+    # (2) KV transfers by grouped send/recv from and into device pools.
+    FKV = ("--requests", "3", "--input-tokens", "32", "--quiet", "--preflight-bytes", "4096")
+    if pd:
+        ls, rcs = fake_nodes(pd, 2, *FKV)
+        kv = (ls[0].load_report() or {}).get("kv") or {}
+        mem = {m["rank"]: m for m in kv.get("memory", [])}
+        full = [r for r in pdj["ranks"] if r["node"] == 0 and mem.get(r["rank"], {}).get("allocated_kv")
+                == r["kv"]["blocks"] * r["kv"]["block_tokens"] * r["kv"]["bytes_per_token"]]
+        check(rcs == [0, 0] and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == 3 * 4 * 32 * 2 * 32
+              and kv.get("reference") == "device-to-device copy"
+              and len(full) == len([r for r in pdj["ranks"] if r["node"] == 0]),
+              "stand-in nccl pd: 3 requests by grouped send/recv, every cell verified, full ledgers allocated",
+              (rcs, kv.get("cells_verified"), kv.get("transfer_path"), "".join(l.stderr() for l in ls)[-3000:]))
+        # (3) A corrupted byte is found at its place.
+        ls, rcs = fake_nodes(pd, 2, *FKV, "--test-corrupt", "2:9:4:30:1")
+        f = (ls[0].load_report() or {}).get("first_failure") or {}
+        check(rcs == [3, 3] and "request 2, layer 9, kv head 4, token 30, byte 1" in f.get("reason", ""),
+              "stand-in nccl pd: a corrupted byte fails verification naming its place", (rcs, f))
+        # (5) A ledger larger than the device: refused before any transfer, with the figures.
+        ls, rcs = fake_nodes(pd, 2, *FKV, mem="16G")
+        f = (ls[0].load_report() or {}).get("first_failure") or {}
+        check(rcs == [3, 3] and "does not fit the device" in f.get("reason", "") and "planned" in f.get("reason", "")
+              and "16.00 GiB free of 16.00 GiB" in f.get("reason", ""),
+              "stand-in nccl pd: a ledger over the device's memory is refused naming planned and free bytes",
+              (rcs, f))
+        # (6) A prefill rank killed mid-transfer: every rank stops, nothing is left.
+        rr_saved = RR
+        RR = RRF
+        port = free_port()
+        ls = [Launcher(pd, n, port, "--backend", "nccl", "--timeout", "60", "--requests", "100000",
+                       "--input-tokens", "8", "--grace", "1", prefix=fake_env()) for n in range(2)]
+        RR = rr_saved
+        ready = ls[0].wait_ready(4) and ls[1].wait_ready(2)
+        pids = {**ls[0].pids, **ls[1].pids}
+        time.sleep(0.5)
+        t_kill = time.monotonic()
+        if 1 in pids:
+            os.kill(pids[1], signal.SIGKILL)
+        rcs = [l.wait(60) for l in ls]
+        t_all = time.monotonic() - t_kill
+        left = [p for p in pids.values() if alive(p)]
+        f = (ls[1].load_report() or {}).get("first_failure") or {}
+        check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9 and t_all < 15,
+              f"stand-in nccl pd: prefill rank killed mid-transfer, all stop in {t_all:.1f} s, nothing left",
+              (ready, rcs, f, left, "".join(l.stderr() for l in ls)[-2000:]))
+    if dcp_plan:
+        with open(dcp_plan) as f:
+            dcpj = json.load(f)
+        ls, rcs = fake_nodes(dcp_plan, 2, "--quiet", "--requests", "1", "--input-tokens", "64",
+                             "--preflight-bytes", "4096", RANKRUN_KV_CHUNK="100")
+        kv = (ls[0].load_report() or {}).get("kv") or {}
+        want = decode_cells(dcpj, 1, 64)
+        check(rcs == [0, 0] and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == want,
+              f"stand-in nccl kv-cp-to-dcp: buckets in groups of 100 pieces, {want} cells verified",
+              (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
+    # (4) --probe: hbm_efficiency from device-to-device copies.
+    cal = os.path.join(TMP, "calibration-fakegpu.json")
+    ls, rcs = fake_nodes(small, 2, "--quiet", "--preflight-bytes", "65536", "--probe", cal,
+                         "--probe-copy-bytes", str(64 << 20))
+    try:
+        with open(cal) as f:
+            c = json.load(f)
+    except (OSError, ValueError) as e:
+        c = {"error": str(e)}
+    mc = (ls[0].load_report() or {}).get("memory_copy") or {}
+    check(rcs == [0, 0] and 0 < c.get("hbm_efficiency", 0) <= 1 and mc.get("bytes") == 64 << 20
+          and len(mc.get("per_rank_gbs") or []) == 4 and all(g > 0 for g in mc["per_rank_gbs"]),
+          "stand-in nccl: --probe writes hbm_efficiency from every rank's device copies", (rcs, c, mc))
+    left = fake_shm() - shm_before
+    check(not left, "stand-in nccl: no communicator's shared memory left behind", left)
+    print(f"     (stand-in section: {time.monotonic() - t_fake:.1f} s)")
+
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"{fails} failed")
 sys.exit(1 if fails else 0)
