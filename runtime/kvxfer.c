@@ -227,6 +227,46 @@ static bool in_region(const Region *g, const PlanTransfer *x) {
          x->kv_heads[0] >= g->h0 && x->kv_heads[1] <= g->h1;
 }
 
+/* Global ranks of transfer x's ends for request role rr, or an error when
+ * the map names a rank the pools do not have. */
+static RtResult xfer_ends(const Plan *pl, const ReqRole *rr,
+                          const PlanTransfer *x, int64_t *sg, int64_t *dg) {
+  *sg = global_of(pl, rr->pi, rr->pinst, rr->pdp, x->src);
+  *dg = global_of(pl, rr->di, rr->dinst, rr->ddp, x->dst);
+  if (*sg < 0 || *dg < 0)
+    return rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names a "
+                  "rank the pools do not have", (long long)x->src,
+                  (long long)x->dst);
+  return RT_OK;
+}
+
+/* Transfer x must lie inside rank `rank`'s region g: the map is checked,
+ * not trusted. */
+static RtResult check_in_region(const Region *g, const PlanTransfer *x,
+                                int rank) {
+  if (in_region(g, x)) return RT_OK;
+  return rt_err(RT_ERR_CHECK, "kv_reshard transfer %lld -> %lld (layers "
+                "[%lld, %lld), kv heads [%lld, %lld)) is outside rank %d's "
+                "shard", (long long)x->src, (long long)x->dst,
+                (long long)x->layers[0], (long long)x->layers[1],
+                (long long)x->kv_heads[0], (long long)x->kv_heads[1], rank);
+}
+
+/* A sender's nb bytes of request k sent in secs over link class lc
+ * (0 same node, 1 cross node). */
+static void count_sent(RtKvStats *st, int lc, int64_t k, int64_t nb,
+                       double secs) {
+  if (lc == 0) {
+    st->bytes_same_node += nb;
+    st->secs_same_node += secs;
+  } else {
+    st->bytes_cross_node += nb;
+    st->secs_cross_node += secs;
+  }
+  st->req_link_bytes[lc][k] += nb;
+  st->req_link_secs[lc][k] += secs;
+}
+
 /* Checks every cell rank `rank` (PlanRank me of pool MP) owns in its
  * host copy of request k's region against the fill pattern; the first
  * mismatch is an RT_ERR_CHECK naming (request, layer, kv head, token,
@@ -414,8 +454,6 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
     ReqRole rr;
     if ((r = req_role(pl, me, k, &rr)) != RT_OK) break;
     const PlanReshard *pair = rr.pair;
-    int pi = rr.pi, di = rr.di;
-    int64_t pinst = rr.pinst, pdp = rr.pdp, dinst = rr.dinst, ddp = rr.ddp;
     bool is_src = rr.is_src, is_dst = rr.is_dst;
     if ((!is_src && !is_dst) || pair->ntransfers == 0) continue;
     GReq q = {be, state, &pl->pools[me->pool], me, o, k, {0}, NULL,
@@ -457,28 +495,14 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
           int64_t a = x->layers[0] > lb ? x->layers[0] : lb;
           int64_t b = x->layers[1] < le ? x->layers[1] : le;
           if (a >= b) continue;
-          int64_t sg = global_of(pl, pi, pinst, pdp, x->src);
-          int64_t dg = global_of(pl, di, dinst, ddp, x->dst);
-          if (sg < 0 || dg < 0) {
-            r = rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names "
-                       "a rank the pools do not have", (long long)x->src,
-                       (long long)x->dst);
-            break;
-          }
+          int64_t sg, dg;
+          if ((r = xfer_ends(pl, &rr, x, &sg, &dg)) != RT_OK) break;
           if ((pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1) != lc) continue;
           if (sg != rank && dg != rank) {
             piece += (b - a) * (x->kv_heads[1] - x->kv_heads[0]) * runs[j];
             continue;
           }
-          if (!in_region(&q.g, x)) {
-            r = rt_err(RT_ERR_CHECK, "kv_reshard transfer %lld -> %lld (layers "
-                       "[%lld, %lld), kv heads [%lld, %lld)) is outside rank "
-                       "%d's shard", (long long)x->src, (long long)x->dst,
-                       (long long)x->layers[0], (long long)x->layers[1],
-                       (long long)x->kv_heads[0], (long long)x->kv_heads[1],
-                       rank);
-            break;
-          }
+          if ((r = check_in_region(&q.g, x, rank)) != RT_OK) break;
           bool send = sg == rank;
           int64_t other = send ? dg : sg;
           Region og;
@@ -514,15 +538,7 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
           int64_t nb = 0;
           for (int i = i0; i < i0 + n; i++) nb += (int64_t)L.ops[i].bytes;
           if (is_src) {
-            if (lc == 0) {
-              st->bytes_same_node += nb;
-              st->secs_same_node += secs;
-            } else {
-              st->bytes_cross_node += nb;
-              st->secs_cross_node += secs;
-            }
-            st->req_link_bytes[lc][k] += nb;
-            st->req_link_secs[lc][k] += secs;
+            count_sent(st, lc, k, nb, secs);
             /* The reference: the same messages copied within this rank's
              * memory (device to device on nccl), right after the transfer,
              * into a buffer of at least a host ring's size written
@@ -681,8 +697,6 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
     ReqRole rr;
     if ((r = req_role(pl, me, k, &rr)) != RT_OK) break;
     const PlanReshard *pair = rr.pair;
-    int pi = rr.pi, di = rr.di;
-    int64_t pinst = rr.pinst, pdp = rr.pdp, dinst = rr.dinst, ddp = rr.ddp;
     bool is_src = rr.is_src, is_dst = rr.is_dst;
     if (!is_src && !is_dst) continue;
     if (pair->ntransfers == 0) continue;
@@ -711,23 +725,10 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
       for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
         const PlanTransfer *x = &pair->transfers[j];
         if (x->layers[1] <= wb || x->layers[0] >= we) continue;
-        int64_t sg = global_of(pl, pi, pinst, pdp, x->src);
-        int64_t dg = global_of(pl, di, dinst, ddp, x->dst);
-        if (sg < 0 || dg < 0) {
-          r = rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names a "
-                     "rank the pools do not have", (long long)x->src,
-                     (long long)x->dst);
-          break;
-        }
+        int64_t sg, dg;
+        if ((r = xfer_ends(pl, &rr, x, &sg, &dg)) != RT_OK) break;
         if (sg != rank && dg != rank) continue;
-        if (!in_region(&g, x)) {
-          r = rt_err(RT_ERR_CHECK, "kv_reshard transfer %lld -> %lld (layers "
-                     "[%lld, %lld), kv heads [%lld, %lld)) is outside rank %d's "
-                     "shard", (long long)x->src, (long long)x->dst,
-                     (long long)x->layers[0], (long long)x->layers[1],
-                     (long long)x->kv_heads[0], (long long)x->kv_heads[1], rank);
-          break;
-        }
+        if ((r = check_in_region(&g, x, rank)) != RT_OK) break;
         int64_t ntok = xfer_tokens(x, T);
         /* This transfer's layers in the window [wb, we): one message. */
         for (int64_t lb = x->layers[0] > wb ? x->layers[0] : wb;
@@ -770,16 +771,8 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
               r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
                            rt_group_index(wg, (int)dg));
             double dt = rt_now() - t0;
-            int lc = pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1;
-            if (lc == 0) {
-              st->bytes_same_node += nb;
-              st->secs_same_node += dt;
-            } else {
-              st->bytes_cross_node += nb;
-              st->secs_cross_node += dt;
-            }
-            st->req_link_bytes[lc][k] += nb;
-            st->req_link_secs[lc][k] += dt;
+            count_sent(st, pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1, k,
+                       nb, dt);
           } else {
             nb = (le - lb) * (x->kv_heads[1] - x->kv_heads[0]) * ntok * bph;
             r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
