@@ -47,10 +47,7 @@ static const char compile_usage[] =
     "\n"
     "Lua hooks named in the spec run in a sandbox with these limits\n"
     "(environment, docs/hooks.md):\n"
-    "  RANKPLAN_HOOK_INSTRUCTIONS  instruction budget (default 100000000)\n"
-    "  RANKPLAN_HOOK_MEMORY        memory cap, bytes or KiB/MiB/GiB (default 64MiB)\n"
-    "  RANKPLAN_HOOK_TIMEOUT_MS    wall-clock deadline (default 5000)\n"
-    "  RANKPLAN_HOOK_TWICE         1: run each hook twice, reject differing results\n"
+    HOOK_ENV_HELP
     "\n"
     "exit: 0 written, 1 the spec is wrong, 2 usage error or unreadable or\n"
     "unwritable file, 70 internal error\n";

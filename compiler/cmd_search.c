@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "compile.h"
+#include "hooks.h"
 #include "layout.h"
 #include "reshard.h"
 #include "search.h"
@@ -49,10 +50,7 @@ static const char search_usage[] =
     "Lua hooks named in the spec (the `objective` hook re-ranks the results;\n"
     "-o runs the placement hooks) run in a sandbox with these limits\n"
     "(environment, docs/hooks.md):\n"
-    "  RANKPLAN_HOOK_INSTRUCTIONS  instruction budget (default 100000000)\n"
-    "  RANKPLAN_HOOK_MEMORY        memory cap, bytes or KiB/MiB/GiB (default 64MiB)\n"
-    "  RANKPLAN_HOOK_TIMEOUT_MS    wall-clock deadline (default 5000)\n"
-    "  RANKPLAN_HOOK_TWICE         1: run each hook twice, reject differing results\n"
+    HOOK_ENV_HELP
     "\n"
     "exit: 0 a layout meets the SLOs, 1 the input is wrong or no layout meets\n"
     "them, 2 usage error or unreadable file\n";

@@ -1001,7 +1001,7 @@ static int sb_linear(lua_State *L) {
   case LIN_TONUMBER:
     cost = sat_add(len64(len), 1);
     break;
-  case LIN_SUB: {
+  case LIN_SUB: case LIN_UTF8_LEN: {
     lua_Integer i = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 1;
     lua_Integer j = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : -1;
     cost = sat_add(span(str_start(i, len), str_end(j, len)), 1);
@@ -1012,12 +1012,6 @@ static int sb_linear(lua_State *L) {
     lua_Integer pi = str_start(i, len);
     lua_Integer j = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : pi;
     cost = sat_add(span(pi, str_end(j, len)), 1);
-    break;
-  }
-  case LIN_UTF8_LEN: {
-    lua_Integer i = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 1;
-    lua_Integer j = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : -1;
-    cost = sat_add(span(str_start(i, len), str_end(j, len)), 1);
     break;
   }
   case LIN_CHAR: case LIN_UTF8_CHAR:

@@ -51,6 +51,16 @@ typedef struct {
 
 void hook_limits_default(HookLimits *lim);
 
+/* The settings above, as the --help of every command that runs hooks
+ * lists them (one line each; the defaults are hook_limits_default's). */
+#define HOOK_ENV_HELP                                                          \
+  "  RANKPLAN_HOOK_INSTRUCTIONS  instruction budget (default 100000000)\n"     \
+  "  RANKPLAN_HOOK_MEMORY        memory cap, bytes or KiB/MiB/GiB (default "   \
+  "64MiB)\n"                                                                   \
+  "  RANKPLAN_HOOK_TIMEOUT_MS    wall-clock deadline (default 5000)\n"         \
+  "  RANKPLAN_HOOK_TWICE         1: run each hook twice, reject differing "    \
+  "results\n"
+
 /* The longest string, in bytes, a hook may make (a literal in its file, a
  * result of `..`, string.rep, table.concat, string.format, ...): a longer
  * one is refused with E0620. Fixed, not a setting: it bounds what one Lua
