@@ -426,6 +426,18 @@ if pd:
 GROUPED = ("env", "RANKRUN_KV_GROUPED=1")
 
 
+def decode_cells(pj, requests, tokens):
+    """Cells one decode replica (instance 0, attention-dp rank 0) owns for
+    `requests` requests of `tokens` tokens: its ranks' layers x kv heads x
+    the tokens its dcp rank keeps. Every request lands on one replica."""
+    dec = [r for r in pj["ranks"] if pj["pools"][1]["name"] == r["pool"] and r["instance"] == 0
+           and r["coords"]["dp"] == 0]
+    dcp = pj["pools"][1]["dcp"]
+    return requests * sum((r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
+                          (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * (tokens // dcp)
+                          for r in dec)
+
+
 def run_nodes_grouped(plan, nnodes, *extra):
     port = free_port()
     ls = [Launcher(plan, n, port, *extra, prefix=GROUPED) for n in range(nnodes)]
@@ -458,11 +470,7 @@ for name in ("kv-tp-down", "kv-pp-to-pp1", "kv-cp-to-dcp", "kv-replicated", "kv-
     ls, rcs = run_nodes_grouped(plan, len(pj["nodes"]), "--quiet", "--requests", "2", "--input-tokens", "64",
                                 "--host-memory-scale", "0.0003", "--preflight-bytes", "4096")
     kv = (ls[0].load_report() or {}).get("kv") or {}
-    dec = [r for r in pj["ranks"] if pj["pools"][1]["name"] == r["pool"] and r["instance"] == 0
-           and r["coords"]["dp"] == 0]
-    dcp = pj["pools"][1]["dcp"]
-    want = 2 * sum((r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
-                   (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * (64 // dcp) for r in dec)
+    want = decode_cells(pj, 2, 64)
     check(all(rc == 0 for rc in rcs) and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == want,
           f"grouped {name}: 2 requests moved, {want} cells verified",
           (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
@@ -619,27 +627,10 @@ for name, what in (("kv-tp-down", "tp4 -> tp2"), ("kv-pp-to-pp1", "pp2 -> pp1"),
     ls, rcs = run_nodes(plan, len(pj["nodes"]), "--quiet", "--requests", "2", "--input-tokens", "64",
                         "--host-memory-scale", "0.0003", "--preflight-bytes", "4096")
     kv = (ls[0].load_report() or {}).get("kv") or {}
-    # Cells a decode replica owns per request: its ranks' layers x kv heads x tokens.
-    dec = [r for r in pj["ranks"] if pj["pools"][1]["name"] == r["pool"] and r["instance"] == 0
-           and r["coords"]["dp"] == 0]
-    dcp = pj["pools"][1]["dcp"]
-    want = 2 * sum((r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
-                   (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * (64 // dcp) for r in dec)
+    want = decode_cells(pj, 2, 64)
     check(all(rc == 0 for rc in rcs) and kv.get("cells_verified") == want,
           f"{name} ({what}): 2 requests moved, {want} cells verified", (rcs, kv.get("cells_verified"),
                                                                         "".join(l.stderr() for l in ls)[-3000:]))
-
-
-def decode_cells(pj, requests, tokens):
-    """Cells one decode replica (instance 0, attention-dp rank 0) owns for
-    `requests` requests of `tokens` tokens: its ranks' layers x kv heads x
-    the tokens its dcp rank keeps. Every request lands on one replica."""
-    dec = [r for r in pj["ranks"] if pj["pools"][1]["name"] == r["pool"] and r["instance"] == 0
-           and r["coords"]["dp"] == 0]
-    dcp = pj["pools"][1]["dcp"]
-    return requests * sum((r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
-                          (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * (tokens // dcp)
-                          for r in dec)
 
 
 # --- KV transfers on every example plan with prefill and decode pools --------------------

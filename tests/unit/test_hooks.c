@@ -152,6 +152,18 @@ static void expect_objective(const char *path, const Lim *l, const char *code, c
   diags_free(&d);
 }
 
+/* The objective hook at path runs without a diagnostic and returns 1. */
+static void expect_objective_ok(const char *path) {
+  Diags d;
+  diags_init(&d);
+  bool ok;
+  double v = run_objective(path, NULL, &ok, &d);
+  T_CHECK(ok);
+  T_CHECK(v == 1);
+  if (!ok) dump(&d);
+  diags_free(&d);
+}
+
 /* ---- limits ---- */
 
 static void test_infinite_loop(void) {
@@ -676,14 +688,7 @@ static void test_pattern_results(void) {
       "  assert(m[1] == 1 and m[2] == 1 and m[4] == 3)\n"
       "  return 1\n"
       "end\n";
-  Diags d;
-  diags_init(&d);
-  bool ok;
-  double v = run_objective(tmp_hook(src), NULL, &ok, &d);
-  T_CHECK(ok);
-  T_CHECK(v == 1);
-  if (!ok) dump(&d);
-  diags_free(&d);
+  expect_objective_ok(tmp_hook(src));
 }
 
 /* table.move walks nil elements in C without allocating: bounded by the
@@ -853,13 +858,7 @@ static void test_long_strings(void) {
              "  return 1\n"
              "end\n",
              at[i]);
-    Diags d;
-    diags_init(&d);
-    bool ok;
-    double v = run_objective(tmp_hook(src), NULL, &ok, &d);
-    T_CHECK(ok && v == 1);
-    if (!ok) dump(&d);
-    diags_free(&d);
+    expect_objective_ok(tmp_hook(src));
   }
   expect_objective(tmp_hook("return function(ctx)\n"
                             "  error(string.rep('m', 1 << 20), 0)\n"
@@ -956,14 +955,7 @@ static void test_library_results(void) {
       "  for i = 1, 1000 do local c = ('abc'):rep(1000):sub(i, i) end\n"
       "  return 1\n"
       "end\n";
-  Diags d;
-  diags_init(&d);
-  bool ok;
-  double v = run_objective(tmp_hook(src), NULL, &ok, &d);
-  T_CHECK(ok);
-  T_CHECK(v == 1);
-  if (!ok) dump(&d);
-  diags_free(&d);
+  expect_objective_ok(tmp_hook(src));
 }
 
 /* The estimate itself, against the formula in docs/hooks.md:
