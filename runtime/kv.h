@@ -88,6 +88,16 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
                    RtKvPool *pool, const RtKvOpts *o, RtKvStats *st);
 void rt_kv_stats_free(RtKvStats *st);
 
+/* The `kv/RANK` store record: st as one line of text (appended to sb),
+ * and back. The decoder takes untrusted text (anyone who can reach the
+ * store can write a record): it fills *st (free with rt_kv_stats_free)
+ * and returns true only for a record of exactly `requests` requests whose
+ * counts are ones a run can give (bytes and cells in [0, 2^53], seconds
+ * finite in [0, 1e9], CPU seconds the same or -1 for unknown); anything
+ * else leaves *st empty and returns false. */
+void rt_kv_stats_encode(const RtKvStats *st, StrBuf *sb);
+bool rt_kv_stats_decode(const char *text, int requests, RtKvStats *st);
+
 /* This thread's time on a core and waiting in the run queue so far,
  * seconds (/proc/thread-self/schedstat); false where the kernel does not
  * give it. */

@@ -23,6 +23,7 @@
  * constant per 8-byte element (fill_cell), so any cell can be checked on
  * its own.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -602,6 +603,79 @@ done:
   free(L.chunks);
   free(runs);
   return r;
+}
+
+void rt_kv_stats_encode(const RtKvStats *st, StrBuf *sb) {
+  sb_printf(sb, "%lld %lld %lld %.9f %.9f %lld %.9f %d %.9f %.9f %d",
+            (long long)st->bytes_recv, (long long)st->bytes_same_node,
+            (long long)st->bytes_cross_node, st->secs_same_node,
+            st->secs_cross_node, (long long)st->cells_verified,
+            st->memcpy_secs, st->grouped ? 1 : 0, st->cpu_run_secs,
+            st->cpu_wait_secs, st->nreq);
+  for (int k = 0; k < st->nreq; k++)
+    sb_printf(sb, " %lld %.9f %lld %.9f %lld %.9f", (long long)st->req_bytes[k],
+              st->req_secs[k], (long long)st->req_link_bytes[0][k],
+              st->req_link_secs[0][k], (long long)st->req_link_bytes[1][k],
+              st->req_link_secs[1][k]);
+}
+
+/* A byte or cell count one rank's figures can hold (well below overflow
+ * when summed over ranks), and a time in seconds. */
+static bool fig_bytes(long long v) { return v >= 0 && v <= (1LL << 53); }
+static bool fig_secs(double v) { return isfinite(v) && v >= 0 && v <= 1e9; }
+
+bool rt_kv_stats_decode(const char *text, int requests, RtKvStats *st) {
+  memset(st, 0, sizeof *st);
+  long long br, bs, bc, cells;
+  int grouped = 0, nreq = -1, off = 0;
+  bool ok = sscanf(text, "%lld %lld %lld %lf %lf %lld %lf %d %lf %lf %d%n", &br,
+                   &bs, &bc, &st->secs_same_node, &st->secs_cross_node, &cells,
+                   &st->memcpy_secs, &grouped, &st->cpu_run_secs,
+                   &st->cpu_wait_secs, &nreq, &off) == 11 &&
+            fig_bytes(br) && fig_bytes(bs) && fig_bytes(bc) &&
+            fig_bytes(cells) && fig_secs(st->secs_same_node) &&
+            fig_secs(st->secs_cross_node) && fig_secs(st->memcpy_secs) &&
+            (grouped == 0 || grouped == 1) &&
+            (st->cpu_run_secs == -1 || fig_secs(st->cpu_run_secs)) &&
+            (st->cpu_wait_secs == -1 || fig_secs(st->cpu_wait_secs)) &&
+            requests >= 0 && nreq == requests;
+  if (!ok) {
+    memset(st, 0, sizeof *st);
+    return false;
+  }
+  st->bytes_recv = br;
+  st->bytes_same_node = bs;
+  st->bytes_cross_node = bc;
+  st->cells_verified = cells;
+  st->grouped = grouped == 1;
+  st->nreq = nreq;
+  st->req_bytes = rp_calloc((size_t)nreq + 1, sizeof *st->req_bytes);
+  st->req_secs = rp_calloc((size_t)nreq + 1, sizeof *st->req_secs);
+  for (int c = 0; c < 2; c++) {
+    st->req_link_bytes[c] = rp_calloc((size_t)nreq + 1, sizeof(int64_t));
+    st->req_link_secs[c] = rp_calloc((size_t)nreq + 1, sizeof(double));
+  }
+  const char *q = text + off;
+  for (int i = 0; ok && i < nreq; i++) {
+    long long rb, b0, b1;
+    int n = 0;
+    ok = sscanf(q, " %lld %lf %lld %lf %lld %lf%n", &rb, &st->req_secs[i], &b0,
+                &st->req_link_secs[0][i], &b1, &st->req_link_secs[1][i],
+                &n) == 6 &&
+         fig_bytes(rb) && fig_bytes(b0) && fig_bytes(b1) &&
+         fig_secs(st->req_secs[i]) && fig_secs(st->req_link_secs[0][i]) &&
+         fig_secs(st->req_link_secs[1][i]);
+    st->req_bytes[i] = rb;
+    st->req_link_bytes[0][i] = b0;
+    st->req_link_bytes[1][i] = b1;
+    q += n;
+  }
+  while (ok && (*q == ' ' || *q == '\n')) q++;
+  if (!ok || *q) {
+    rt_kv_stats_free(st);
+    return false;
+  }
+  return true;
 }
 
 bool rt_sched_times(double *run, double *wait) {

@@ -14,7 +14,6 @@
  * RT_SECONDARY_WAIT seconds for a cause to be published before naming it.
  */
 #include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,16 +205,7 @@ static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
   if (r == RT_OK) {
     StrBuf sb;
     sb_init(&sb);
-    sb_printf(&sb, "%lld %lld %lld %.9f %.9f %lld %.9f %d %.9f %.9f %d",
-              (long long)ks.bytes_recv, (long long)ks.bytes_same_node,
-              (long long)ks.bytes_cross_node, ks.secs_same_node,
-              ks.secs_cross_node, (long long)ks.cells_verified, ks.memcpy_secs,
-              ks.grouped ? 1 : 0, ks.cpu_run_secs, ks.cpu_wait_secs, ks.nreq);
-    for (int k = 0; k < ks.nreq; k++)
-      sb_printf(&sb, " %lld %.9f %lld %.9f %lld %.9f",
-                (long long)ks.req_bytes[k], ks.req_secs[k],
-                (long long)ks.req_link_bytes[0][k], ks.req_link_secs[0][k],
-                (long long)ks.req_link_bytes[1][k], ks.req_link_secs[1][k]);
+    rt_kv_stats_encode(&ks, &sb);
     snprintf(key, sizeof key, "kv/%d", rank);
     r = rt_store_set(st, key, sb.buf, sb.len);
     sb_free(&sb);
@@ -584,28 +574,38 @@ static void collect_preflight(Launch *L, double deadline) {
 }
 
 /* Collects every rank's memory copy figure of --probe (`copy/RANK`). */
+bool rt_copy_record_decode(const char *text, int64_t bytes, double *gbs) {
+  long long b = 0;
+  double g = 0;
+  int n = 0;
+  *gbs = 0;
+  if (sscanf(text, "%lld %lf%n", &b, &g, &n) != 2 || text[n] != 0 ||
+      b != bytes || !(g > 0 && g < 1e9))
+    return false;
+  *gbs = g;
+  return true;
+}
+
+/* A rank that gives none, or a malformed one, fails the run: the
+ * calibration would otherwise rest on fewer ranks than it says. */
 static void collect_copy(Launch *L, double deadline) {
   L->rep.copy_bytes = L->o->probe_copy_bytes;
   L->rep.copy_gbs = rp_calloc((size_t)L->plan->world_size + 1, sizeof(double));
-  for (int r = 0; r < L->plan->world_size; r++) {
+  for (int r = 0; r < L->plan->world_size && !L->have_fail; r++) {
     char key[32], *v = NULL;
     snprintf(key, sizeof key, "copy/%d", r);
     double left = deadline - rt_now();
-    long long b = 0;
-    double g = 0;
-    if (L->store_ok &&
-        rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) == RT_OK &&
-        sscanf(v, "%lld %lf", &b, &g) == 2 && b == L->o->probe_copy_bytes &&
-        g > 0 && g < 1e9)
-      L->rep.copy_gbs[r] = g;
+    if (!L->store_ok ||
+        rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) != RT_OK)
+      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+               "rank sent no memory copy figure");
+    else if (!rt_copy_record_decode(v, L->o->probe_copy_bytes,
+                                    &L->rep.copy_gbs[r]))
+      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+               "rank sent a malformed memory copy figure");
     free(v);
   }
 }
-
-/* A byte or cell count one rank's figures can hold (well below overflow
- * when summed over ranks), and a time in seconds. */
-static bool fig_bytes(long long v) { return v >= 0 && v <= (1LL << 53); }
-static bool fig_secs(double v) { return isfinite(v) && v >= 0 && v <= 1e9; }
 
 /* Collects memory figures of the local ranks and KV figures of every rank
  * from the store. */
@@ -653,68 +653,41 @@ static void collect_kv(Launch *L, double deadline) {
       free(v);
       return;
     }
-    long long br, bs, bc, cells;
-    double ss, sc, mg, crun, cwait;
-    int nreq = 0, off = 0, grouped = 0;
     /* The store is reachable by anyone who can reach its address: a record
      * that does not parse, or holds counts no run can give, is refused
      * rather than summed (signed sums could overflow). */
-    bool ok = sscanf(v, "%lld %lld %lld %lf %lf %lld %lf %d %lf %lf %d%n", &br,
-                     &bs, &bc, &ss, &sc, &cells, &mg, &grouped, &crun, &cwait,
-                     &nreq, &off) >= 11 &&
-              fig_bytes(br) && fig_bytes(bs) && fig_bytes(bc) &&
-              fig_bytes(cells) && fig_secs(ss) && fig_secs(sc) &&
-              fig_secs(mg) && (crun == -1 || fig_secs(crun)) &&
-              (cwait == -1 || fig_secs(cwait)) && nreq >= 0;
-    const char *q = ok ? v + off : v;
-    for (int i = 0; ok && i < nreq && i < k->requests; i++) {
-      long long rb, b0, b1;
-      double rs, s0, s1;
-      int n = 0;
-      ok = sscanf(q, " %lld %lf %lld %lf %lld %lf%n", &rb, &rs, &b0, &s0, &b1,
-                  &s1, &n) == 6 &&
-           fig_bytes(rb) && fig_bytes(b0) && fig_bytes(b1) && fig_secs(rs) &&
-           fig_secs(s0) && fig_secs(s1);
-      q += n;
-    }
-    if (!ok) {
+    RtKvStats ks;
+    if (!rt_kv_stats_decode(v, k->requests, &ks)) {
       set_fail(L, r, L->plan->ranks[r].node, -1, 0,
                "rank sent malformed KV transfer figures");
       free(v);
       return;
     }
-    if (grouped) k->grouped = true;
-    if (crun >= 0 && cwait >= 0 && k->cpu_run_secs >= 0) {
-      k->cpu_run_secs += crun;
-      k->cpu_wait_secs += cwait;
+    if (ks.grouped) k->grouped = true;
+    if (ks.cpu_run_secs >= 0 && ks.cpu_wait_secs >= 0 && k->cpu_run_secs >= 0) {
+      k->cpu_run_secs += ks.cpu_run_secs;
+      k->cpu_wait_secs += ks.cpu_wait_secs;
     } else {
       k->cpu_run_secs = k->cpu_wait_secs = -1; /* not known for every rank */
     }
-    k->bytes += br;
-    k->bytes_same_node += bs;
-    k->bytes_cross_node += bc;
-    k->secs_same_node += ss;
-    k->secs_cross_node += sc;
-    k->cells_verified += cells;
-    if (mg > 0) memcpy_secs += mg;
-    const char *p = v + off;
-    for (int i = 0; i < nreq && i < k->requests; i++) {
-      long long rb, b0, b1;
-      double rs, s0, s1;
-      int n = 0;
-      if (sscanf(p, " %lld %lf %lld %lf %lld %lf%n", &rb, &rs, &b0, &s0, &b1,
-                 &s1, &n) != 6)
-        break;
-      p += n;
-      k->req_bytes[i] += rb;
-      if (rs > k->req_secs[i]) k->req_secs[i] = rs;
+    k->bytes += ks.bytes_recv;
+    k->bytes_same_node += ks.bytes_same_node;
+    k->bytes_cross_node += ks.bytes_cross_node;
+    k->secs_same_node += ks.secs_same_node;
+    k->secs_cross_node += ks.secs_cross_node;
+    k->cells_verified += ks.cells_verified;
+    memcpy_secs += ks.memcpy_secs;
+    for (int i = 0; i < ks.nreq; i++) {
+      k->req_bytes[i] += ks.req_bytes[i];
+      if (ks.req_secs[i] > k->req_secs[i]) k->req_secs[i] = ks.req_secs[i];
       /* Per link class, like the totals: sent bytes over the senders'
        * summed send time. */
-      k->req_link_bytes[0][i] += b0;
-      k->req_link_secs[0][i] += s0;
-      k->req_link_bytes[1][i] += b1;
-      k->req_link_secs[1][i] += s1;
+      for (int c = 0; c < 2; c++) {
+        k->req_link_bytes[c][i] += ks.req_link_bytes[c][i];
+        k->req_link_secs[c][i] += ks.req_link_secs[c][i];
+      }
     }
+    rt_kv_stats_free(&ks);
     free(v);
   }
   k->memcpy_gbs = memcpy_secs > 0 ? (double)(k->bytes_same_node +

@@ -87,6 +87,11 @@ typedef struct {
 /* Timed copies of the probe (after one untimed copy); the median counts. */
 #define RT_PROBE_COPY_ITERS 5
 
+/* The `copy/RANK` store record of --probe ("BYTES GBS"), untrusted: true
+ * only for exactly two numbers, BYTES equal to `bytes` and 0 < GBS < 1e9,
+ * which lands in *gbs (0 otherwise). */
+bool rt_copy_record_decode(const char *text, int64_t bytes, double *gbs);
+
 /* Runs the launcher of one node to completion. Returns the process exit
  * code: 0, 3 (runtime failure), or 2 (the plan does not fit the options). */
 int rt_launch(const RtLaunchOpts *o, const RtPlan *plan);
