@@ -76,6 +76,7 @@ typedef struct {
   Ring **rx;  /* per global rank: the ring it writes to us (ours) */
   Ring **tx;  /* per global rank: the ring we write to it (its) */
   char job[64];
+  uint64_t tag_skew; /* tests only: RANKRUN_TEST_TAG_SKEW=1 (host_p2p_post) */
 } HostState;
 
 static size_t ring_size(void) { return sizeof(Ring) + RING_BYTES; }
@@ -147,6 +148,8 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
   hs->rx = rp_calloc((size_t)ctx->plan->world_size, sizeof *hs->rx);
   hs->tx = rp_calloc((size_t)ctx->plan->world_size, sizeof *hs->tx);
   snprintf(hs->job, sizeof hs->job, "%s", ctx->job ? ctx->job : "");
+  const char *skew = getenv("RANKRUN_TEST_TAG_SKEW");
+  hs->tag_skew = skew && strcmp(skew, "1") == 0 ? 1 : 0;
   /* Our receive rings, before our address is published: a peer that can
    * see the address can open the ring. A ring that cannot be made leaves
    * that pair on TCP. */
@@ -634,8 +637,7 @@ static RtResult host_p2p_post(RtComm *c, const RtP2p *ops, int n) {
                   n, RT_P2P_MAX);
   /* Tests only: RANKRUN_TEST_TAG_SKEW=1 sends every tag off by one, to
    * show that the receiver's check fires. */
-  const char *skew = getenv("RANKRUN_TEST_TAG_SKEW");
-  uint64_t off = skew && strcmp(skew, "1") == 0 ? 1 : 0;
+  uint64_t off = c->hs->tag_skew;
   double t0 = rt_now();
   for (int i = 0; i < n; i++) {
     unsigned char h[16];

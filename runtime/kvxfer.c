@@ -447,8 +447,9 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
                     ce, RT_P2P_MAX);
     L.chunk = v;
   }
-  int64_t *runs = NULL; /* per transfer of the request's pair: token runs */
+  int64_t *runs = NULL; /* per transfer of runs_of's pair: token runs */
   size_t runs_cap = 0;
+  const PlanReshard *runs_of = NULL;
   unsigned char *host = NULL, *scratch = NULL;
   size_t host_bytes = 0, scratch_bytes = 0, scratch_off = 0;
   for (int64_t k = 0; k < o->requests && r == RT_OK; k++) {
@@ -474,12 +475,15 @@ static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
      * not as the previous request's bytes. */
     RTCHECKGOTO(be->from_host(state, q.kv, host, rbytes), r, done);
     q.filled = rp_calloc((size_t)(q.g.l1 - q.g.l0) + 1, sizeof *q.filled);
-    if (pair->ntransfers > runs_cap) {
-      runs_cap = pair->ntransfers;
-      runs = rp_realloc(runs, runs_cap * sizeof *runs);
+    if (pair != runs_of) { /* T is the same for every request */
+      if (pair->ntransfers > runs_cap) {
+        runs_cap = pair->ntransfers;
+        runs = rp_realloc(runs, runs_cap * sizeof *runs);
+      }
+      for (size_t j = 0; j < pair->ntransfers; j++)
+        runs[j] = xfer_runs(&pair->transfers[j], T);
+      runs_of = pair;
     }
-    for (size_t j = 0; j < pair->ntransfers; j++)
-      runs[j] = xfer_runs(&pair->transfers[j], T);
     int64_t lmax = 0;
     for (size_t j = 0; j < pair->ntransfers; j++)
       if (pair->transfers[j].layers[1] > lmax) lmax = pair->transfers[j].layers[1];
