@@ -623,9 +623,27 @@ static int sb_pcall(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* The message handler xpcall installs: the user's handler (upvalue 1) runs
+ * only for an error of the hook's own making. Once the run is killed the
+ * error object passes through untouched: a kill is raised inside the count
+ * hook, where Lua runs the handler with hooks off, so a user handler called
+ * then would escape the budget and the deadline (a looping handler never
+ * ends). A handler that errors or loops while it runs normally is counted
+ * like any other code, and its kill passes through here too. */
+static int sb_msgh(lua_State *L) {
+  if (run_of(L)->kill) return 1;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 static int sb_xpcall(lua_State *L) {
   int n = lua_gettop(L);
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, sb_msgh, 1);
+  lua_replace(L, 2); /* f at 1, the wrapped msgh at 2, args after */
   lua_pushvalue(L, 1);
   lua_copy(L, 2, 1);
   lua_replace(L, 2); /* msgh at 1, f at 2, args after */

@@ -144,6 +144,9 @@ ABUSE = {
     "concat_late_metamethod": "E0619", "sort_long_strings": "E0619",
     "insert_len_lie": "E0619", "utf8_skip": "E0619",
     "long_string_concat": "E0620", "long_string_compare": "E0608",
+    "xpcall_loop_handler": "E0606", "xpcall_error_loop_handler": "E0606",
+    "xpcall_nested_handler": "E0606", "xpcall_denied_handler": "E0605",
+    "xpcall_handler_deadline": "E0608",
 }
 
 # Limits other than the common ones, by abuse name.
@@ -153,6 +156,9 @@ ABUSE_LIMITS = {
     # a loop of 1 MiB string operations ends on its deadline, not its budget
     "long_string_compare": {"RANKPLAN_HOOK_INSTRUCTIONS": "1000000000000",
                             "RANKPLAN_HOOK_TIMEOUT_MS": "500"},
+    # a message handler must not escape the deadline either
+    "xpcall_handler_deadline": {"RANKPLAN_HOOK_INSTRUCTIONS": "1000000000000",
+                                "RANKPLAN_HOOK_TIMEOUT_MS": "100"},
 }
 
 # The line an abuse's diagnostic must name, where the test pins it.
