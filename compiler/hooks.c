@@ -50,7 +50,7 @@ const char *hook_kind_name(HookKind k) {
  * ====================================================================== */
 
 /* The one table of hook tunables: name, default, accepted range. */
-enum { SET_INSTRUCTIONS, SET_MEMORY, SET_TIMEOUT, SET_TWICE, SET__COUNT };
+enum { SET_INSTRUCTIONS, SET_MEMORY, SET_TIMEOUT, SET_TWICE, SET_TOTAL, SET__COUNT };
 static const struct {
   const char *env;
   int64_t def, lo, hi;
@@ -63,13 +63,27 @@ static const struct {
     {"RANKPLAN_HOOK_TIMEOUT_MS", 5000, 1, 3600000,
      "milliseconds from 1 to 3600000"},
     {"RANKPLAN_HOOK_TWICE", 0, 0, 1, "0 or 1"},
+    /* All hook calls of one command together: a search scores every row
+     * of its ranking with the objective hook, so without this a slow hook
+     * times the row count is unbounded. A minute: twelve calls that use
+     * their whole 5 s deadline, far more than a working hook needs
+     * (docs/hooks.md, "Limits"). */
+    {"RANKPLAN_HOOK_TOTAL_MS", 60000, 1, 86400000,
+     "milliseconds from 1 to 86400000"},
 };
+
+/* Nanoseconds of hook calls run by this process (one command). */
+static int64_t total_spent_ns;
+
+int64_t hook_total_spent_ms(void) { return total_spent_ns / 1000000; }
+void hook_total_reset(void) { total_spent_ns = 0; }
 
 void hook_limits_default(HookLimits *lim) {
   lim->instructions = settings[SET_INSTRUCTIONS].def;
   lim->memory = settings[SET_MEMORY].def;
   lim->timeout_ms = settings[SET_TIMEOUT].def;
   lim->twice = settings[SET_TWICE].def != 0;
+  lim->total_ms = settings[SET_TOTAL].def;
 }
 
 /* Parses a decimal integer with an optional binary suffix (memory only). */
@@ -95,7 +109,7 @@ bool hook_env_init(HookEnv *env, Diags *d) {
   hook_limits_default(&env->lim);
   bool ok = true;
   int64_t *dst[SET__COUNT] = {&env->lim.instructions, &env->lim.memory,
-                              &env->lim.timeout_ms, NULL};
+                              &env->lim.timeout_ms, NULL, &env->lim.total_ms};
   for (int i = 0; i < SET__COUNT; i++) {
     const char *s = getenv(settings[i].env);
     if (!s) continue;
@@ -392,6 +406,7 @@ typedef struct {
   size_t load_pos;     /* compiling the hook file: bytes fed to Lua */
   int load_line;       /* and the line they end on */
   struct timespec deadline;
+  bool total_bound; /* the deadline is the command's total (E0621), not the call's */
   KillReason kill;
   char denied[64];
   char costly[256]; /* the library call refused by KILL_COSTLY, described */
@@ -2008,6 +2023,24 @@ static const char *read_line(lua_State *L, void *ud, size_t *size) {
   return p;
 }
 
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The run's deadline: its own timeout, or what is left of the command's
+ * total when that comes first (then a deadline kill is E0621). A total
+ * already spent kills the run before its first instruction. */
+static void set_deadline(Run *r) {
+  int64_t call = r->lim->timeout_ms * 1000000;
+  int64_t left = r->lim->total_ms * 1000000 - total_spent_ns;
+  r->total_bound = left < call;
+  int64_t at = now_ns() + (r->total_bound ? (left > 0 ? left : 0) : call);
+  r->deadline.tv_sec = (time_t)(at / 1000000000);
+  r->deadline.tv_nsec = (long)(at % 1000000000);
+}
+
 /* The protected body of a run: sandbox, load, call, convert. */
 static int run_main(lua_State *L) {
   Run *r = run_of(L);
@@ -2027,13 +2060,7 @@ static int run_main(lua_State *L) {
   /* From here on the hook's own allocations count. */
   r->limit = r->used + r->lim->memory;
   r->capped = true;
-  clock_gettime(CLOCK_MONOTONIC, &r->deadline);
-  r->deadline.tv_sec += (time_t)(r->lim->timeout_ms / 1000);
-  r->deadline.tv_nsec += (long)(r->lim->timeout_ms % 1000) * 1000000L;
-  if (r->deadline.tv_nsec >= 1000000000L) {
-    r->deadline.tv_sec++;
-    r->deadline.tv_nsec -= 1000000000L;
-  }
+  set_deadline(r);
   r->step = step_for(r->longest); /* the context's strings count too */
   lua_sethook(L, run_hook, LUA_MASKCOUNT | LUA_MASKRET, r->step);
   r->hooked = true;
@@ -2153,6 +2180,14 @@ static void report_failure(Run *r, int status) {
     diag_help(g, "look for a loop that never ends, or raise RANKPLAN_HOOK_INSTRUCTIONS");
     return;
   }
+  if (r->kill == KILL_DEADLINE && r->total_bound) {
+    g = diag_at(r->d, DIAG_E0621, line_loc(r, line),
+                "%s hook ran past what is left of the %lld ms that all hook calls of "
+                "this command may take together", hk, (long long)r->lim->total_ms);
+    diag_help(g, "make the hook faster, score fewer rows (search --top), or raise "
+                 "RANKPLAN_HOOK_TOTAL_MS (docs/hooks.md, \"Limits\")");
+    return;
+  }
   if (r->kill == KILL_DEADLINE) {
     g = diag_at(r->d, DIAG_E0608, line_loc(r, line),
                 "%s hook ran past its deadline of %lld ms", hk, (long long)r->lim->timeout_ms);
@@ -2228,7 +2263,9 @@ static bool run_once(Run *r) {
   }
   lua_pushcfunction(L, run_msgh);
   lua_pushcfunction(L, run_main);
+  int64_t t0 = now_ns();
   int st = lua_pcall(L, 0, 0, 1);
+  total_spent_ns += now_ns() - t0;
   bool ok = false;
   if (st != LUA_OK || r->kill) {
     report_failure(r, st);

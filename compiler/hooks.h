@@ -41,15 +41,25 @@ const char *hook_kind_name(HookKind k);
  *   instructions  100000000   RANKPLAN_HOOK_INSTRUCTIONS  (Lua VM instructions)
  *   memory        64 MiB      RANKPLAN_HOOK_MEMORY        (bytes; KiB/MiB/GiB suffix allowed)
  *   timeout_ms    5000        RANKPLAN_HOOK_TIMEOUT_MS    (wall clock per call)
- *   twice         false       RANKPLAN_HOOK_TWICE=1       (run twice, compare) */
+ *   twice         false       RANKPLAN_HOOK_TWICE=1       (run twice, compare)
+ *   total_ms      60000       RANKPLAN_HOOK_TOTAL_MS      (wall clock of all the
+ *                                                          calls of one command) */
 typedef struct {
   int64_t instructions;
   int64_t memory;
   int64_t timeout_ms;
   bool twice;
+  int64_t total_ms;
 } HookLimits;
 
 void hook_limits_default(HookLimits *lim);
+
+/* Milliseconds of hook calls this process has run so far, counted against
+ * HookLimits.total_ms (one command is one process). Tests that run many
+ * commands' worth of hooks in one process set it back with
+ * hook_total_reset(). */
+int64_t hook_total_spent_ms(void);
+void hook_total_reset(void);
 
 /* The settings above, as the --help of every command that runs hooks
  * lists them (one line each; the defaults are hook_limits_default's). */
@@ -59,7 +69,9 @@ void hook_limits_default(HookLimits *lim);
   "64MiB)\n"                                                                   \
   "  RANKPLAN_HOOK_TIMEOUT_MS    wall-clock deadline (default 5000)\n"         \
   "  RANKPLAN_HOOK_TWICE         1: run each hook twice, reject differing "    \
-  "results\n"
+  "results\n"                                                                   \
+  "  RANKPLAN_HOOK_TOTAL_MS      wall-clock time of all hook calls of the "     \
+  "command (default 60000)\n"
 
 /* The longest string, in bytes, a hook may make (a literal in its file, a
  * result of `..`, string.rep, table.concat, string.format, ...): a longer

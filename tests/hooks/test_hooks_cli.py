@@ -271,8 +271,8 @@ def help_names_settings():
     import re
     doc = (SRC / "docs" / "hooks.md").read_text()
     rows = re.findall(r"^\| `(RANKPLAN_HOOK_[A-Z_]+)` \| ([0-9A-Za-z]+) \|", doc, re.M)
-    if len(rows) != 4:
-        fail(f"help: expected 4 settings in docs/hooks.md, found {rows}")
+    if len(rows) != 5:
+        fail(f"help: expected 5 settings in docs/hooks.md, found {rows}")
     for cmd in ("compile", "search"):
         p = subprocess.run([RANKPLAN, cmd, "--help"], capture_output=True, text=True)
         for var, default in rows:
@@ -283,8 +283,47 @@ def help_names_settings():
                 print(f"ok   {cmd} --help names {var}")
 
 
+SLOW_OBJECTIVE = """-- about two million instructions a call: well inside each call's limits
+return function(ctx)
+  local n = 0
+  for i = 1, 1000000 do n = n + i end
+  return -ctx.candidate.gpus
+end
+"""
+
+
+def total_time():
+    """The objective hook of a search runs once per ranked row; all calls of
+    the command together stop at RANKPLAN_HOOK_TOTAL_MS (E0621), where before
+    the total was unbounded. With the default total the same search ends
+    normally."""
+    import time
+    with tempfile.TemporaryDirectory() as tmp:
+        (pathlib.Path(tmp) / "slow.lua").write_text(SLOW_OBJECTIVE)
+        spec = pathlib.Path(tmp) / "slow.yaml"
+        spec.write_text((SRC / "plans" / "examples" / "llama-3.1-70b-pd.yaml").read_text()
+                        + "  hooks:\n    objective: slow.lua\n")
+        args = [RANKPLAN, "search", str(spec), "--top", "100000"]
+        t0 = time.monotonic()
+        p = subprocess.run(args, env=env(RANKPLAN_HOOK_TOTAL_MS="300"), capture_output=True, timeout=120)
+        took = time.monotonic() - t0
+        err = p.stderr.decode("utf-8", "replace")
+        if sane(p, "total time") and (p.returncode != 1 or "error[E0621]" not in err
+                                      or "slow.lua" not in err):
+            fail(f"total time: exit {p.returncode}, expected 1 with E0621 naming slow.lua\n{err[-2000:]}")
+        else:
+            print(f"ok   total time: E0621 after {took:.1f} s")
+        p = subprocess.run(args[:-2] + ["--top", "3"], env=env(RANKPLAN_HOOK_TOTAL_MS="60000"),
+                           capture_output=True, timeout=300)
+        if sane(p, "total time, default") and p.returncode != 0:
+            fail(f"total time, default: exit {p.returncode}\n{p.stderr.decode()[-2000:]}")
+        else:
+            print("ok   total time: the same hook within the default total")
+
+
 golden_plans()
 if not UPDATE:
+    total_time()
     abuse()
     long_string_ok()
     bad_setting()
