@@ -56,7 +56,7 @@ bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
   int err = rp_read_file(path, 1u << 20, &text, &len);
   if (err) {
     Diag *g = diag_at(d, DIAG_E0505, whole, "cannot read calibration file `%s`: %s",
-                      path, strerror(err));
+                      path, rp_strerror(err));
     diag_help(g, "pass the JSON file `rankrun --probe` wrote, or drop --calibration");
     *unreadable = true;
     return false;

@@ -171,11 +171,19 @@ static bool env_load(HookEnv *env, HookKind k, Diags *d) {
   if (env->file[k].failed) return false;
   char *text;
   size_t len;
-  int e = rp_read_file(env->file[k].path, HOOK_FILE_MAX, &text, &len);
+  /* Only files named as Lua source are read: diagnostics quote the lines
+   * of a hook file, and a spec that names another file (a key, a password
+   * file) must not get its text printed into a CI log. */
+  const char *path = env->file[k].path;
+  size_t plen = strlen(path);
+  int e = plen > 4 && strcmp(path + plen - 4, ".lua") == 0
+              ? rp_read_file(path, HOOK_FILE_MAX, &text, &len) : EINVAL;
   if (e) {
     Diag *g = diag_at(d, DIAG_E0601, env->file[k].loc, "cannot read %s hook `%s`: %s",
-                      kind_names[k], env->file[k].path,
-                      e == EFBIG ? "file is over 4 MiB" : strerror(e));
+                      kind_names[k], path,
+                      e == EFBIG ? "file is over 4 MiB"
+                      : e == EINVAL ? "hook files are Lua source files whose names end in `.lua`"
+                      : rp_strerror(e));
     diag_help(g, "hook paths are relative to the directory of the spec file");
     env->file[k].failed = true;
     return false;

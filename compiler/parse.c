@@ -956,7 +956,7 @@ Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
   }
   if (err) {
     diag_at(d, DIAG_E0001, (SrcLoc){diags_intern(d, path), 0, 0}, "cannot read the spec: %s",
-            strerror(err));
+            rp_strerror(err));
     return NULL;
   }
   Spec *s = spec_parse(d, path, text, len, catalog_dir);

@@ -1318,7 +1318,7 @@ Plan *plan_load(const char *path, const char *spec_path, char **err) {
   size_t len;
   int e = rp_read_file(path, SIZE_MAX / 2, &text, &len);
   if (e) {
-    *err = rp_sprintf("%s: cannot read the plan: %s", path, strerror(e));
+    *err = rp_sprintf("%s: cannot read the plan: %s", path, rp_strerror(e));
     return NULL;
   }
   Plan *p = plan_load_mem(path, text, len, spec_path, err);

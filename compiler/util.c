@@ -147,14 +147,36 @@ int64_t cks(CkState *st, int64_t a, int64_t b) {
   return r;
 }
 
+const char *rp_strerror(int e) {
+  return e == RP_ENOTREG ? "not a regular file" : strerror(e);
+}
+
+/* Opens path for reading without blocking on a FIFO (O_NONBLOCK), refusing
+ * what is not a regular file before any read. */
+static FILE *open_regular(const char *path, int *err) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *err = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    *err = RP_ENOTREG;
+  } else {
+    FILE *f = fdopen(fd, "rb");
+    if (f) return f;
+    *err = errno;
+  }
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
 int rp_read_file(const char *path, size_t max, char **out, size_t *len) {
-  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!f) return errno;
+  int err = 0;
+  FILE *f = strcmp(path, "-") == 0 ? stdin : open_regular(path, &err);
+  if (!f) return err;
   StrBuf sb;
   sb_init(&sb);
   char chunk[65536];
   size_t n;
-  int err = 0;
   while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
     if (sb.len + n > max) {
       err = EFBIG;

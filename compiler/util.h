@@ -98,9 +98,20 @@ int64_t ckm(CkState *st, int64_t a, int64_t b); /* a*b, sets st->ok=false on ove
 int64_t cka(CkState *st, int64_t a, int64_t b); /* a+b */
 int64_t cks(CkState *st, int64_t a, int64_t b); /* a-b */
 
-/* Reads a whole file, refusing more than max bytes. Returns 0, or an errno
- * value (EFBIG when the file is over max). *out is NUL-terminated. */
+/* rp_read_file's own error besides errno values: the path names something
+ * other than a regular file (a FIFO, a device, a directory, a socket),
+ * which could block the reader forever (a FIFO nobody writes) or never end
+ * (/dev/zero). */
+#define RP_ENOTREG (-1)
+
+/* Reads a whole file, refusing more than max bytes and anything but a
+ * regular file; "-" reads standard input (whatever it is). Returns 0, or
+ * an errno value (EFBIG when the file is over max) or RP_ENOTREG. *out is
+ * NUL-terminated. */
 int rp_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* strerror() that also knows RP_ENOTREG. */
+const char *rp_strerror(int e);
 
 /* Writes data to path atomically: temp file in the same directory, fsync,
  * rename. A crash never leaves a partial file at path. Returns 0 or errno. */

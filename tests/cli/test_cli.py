@@ -147,4 +147,42 @@ for name in ("llama-3.1-70b-pd", "deepseek-v3-pd", "llama-3.1-405b-pp"):
         ok = ok and str(e["requests_fit_instance"]) in row.split()
     check(ok, f"check text ledger equals the json ledger ({name})")
 
+# Inputs that are not regular files: a FIFO nobody writes used to block
+# forever and /dev/zero to read until memory ran out; each is refused at
+# once, naming the file. Hooks must be `.lua` files (their lines are quoted
+# in diagnostics, so another file's text must not be).
+def not_regular_inputs():
+    ex = os.path.join(SRC, "plans", "examples", "llama-3.1-70b-pd.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = os.path.join(tmp, "input.fifo")
+        os.mkfifo(fifo)
+        cases = [("check FIFO spec", ["check", fifo], fifo),
+                 ("compile FIFO spec", ["compile", fifo, "-o", os.path.join(tmp, "o.json")], fifo),
+                 ("explain FIFO plan", ["explain", fifo], fifo),
+                 ("explain /dev/zero", ["explain", "/dev/zero"], "/dev/zero"),
+                 ("explain a directory", ["explain", tmp], tmp),
+                 ("search FIFO calibration", ["search", ex, "--calibration", fifo], fifo)]
+        for what, args, name in cases:
+            try:
+                q = run(*args, env={"RANKPLAN_CATALOG": os.path.join(SRC, "plans", "catalog")})
+                ok = q.returncode in (1, 2) and name in q.stderr and "not a regular file" in q.stderr
+            except subprocess.TimeoutExpired:
+                ok, q = False, None
+            check(ok, f"{what} is refused at once, naming it")
+        text = open(ex).read() + "  hooks:\n    placement: HOOK\n"
+        spec = os.path.join(tmp, "hooked.yaml")
+        os.mkfifo(os.path.join(tmp, "fifo.lua"))
+        for hook, want in (("fifo.lua", "not a regular file"),
+                           ("secret.txt", "whose names end in `.lua`"),
+                           ("dir.lua", "not a regular file")):
+            open(os.path.join(tmp, "secret.txt"), "w").write("TOKEN-do-not-print\n")
+            os.makedirs(os.path.join(tmp, "dir.lua"), exist_ok=True)
+            open(spec, "w").write(text.replace("HOOK", hook))
+            q = run("compile", spec, "-o", os.path.join(tmp, "o.json"),
+                    env={"RANKPLAN_CATALOG": os.path.join(SRC, "plans", "catalog")})
+            check(q.returncode == 1 and "E0601" in q.stderr and want in q.stderr
+                  and "TOKEN-do-not-print" not in q.stderr, f"hook `{hook}` refused with E0601 ({want})")
+
+
+not_regular_inputs()
 sys.exit(1 if fails else 0)
