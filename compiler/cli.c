@@ -3,6 +3,8 @@
  */
 #include "cli.h"
 
+#include "outfile.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,14 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
   fprintf(stderr, "\nrun 'rankplan %s --help' for usage\n", cmd);
   va_end(ap);
   return RP_EXIT_USAGE;
+}
+
+int cli_output_not_input(const char *cmd, const char *opt, const char *out,
+                         const char *const *inputs, size_t n) {
+  const char *which;
+  if (!rp_out_is_input(out, inputs, n, &which)) return 0;
+  return cli_usage_error(cmd, "%s `%s` is the input `%s`; writing it would destroy the input", opt,
+                         out, which);
 }
 
 int cli_opt_value(const char *cmd, int argc, char **argv, int *i,

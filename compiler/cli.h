@@ -16,6 +16,11 @@ int cmd_search(int argc, char **argv);
 
 /* Prints "rankplan <cmd>: <msg>" and the hint to use --help; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) RP_PRINTF(2, 3);
+/* A usage error (returns RP_EXIT_USAGE) when the output file `out` of
+ * option opt is one of the n inputs (outfile.h, rp_out_is_input): writing
+ * it would destroy that input. 0 otherwise. */
+int cli_output_not_input(const char *cmd, const char *opt, const char *out,
+                         const char *const *inputs, size_t n);
 
 /* Matches "--name VALUE" or "--name=VALUE" at argv[*i]; on a match stores
  * the value, advances *i past it and returns 1; returns -1 when the value

@@ -35,10 +35,12 @@ static const char compile_usage[] =
     "Compiles a deployment spec to its plan: every rank's node, GPU,\n"
     "coordinates, process groups, shards and memory (docs/plan.md). The plan\n"
     "is written atomically (temp file, then rename); with any error nothing\n"
-    "is written.\n"
+    "is written. A device or FIFO is written through; `-o -` writes the plan\n"
+    "to standard output (diagnostics then all go to standard error); an\n"
+    "output that is the spec itself is refused.\n"
     "\n"
     "options:\n"
-    "  -o, --output PLAN         where to write the plan (required)\n"
+    "  -o, --output PLAN         where to write the plan (required; - for stdout)\n"
     "  --split-by-node DIR       also write DIR/node-<N>.plan.json per node,\n"
     "                            each holding only what that node's ranks need\n"
     "  --catalog DIR             where `preset:` entries are looked up\n"
@@ -417,6 +419,11 @@ int cmd_compile(int argc, char **argv) {
     return cli_usage_error("compile", "unknown format '%s' (expected text, json or sarif)", fmt_s);
   if (!path) return cli_usage_error("compile", "missing SPEC");
   if (!out) return cli_usage_error("compile", "missing '-o PLAN' (where to write the plan)");
+  const char *inputs[] = {path};
+  if (cli_output_not_input("compile", "-o", out, inputs, 1)) return RP_EXIT_USAGE;
+  /* With `-o -` the plan is standard output, so every diagnostic goes to
+   * standard error, whatever its format. */
+  bool plan_on_stdout = strcmp(out, "-") == 0;
 
   Diags d;
   diags_init(&d);
@@ -432,10 +439,10 @@ int cmd_compile(int argc, char **argv) {
     rc = compile_spec_to_plan(spec, &o, &d, &what, &werr);
   }
   if (unreadable) rc = RP_EXIT_USAGE;
-  FILE *dout = fmt == DIAG_FMT_TEXT ? stderr : stdout;
+  FILE *dout = fmt == DIAG_FMT_TEXT || plan_on_stdout ? stderr : stdout;
   if (fmt != DIAG_FMT_TEXT || d.list.len > 0)
     diags_print(&d, dout, fmt, fmt == DIAG_FMT_TEXT && diag_want_color(stderr));
-  if (werr) fprintf(stderr, "rankplan compile: cannot write `%s`: %s\n", what ? what : out, strerror(werr));
+  if (werr) fprintf(stderr, "rankplan compile: cannot write `%s`: %s\n", what ? what : out, rp_strerror(werr));
   free(what);
   spec_free(spec);
   diags_free(&d);

@@ -93,7 +93,7 @@ static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, co
   int werr = 0;
   int rc = compile_spec_to_plan(&s, &o, d, &what, &werr);
   if (werr)
-    fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", what ? what : path, strerror(werr));
+    fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", what ? what : path, rp_strerror(werr));
   free(what);
   return rc;
 }
@@ -142,6 +142,11 @@ int cmd_search(int argc, char **argv) {
   if (gpus_s && !cli_parse_int(gpus_s, 1, INT32_MAX, &gpus))
     return cli_usage_error("search", "--gpus expects a count from 1, got '%s'", gpus_s);
   if (!path) return cli_usage_error("search", "missing SPEC");
+  if (plan && strcmp(plan, "-") == 0)
+    return cli_usage_error("search", "-o - is not available: the results are standard output; "
+                                     "write the plan to a file");
+  const char *inputs[] = {path, calib};
+  if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
 
   Diags d;
   diags_init(&d);

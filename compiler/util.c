@@ -195,33 +195,6 @@ int rp_read_file(const char *path, size_t max, char **out, size_t *len) {
   return 0;
 }
 
-int rp_write_file_atomic(const char *path, const char *data, size_t len) {
-  char *tmp = rp_sprintf("%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  int err = 0;
-  if (fd < 0) {
-    err = errno;
-    free(tmp);
-    return err;
-  }
-  size_t off = 0;
-  while (off < len) {
-    ssize_t w = write(fd, data + off, len - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      break;
-    }
-    off += (size_t)w;
-  }
-  if (!err && fsync(fd) != 0) err = errno;
-  if (close(fd) != 0 && !err) err = errno;
-  if (!err && rename(tmp, path) != 0) err = errno;
-  if (err) unlink(tmp);
-  free(tmp);
-  return err;
-}
-
 /* SHA-256, straight from FIPS 180-4 section 6.2. */
 static const uint32_t K256[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,

@@ -113,9 +113,6 @@ int rp_read_file(const char *path, size_t max, char **out, size_t *len);
 /* strerror() that also knows RP_ENOTREG. */
 const char *rp_strerror(int e);
 
-/* Writes data to path atomically: temp file in the same directory, fsync,
- * rename. A crash never leaves a partial file at path. Returns 0 or errno. */
-int rp_write_file_atomic(const char *path, const char *data, size_t len);
 
 /* Hex SHA-256 of data (65 bytes incl. NUL written to hex). */
 void rp_sha256_hex(const void *data, size_t len, char hex[65]);

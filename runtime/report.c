@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h"
 #include "plan.h"
 #include "report.h"
 

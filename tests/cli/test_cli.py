@@ -184,5 +184,107 @@ def not_regular_inputs():
                   and "TOKEN-do-not-print" not in q.stderr, f"hook `{hook}` refused with E0601 ({want})")
 
 
+BIG_SPEC = """version: 1
+name: big
+model:
+  preset: llama-3.1-70b
+hardware:
+  preset: h200-sxm
+  nodes: 4096
+  gpus_per_node: 8
+workload:
+  input_tokens: 4000
+  output_tokens: 500
+slo:
+  ttft: 600 ms
+  tpot: 40 ms
+deployment:
+  mode: disaggregated
+  pools:
+    - name: prefill
+      role: prefill
+      replicas: 2048
+      tp: 8
+    - name: decode
+      role: decode
+      replicas: 4096
+      tp: 4
+"""
+
+
+def output_files():
+    """Every file rankplan writes goes through outfile.c: an unpredictable
+    O_EXCL temporary in the target's directory, renamed over the target;
+    devices are written through, never replaced; `-o -` is standard output;
+    an output that is an input is refused; nothing is left on error or
+    signal."""
+    import signal
+    import stat
+    import time
+    ex = os.path.join(SRC, "plans", "examples", "llama-3.1-70b-pd.yaml")
+    cat = {"RANKPLAN_CATALOG": os.path.join(SRC, "plans", "catalog")}
+    with tempfile.TemporaryDirectory() as tmp:
+        good = run("compile", ex, "-o", os.path.join(tmp, "good.json"), env=cat)
+        want = open(os.path.join(tmp, "good.json"), "rb").read() if good.returncode == 0 else b"?"
+        # /dev/null stays a device (as root the old rename replaced it).
+        q = run("compile", ex, "-o", "/dev/null", env=cat)
+        check(q.returncode == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), "-o /dev/null is written through")
+        q = run("compile", ex, "-o", "/dev/full", env=cat)
+        check(q.returncode == 2 and "/dev/full" in q.stderr and "No space left" in q.stderr,
+              "-o /dev/full fails, naming it")
+        q = subprocess.run([RP, "compile", ex, "-o", "-", "--format", "json"], capture_output=True,
+                           env=dict(os.environ, **cat), timeout=60)
+        check(q.returncode == 0 and q.stdout == want and b"W0301" in q.stderr,
+              "-o - writes the plan bytes to stdout, diagnostics to stderr")
+        spec = os.path.join(tmp, "spec.yaml")
+        open(spec, "w").write(open(ex).read())
+        before = open(spec).read()
+        q = run("compile", spec, "-o", os.path.join(tmp, ".", "spec.yaml"), env=cat)
+        check(q.returncode == 2 and "would destroy the input" in q.stderr and open(spec).read() == before,
+              "compile -o SPEC is refused and the spec kept")
+        q = run("search", spec, "-o", spec, env=cat)
+        check(q.returncode == 2 and "would destroy the input" in q.stderr and open(spec).read() == before,
+              "search -o SPEC is refused and the spec kept")
+        q = run("search", spec, "-o", "-", env=cat)
+        check(q.returncode == 2 and "-o -" in q.stderr, "search -o - is a usage error")
+        os.mkdir(os.path.join(tmp, "dir"))
+        q = run("compile", ex, "-o", os.path.join(tmp, "dir"), env=cat)
+        check(q.returncode == 2 and "Is a directory" in q.stderr, "-o DIR is refused")
+        # A symlink as the target: the file it names is replaced, the link stays.
+        real, link = os.path.join(tmp, "real.json"), os.path.join(tmp, "link.json")
+        open(real, "w").write("old")
+        os.symlink("real.json", link)
+        q = run("compile", ex, "-o", link, env=cat)
+        check(q.returncode == 0 and os.path.islink(link) and open(real, "rb").read() == want,
+              "-o SYMLINK replaces the file it names")
+        # The old temporary name was PLAN.tmp.PID: a symlink planted there
+        # made the compile overwrite its target. No fixed name is used now.
+        victim = os.path.join(tmp, "victim")
+        open(victim, "w").write("keep")
+        for pid in range(os.getpid(), os.getpid() + 200):
+            os.symlink(victim, os.path.join(tmp, f"p.json.tmp.{pid}"))
+        q = run("compile", ex, "-o", os.path.join(tmp, "p.json"), env=cat)
+        check(q.returncode == 0 and open(victim).read() == "keep", "a planted temporary symlink is not followed")
+        left = [f for f in os.listdir(tmp) if f.endswith(".tmp")]
+        check(not left, f"no temporary left after the runs ({left})")
+        # SIGINT while a large plan is being written: no temporary is left.
+        big = os.path.join(tmp, "big.yaml")
+        open(big, "w").write(BIG_SPEC)
+        out = os.path.join(tmp, "big", "plan.json")
+        os.mkdir(os.path.join(tmp, "big"))
+        p = subprocess.Popen([RP, "compile", big, "-o", out], env=dict(os.environ, **cat),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen, t0 = False, time.monotonic()
+        while not seen and p.poll() is None and time.monotonic() - t0 < 60:
+            seen = any(f.endswith(".tmp") for f in os.listdir(os.path.join(tmp, "big")))
+            time.sleep(0.005)
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=60)
+        left = os.listdir(os.path.join(tmp, "big"))
+        check(seen and rc == -signal.SIGINT and left == [],
+              f"SIGINT while writing leaves nothing (temporary seen {seen}, exit {rc}, left {left})")
+
+
 not_regular_inputs()
+output_files()
 sys.exit(1 if fails else 0)

@@ -16,6 +16,7 @@
 
 #include "compile.h"
 #include "layout.h"
+#include "outfile.h"
 #include "rp_config.h"
 #include "t.h"
 
