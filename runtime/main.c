@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "launcher.h"
+#include "outfile.h"
 #include "plan.h"
 #include "rp_config.h"
 
@@ -197,6 +198,11 @@ int main(int argc, char **argv) {
     o.probe_copy_bytes = strcmp(o.backend, "nccl") == 0 ? RT_PROBE_COPY_DEVICE
                                                         : RT_PROBE_COPY_HOST;
   if (o.node < 0) return bad_usage("%s", "missing --node N");
+  const char *outs[] = {o.report_path, o.probe_path}, *which;
+  for (size_t i = 0; i < 2; i++)
+    if (outs[i] && rp_out_is_input(outs[i], (const char *const[]){o.plan_path}, 1, &which))
+      return bad_usage("%s `%s` is the plan `%s`; writing it would destroy the plan",
+                       i ? "--probe" : "--report", outs[i], which);
   if (!rt_backend_find(o.backend)) {
     fprintf(stderr, "rankrun: unknown backend `%s`: expected one of %s\n",
             o.backend, rt_backend_names());

@@ -285,6 +285,26 @@ def output_files():
               f"SIGINT while writing leaves nothing (temporary seen {seen}, exit {rc}, left {left})")
 
 
+def rankrun_outputs():
+    """rankrun writes its report and calibration file through the same
+    module; neither may name the plan it runs."""
+    rr = os.path.join(os.environ.get("BUILDDIR", ""), "rankrun")
+    if not os.path.exists(rr):
+        print("skip rankrun outputs: no rankrun in this build")
+        return
+    ex = os.path.join(SRC, "plans", "examples", "llama-3.1-70b-pd.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = os.path.join(tmp, "plan.json")
+        run("compile", ex, "-o", plan, env={"RANKPLAN_CATALOG": os.path.join(SRC, "plans", "catalog")})
+        before = open(plan, "rb").read()
+        for opt in ("--report", "--probe"):
+            q = subprocess.run([rr, plan, "--node", "0", opt, os.path.join(tmp, ".", "plan.json")],
+                               capture_output=True, text=True, timeout=60)
+            check(q.returncode == 2 and "would destroy the plan" in q.stderr and open(plan, "rb").read() == before,
+                  f"rankrun {opt} PLAN is refused and the plan kept")
+
+
 not_regular_inputs()
 output_files()
+rankrun_outputs()
 sys.exit(1 if fails else 0)
