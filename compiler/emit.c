@@ -663,13 +663,6 @@ char *emit_plan(const Diags *d, const Spec *s, const Layout *L, const PlanEstima
 }
 
 /* Creates dir (one level) when missing. */
-static int ensure_dir(const char *dir) {
-  struct stat st;
-  if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return errno;
-  return 0;
-}
-
 /* The kv_reshard lines already made, by the set of pools on a node. */
 typedef RP_VEC(struct KvLine { unsigned char *pools; char *kv; }) KvCache;
 
@@ -697,57 +690,84 @@ static void kv_cache_free(KvCache *c) {
   free(c->items);
 }
 
-/* The node files: each is written to its own temporary (outfile.h), then
- * the whole file system is flushed once (syncfs) and every temporary
- * renamed over its target, then the directory flushed. Each file is thus
- * replaced atomically, as rp_out_commit does, without one fsync per file:
- * at 16,384 nodes that is the difference between seconds and minutes. The
+/* The files of one compile: every node file and the whole plan, each in
+ * its own temporary (outfile.h) until all are written. */
+typedef struct {
+  RpOut *node;    /* [nodes] */
+  int64_t staged; /* node files written to their temporaries */
+  RpOut whole;
+  bool have_whole;
+  int dfd;        /* the node files' directory, or -1 */
+} Staged;
+
+/* Writes every node file to its temporary, without an fsync each: the
+ * directory's file system is flushed once (syncfs) before the renames; at
+ * 16,384 nodes that is the difference between seconds and minutes. The
  * kv_reshard line depends only on which pools have ranks on the node, so
  * it is computed once per distinct set of pools. */
-static int write_node_files(const Diags *d, const Spec *s, const Layout *L,
+static int stage_node_files(const Diags *d, const Spec *s, const Layout *L,
                             const PlanEstimates *est, const NodeIndex *x, const char *dir,
-                            char **what) {
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
+                            Staged *st, char **what) {
+  int err = rp_out_dir(dir);
+  if (!err && (st->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) err = errno;
+  if (err) {
     *what = rp_strdup(dir);
-    return errno;
+    return err;
   }
   KvCache cache = {0};
-  RpOut *outs = rp_calloc((size_t)L->nodes, sizeof *outs);
-  int err = 0;
-  int64_t written = 0;
+  st->node = rp_calloc((size_t)L->nodes, sizeof *st->node);
   for (int64_t n = 0; n < L->nodes && !err; n++) {
     char *dst = rp_sprintf("%s/node-%lld.plan.json", dir, (long long)n);
-    err = rp_out_open(&outs[n], dst);
+    err = rp_out_open(&st->node[n], dst);
     if (!err) {
+      st->staged = n + 1;
       size_t len;
       char *text = emit_doc(d, s, L, est, (int32_t)n, x, kv_for_node(&cache, L, s, x, n), NULL, &len);
-      rp_out_write(&outs[n], text, len);
+      rp_out_write(&st->node[n], text, len);
       free(text);
-      written = n + 1;
-      err = rp_out_close(&outs[n], false);
+      err = rp_out_close(&st->node[n], false);
     }
     if (err) *what = dst;
     else free(dst);
   }
-  if (!err && syncfs(dfd) != 0) {
-    err = errno;
-    *what = rp_strdup(dir);
-  }
-  for (int64_t n = 0; n < written; n++) {
-    if (err) {
-      rp_out_abort(&outs[n]);
-    } else if ((err = rp_out_publish(&outs[n])) != 0) {
-      *what = rp_sprintf("%s/node-%lld.plan.json", dir, (long long)n);
-    }
-  }
-  if (!err && fsync(dfd) != 0) {
-    err = errno;
-    *what = rp_strdup(dir);
-  }
-  close(dfd);
   kv_cache_free(&cache);
-  free(outs);
+  return err;
+}
+
+/* Writes the whole plan to its temporary, streamed as it is formatted. */
+static int stage_whole(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,
+                       const NodeIndex *x, const char *path, Staged *st) {
+  int err = rp_out_open(&st->whole, path);
+  if (err) return err;
+  st->have_whole = true;
+  Sink k = {&st->whole, 0};
+  size_t len;
+  char *kv = kv_reshard_text(s, L, -1);
+  free(emit_doc(d, s, L, est, -1, x, kv, &k, &len));
+  free(kv);
+  return rp_out_close(&st->whole, true);
+}
+
+/* Renames every staged file over its target (the node files first), or
+ * with err set removes them all; then frees st. */
+static int publish(Staged *st, int err, const char *path, const char *dir, char **what) {
+  if (!err && st->dfd >= 0 && syncfs(st->dfd) != 0) {
+    err = errno;
+    *what = rp_strdup(dir);
+  }
+  for (int64_t n = 0; n < st->staged; n++) {
+    if (err) rp_out_abort(&st->node[n]);
+    else if ((err = rp_out_publish(&st->node[n])) != 0)
+      *what = rp_sprintf("%s/node-%lld.plan.json", dir, (long long)n);
+  }
+  if (st->have_whole && err) rp_out_abort(&st->whole);
+  else if (st->have_whole && (err = rp_out_publish(&st->whole)) != 0) *what = rp_strdup(path);
+  if (!err && st->dfd >= 0 && fsync(st->dfd) != 0) {
+    err = errno;
+    *what = rp_strdup(dir);
+  }
+  if (st->dfd >= 0) close(st->dfd);
+  free(st->node);
   return err;
 }
 
@@ -756,28 +776,15 @@ int emit_plan_files(const Diags *d, const Spec *s, const Layout *L, const PlanEs
   *what = NULL;
   NodeIndex x;
   node_index(L, &x);
+  /* Every file is written before any is renamed: a run that fails
+   * half-way (a write error, exit 70, a signal) leaves the old files as
+   * they were and no new file. */
+  Staged st = {NULL, 0, {0}, false, -1};
   int err = 0;
-  /* The node files first, the whole plan last: a run that fails half-way
-   * leaves no new whole plan that disagrees with its node files. */
-  if (split_dir) {
-    err = ensure_dir(split_dir);
-    if (err) *what = rp_strdup(split_dir);
-    else err = write_node_files(d, s, L, est, &x, split_dir, what);
-  }
-  if (!err && path) {
-    /* Streamed to its temporary (outfile.h) as it is formatted. */
-    RpOut out;
-    err = rp_out_open(&out, path);
-    if (!err) {
-      Sink k = {&out, 0};
-      size_t len;
-      char *kv = kv_reshard_text(s, L, -1);
-      free(emit_doc(d, s, L, est, -1, &x, kv, &k, &len));
-      free(kv);
-      err = rp_out_commit(&out);
-    }
-    if (err) *what = rp_strdup(path);
-  }
+  if (split_dir) err = stage_node_files(d, s, L, est, &x, split_dir, &st, what);
+  if (!err && path && (err = stage_whole(d, s, L, est, &x, path, &st)) != 0) *what = rp_strdup(path);
+  err = publish(&st, err, path, split_dir, what);
+  if (!err) rp_out_dir_keep();
   node_index_free(&x);
   return err;
 }

@@ -29,12 +29,14 @@ static struct {
   size_t n, cap, live;
   pid_t owner;    /* a forked child does not remove its parent's files */
   bool installed;
+  char *made_dir; /* rp_out_dir's, until kept */
 } reg;
 
 void rp_out_cleanup(void) {
   if (reg.owner != getpid()) return;
   for (size_t i = 0; i < reg.n; i++)
     if (reg.tmp[i]) unlink(reg.tmp[i]);
+  if (reg.made_dir) rmdir(reg.made_dir);
 }
 
 static void on_signal(int sig) {
@@ -82,13 +84,15 @@ static int create_temp(RpOut *o) {
     char *tmp = rp_sprintf("%.*s.%s.%016llx.tmp", dlen, o->target, base, (unsigned long long)r);
     sigset_t old;
     block(&old);
+    /* Room first: an allocation that fails (exit 70) must not strand a
+     * file created but not listed. */
+    if (reg.n == reg.cap) {
+      reg.cap = reg.cap ? 2 * reg.cap : 16;
+      reg.tmp = rp_realloc(reg.tmp, reg.cap * sizeof *reg.tmp);
+    }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     int e = errno;
     if (fd >= 0) {
-      if (reg.n == reg.cap) {
-        reg.cap = reg.cap ? 2 * reg.cap : 16;
-        reg.tmp = rp_realloc(reg.tmp, reg.cap * sizeof *reg.tmp);
-      }
       reg.owner = getpid();
       reg.tmp[reg.n++] = tmp;
       reg.live++;
@@ -119,6 +123,34 @@ static void drop_temp(RpOut *o, bool unlink_it) {
   unblock(&old);
   free(o->tmp);
   o->tmp = NULL;
+}
+
+int rp_out_dir(const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  install();
+  char *copy = rp_strdup(dir); /* before mkdir: a failure here strands nothing */
+  sigset_t old;
+  block(&old);
+  int e = mkdir(dir, 0777) == 0 ? 0 : errno;
+  if (!e) {
+    RP_ASSERT(!reg.made_dir);
+    reg.owner = getpid();
+    reg.made_dir = copy;
+    copy = NULL;
+  }
+  unblock(&old);
+  free(copy);
+  return e == EEXIST ? rp_out_dir(dir) : e;
+}
+
+void rp_out_dir_keep(void) {
+  sigset_t old;
+  block(&old);
+  char *d = reg.made_dir;
+  reg.made_dir = NULL;
+  unblock(&old);
+  free(d);
 }
 
 /* The file a symlink names, when path is one that resolves; else path. */

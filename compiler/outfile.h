@@ -56,7 +56,16 @@ int rp_write_file_atomic(const char *path, const char *data, size_t len);
  * would destroy an input; *which is then that input. "-" is never one. */
 bool rp_out_is_input(const char *out, const char *const *inputs, size_t n, const char **which);
 
-/* Removes every temporary still open. Async-signal-safe. */
+/* Creates directory dir (0777 less the umask) when it does not exist, for output files
+ * to go into; ENOTDIR when dir is something else. A directory created here
+ * is removed again, if still empty, on exit or a signal, until
+ * rp_out_dir_keep() says the files in it are complete: a failed command
+ * leaves no empty output directory behind. One such directory at a time. */
+int rp_out_dir(const char *dir);
+void rp_out_dir_keep(void);
+
+/* Removes every temporary still open (and the directory rp_out_dir
+ * created, when empty). Async-signal-safe. */
 void rp_out_cleanup(void);
 
 #endif
