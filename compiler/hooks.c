@@ -512,11 +512,10 @@ static void *run_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
       return NULL;
     }
   }
+  /* The cap was checked above: a failure here is the machine's memory,
+   * not the hook's, so an internal error rather than E0607. */
   void *p = realloc(ptr, nsize);
-  if (!p) {
-    if (!r->kill) r->kill = KILL_MEMORY;
-    return NULL;
-  }
+  if (!p) rp_internal("out of memory in the hook sandbox (%zu bytes)", nsize);
   r->used += (int64_t)nsize - (int64_t)osize;
   return p;
 }

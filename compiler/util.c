@@ -172,6 +172,8 @@ static FILE *open_regular(const char *path, int *err) {
 int rp_read_file(const char *path, size_t max, char **out, size_t *len) {
   int err = 0;
   FILE *f = strcmp(path, "-") == 0 ? stdin : open_regular(path, &err);
+  /* Out of memory is not a problem of the file: an internal error. */
+  if (err == ENOMEM) rp_internal("out of memory opening `%s`", path);
   if (!f) return err;
   StrBuf sb;
   sb_init(&sb);
@@ -185,6 +187,7 @@ int rp_read_file(const char *path, size_t max, char **out, size_t *len) {
     sb_putn(&sb, chunk, n);
   }
   if (!err && ferror(f)) err = errno ? errno : EIO;
+  if (err == ENOMEM) rp_internal("out of memory reading `%s`", path);
   if (f != stdin) fclose(f);
   if (err) {
     sb_free(&sb);

@@ -5,6 +5,7 @@
  * docs/runtime.md for the user's view.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ static int bad_usage(const char *fmt, ...) {
 }
 
 int main(int argc, char **argv) {
+  json_set_alloc_funcs(rp_malloc, free); /* as rankplan: exit 70 when out of memory */
   RtLaunchOpts o;
   memset(&o, 0, sizeof o);
   o.node = -1;
