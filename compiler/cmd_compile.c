@@ -58,25 +58,51 @@ static const char compile_usage[] =
  * its result is checked again by the layout (lay_set_partition). */
 static bool hook_partitions(Diags *d, const Spec *spec, Layout *L) {
   if (!spec->deployment.hooks.layer_partition.set) return true;
-  HookEnv env;
-  hook_env_init(&env, d);
-  hook_env_from_spec(&env, d, spec);
-  bool ok = !diags_failed(d);
-  if (ok && hook_env_has(&env, HOOK_LAYER_PARTITION)) {
-    HookCtx ctx;
-    ok = hook_ctx_build(&ctx, spec, d); /* frees what it built on failure */
-    for (size_t p = 0; ok && p < L->npools; p++) {
-      int64_t pp = L->pools[p].size[CO_PP];
-      int64_t *counts = rp_calloc((size_t)pp, sizeof *counts);
-      ok = hook_run_layer_partition(&env, &ctx, p, counts, d) &&
-           lay_set_partition(d, L, p, spec->model.layers.v, counts,
-                             spec->deployment.hooks.layer_partition.loc);
-      free(counts);
-    }
-    hook_ctx_free(&ctx);
+  HookSession hs;
+  bool ok = hook_session_open(&hs, spec, d);
+  for (size_t p = 0; ok && p < L->npools; p++) {
+    int64_t pp = L->pools[p].size[CO_PP];
+    int64_t *counts = rp_calloc((size_t)pp, sizeof *counts);
+    ok = hook_run_layer_partition(&hs.env, &hs.ctx, p, counts, d) &&
+         lay_set_partition(d, L, p, spec->model.layers.v, counts,
+                           spec->deployment.hooks.layer_partition.loc);
+    free(counts);
   }
-  hook_env_free(&env);
+  hook_session_close(&hs);
   return ok && !diags_failed(d);
+}
+
+/* Runs the placement hook of session hs and sets its placement in L (the
+ * layout checks it again, as it checks any placement). The hook sees the
+ * default placement when have_default. */
+static bool run_placement_hook(Diags *d, const Spec *spec, Layout *L, HookSession *hs,
+                               bool have_default) {
+  size_t n = (size_t)L->nranks ? (size_t)L->nranks : 1;
+  int64_t *dn = rp_malloc(n * sizeof *dn), *dg = rp_malloc(n * sizeof *dg);
+  int64_t *hn = rp_malloc(n * sizeof *hn), *hg = rp_malloc(n * sizeof *hg);
+  for (size_t r = 0; r < (size_t)L->nranks; r++) {
+    dn[r] = L->ranks[r].node;
+    dg[r] = L->ranks[r].device;
+  }
+  hs->ctx.default_node = have_default ? dn : NULL;
+  hs->ctx.default_gpu = have_default ? dg : NULL;
+  bool ok = hook_run_placement(&hs->env, &hs->ctx, hn, hg, d);
+  if (ok) {
+    int32_t *node = rp_malloc(n * sizeof *node), *gpu = rp_malloc(n * sizeof *gpu);
+    for (size_t r = 0; r < (size_t)L->nranks; r++) {
+      node[r] = hn[r] < INT32_MIN || hn[r] > INT32_MAX ? -1 : (int32_t)hn[r];
+      gpu[r] = hg[r] < INT32_MIN || hg[r] > INT32_MAX ? -1 : (int32_t)hg[r];
+    }
+    ok = lay_place_set(d, L, node, gpu, spec->deployment.hooks.placement.loc);
+    free(node);
+    free(gpu);
+  }
+  hs->ctx.default_node = hs->ctx.default_gpu = NULL;
+  free(dn);
+  free(dg);
+  free(hn);
+  free(hg);
+  return ok;
 }
 
 /* Runs the placement hook when the spec names one, else the default
@@ -90,44 +116,10 @@ static bool place(Diags *d, const Spec *spec, Layout *L) {
   diags_init(&scratch);
   bool have_default = lay_place_default(&scratch, L);
   diags_free(&scratch);
-  HookEnv env;
-  hook_env_init(&env, d);
-  hook_env_from_spec(&env, d, spec);
-  bool ok = !diags_failed(d);
-  if (ok && hook_env_has(&env, HOOK_PLACEMENT)) {
-    HookCtx ctx;
-    ok = hook_ctx_build(&ctx, spec, d);
-    if (ok) {
-      size_t n = (size_t)L->nranks;
-      int64_t *dn = rp_malloc((n ? n : 1) * sizeof *dn), *dg = rp_malloc((n ? n : 1) * sizeof *dg);
-      int64_t *hn = rp_malloc((n ? n : 1) * sizeof *hn), *hg = rp_malloc((n ? n : 1) * sizeof *hg);
-      for (size_t r = 0; r < n; r++) {
-        dn[r] = L->ranks[r].node;
-        dg[r] = L->ranks[r].device;
-      }
-      ctx.default_node = have_default ? dn : NULL;
-      ctx.default_gpu = have_default ? dg : NULL;
-      ok = hook_run_placement(&env, &ctx, hn, hg, d);
-      if (ok) {
-        /* The hook checked its own result; the layout checks it again, the
-         * same way it checks any placement. */
-        int32_t *node = rp_malloc((n ? n : 1) * sizeof *node), *gpu = rp_malloc((n ? n : 1) * sizeof *gpu);
-        for (size_t r = 0; r < n; r++) {
-          node[r] = hn[r] < INT32_MIN || hn[r] > INT32_MAX ? -1 : (int32_t)hn[r];
-          gpu[r] = hg[r] < INT32_MIN || hg[r] > INT32_MAX ? -1 : (int32_t)hg[r];
-        }
-        ok = lay_place_set(d, L, node, gpu, spec->deployment.hooks.placement.loc);
-        free(node);
-        free(gpu);
-      }
-      free(dn);
-      free(dg);
-      free(hn);
-      free(hg);
-      hook_ctx_free(&ctx);
-    }
-  }
-  hook_env_free(&env);
+  HookSession hs;
+  bool ok = hook_session_open(&hs, spec, d);
+  if (ok) ok = run_placement_hook(d, spec, L, &hs, have_default);
+  hook_session_close(&hs);
   if (ok && !diags_failed(d) && !L->placed) return lay_place_default(d, L); /* reports why */
   return ok && !diags_failed(d);
 }
@@ -139,24 +131,15 @@ static bool place(Diags *d, const Spec *spec, Layout *L) {
  * the map's shape again. */
 static bool hook_experts(Diags *d, const Spec *spec, Layout *L) {
   if (!spec->deployment.hooks.expert_placement.set || !model_is_moe(&spec->model)) return true;
-  HookEnv env;
-  hook_env_init(&env, d);
-  hook_env_from_spec(&env, d, spec);
-  bool ok = !diags_failed(d);
-  if (ok && hook_env_has(&env, HOOK_EXPERT_PLACEMENT)) {
-    HookCtx ctx;
-    ok = hook_ctx_build(&ctx, spec, d);
-    for (size_t p = 0; ok && p < L->npools; p++) {
-      HookExpertMap m;
-      memset(&m, 0, sizeof m);
-      ok = hook_run_expert_placement(&env, &ctx, p, &m, d);
-      if (ok)
-        lay_set_expert_map(L, p, m.experts, m.ep, m.slots_per_rank, m.offsets, m.ranks);
-      hook_expert_map_free(&m);
-    }
-    hook_ctx_free(&ctx); /* safe after a failed build: it left ctx empty */
+  HookSession hs;
+  bool ok = hook_session_open(&hs, spec, d);
+  for (size_t p = 0; ok && p < L->npools; p++) {
+    HookExpertMap m;
+    ok = hook_run_expert_placement(&hs.env, &hs.ctx, p, &m, d);
+    if (ok) lay_set_expert_map(L, p, m.experts, m.ep, m.slots_per_rank, m.offsets, m.ranks);
+    hook_expert_map_free(&m);
   }
-  hook_env_free(&env);
+  hook_session_close(&hs);
   return ok && !diags_failed(d);
 }
 

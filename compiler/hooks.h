@@ -165,6 +165,19 @@ bool hook_ctx_build(HookCtx *ctx, const Spec *spec, Diags *d);
 bool hook_ctx_layout(HookCtx *ctx, const char *order, Diags *d);
 void hook_ctx_free(HookCtx *ctx);
 
+/* What every caller of a hook sets up: the spec's hook files with the
+ * limits from the environment, and the context built from the spec. */
+typedef struct {
+  HookEnv env;
+  HookCtx ctx;
+} HookSession;
+
+/* Opens a session for spec's hooks; false after reporting (a malformed
+ * RANKPLAN_HOOK_* setting, an earlier error, a context that cannot be
+ * built). Close it either way. */
+bool hook_session_open(HookSession *hs, const Spec *spec, Diags *d);
+void hook_session_close(HookSession *hs);
+
 /* ---- entry points: each returns true and fills its output when the hook
  * ran and its result passed every check; false after reporting ---- */
 
