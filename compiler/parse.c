@@ -23,10 +23,13 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rp_config.h"
 #include "spec.h"
@@ -56,6 +59,60 @@ const char *engine_name(Engine e) {
 }
 const char *role_name(PoolRole r) {
   return (unsigned)r < RP_ARRAY_LEN(role_names) ? role_names[r] : "?";
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reading files. */
+
+/* What a file that is not a regular file is, for the message. */
+static const char *file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+/* Reads a spec or catalog file of at most max bytes into *out
+ * (NUL-terminated). "-" is standard input, read by rp_read_file (util.h).
+ * Any other path must be a regular file: it is opened without blocking and
+ * checked on the open descriptor, so a FIFO or a device is refused instead
+ * of blocking the reader forever. Returns 0, an errno value (EFBIG when
+ * over max), or -1 when the file is not regular, with *kind saying what it
+ * is. (rp_read_file reads any path; this is its regular-file variant, kept
+ * here because util.c belongs to every stage.) */
+static int read_regular(const char *path, size_t max, char **out, size_t *len, const char **kind) {
+  if (strcmp(path, "-") == 0) return rp_read_file(path, max, out, len);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return errno;
+  struct stat st;
+  int err = fstat(fd, &st) != 0 ? errno : 0;
+  if (!err && !S_ISREG(st.st_mode)) {
+    *kind = file_kind(st.st_mode);
+    err = -1;
+  } else if (!err && (uint64_t)st.st_size > max) {
+    err = EFBIG;
+  }
+  char *buf = err ? NULL : rp_malloc(max + 2);
+  size_t n = 0;
+  while (!err && n <= max) {
+    ssize_t r = read(fd, buf + n, max + 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = errno;
+    else if (r == 0) break;
+    else n += (size_t)r;
+  }
+  if (!err && n > max) err = EFBIG; /* it grew while being read */
+  close(fd);
+  if (err) {
+    free(buf);
+    return err;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -557,6 +614,30 @@ static YNode *merge(P *p, const YNode *base, const YNode *over, const char *skip
   return r;
 }
 
+/* E0111 for a preset name with no catalog file: the closest entry, or the
+ * list of entries, or where the empty catalog is. */
+static Diag *preset_unknown(P *p, const YNode *v, const char *kind, const char *path,
+                            const char *dir, const char *const *names, size_t nn) {
+  Diag *g = diag_at(p->d, DIAG_E0111, v->loc, "unknown %s preset `%s`", path, v->str);
+  const char *c = diag_closest(v->str, names, nn);
+  if (c) {
+    diag_help(g, "did you mean `%s`?", c);
+  } else if (nn) {
+    StrBuf sb;
+    sb_init(&sb);
+    for (size_t i = 0; i < nn; i++) sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
+    char *shown = catalog_display(p->catalog_dir, kind, "");
+    shown[strlen(shown) - strlen("/.yaml")] = '\0';
+    diag_help(g, "catalog entries in %s: %s", shown, sb.buf);
+    free(shown);
+    sb_free(&sb);
+  } else {
+    diag_help(g, "the catalog directory %s has no entries; set RANKPLAN_CATALOG or --catalog", dir);
+    diag_note(g, "catalog: %s", p->catalog_dir);
+  }
+  return g;
+}
+
 /* Resolves `preset:` in a model or hardware mapping: returns the merged
  * mapping (or m itself when there is no preset, or on error). */
 static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const char *path, SStr *preset) {
@@ -575,27 +656,17 @@ static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const c
   char *file = rp_sprintf("%s/%s.yaml", dir, v->str);
   char *text = NULL;
   size_t len = 0;
-  int err = preset_name_ok(v->str) ? rp_read_file(file, SPEC_MAX_BYTES, &text, &len) : ENOENT;
-  if (err) {
+  const char *what = NULL;
+  int err = preset_name_ok(v->str) ? read_regular(file, SPEC_MAX_BYTES, &text, &len, &what) : ENOENT;
+  if (err < 0) {
     Diag *g = diag_at(p->d, DIAG_E0111, v->loc, "unknown %s preset `%s`", path, v->str);
-    const char *c = diag_closest(v->str, (const char *const *)names, nn);
-    if (c) {
-      diag_help(g, "did you mean `%s`?", c);
-    } else if (nn) {
-      StrBuf sb;
-      sb_init(&sb);
-      for (size_t i = 0; i < nn; i++) sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
-      char *shown = catalog_display(p->catalog_dir, kind, "");
-      shown[strlen(shown) - strlen("/.yaml")] = '\0';
-      diag_help(g, "catalog entries in %s: %s", shown, sb.buf);
-      free(shown);
-      sb_free(&sb);
-    } else {
-      diag_help(g, "the catalog directory %s has no entries; set RANKPLAN_CATALOG or --catalog", dir);
-      diag_note(g, "catalog: %s", p->catalog_dir);
-    }
-    if (err != ENOENT && preset_name_ok(v->str))
-      diag_note(g, "%s: %s", file, strerror(err));
+    diag_note(g, "%s is %s, not a regular file; it was not read", file, what);
+    diag_help(g, "a catalog entry is a YAML file: replace it, or pick another entry");
+    goto out;
+  }
+  if (err) {
+    Diag *g = preset_unknown(p, v, kind, path, dir, (const char *const *)names, nn);
+    if (err != ENOENT && preset_name_ok(v->str)) diag_note(g, "%s: %s", file, strerror(err));
     goto out;
   }
   char *shown = catalog_display(p->catalog_dir, kind, v->str);
@@ -996,7 +1067,14 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const
 Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
   char *text = NULL;
   size_t len = 0;
-  int err = rp_read_file(path, SPEC_MAX_BYTES, &text, &len);
+  const char *kind = NULL;
+  int err = read_regular(path, SPEC_MAX_BYTES, &text, &len, &kind);
+  if (err < 0) {
+    Diag *g = diag_at(d, DIAG_E0001, (SrcLoc){diags_intern(d, path), 0, 0},
+                      "cannot read the spec: it is %s, not a regular file", kind);
+    diag_help(g, "give the path of a spec file, or `-` to read the spec from standard input");
+    return NULL;
+  }
   if (err == EFBIG) {
     Diag *g = diag_at(d, DIAG_E0002, (SrcLoc){diags_intern(d, path), 0, 0},
                       "the spec is over the size cap of %u bytes", SPEC_MAX_BYTES);
