@@ -131,6 +131,27 @@ static void test_xpyd_budget(void) {
   T_EQ_INT(ev, 0);
 }
 
+/* A GPU of 2^63 - 1 bytes used in full: the ledger, the cost model and
+ * the decode batch work with counts near 2^63 without converting a double
+ * past INT64_MAX (the UBSan build stops on such a conversion) and the
+ * search still ranks something. */
+static void test_huge_gpu(void) {
+  Spec s = llama70b(1);
+  s.hardware.gpu.memory.v = INT64_MAX;
+  s.deployment.memory.utilization.v = 1.0;
+  s.deployment.memory.utilization.set = true;
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  o.max_candidates = 2000;
+  SearchOut out;
+  Diags d;
+  run(&s, &o, &out, &d);
+  T_CHECK(out.evaluated > 0 && out.evaluated <= 2000);
+  T_CHECK(out.model.usable_mem > 0);
+  search_out_free(&out);
+  diags_free(&d);
+}
+
 static void test_llama_search(void) {
   Spec s = llama70b(4);
   SearchOptions o;
@@ -487,6 +508,7 @@ int main(int argc, char **argv) {
   T_RUN(test_rules);
   T_RUN(test_xpyd_best);
   T_RUN(test_xpyd_budget);
+  T_RUN(test_huge_gpu);
   T_RUN(test_llama_search);
   T_RUN(test_modes_and_rate);
   T_RUN(test_budget_and_slo);
