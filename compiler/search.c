@@ -670,7 +670,9 @@ bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, i
   double y_per_x = ((double)gy / (double)gd) / ((double)gx / (double)gp);
   for (int64_t xi = 1; xi * gp + gd <= G; xi++) {
     int64_t ymax = (G - xi * gp) / gd;
-    double ys = (double)xi * y_per_x;
+    /* Clamped to [1, ymax] before converting, as the candidates are
+     * after: a ratio far off either end is no integer. */
+    double ys = fmin(fmax((double)xi * y_per_x, 1.0), (double)ymax);
     int64_t cand[2] = {(int64_t)floor(ys), (int64_t)ceil(ys)};
     for (int j = 0; j < 2; j++) {
       int64_t yi = cand[j] < 1 ? 1 : cand[j] > ymax ? ymax : cand[j];
@@ -697,6 +699,16 @@ bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, i
     }
   }
   return found;
+}
+
+/* *n = ceil(rate / per), the instances that serve rate at per each, when
+ * that is at most limit (else false, and nothing converted: workload.rate
+ * is any positive double, so the quotient may be past INT64_MAX). */
+static bool instances_for(double rate, double per, int64_t limit, int64_t *n) {
+  double q = ceil(rate / per);
+  if (!(q <= (double)limit)) return false;
+  *n = (int64_t)q;
+  return true;
 }
 
 static void pool_from(SearchPool *p, PoolRole role, const RoleEval *e, int64_t replicas) {
@@ -752,15 +764,17 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
   double tpot = D->tpot;
   int64_t batch = D->batch;
   if (m->rate > 0) {
-    int64_t xn = (int64_t)ceil(m->rate / rp), yn = (int64_t)ceil(m->rate / rd);
-    if (xn * P->gpus + yn * D->gpus <= c->G) {
+    int64_t xn = 0, yn = 0;
+    if (instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn) &&
+        xn * P->gpus + yn * D->gpus <= c->G) {
       x = xn;
       y = yn;
       served = m->rate;
       /* Little's law: each decode instance holds rate/y * tout * TPOT
        * requests; at that smaller batch the step is shorter. */
-      int64_t bl = (int64_t)ceil(m->rate / (double)y * (double)m->tout * D->tpot);
-      if (bl < batch) {
+      double bl_d = ceil(m->rate / (double)y * (double)m->tout * D->tpot);
+      if (bl_d < (double)batch) {
+        int64_t bl = (int64_t)bl_d;
         CostDecode dc;
         if (cost_decode_step(m, &D->lay, bl, search__ctx(m), &dc)) {
           batch = bl;
@@ -800,8 +814,8 @@ static void search__agg(Ctx *c, const RoleEval *A, SearchResult *r) {
   double served = (double)x * rinst;
   SearchBinding bind = A->binding;
   if (m->rate > 0) {
-    int64_t xn = (int64_t)ceil(m->rate / rinst);
-    if (xn <= x) {
+    int64_t xn = 0;
+    if (instances_for(m->rate, rinst, x, &xn)) {
       x = xn;
       served = m->rate;
       bind = BIND_LOAD;

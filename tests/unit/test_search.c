@@ -150,6 +150,18 @@ static void test_huge_gpu(void) {
   T_CHECK(out.model.usable_mem > 0);
   search_out_free(&out);
   diags_free(&d);
+  /* An offered load of 1e300 req/s: the instances it needs are past
+   * INT64_MAX; every deployment is bound by the GPUs it has. */
+  s = llama70b(4);
+  s.workload.rate.v = 1e300;
+  s.workload.rate.set = true;
+  memset(&o, 0, sizeof o);
+  run(&s, &o, &out, &d);
+  T_CHECK(out.results.len > 0);
+  for (size_t i = 0; i < out.results.len; i++)
+    T_CHECK(out.results.items[i].binding == BIND_GPUS || !out.results.items[i].feasible);
+  search_out_free(&out);
+  diags_free(&d);
 }
 
 static void test_llama_search(void) {
