@@ -348,44 +348,69 @@ static void rules_topology(Diags *d, const Spec *s, const PoolSpec *p) {
             (long long)dom, (long long)(tp / dom + (tp % dom != 0)));
 }
 
-/* Memory: every pp stage of the pool. */
+/* E0216: the weights of stage st do not fit next to the rest of the
+ * ledger. When activations, workspace, reserve and buffers alone exceed
+ * the usable memory (a prompt of 2^30 tokens), the message says that
+ * rather than printing a negative room for the weights. */
+static void weights_error(Diags *d, const PoolSpec *p, int64_t st, const MemLedger *L) {
+  char b1[32], b2[32], b3[32], b4[32];
+  int64_t fixed = L->activations + L->workspace + L->reserve + L->comm;
+  int64_t room = L->usable - fixed;
+  Diag *g;
+  if (room <= 0) {
+    g = diag_at(d, DIAG_E0216, p->loc,
+                "weights do not fit pool `%s` stage %lld: %s of activations, workspace, reserve "
+                "and buffers alone exceed the %s usable, before %s of weights per GPU",
+                pname(p), (long long)st, rp_fmt_bytes(fixed, b1, sizeof b1),
+                rp_fmt_bytes(L->usable, b2, sizeof b2), rp_fmt_bytes(L->weights, b3, sizeof b3));
+    diag_help(g, "activations grow with workload.input_tokens over cp (prefill) or the decode "
+                 "batch: lower them, or raise cp");
+    return;
+  }
+  g = diag_at(d, DIAG_E0216, p->loc,
+              "weights do not fit pool `%s` stage %lld: %s per GPU, but %s is left of %s "
+              "usable after %s of activations, workspace, reserve and buffers",
+              pname(p), (long long)st, rp_fmt_bytes(L->weights, b1, sizeof b1),
+              rp_fmt_bytes(room, b2, sizeof b2), rp_fmt_bytes(L->usable, b3, sizeof b3),
+              rp_fmt_bytes(fixed, b4, sizeof b4));
+  int64_t factor = L->weights / room + (L->weights % room != 0);
+  if (factor > 1)
+    diag_help(g, "spread the weights at least %lldx wider (tp, pp or ep), or quantise them",
+              (long long)factor);
+  else
+    diag_help(g, "spread the weights over more GPUs (tp, pp or ep), or quantise them");
+}
+
+/* E0217: the KV pool of stage st cannot hold one request at max_context. */
+static void kv_error(Diags *d, const Spec *s, const PoolSpec *p, int64_t st, const MemLedger *L) {
+  char b1[32];
+  int64_t tokens = mul_sat(L->kv_blocks, L->kv_block_tokens);
+  int64_t split = mul_sat(dimv(&p->cp), dimv(&p->dcp));
+  Diag *g = diag_at(d, DIAG_E0217, p->loc,
+                    "KV cache of pool `%s` stage %lld holds %lld tokens per GPU (%s in %lld "
+                    "blocks), but one request at max_context %lld needs %lld",
+                    pname(p), (long long)st, (long long)tokens,
+                    rp_fmt_bytes(L->kv_pool, b1, sizeof b1), (long long)L->kv_blocks,
+                    (long long)s->model.max_context.v,
+                    (long long)mul_sat(L->max_context_blocks, L->kv_block_tokens));
+  if (split > 1) diag_note(g, "cp x dcp = %lld splits each request's tokens", (long long)split);
+  diag_help(g, "lower `model.max_context` to at most %lld, use an fp8 KV cache, or add GPUs",
+            (long long)mul_sat(tokens, split));
+}
+
+/* Memory: every pp stage of the pool; each rule reported once per pool. */
 static void rules_memory(Diags *d, const Spec *s, const PoolSpec *p, const int64_t *part) {
   int64_t pp = dimv(&p->pp);
   bool weights_reported = false, kv_reported = false;
   for (int64_t st = 0; st < pp; st++) {
     MemLedger L;
     if (!mem_ledger(s, p, st, part, &L, d)) return;
-    char b1[32], b2[32], b3[32], b4[32];
-    int64_t fixed = L.activations + L.workspace + L.reserve + L.comm;
     if (L.kv_pool < 0 && !weights_reported) {
       weights_reported = true;
-      Diag *g = diag_at(d, DIAG_E0216, p->loc,
-                        "weights do not fit pool `%s` stage %lld: %s per GPU, but %s is left of %s "
-                        "usable after %s of activations, workspace, reserve and buffers",
-                        pname(p), (long long)st, rp_fmt_bytes(L.weights, b1, sizeof b1),
-                        rp_fmt_bytes(L.usable - fixed, b2, sizeof b2),
-                        rp_fmt_bytes(L.usable, b3, sizeof b3), rp_fmt_bytes(fixed, b4, sizeof b4));
-      int64_t room = L.usable - fixed;
-      int64_t factor = room > 0 ? L.weights / room + (L.weights % room != 0) : 0;
-      if (factor > 1)
-        diag_help(g, "spread the weights at least %lldx wider (tp, pp or ep), or quantise them",
-                  (long long)factor);
-      else
-        diag_help(g, "spread the weights over more GPUs (tp, pp or ep), or quantise them");
+      weights_error(d, p, st, &L);
     } else if (L.kv_pool >= 0 && !L.max_context_fits && !kv_reported) {
       kv_reported = true;
-      int64_t tokens = mul_sat(L.kv_blocks, L.kv_block_tokens);
-      int64_t split = mul_sat(dimv(&p->cp), dimv(&p->dcp));
-      Diag *g = diag_at(d, DIAG_E0217, p->loc,
-                        "KV cache of pool `%s` stage %lld holds %lld tokens per GPU (%s in %lld "
-                        "blocks), but one request at max_context %lld needs %lld",
-                        pname(p), (long long)st, (long long)tokens,
-                        rp_fmt_bytes(L.kv_pool, b1, sizeof b1), (long long)L.kv_blocks,
-                        (long long)s->model.max_context.v,
-                        (long long)mul_sat(L.max_context_blocks, L.kv_block_tokens));
-      if (split > 1) diag_note(g, "cp x dcp = %lld splits each request's tokens", (long long)split);
-      diag_help(g, "lower `model.max_context` to at most %lld, use an fp8 KV cache, or add GPUs",
-                (long long)mul_sat(tokens, split));
+      kv_error(d, s, p, st, &L);
     }
   }
 }
