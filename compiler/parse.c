@@ -1250,8 +1250,13 @@ void spec_check_structure(Diags *d, Spec *s) {
                         (long long)s->hardware.gpus_per_node.v);
       diag_note(g, "%s", sb.buf);
       int64_t gpn = s->hardware.gpus_per_node.v;
-      diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",
-                (long long)(need / gpn + (need % gpn != 0)));
+      if (need > LIM_GPUS.max)
+        diag_help(g, "reduce replicas or parallel sizes: no cluster rankplan plans for has "
+                     "%lld GPUs (at most %lld; docs/spec.md, \"Limits\")",
+                  (long long)need, (long long)LIM_GPUS.max);
+      else
+        diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",
+                  (long long)(need / gpn + (need % gpn != 0)));
     }
     sb_free(&sb);
   }
