@@ -333,14 +333,16 @@ static bool read_int_literal(P *p, const YNode *v, const char *path, int64_t lo,
   errno = 0;
   char *end;
   long long x = strtoll(s, &end, 10);
+  bool below = neg && errno == ERANGE; /* past -2^63: read before diag_at can change errno */
   if (errno == ERANGE || x > hi) {
     Diag *g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected at most %lld%s", s,
                       path, (long long)hi, hi == INT64_MAX ? " (2^63 - 1)" : "");
-    if (neg && errno == ERANGE) {
+    if (below) {
       free(g->msg);
       g->msg = rp_sprintf("`%s` is out of range for `%s`: expected at least %lld", s, path, (long long)lo);
     }
-    diag_help(g, "%s", why ? why : "counts are 64-bit integers; check the value");
+    /* the limit's reason only where the value is over the limit */
+    diag_help(g, "%s", why && !below ? why : "counts are 64-bit integers; check the value");
     return false;
   }
   if (x < lo) {
