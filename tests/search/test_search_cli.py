@@ -205,6 +205,18 @@ with tempfile.TemporaryDirectory() as tmp:
         check(d["mla_tp_opt"] is not None, "MLA attention tp optimum reported")
         check(any(r["pareto"] for r in d["results"]), "pareto frontier marked")
 
+# The spec path: `-` reads standard input; a FIFO is refused without being
+# opened for a blocking read (it used to wait forever for a writer).
+p = subprocess.run([RP, "search", "-", "--top", "1"], input=pathlib.Path(LLAMA).read_text(),
+                   capture_output=True, text=True, timeout=120)
+check(p.returncode == 0 and "search: Llama-3.1-70B" in p.stdout, "spec from standard input (-)", p.stderr)
+with tempfile.TemporaryDirectory() as tmp:
+    fifo = os.path.join(tmp, "spec.yaml")
+    os.mkfifo(fifo)
+    rc, out, err = run(fifo)
+    check(rc == 2 and "error[E0001]: cannot read the spec: it is a FIFO, not a regular file" in err,
+          "a FIFO as the spec: E0001, exit 2, no wait", err)
+
 # Progress goes to stderr only when stderr is a terminal; stdout is the same.
 import pty
 mfd, sfd = pty.openpty()
