@@ -245,7 +245,15 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->gpu_mem = hw->gpu.memory.v;
   m->domain = hw->scale_up.domain.v > 0 ? hw->scale_up.domain.v : hw->gpus_per_node.v;
   if (m->domain < 1) m->domain = 1;
-  m->gpus_total = ckm(&st, hw->nodes.v, hw->gpus_per_node.v);
+  /* The cluster's size is the hardware's, not the model's: its overflow is
+   * reported there (the spec's limits keep it at 2^18; a hand-made Spec
+   * can pass anything). */
+  if (!ck_mul(hw->nodes.v, hw->gpus_per_node.v, &m->gpus_total)) {
+    diag_at(d, DIAG_E0501, hw->nodes.set ? hw->nodes.loc : hl,
+            "the cluster's GPU count overflows 64 bits: %lld nodes x %lld GPUs per node",
+            (long long)hw->nodes.v, (long long)hw->gpus_per_node.v);
+    ok = false;
+  }
   m->up_bw = hw->scale_up.bandwidth.v;
   m->out_bw = hw->scale_out.bandwidth.v;
   m->up_lat = hw->scale_up.latency.set ? hw->scale_up.latency.v : k->scale_up_latency_s;

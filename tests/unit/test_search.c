@@ -164,6 +164,27 @@ static void test_huge_gpu(void) {
   diags_free(&d);
 }
 
+/* nodes x gpus_per_node past 2^63 in a Spec made by hand: E0501 at
+ * hardware.nodes, naming the cluster, not the model's parameter count. */
+static void test_cluster_overflow(void) {
+  Spec s = llama70b(4);
+  s.hardware.nodes.v = (int64_t)1 << 62;
+  s.hardware.nodes.loc = (SrcLoc){"t.yaml", 14, 10};
+  s.hardware.nodes.set = true;
+  CostConsts k;
+  cost_consts_default(&k);
+  CostModel m;
+  Diags d;
+  diags_init(&d);
+  T_CHECK(!cost_model_init(&d, &s, &k, &m));
+  T_CHECK(d.list.len == 1 && d.list.items[0]->code == DIAG_E0501);
+  if (d.list.len == 1) {
+    T_CHECK(strstr(d.list.items[0]->msg, "cluster's GPU count") != NULL);
+    T_EQ_INT(d.list.items[0]->loc.line, 14);
+  }
+  diags_free(&d);
+}
+
 static void test_llama_search(void) {
   Spec s = llama70b(4);
   SearchOptions o;
@@ -521,6 +542,7 @@ int main(int argc, char **argv) {
   T_RUN(test_xpyd_best);
   T_RUN(test_xpyd_budget);
   T_RUN(test_huge_gpu);
+  T_RUN(test_cluster_overflow);
   T_RUN(test_llama_search);
   T_RUN(test_modes_and_rate);
   T_RUN(test_budget_and_slo);
