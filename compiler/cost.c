@@ -147,7 +147,7 @@ int64_t cost_layout_gpus(const CostLayout *l) {
   return st.ok ? g : -1;
 }
 
-static int64_t cost__cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+static int64_t cost__cdiv(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 
 /* Peak dense FLOP/s of the GPU for the model's compute dtype: fp8 or int8
  * weights run on the fp8/int8 tensor cores when the hardware gives that
@@ -161,6 +161,16 @@ static double cost__peak(const Spec *s) {
   if ((DType)ms->dtype.activations.v == DT_FP16 && s->hardware.gpu.fp16.v > 0)
     return s->hardware.gpu.fp16.v;
   return s->hardware.gpu.bf16.v;
+}
+
+/* A non-negative count computed in double, as int64: rounded up, and held
+ * at INT64_MAX where the double is past it (converting such a double is
+ * undefined behaviour). With the spec's limits the byte and FLOP counts of
+ * one step stay far below; a GPU of 2^63 - 1 bytes does not. */
+static int64_t cost__ceil_i64(double x) {
+  double c = ceil(x);
+  if (!(c < 9223372036854775808.0)) return INT64_MAX;
+  return c > 0 ? (int64_t)c : 0;
 }
 
 bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
@@ -235,7 +245,15 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->gpu_mem = hw->gpu.memory.v;
   m->domain = hw->scale_up.domain.v > 0 ? hw->scale_up.domain.v : hw->gpus_per_node.v;
   if (m->domain < 1) m->domain = 1;
-  m->gpus_total = ckm(&st, hw->nodes.v, hw->gpus_per_node.v);
+  /* The cluster's size is the hardware's, not the model's: its overflow is
+   * reported there (the spec's limits keep it at 2^18; a hand-made Spec
+   * can pass anything). */
+  if (!ck_mul(hw->nodes.v, hw->gpus_per_node.v, &m->gpus_total)) {
+    diag_at(d, DIAG_E0501, hw->nodes.set ? hw->nodes.loc : hl,
+            "the cluster's GPU count overflows 64 bits: %lld nodes x %lld GPUs per node",
+            (long long)hw->nodes.v, (long long)hw->gpus_per_node.v);
+    ok = false;
+  }
   m->up_bw = hw->scale_up.bandwidth.v;
   m->out_bw = hw->scale_out.bandwidth.v;
   m->up_lat = hw->scale_up.latency.set ? hw->scale_up.latency.v : k->scale_up_latency_s;
@@ -256,7 +274,8 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   }
   double util = s->deployment.memory.utilization.v > 0 ? s->deployment.memory.utilization.v : 0.90;
   int64_t reserve = s->deployment.memory.reserve.v > 0 ? s->deployment.memory.reserve.v : 0;
-  m->usable_mem = (int64_t)floor((double)m->gpu_mem * util) - reserve;
+  double usable = floor((double)m->gpu_mem * util);
+  m->usable_mem = (usable < 9223372036854775808.0 ? (int64_t)usable : m->gpu_mem) - reserve;
   /* workload */
   m->tin = s->workload.input_tokens.v;
   m->tout = s->workload.output_tokens.v;
@@ -588,8 +607,8 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   out->memory_bound = out->memory >= out->compute;
   out->tpot = t_layers + t_lm + (double)l->pp * m->k.step_overhead_s + (double)(l->pp - 1) * send;
   double pp = (double)l->pp;
-  out->bytes_gpu = (int64_t)ceil((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
-  out->flops_gpu = (int64_t)ceil((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
+  out->bytes_gpu = cost__ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
+  out->flops_gpu = cost__ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
   return true;
 }
 

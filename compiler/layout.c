@@ -236,6 +236,28 @@ static void pattern_free(PoolPattern *pp) {
   free(pp->emb_len);
 }
 
+/* E0302: etp * ep (which may overflow: then it divides nothing) does not
+ * divide the instance's tp * cp * dp = tcd ranks. Lists the ep that do. */
+static void expert_split_error(Diags *d, const PoolSpec *ps, const char *name, int64_t tcd,
+                               int64_t etp, int64_t ep) {
+  int64_t eg = 0;
+  char prod[32];
+  if (ck_mul(etp, ep, &eg)) snprintf(prod, sizeof prod, "%lld", (long long)eg);
+  else snprintf(prod, sizeof prod, "more than 2^63");
+  Diag *g = diag_at(d, DIAG_E0302, ps->ep.set ? ps->ep.loc : ps->loc,
+                    "`etp * ep` does not divide `tp * cp * dp` in pool `%s`: expected a divisor "
+                    "of %lld, got %lld * %lld = %s",
+                    name, (long long)tcd, (long long)etp, (long long)ep, prod);
+  StrBuf sb;
+  sb_init(&sb);
+  for (int64_t v = 1; v <= tcd / etp; v++)
+    if (tcd % (v * etp) == 0) sb_printf(&sb, "%s%lld", sb.len ? ", " : "", (long long)v);
+  if (!sb.len) diag_help(g, "etp = %lld is larger than the instance's %lld ranks; lower it",
+                         (long long)etp, (long long)tcd);
+  else diag_help(g, "with etp = %lld, ep can be one of: %s", (long long)etp, sb.buf);
+  sb_free(&sb);
+}
+
 /* Builds the pattern and each instance-relative rank's coordinates
  * (coords: instance_size * CO__COUNT). Returns false after reporting. */
 static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps,
@@ -252,22 +274,14 @@ static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps
     diag_help(g, "name each of tp, cp, ep, dp, pp once, innermost first, e.g. `tp-cp-ep-dp-pp`");
     return false;
   }
-  int64_t tcd = tp * cp * dp;
-  if (tcd % (etp * ep) != 0) {
-    Diag *g = diag_at(d, DIAG_E0302, ps->ep.set ? ps->ep.loc : ps->loc,
-                      "`etp * ep` does not divide `tp * cp * dp` in pool `%s`: expected a divisor "
-                      "of %lld, got %lld * %lld = %lld",
-                      lp->name, (long long)tcd, (long long)etp, (long long)ep,
-                      (long long)(etp * ep));
-    StrBuf sb;
-    sb_init(&sb);
-    for (int64_t v = 1; v <= tcd; v++)
-      if (tcd % (v * etp) == 0 && v * etp <= tcd) sb_printf(&sb, "%s%lld", sb.len ? ", " : "", (long long)v);
-    diag_help(g, "with etp = %lld, ep can be one of: %s", (long long)etp, sb.buf);
-    sb_free(&sb);
+  /* tp * cp * dp divides the instance size, which lay_build checked; etp
+   * and ep are spec integers of their own, so their product is checked. */
+  int64_t tcd = tp * cp * dp, eg = 0;
+  if (!ck_mul(etp, ep, &eg) || tcd % eg != 0) {
+    expert_split_error(d, ps, lp->name, tcd, etp, ep);
     return false;
   }
-  lp->size[CO_EDP] = tcd / (etp * ep);
+  lp->size[CO_EDP] = tcd / eg;
   if (!lay_rankgen_init(&expert, order, etp, ep, lp->size[CO_EDP], pp, 1, &err)) {
     Diag *g = diag_at(d, DIAG_E0301, oloc, "rank order `%s` is not usable for the expert groups of pool `%s`: %s",
                       order, lp->name, err);
@@ -398,7 +412,11 @@ Layout *lay_build(Diags *d, const Spec *s, const LayWeights *w) {
     ngroups = cka(&st, ngroups, ckm(&st, lp->nranks, GK__COUNT - 1));
   }
   nmembers = cka(&st, nmembers, next);
-  if (!st.ok || next > INT32_MAX || ngroups > INT32_MAX || nmembers > INT64_MAX / 8) {
+  /* Placement indexes the cluster's GPUs (node * gpus_per_node + gpu) with
+   * int32 as well. */
+  int64_t cluster = ckm(&st, L->nodes, L->gpus_per_node);
+  if (!st.ok || next > INT32_MAX || ngroups > INT32_MAX || nmembers > INT64_MAX / 8 ||
+      cluster > INT32_MAX) {
     diag_at(d, DIAG_E0305, dep->loc,
             "the deployment has too many ranks for a plan: expected at most %d ranks and "
             "groups, got %s",

@@ -213,7 +213,10 @@ bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
                     ? dep->memory.utilization.v
                     : 0.90;
   L.capacity = s->hardware.gpu.memory.v;
-  L.usable = (int64_t)((double)L.capacity * util);
+  /* util is in (0, 1], so usable is at most capacity; the double of a
+   * capacity near 2^63 rounds up to 2^63, which no int64 holds. */
+  double usable = (double)L.capacity * util;
+  L.usable = usable >= (double)INT64_MAX ? L.capacity : (int64_t)usable;
   int64_t used = cka(&st, cka(&st, cka(&st, L.weights, L.activations), cka(&st, L.workspace, L.reserve)),
                      L.comm);
   L.kv_pool = cks(&st, L.usable, used);

@@ -69,6 +69,43 @@ typedef struct {
   bool quiet_missing; /* a preset failed: its keys' absence is no news */
 } P;
 
+/* Upper bounds on the spec's sizes that drive a loop or an allocation
+ * somewhere in the compiler or the runtime (docs/spec.md, "Limits"). A value
+ * over its bound is E0105 with the bound and its reason as the help line.
+ * Each bound is far above every real deployment or model, so the only
+ * specs it refuses are mistakes; with them, every product of two or three
+ * spec integers fits 64 bits (byte and FLOP counts still use checked
+ * arithmetic, as the larger products can overflow). */
+typedef struct {
+  int64_t max;
+  const char *why;
+} Limit;
+
+/* GPUs of the cluster (nodes x gpus_per_node), and any one count of GPUs,
+ * ranks or nodes: the largest single cluster publicly documented (xAI's
+ * Colossus, about 200,000 GPUs) fits, and 2^18 is twice the 131,072 ranks
+ * the compile is benchmarked at (docs/benchmarks.md: a 200 MB plan that
+ * the runtime's loader reads in 6 s and 1.1 GB). */
+static const Limit LIM_GPUS = {
+    262144, "the largest cluster rankplan plans for has 262,144 GPUs (2^18; docs/spec.md, \"Limits\")"};
+/* GPUs per node: the largest scale-up domain announced (NVIDIA Rubin Ultra
+ * NVL576, 576 GPUs) fits when it is written as one node. */
+static const Limit LIM_GPUS_PER_NODE = {
+    1024, "a node holds at most 1,024 GPUs (docs/spec.md, \"Limits\")"};
+/* Layers: 8x the deepest published model (Llama 3.1 405B, 126 layers);
+ * the search keeps a table of (layers+1)^2 x 4 stage verdicts. */
+static const Limit LIM_LAYERS = {
+    1024, "a model has at most 1,024 layers (docs/spec.md, \"Limits\")"};
+/* Tokens of one request or context: 2^30 is 100x the longest published
+ * context window (Llama 4 Scout, 10M tokens). */
+static const Limit LIM_TOKENS = {
+    1073741824, "a context holds at most 2^30 tokens (docs/spec.md, \"Limits\")"};
+/* Model widths and counts (hidden, vocabulary, heads, head and FFN widths,
+ * experts): 2^24 is 64x the largest published vocabulary (Gemma 3,
+ * 262,144), the largest of these dimensions in public models. */
+static const Limit LIM_DIM = {
+    16777216, "model dimensions are at most 2^24 (docs/spec.md, \"Limits\")"};
+
 #define KEYS(...) (const char *const[]){__VA_ARGS__}, RP_ARRAY_LEN(((const char *const[]){__VA_ARGS__}))
 
 static char *arena_strdup(P *p, const char *s) {
@@ -165,7 +202,7 @@ static bool want_scalar(P *p, const YNode *v, const char *path, const char *what
  * forms (0x10, 010, 1_000, 0o17, 0b101) and anything non-integral are
  * rejected with the decimal the writer probably meant. */
 static bool read_int_literal(P *p, const YNode *v, const char *path, int64_t lo, int64_t hi,
-                             int64_t *out) {
+                             const char *why, int64_t *out) {
   const char *s = v->str;
   if (v->style != YS_PLAIN) {
     Diag *g = diag_at(p->d, DIAG_E0103, v->loc, "expected an integer for `%s`, got a string", path);
@@ -239,14 +276,16 @@ static bool read_int_literal(P *p, const YNode *v, const char *path, int64_t lo,
   errno = 0;
   char *end;
   long long x = strtoll(s, &end, 10);
+  bool below = neg && errno == ERANGE; /* past -2^63: read before diag_at can change errno */
   if (errno == ERANGE || x > hi) {
     Diag *g = diag_at(p->d, DIAG_E0105, v->loc, "`%s` is out of range for `%s`: expected at most %lld%s", s,
                       path, (long long)hi, hi == INT64_MAX ? " (2^63 - 1)" : "");
-    if (neg && errno == ERANGE) {
+    if (below) {
       free(g->msg);
       g->msg = rp_sprintf("`%s` is out of range for `%s`: expected at least %lld", s, path, (long long)lo);
     }
-    diag_help(g, "counts are 64-bit integers; check the value");
+    /* the limit's reason only where the value is over the limit */
+    diag_help(g, "%s", why && !below ? why : "counts are 64-bit integers; check the value");
     return false;
   }
   if (x < lo) {
@@ -276,14 +315,26 @@ static const YNode *field(P *p, const YNode *m, SrcLoc sec, const char *path, co
   return v;
 }
 
-static void rd_int(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SInt *o,
-                   bool required, int64_t def, int64_t lo, int64_t hi) {
+static void rd_int_why(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key,
+                       SInt *o, bool required, int64_t def, int64_t lo, int64_t hi,
+                       const char *why) {
   char *fp;
   o->v = def;
   const YNode *v = field(p, m, sec, path, key, required, &o->loc, &o->set, &fp);
   if (!v || !want_scalar(p, v, fp, "an integer")) return;
-  if (read_int_literal(p, v, fp, lo, hi, &o->v)) o->set = true;
+  if (read_int_literal(p, v, fp, lo, hi, why, &o->v)) o->set = true;
   else o->v = def;
+}
+
+static void rd_int(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SInt *o,
+                   bool required, int64_t def, int64_t lo, int64_t hi) {
+  rd_int_why(p, m, sec, path, key, o, required, def, lo, hi, NULL);
+}
+
+/* A count bounded by one of the limits above. */
+static void rd_lim(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SInt *o,
+                   bool required, int64_t def, int64_t lo, const Limit *lim) {
+  rd_int_why(p, m, sec, path, key, o, required, def, lo, lim->max, lim->why);
 }
 
 static void rd_bool(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SBool *o,
@@ -508,6 +559,30 @@ static YNode *merge(P *p, const YNode *base, const YNode *over, const char *skip
   return r;
 }
 
+/* E0111 for a preset name with no catalog file: the closest entry, or the
+ * list of entries, or where the empty catalog is. */
+static Diag *preset_unknown(P *p, const YNode *v, const char *kind, const char *path,
+                            const char *dir, const char *const *names, size_t nn) {
+  Diag *g = diag_at(p->d, DIAG_E0111, v->loc, "unknown %s preset `%s`", path, v->str);
+  const char *c = diag_closest(v->str, names, nn);
+  if (c) {
+    diag_help(g, "did you mean `%s`?", c);
+  } else if (nn) {
+    StrBuf sb;
+    sb_init(&sb);
+    for (size_t i = 0; i < nn; i++) sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
+    char *shown = catalog_display(p->catalog_dir, kind, "");
+    shown[strlen(shown) - strlen("/.yaml")] = '\0';
+    diag_help(g, "catalog entries in %s: %s", shown, sb.buf);
+    free(shown);
+    sb_free(&sb);
+  } else {
+    diag_help(g, "the catalog directory %s has no entries; set RANKPLAN_CATALOG or --catalog", dir);
+    diag_note(g, "catalog: %s", p->catalog_dir);
+  }
+  return g;
+}
+
 /* Resolves `preset:` in a model or hardware mapping: returns the merged
  * mapping (or m itself when there is no preset, or on error). */
 static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const char *path, SStr *preset) {
@@ -527,26 +602,15 @@ static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const c
   char *text = NULL;
   size_t len = 0;
   int err = preset_name_ok(v->str) ? rp_read_file(file, SPEC_MAX_BYTES, &text, &len) : ENOENT;
-  if (err) {
+  if (err == RP_ENOTREG) {
     Diag *g = diag_at(p->d, DIAG_E0111, v->loc, "unknown %s preset `%s`", path, v->str);
-    const char *c = diag_closest(v->str, (const char *const *)names, nn);
-    if (c) {
-      diag_help(g, "did you mean `%s`?", c);
-    } else if (nn) {
-      StrBuf sb;
-      sb_init(&sb);
-      for (size_t i = 0; i < nn; i++) sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
-      char *shown = catalog_display(p->catalog_dir, kind, "");
-      shown[strlen(shown) - strlen("/.yaml")] = '\0';
-      diag_help(g, "catalog entries in %s: %s", shown, sb.buf);
-      free(shown);
-      sb_free(&sb);
-    } else {
-      diag_help(g, "the catalog directory %s has no entries; set RANKPLAN_CATALOG or --catalog", dir);
-      diag_note(g, "catalog: %s", p->catalog_dir);
-    }
-    if (err != ENOENT && preset_name_ok(v->str))
-      diag_note(g, "%s: %s", file, strerror(err));
+    diag_note(g, "%s is %s, not a regular file; it was not read", file, rp_file_kind(file));
+    diag_help(g, "a catalog entry is a YAML file: replace it, or pick another entry");
+    goto out;
+  }
+  if (err) {
+    Diag *g = preset_unknown(p, v, kind, path, dir, (const char *const *)names, nn);
+    if (err != ENOENT && preset_name_ok(v->str)) diag_note(g, "%s: %s", file, strerror(err));
     goto out;
   }
   char *shown = catalog_display(p->catalog_dir, kind, v->str);
@@ -592,11 +656,11 @@ static void parse_model(P *p, const YNode *root) {
   check_keys(p, m, "model", KEYS("preset", "name", "layers", "hidden_size", "vocab_size",
                                   "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context"));
   rd_str(p, m, sec, "model", "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
-  rd_int(p, m, sec, "model", "layers", &mo->layers, true, 1, 1, I64MAX);
-  rd_int(p, m, sec, "model", "hidden_size", &mo->hidden_size, true, 1, 1, I64MAX);
-  rd_int(p, m, sec, "model", "vocab_size", &mo->vocab_size, true, 1, 1, I64MAX);
+  rd_lim(p, m, sec, "model", "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
+  rd_lim(p, m, sec, "model", "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
+  rd_lim(p, m, sec, "model", "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
   rd_bool(p, m, sec, "model", "tie_embeddings", &mo->tie_embeddings, false);
-  rd_int(p, m, sec, "model", "max_context", &mo->max_context, true, 1, 1, I64MAX);
+  rd_lim(p, m, sec, "model", "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
 
   /* attention */
   SrcLoc as;
@@ -612,24 +676,24 @@ static void parse_model(P *p, const YNode *root) {
                                              "qk_rope_head_dim", "v_head_dim"));
   else
     check_keys(p, a, "model.attention", KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias"));
-  rd_int(p, a, as, "model.attention", "heads", &mo->attention.heads, a != NULL, 1, 1, I64MAX);
+  rd_lim(p, a, as, "model.attention", "heads", &mo->attention.heads, a != NULL, 1, 1, &LIM_DIM);
   int64_t kv_def = mo->attention.kind.v == ATTN_GQA ? 1
                    : mo->attention.kind.v == ATTN_MHA ? mo->attention.heads.v : 1;
-  rd_int(p, a, as, "model.attention", "kv_heads", &mo->attention.kv_heads,
-         a != NULL && mo->attention.kind.v == ATTN_GQA, kv_def, 1, I64MAX);
+  rd_lim(p, a, as, "model.attention", "kv_heads", &mo->attention.kv_heads,
+         a != NULL && mo->attention.kind.v == ATTN_GQA, kv_def, 1, &LIM_DIM);
   rd_bool(p, a, as, "model.attention", "qk_norm", &mo->attention.qk_norm, false);
   rd_bool(p, a, as, "model.attention", "qkv_bias", &mo->attention.qkv_bias, false);
   if (mla) {
-    rd_int(p, a, as, "model.attention", "q_lora_rank", &mo->attention.q_lora_rank, false, 0, 0, I64MAX);
-    rd_int(p, a, as, "model.attention", "kv_lora_rank", &mo->attention.kv_lora_rank, true, 1, 1, I64MAX);
-    rd_int(p, a, as, "model.attention", "qk_nope_head_dim", &mo->attention.qk_nope_head_dim, true, 1, 1, I64MAX);
-    rd_int(p, a, as, "model.attention", "qk_rope_head_dim", &mo->attention.qk_rope_head_dim, true, 1, 1, I64MAX);
-    rd_int(p, a, as, "model.attention", "v_head_dim", &mo->attention.v_head_dim, true, 1, 1, I64MAX);
+    rd_lim(p, a, as, "model.attention", "q_lora_rank", &mo->attention.q_lora_rank, false, 0, 0, &LIM_DIM);
+    rd_lim(p, a, as, "model.attention", "kv_lora_rank", &mo->attention.kv_lora_rank, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, "model.attention", "qk_nope_head_dim", &mo->attention.qk_nope_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, "model.attention", "qk_rope_head_dim", &mo->attention.qk_rope_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, "model.attention", "v_head_dim", &mo->attention.v_head_dim, true, 1, 1, &LIM_DIM);
     int64_t hd = 0;
     if (!ck_add(mo->attention.qk_nope_head_dim.v, mo->attention.qk_rope_head_dim.v, &hd)) hd = 1;
-    rd_int(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, false, hd, 1, I64MAX);
+    rd_lim(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, false, hd, 1, &LIM_DIM);
   } else {
-    rd_int(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, a != NULL, 1, 1, I64MAX);
+    rd_lim(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, a != NULL, 1, 1, &LIM_DIM);
   }
 
   /* moe (optional) */
@@ -639,12 +703,12 @@ static void parse_model(P *p, const YNode *root) {
   mo->moe.present = moe != NULL;
   check_keys(p, moe, "model.moe", KEYS("experts", "top_k", "shared_experts", "expert_intermediate_size",
                                        "dense_layers", "router_bias"));
-  rd_int(p, moe, ms, "model.moe", "experts", &mo->moe.experts, moe != NULL, 0, 1, I64MAX);
-  rd_int(p, moe, ms, "model.moe", "top_k", &mo->moe.top_k, moe != NULL, 0, 1, I64MAX);
-  rd_int(p, moe, ms, "model.moe", "shared_experts", &mo->moe.shared_experts, false, 0, 0, I64MAX);
-  rd_int(p, moe, ms, "model.moe", "expert_intermediate_size", &mo->moe.expert_intermediate_size,
-         moe != NULL, 0, 1, I64MAX);
-  rd_int(p, moe, ms, "model.moe", "dense_layers", &mo->moe.dense_layers, false, 0, 0, I64MAX);
+  rd_lim(p, moe, ms, "model.moe", "experts", &mo->moe.experts, moe != NULL, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, "model.moe", "top_k", &mo->moe.top_k, moe != NULL, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, "model.moe", "shared_experts", &mo->moe.shared_experts, false, 0, 0, &LIM_DIM);
+  rd_lim(p, moe, ms, "model.moe", "expert_intermediate_size", &mo->moe.expert_intermediate_size,
+         moe != NULL, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, "model.moe", "dense_layers", &mo->moe.dense_layers, false, 0, 0, &LIM_LAYERS);
   rd_bool(p, moe, ms, "model.moe", "router_bias", &mo->moe.router_bias, false);
 
   /* ffn: required when some layer is dense */
@@ -654,7 +718,7 @@ static void parse_model(P *p, const YNode *root) {
   mo->ffn.loc = fs;
   if (m && dense && !yaml_map_get(m, "ffn")) missing(p, m, "model", "ffn");
   check_keys(p, f, "model.ffn", KEYS("intermediate_size"));
-  rd_int(p, f, fs, "model.ffn", "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, I64MAX);
+  rd_lim(p, f, fs, "model.ffn", "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, &LIM_DIM);
 
   /* dtype: a mapping, or one word for all three */
   const YNode *dt = yaml_map_get(m, "dtype");
@@ -689,9 +753,9 @@ static void parse_hardware(P *p, const YNode *root) {
   check_keys(p, m, "hardware", KEYS("preset", "name", "gpu", "nodes", "gpus_per_node", "nodes_per_rack",
                                      "scale_up", "scale_out"));
   rd_str(p, m, sec, "hardware", "name", &h->name, false, h->preset.v ? h->preset.v : "");
-  rd_int(p, m, sec, "hardware", "nodes", &h->nodes, m != NULL, 1, 1, I64MAX);
-  rd_int(p, m, sec, "hardware", "gpus_per_node", &h->gpus_per_node, m != NULL, 1, 1, I64MAX);
-  rd_int(p, m, sec, "hardware", "nodes_per_rack", &h->nodes_per_rack, false, 0, 1, I64MAX);
+  rd_lim(p, m, sec, "hardware", "nodes", &h->nodes, m != NULL, 1, 1, &LIM_GPUS);
+  rd_lim(p, m, sec, "hardware", "gpus_per_node", &h->gpus_per_node, m != NULL, 1, 1, &LIM_GPUS_PER_NODE);
+  rd_lim(p, m, sec, "hardware", "nodes_per_rack", &h->nodes_per_rack, false, 0, 1, &LIM_GPUS);
 
   SrcLoc gs;
   const YNode *g = section(p, m, "gpu", "hardware.gpu", sec, &gs);
@@ -710,7 +774,7 @@ static void parse_hardware(P *p, const YNode *root) {
   h->scale_up.loc = us;
   if (m && !yaml_map_get(m, "scale_up")) missing(p, m, "hardware", "scale_up");
   check_keys(p, u, "hardware.scale_up", KEYS("domain", "bandwidth", "latency"));
-  rd_int(p, u, us, "hardware.scale_up", "domain", &h->scale_up.domain, false, h->gpus_per_node.v, 1, I64MAX);
+  rd_lim(p, u, us, "hardware.scale_up", "domain", &h->scale_up.domain, false, h->gpus_per_node.v, 1, &LIM_GPUS);
   rd_qty(p, u, us, "hardware.scale_up", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_up.bandwidth, u != NULL, 0, false);
   rd_qty(p, u, us, "hardware.scale_up", "latency", UNIT_TIME, NULL, &h->scale_up.latency, false, 0, true);
 
@@ -730,8 +794,8 @@ static void parse_workload(P *p, const YNode *root) {
   const YNode *m = section(p, root, "workload", "workload", root->loc, &sec);
   w->loc = sec;
   check_keys(p, m, "workload", KEYS("input_tokens", "output_tokens", "rate"));
-  rd_int(p, m, sec, "workload", "input_tokens", &w->input_tokens, m != NULL, 1, 1, I64MAX);
-  rd_int(p, m, sec, "workload", "output_tokens", &w->output_tokens, m != NULL, 1, 1, I64MAX);
+  rd_lim(p, m, sec, "workload", "input_tokens", &w->input_tokens, m != NULL, 1, 1, &LIM_TOKENS);
+  rd_lim(p, m, sec, "workload", "output_tokens", &w->output_tokens, m != NULL, 1, 1, &LIM_TOKENS);
   rd_qty(p, m, sec, "workload", "rate", UNIT_RATE, NULL, &w->rate, false, 0, false);
 }
 
@@ -758,9 +822,9 @@ static void parse_pool(P *p, const YNode *m, const char *path, PoolSpec *pl, Dep
   rd_int(p, m, sec, path, "pp", &pl->pp, false, 1, 1, I64MAX);
   rd_int(p, m, sec, path, "cp", &pl->cp, false, 1, 1, I64MAX);
   rd_int(p, m, sec, path, "dp", &pl->dp, false, 1, 1, I64MAX);
-  rd_int(p, m, sec, path, "ep", &pl->ep, false, 1, 1, I64MAX);
-  rd_int(p, m, sec, path, "etp", &pl->etp, false, 1, 1, I64MAX);
-  rd_int(p, m, sec, path, "dcp", &pl->dcp, false, 1, 1, I64MAX);
+  rd_lim(p, m, sec, path, "ep", &pl->ep, false, 1, 1, &LIM_GPUS);
+  rd_lim(p, m, sec, path, "etp", &pl->etp, false, 1, 1, &LIM_GPUS);
+  rd_lim(p, m, sec, path, "dcp", &pl->dcp, false, 1, 1, &LIM_GPUS);
   const YNode *lp = yaml_map_get(m, "layer_partition");
   pl->layer_partition.loc = sec;
   if (lp) {
@@ -780,7 +844,7 @@ static void parse_pool(P *p, const YNode *m, const char *path, PoolSpec *pl, Dep
       const YNode *v = lp->items[i];
       it->loc = v->loc;
       char *ip = rp_sprintf("%s[%zu]", fp, i);
-      if (want_scalar(p, v, ip, "an integer") && read_int_literal(p, v, ip, 1, I64MAX, &it->v))
+      if (want_scalar(p, v, ip, "an integer") && read_int_literal(p, v, ip, 1, LIM_LAYERS.max, LIM_LAYERS.why, &it->v))
         it->set = true;
       else
         ok = false;
@@ -835,7 +899,7 @@ static void parse_deployment(P *p, const YNode *root) {
   rd_frac(p, mem, ms, "deployment.memory", "utilization", &dp->memory.utilization, 0.90, 0.0, 1.0);
   rd_qty(p, mem, ms, "deployment.memory", "reserve", UNIT_MEMORY, &dp->memory.reserve, NULL, false,
          (double)(2LL << 30), true);
-  rd_int(p, mem, ms, "deployment.memory", "kv_block", &dp->memory.kv_block, false, 16, 1, I64MAX);
+  rd_lim(p, mem, ms, "deployment.memory", "kv_block", &dp->memory.kv_block, false, 16, 1, &LIM_TOKENS);
 
   SrcLoc hs;
   const YNode *hk = section(p, m, "hooks", "deployment.hooks", sec, &hs);
@@ -948,6 +1012,12 @@ Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
   char *text = NULL;
   size_t len = 0;
   int err = rp_read_file(path, SPEC_MAX_BYTES, &text, &len);
+  if (err == RP_ENOTREG) {
+    Diag *g = diag_at(d, DIAG_E0001, (SrcLoc){diags_intern(d, path), 0, 0},
+                      "cannot read the spec: it is %s, not a regular file", rp_file_kind(path));
+    diag_help(g, "give the path of a spec file, or `-` to read the spec from standard input");
+    return NULL;
+  }
   if (err == EFBIG) {
     Diag *g = diag_at(d, DIAG_E0002, (SrcLoc){diags_intern(d, path), 0, 0},
                       "the spec is over the size cap of %u bytes", SPEC_MAX_BYTES);
@@ -1005,6 +1075,27 @@ static int cmp_pool_name(const void *x, const void *y) {
   int c = strcmp(pools_for_sort[i].name.v, pools_for_sort[j].name.v);
   if (c) return c;
   return i < j ? -1 : i > j;
+}
+
+/* The cluster's GPU count against LIM_GPUS. Each factor is bounded on its
+ * own (LIM_GPUS, LIM_GPUS_PER_NODE), so the product cannot overflow; it is
+ * checked all the same. */
+static void check_cluster_size(Diags *d, const HardwareSpec *h) {
+  if (!h->nodes.set || !h->gpus_per_node.set) return;
+  int64_t gpus = 0;
+  bool ok = ck_mul(h->nodes.v, h->gpus_per_node.v, &gpus);
+  if (ok && gpus <= LIM_GPUS.max) return;
+  char total[32];
+  if (ok) snprintf(total, sizeof total, "%lld", (long long)gpus);
+  else snprintf(total, sizeof total, "over 2^63");
+  Diag *g = diag_at(d, DIAG_E0105, h->nodes.loc,
+                    "the cluster is out of range: %lld nodes x %lld GPUs per node = %s GPUs, "
+                    "expected at most %lld",
+                    (long long)h->nodes.v, (long long)h->gpus_per_node.v, total,
+                    (long long)LIM_GPUS.max);
+  diag_note(g, "gpus_per_node is at %s:%d:%d", h->gpus_per_node.loc.file,
+            h->gpus_per_node.loc.line, h->gpus_per_node.loc.col);
+  diag_help(g, "%s", LIM_GPUS.why);
 }
 
 void spec_check_structure(Diags *d, Spec *s) {
@@ -1071,6 +1162,7 @@ void spec_check_structure(Diags *d, Spec *s) {
       diag_help(g, "add a pool with `role: %s`, or use `mode: aggregated`", !pre ? "prefill" : "decode");
     }
   }
+  check_cluster_size(d, &s->hardware);
   /* pools fit the cluster */
   if (dp->npools > 0 && s->hardware.nodes.set && s->hardware.gpus_per_node.set) {
     CkState st = {true};
@@ -1100,8 +1192,14 @@ void spec_check_structure(Diags *d, Spec *s) {
                         s->hardware.nodes.v == 1 ? "" : "s",
                         (long long)s->hardware.gpus_per_node.v);
       diag_note(g, "%s", sb.buf);
-      diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",
-                (long long)((need + s->hardware.gpus_per_node.v - 1) / s->hardware.gpus_per_node.v));
+      int64_t gpn = s->hardware.gpus_per_node.v;
+      if (need > LIM_GPUS.max)
+        diag_help(g, "reduce replicas or parallel sizes: no cluster rankplan plans for has "
+                     "%lld GPUs (at most %lld; docs/spec.md, \"Limits\")",
+                  (long long)need, (long long)LIM_GPUS.max);
+      else
+        diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",
+                  (long long)(need / gpn + (need % gpn != 0)));
     }
     sb_free(&sb);
   }

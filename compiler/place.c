@@ -27,6 +27,14 @@ static int64_t domain_of(const Layout *L, int64_t node, int64_t gpu) {
   return node * per_node + gpu / D;
 }
 
+/* The cluster's GPU count; lay_build refused clusters past INT32_MAX GPUs,
+ * so the product neither overflows nor leaves the int32 GPU index. */
+static int64_t cluster_gpus(const Layout *L) {
+  int64_t n = 0;
+  RP_ASSERT(ck_mul(L->nodes, L->gpus_per_node, &n) && n <= INT32_MAX);
+  return n;
+}
+
 /* How many diagnostics of one kind to print before summarising: a broken
  * hook on 100k ranks should not print 100k lines. */
 enum { PLACE_MAX_REPORTS = 5 };
@@ -34,7 +42,7 @@ enum { PLACE_MAX_REPORTS = 5 };
 bool lay_place_validate(Diags *d, const Layout *L, const int32_t *node, const int32_t *gpu,
                         SrcLoc origin) {
   bool ok = true;
-  int64_t ngpus = L->nodes * L->gpus_per_node;
+  int64_t ngpus = cluster_gpus(L);
   int32_t *owner = rp_malloc((size_t)(ngpus ? ngpus : 1) * sizeof *owner);
   for (int64_t i = 0; i < ngpus; i++) owner[i] = -1;
   int bad_gpu = 0, shared = 0, cross = 0;
@@ -123,7 +131,7 @@ bool lay_place_set(Diags *d, Layout *L, const int32_t *node, const int32_t *gpu,
   }
   free(count);
   L->placed = true;
-  int64_t ngpus = L->nodes * L->gpus_per_node;
+  int64_t ngpus = cluster_gpus(L);
   if (L->nranks < ngpus) {
     Diag *g = diag_at(d, DIAG_W0301, L->nodes_loc, "the plan leaves %lld of the cluster's %lld GPUs unused",
                       (long long)(ngpus - L->nranks), (long long)ngpus);
@@ -155,7 +163,7 @@ static bool fits_at(const Layout *L, const LayPool *P, int64_t first_group, int6
 }
 
 bool lay_place_default(Diags *d, Layout *L) {
-  int64_t ngpus = L->nodes * L->gpus_per_node;
+  int64_t ngpus = cluster_gpus(L);
   int32_t *node = rp_malloc((size_t)(L->nranks ? L->nranks : 1) * sizeof *node);
   int32_t *gpu = rp_malloc((size_t)(L->nranks ? L->nranks : 1) * sizeof *gpu);
   /* The unit the cursor aligns to when an instance would split a tp group:

@@ -178,6 +178,7 @@ typedef struct {
   double rho;
   int64_t max;
   int64_t evals;
+  int64_t steps, max_steps; /* enumeration steps, valid or not (ctx_step) */
   bool hit;
   bool strict;    /* SearchOptions.strict: validate_pool on every layout, no prefilter */
   LayWeights lw;  /* the generic engine's partition weights, computed once */
@@ -199,6 +200,17 @@ static bool ctx_spend(Ctx *c, int64_t n) {
   }
   c->evals += n;
   if (c->progress && (c->evals & 0x3fff) < n) ctx_progress(c, "searching");
+  return true;
+}
+
+/* One step of the layout enumeration, whether or not it yields a layout:
+ * the loops of search__role count against the budget too, so a space where
+ * few sizes are valid (a prime expert count on a large cluster) ends. */
+static bool ctx_step(Ctx *c) {
+  if (++c->steps > c->max_steps) {
+    c->hit = true;
+    return false;
+  }
   return true;
 }
 
@@ -461,26 +473,33 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
                                                                                  : "aggregated layouts");
   int64_t G = c->G;
   for (int64_t tp = 1; tp <= m->heads && tp <= G; tp++) {
+    if (!ctx_step(c)) return;
     if (m->heads % tp) continue;
     if (!across && tp > m->domain) break;
     int64_t cpmax = role == ROLE_PREFILL && m->kind != ATTN_MLA ? m->heads / tp : 1;
     for (int64_t cp = 1; cp <= cpmax && tp * cp <= G; cp++) {
+      if (!ctx_step(c)) return;
       if (cpmax % cp) continue;
       int64_t dpmax = m->moe ? G / (tp * cp) : 1;
       for (int64_t dp = 1; dp <= dpmax; dp++) {
+        if (!ctx_step(c)) return;
         int64_t ranks = tp * cp * dp;
         int64_t epmax = m->moe ? (ranks < m->experts ? ranks : m->experts) : 1;
         for (int64_t ep = 1; ep <= epmax; ep++) {
+          if (!ctx_step(c)) return;
           if (ranks % ep || (m->moe && m->experts % ep)) continue;
           int64_t etpmax = m->moe ? ranks / ep : 1;
           for (int64_t etp = 1; etp <= etpmax; etp++) {
+            if (!ctx_step(c)) return;
             if ((ranks / ep) % etp || (m->moe && m->expert_ffn_size % etp)) continue;
             int64_t dcpmax = role == ROLE_PREFILL ? 1 : tp;
             for (int64_t dcp = 1; dcp <= dcpmax; dcp++) {
+              if (!ctx_step(c)) return;
               if (tp % dcp) continue;
               c->stage_gen++;
               c->guess = 0;
               for (int64_t pp = 1; pp <= m->layers && ranks * pp <= G; pp++) {
+                if (!ctx_step(c)) return;
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
                 if (!search_layout_valid(m, &l, role, across, NULL)) continue;
                 if (!ctx_spend(c, 1)) return;
@@ -637,9 +656,10 @@ static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t 
 
 /* ---- xPyD ----------------------------------------------------------------- */
 
-bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t *x,
-                      int64_t *y, int64_t *evals) {
+bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
+                      int64_t *x, int64_t *y, int64_t *evals, bool *cut) {
   bool found = false;
+  *cut = false;
   double best = -1, best_r = -1;
   int64_t best_g = 0;
   /* The pools' GPU ratio (tin/P):(tout/D) in request units: one request/s
@@ -650,11 +670,17 @@ bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, i
   double y_per_x = ((double)gy / (double)gd) / ((double)gx / (double)gp);
   for (int64_t xi = 1; xi * gp + gd <= G; xi++) {
     int64_t ymax = (G - xi * gp) / gd;
-    double ys = (double)xi * y_per_x;
+    /* Clamped to [1, ymax] before converting, as the candidates are
+     * after: a ratio far off either end is no integer. */
+    double ys = fmin(fmax((double)xi * y_per_x, 1.0), (double)ymax);
     int64_t cand[2] = {(int64_t)floor(ys), (int64_t)ceil(ys)};
     for (int j = 0; j < 2; j++) {
       int64_t yi = cand[j] < 1 ? 1 : cand[j] > ymax ? ymax : cand[j];
       if (j == 1 && yi == (cand[0] < 1 ? 1 : cand[0] > ymax ? ymax : cand[0])) continue;
+      if (*evals >= budget) {
+        *cut = true;
+        return found;
+      }
       (*evals)++;
       double r = fmin((double)xi * rp, (double)yi * rd);
       int64_t g = xi * gp + yi * gd;
@@ -673,6 +699,16 @@ bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, i
     }
   }
   return found;
+}
+
+/* *n = ceil(rate / per), the instances that serve rate at per each, when
+ * that is at most limit (else false, and nothing converted: workload.rate
+ * is any positive double, so the quotient may be past INT64_MAX). */
+static bool instances_for(double rate, double per, int64_t limit, int64_t *n) {
+  double q = ceil(rate / per);
+  if (!(q <= (double)limit)) return false;
+  *n = (int64_t)q;
+  return true;
 }
 
 static void pool_from(SearchPool *p, PoolRole role, const RoleEval *e, int64_t replicas) {
@@ -716,22 +752,29 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
   cost_xpyd_ratio((double)m->tin, (double)m->tout, rp * (double)m->tin / (double)P->gpus,
                   rd * (double)m->tout / (double)D->gpus, c->G, &r->ratio_x, &r->ratio_y);
   int64_t x = 0, y = 0, ev = 0;
-  bool fits = search_xpyd_best(P->gpus, D->gpus, rp, rd, c->G, &x, &y, &ev);
-  if (!ctx_spend(c, ev > 0 ? ev : 1) || !fits) return false;
+  bool cut = false;
+  bool fits = search_xpyd_best(P->gpus, D->gpus, rp, rd, c->G, c->max - c->evals, &x, &y, &ev, &cut);
+  /* A pair whose integer search the budget cut keeps the best point it
+   * reached; the pairs after it are not tried (c->hit). */
+  if (!ctx_spend(c, ev > 0 || cut ? ev : 1)) return false;
+  if (cut) c->hit = true;
+  if (!fits) return false;
   double served = fmin((double)x * rp, (double)y * rd);
   SearchBinding bind = rp * (double)x <= rd * (double)y ? pb : D->binding;
   double tpot = D->tpot;
   int64_t batch = D->batch;
   if (m->rate > 0) {
-    int64_t xn = (int64_t)ceil(m->rate / rp), yn = (int64_t)ceil(m->rate / rd);
-    if (xn * P->gpus + yn * D->gpus <= c->G) {
+    int64_t xn = 0, yn = 0;
+    if (instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn) &&
+        xn * P->gpus + yn * D->gpus <= c->G) {
       x = xn;
       y = yn;
       served = m->rate;
       /* Little's law: each decode instance holds rate/y * tout * TPOT
        * requests; at that smaller batch the step is shorter. */
-      int64_t bl = (int64_t)ceil(m->rate / (double)y * (double)m->tout * D->tpot);
-      if (bl < batch) {
+      double bl_d = ceil(m->rate / (double)y * (double)m->tout * D->tpot);
+      if (bl_d < (double)batch) {
+        int64_t bl = (int64_t)bl_d;
         CostDecode dc;
         if (cost_decode_step(m, &D->lay, bl, search__ctx(m), &dc)) {
           batch = bl;
@@ -771,8 +814,8 @@ static void search__agg(Ctx *c, const RoleEval *A, SearchResult *r) {
   double served = (double)x * rinst;
   SearchBinding bind = A->binding;
   if (m->rate > 0) {
-    int64_t xn = (int64_t)ceil(m->rate / rinst);
-    if (xn <= x) {
+    int64_t xn = 0;
+    if (instances_for(m->rate, rinst, x, &xn)) {
       x = xn;
       served = m->rate;
       bind = BIND_LOAD;
@@ -923,6 +966,25 @@ static bool search__objective(Diags *d, const Spec *s, SearchOut *out) {
 
 /* ---- driver --------------------------------------------------------------- */
 
+/* W0500: the candidate budget, or the enumeration steps it allows, ran
+ * out. */
+static void search__budget_hit(Diags *d, const Spec *s, const Ctx *c) {
+  Diag *g;
+  if (c->steps > c->max_steps)
+    g = diag_at(d, DIAG_W0500, s->search.loc,
+                "search stopped at its budget of %lld candidates: enumerating layouts took "
+                "%lld steps (%lld per candidate of the budget) for %lld evaluated; the ranking "
+                "covers only what was evaluated",
+                (long long)c->max, (long long)c->max_steps, (long long)SEARCH_STEPS_PER_CANDIDATE,
+                (long long)c->evals);
+  else
+    g = diag_at(d, DIAG_W0500, s->search.loc,
+                "search stopped at its budget of %lld candidates; the ranking covers "
+                "only what was evaluated", (long long)c->max);
+  diag_help(g, "raise it with --max-candidates N, or narrow the search with "
+               "`search.gpu_budget`");
+}
+
 /* Shortlist sizes: the k best layouts of a role by tokens/s per GPU and the
  * k2 fastest; pairs are k_total^2 at most. */
 enum { SHORT_BEST = 24, SHORT_FAST = 8 };
@@ -948,6 +1010,8 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   if (c.G > m->gpus_total && m->gpus_total > 0) c.G = m->gpus_total;
   c.rho = o->headroom > 0 ? o->headroom : s->search.headroom.v > 0 ? s->search.headroom.v : 0.9;
   c.max = o->max_candidates > 0 ? o->max_candidates : SEARCH_MAX_CANDIDATES_DEFAULT;
+  c.max_steps = c.max > INT64_MAX / SEARCH_STEPS_PER_CANDIDATE ? INT64_MAX
+                                                                : c.max * SEARCH_STEPS_PER_CANDIDATE;
   c.progress = o->progress;
   c.strict = o->strict;
   c.stages = rp_calloc((size_t)((m->layers + 1) * (m->n_dense + 1) * 4), sizeof *c.stages);
@@ -1003,13 +1067,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
                                    kv_total);
   }
   bool ok = hook_ok;
-  if (c.hit) {
-    Diag *g = diag_at(d, DIAG_W0500, s->search.loc,
-                      "search stopped at its budget of %lld candidates; the ranking covers "
-                      "only what was evaluated", (long long)c.max);
-    diag_help(g, "raise it with --max-candidates N, or narrow the search with "
-                 "`search.gpu_budget`");
-  }
+  if (c.hit) search__budget_hit(d, s, &c);
   if (dec.len == 0 && both.len == 0 && (pre.len == 0 || dis)) {
     Diag *g = diag_at(d, DIAG_E0508, s->deployment.loc.line ? s->deployment.loc : s->model.loc,
                       "no parallel layout of `%s` fits memory and meets the TTFT/TPOT SLO on "

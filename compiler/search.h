@@ -21,6 +21,15 @@
  * point of the xPyD integer search) before the search stops. */
 #define SEARCH_MAX_CANDIDATES_DEFAULT ((int64_t)4000000)
 
+/* The layout enumeration's loops count too: each step, whether it yields
+ * a layout or not, is 1/SEARCH_STEPS_PER_CANDIDATE of a candidate, so at
+ * most max_candidates * 64 steps run (W0500 when they are used up). 64 is
+ * about 3x the most steps per evaluated candidate of any bundled example
+ * (22, plans/examples/deepseek-v3-1024.yaml), so a search that ends within
+ * its candidate budget never meets it; a step is a few integer
+ * operations, so the default budget's 256 million take about a second. */
+#define SEARCH_STEPS_PER_CANDIDATE ((int64_t)64)
+
 /* Narrowest expert GEMM (expert_intermediate_size / etp columns) the
  * search proposes: one 128-wide tile, the bound of the model stage's
  * warning W0203. */
@@ -128,10 +137,12 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
  * GPU ratio from cost_xpyd_ratio gives, for each x, the balancing y; the
  * floor and ceiling of it are tried for every x that fits. Picks (x, y)
  * with the most requests/s per GPU, ties to the most requests/s, then the
- * fewest GPUs. Returns false when not even 1P1D fits. *evals counts the
- * points tried. */
-bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t *x,
-                      int64_t *y, int64_t *evals);
+ * fewest GPUs. *evals (0 on entry) counts the points tried; at most
+ * `budget` are: when more were left, *cut is set and the best of those
+ * tried is returned. Returns false when not even 1P1D fits
+ * (or the budget allowed no point). */
+bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
+                      int64_t *x, int64_t *y, int64_t *evals, bool *cut);
 
 /* One-line layout of a result: "2xP(tp8,ep8) 1xD(tp4,dp2)". Caller frees. */
 char *search_layout_str(const SearchResult *r);

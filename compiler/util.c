@@ -151,15 +151,29 @@ const char *rp_strerror(int e) {
   return e == RP_ENOTREG ? "not a regular file" : strerror(e);
 }
 
+const char *rp_file_kind(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return "not a regular file";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return S_ISREG(st.st_mode) ? "a regular file" : "not a regular file";
+}
+
 /* Opens path for reading without blocking on a FIFO (O_NONBLOCK), refusing
- * what is not a regular file before any read. */
-static FILE *open_regular(const char *path, int *err) {
+ * what is not a regular file, or a file already over max bytes, before any
+ * read. */
+static FILE *open_regular(const char *path, size_t max, int *err) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     *err = errno;
   } else if (!S_ISREG(st.st_mode)) {
     *err = RP_ENOTREG;
+  } else if ((uint64_t)st.st_size > max) {
+    *err = EFBIG;
   } else {
     FILE *f = fdopen(fd, "rb");
     if (f) return f;
@@ -171,7 +185,7 @@ static FILE *open_regular(const char *path, int *err) {
 
 int rp_read_file(const char *path, size_t max, char **out, size_t *len) {
   int err = 0;
-  FILE *f = strcmp(path, "-") == 0 ? stdin : open_regular(path, &err);
+  FILE *f = strcmp(path, "-") == 0 ? stdin : open_regular(path, max, &err);
   /* Out of memory is not a problem of the file: an internal error. */
   if (err == ENOMEM) rp_internal("out of memory opening `%s`", path);
   if (!f) return err;

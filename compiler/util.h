@@ -112,6 +112,9 @@ int rp_read_file(const char *path, size_t max, char **out, size_t *len);
 
 /* strerror() that also knows RP_ENOTREG. */
 const char *rp_strerror(int e);
+/* What path is, for a message after RP_ENOTREG: "a FIFO", "a directory",
+ * "a character device", ... */
+const char *rp_file_kind(const char *path);
 
 
 /* Hex SHA-256 of data (65 bytes incl. NUL written to hex). */

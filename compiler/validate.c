@@ -20,6 +20,13 @@
 #include "layout.h"
 
 static int64_t dimv(const SInt *v) { return v->v > 0 ? v->v : 1; }
+/* a * b for the messages and rules below, INT64_MAX when it overflows: the
+ * spec's limits keep these products far below, but they are products of
+ * spec integers all the same (docs/spec.md, "Limits"). */
+static int64_t mul_sat(int64_t a, int64_t b) {
+  int64_t r;
+  return ck_mul(a, b, &r) ? r : INT64_MAX;
+}
 static SrcLoc at(const SInt *v, const PoolSpec *p) { return v->set ? v->loc : p->loc; }
 static const char *pname(const PoolSpec *p) { return p->name.v ? p->name.v : "?"; }
 static bool is_mla(const ModelSpec *m) { return (AttnKind)m->attention.kind.v == ATTN_MLA; }
@@ -71,9 +78,10 @@ static void tp_help(Diag *g, const Spec *s, const PoolSpec *p) {
   int64_t best = 1;
   for (int64_t v = 1; v < tp; v++)
     if (tp % v == 0 && tp_fits_heads(m, v)) best = v;
-  if (best < tp && m->layers.v >= pp * (tp / best))
+  int64_t pp2 = mul_sat(pp, tp / best);
+  if (best < tp && m->layers.v >= pp2)
     diag_note(g, "to keep %lld GPUs per instance, use tp %lld with pp %lld (pipeline parallelism)",
-              (long long)(tp * pp), (long long)best, (long long)(pp * (tp / best)));
+              (long long)mul_sat(tp, pp), (long long)best, (long long)pp2);
 }
 
 /* Model-level checks: every field a pool rule divides by is there. */
@@ -191,7 +199,7 @@ static void rules_tp(Diags *d, const Spec *s, const PoolSpec *p) {
   }
   int64_t V = m->vocab_size.v;
   if (V % tp != 0) {
-    int64_t pad = (V + tp - 1) / tp * tp - V;
+    int64_t pad = (tp - V % tp) % tp;
     Diag *g = diag_at(d, DIAG_W0202, loc,
                       "`vocab_size` %lld is not divisible by tp %lld in pool `%s`: %lld padding rows "
                       "are added to the embedding and lm_head",
@@ -215,7 +223,7 @@ static void rules_moe(Diags *d, const Spec *s, const PoolSpec *p) {
     return;
   }
   int64_t E = m->moe.experts.v;
-  int64_t ranks = tp * cp * dp;
+  int64_t ranks = mul_sat(mul_sat(tp, cp), dp), eg = mul_sat(ep, etp);
   if (ep > E) {
     Diag *g = diag_at(d, DIAG_E0207, at(&p->ep, p),
                       "`ep` is larger than the routed experts in pool `%s`: expected at most %lld, "
@@ -233,11 +241,11 @@ static void rules_moe(Diags *d, const Spec *s, const PoolSpec *p) {
               (long long)ranks, list);
     free(list);
   }
-  if (ranks % (ep * etp) != 0) {
+  if (eg == INT64_MAX || ranks % eg != 0) {
     Diag *g = diag_at(d, DIAG_E0208, at(&p->ep, p),
                       "`ep * etp` does not divide the instance's tp*cp*dp ranks in pool `%s`: ep %lld "
                       "x etp %lld = %lld, ranks %lld",
-                      pname(p), (long long)ep, (long long)etp, (long long)(ep * etp),
+                      pname(p), (long long)ep, (long long)etp, (long long)eg,
                       (long long)ranks);
     diag_help(g, "expert groups regroup the same %lld ranks (edp = ranks / (ep*etp)); pick ep*etp "
                  "dividing %lld",
@@ -275,12 +283,12 @@ static void rules_cp(Diags *d, const Spec *s, const PoolSpec *p) {
                         "latent KV is one head",
                         pname(p), (long long)cp);
       diag_help(g, "use cp 1; on decode pools `dcp` splits the context instead");
-    } else if (heads % tp == 0 && heads % (tp * cp) != 0) {
+    } else if (heads % tp == 0 && heads % mul_sat(tp, cp) != 0) {
       Diag *g = diag_at(d, DIAG_E0211, at(&p->cp, p),
                         "attention heads are not divisible by `tp * cp` in pool `%s`: %lld heads "
                         "over tp %lld x cp %lld = %lld",
                         pname(p), (long long)heads, (long long)tp, (long long)cp,
-                        (long long)(tp * cp));
+                        (long long)mul_sat(tp, cp));
       int64_t per = heads / tp;
       char *list = choices(per, fit_div, &per);
       diag_help(g, "valid cp at tp %lld: %s", (long long)tp, list);
@@ -337,47 +345,72 @@ static void rules_topology(Diags *d, const Spec *s, const PoolSpec *p) {
                     pname(p), (long long)tp, (long long)dom);
   diag_help(g, "use tp <= %lld and add pp %lld for the rest, or set "
                "`deployment.allow_tp_across_domain: true`",
-            (long long)dom, (long long)((tp + dom - 1) / dom));
+            (long long)dom, (long long)(tp / dom + (tp % dom != 0)));
 }
 
-/* Memory: every pp stage of the pool. */
+/* E0216: the weights of stage st do not fit next to the rest of the
+ * ledger. When activations, workspace, reserve and buffers alone exceed
+ * the usable memory (a prompt of 2^30 tokens), the message says that
+ * rather than printing a negative room for the weights. */
+static void weights_error(Diags *d, const PoolSpec *p, int64_t st, const MemLedger *L) {
+  char b1[32], b2[32], b3[32], b4[32];
+  int64_t fixed = L->activations + L->workspace + L->reserve + L->comm;
+  int64_t room = L->usable - fixed;
+  Diag *g;
+  if (room <= 0) {
+    g = diag_at(d, DIAG_E0216, p->loc,
+                "weights do not fit pool `%s` stage %lld: %s of activations, workspace, reserve "
+                "and buffers alone exceed the %s usable, before %s of weights per GPU",
+                pname(p), (long long)st, rp_fmt_bytes(fixed, b1, sizeof b1),
+                rp_fmt_bytes(L->usable, b2, sizeof b2), rp_fmt_bytes(L->weights, b3, sizeof b3));
+    diag_help(g, "activations grow with workload.input_tokens over cp (prefill) or the decode "
+                 "batch: lower them, or raise cp");
+    return;
+  }
+  g = diag_at(d, DIAG_E0216, p->loc,
+              "weights do not fit pool `%s` stage %lld: %s per GPU, but %s is left of %s "
+              "usable after %s of activations, workspace, reserve and buffers",
+              pname(p), (long long)st, rp_fmt_bytes(L->weights, b1, sizeof b1),
+              rp_fmt_bytes(room, b2, sizeof b2), rp_fmt_bytes(L->usable, b3, sizeof b3),
+              rp_fmt_bytes(fixed, b4, sizeof b4));
+  int64_t factor = L->weights / room + (L->weights % room != 0);
+  if (factor > 1)
+    diag_help(g, "spread the weights at least %lldx wider (tp, pp or ep), or quantise them",
+              (long long)factor);
+  else
+    diag_help(g, "spread the weights over more GPUs (tp, pp or ep), or quantise them");
+}
+
+/* E0217: the KV pool of stage st cannot hold one request at max_context. */
+static void kv_error(Diags *d, const Spec *s, const PoolSpec *p, int64_t st, const MemLedger *L) {
+  char b1[32];
+  int64_t tokens = mul_sat(L->kv_blocks, L->kv_block_tokens);
+  int64_t split = mul_sat(dimv(&p->cp), dimv(&p->dcp));
+  Diag *g = diag_at(d, DIAG_E0217, p->loc,
+                    "KV cache of pool `%s` stage %lld holds %lld tokens per GPU (%s in %lld "
+                    "blocks), but one request at max_context %lld needs %lld",
+                    pname(p), (long long)st, (long long)tokens,
+                    rp_fmt_bytes(L->kv_pool, b1, sizeof b1), (long long)L->kv_blocks,
+                    (long long)s->model.max_context.v,
+                    (long long)mul_sat(L->max_context_blocks, L->kv_block_tokens));
+  if (split > 1) diag_note(g, "cp x dcp = %lld splits each request's tokens", (long long)split);
+  diag_help(g, "lower `model.max_context` to at most %lld, use an fp8 KV cache, or add GPUs",
+            (long long)mul_sat(tokens, split));
+}
+
+/* Memory: every pp stage of the pool; each rule reported once per pool. */
 static void rules_memory(Diags *d, const Spec *s, const PoolSpec *p, const int64_t *part) {
   int64_t pp = dimv(&p->pp);
   bool weights_reported = false, kv_reported = false;
   for (int64_t st = 0; st < pp; st++) {
     MemLedger L;
     if (!mem_ledger(s, p, st, part, &L, d)) return;
-    char b1[32], b2[32], b3[32], b4[32];
-    int64_t fixed = L.activations + L.workspace + L.reserve + L.comm;
     if (L.kv_pool < 0 && !weights_reported) {
       weights_reported = true;
-      Diag *g = diag_at(d, DIAG_E0216, p->loc,
-                        "weights do not fit pool `%s` stage %lld: %s per GPU, but %s is left of %s "
-                        "usable after %s of activations, workspace, reserve and buffers",
-                        pname(p), (long long)st, rp_fmt_bytes(L.weights, b1, sizeof b1),
-                        rp_fmt_bytes(L.usable - fixed, b2, sizeof b2),
-                        rp_fmt_bytes(L.usable, b3, sizeof b3), rp_fmt_bytes(fixed, b4, sizeof b4));
-      int64_t room = L.usable - fixed;
-      int64_t factor = room > 0 ? (L.weights + room - 1) / room : 0;
-      if (factor > 1)
-        diag_help(g, "spread the weights at least %lldx wider (tp, pp or ep), or quantise them",
-                  (long long)factor);
-      else
-        diag_help(g, "spread the weights over more GPUs (tp, pp or ep), or quantise them");
+      weights_error(d, p, st, &L);
     } else if (L.kv_pool >= 0 && !L.max_context_fits && !kv_reported) {
       kv_reported = true;
-      int64_t tokens = L.kv_blocks * L.kv_block_tokens;
-      int64_t split = dimv(&p->cp) * dimv(&p->dcp);
-      Diag *g = diag_at(d, DIAG_E0217, p->loc,
-                        "KV cache of pool `%s` stage %lld holds %lld tokens per GPU (%s in %lld "
-                        "blocks), but one request at max_context %lld needs %lld",
-                        pname(p), (long long)st, (long long)tokens,
-                        rp_fmt_bytes(L.kv_pool, b1, sizeof b1), (long long)L.kv_blocks,
-                        (long long)s->model.max_context.v,
-                        (long long)(L.max_context_blocks * L.kv_block_tokens));
-      if (split > 1) diag_note(g, "cp x dcp = %lld splits each request's tokens", (long long)split);
-      diag_help(g, "lower `model.max_context` to at most %lld, use an fp8 KV cache, or add GPUs",
-                (long long)(tokens * split));
+      kv_error(d, s, p, st, &L);
     }
   }
 }

@@ -159,6 +159,37 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run(LLAMA, "--max-candidates", "40")
     check("W0500" in err and "40 candidates" in err, "budget hit is reported", err)
 
+    # The xPyD step counts against the budget too. On 32,768 nodes (262,144
+    # GPUs, the cluster limit) one prefill/decode pair has about 65,000
+    # (x, y) points; with a budget of 5,000 the layouts take about 1,800 and
+    # the first pair's integer search is cut where the budget ends: exactly
+    # 5,000 evaluations, the cut said, and that pair's best point ranked.
+    # (Before, the pair ran all its points past the budget and was then
+    # dropped, so the output had no disaggregated row at all; at 2^62
+    # nodes it never ended.)
+    big = spec_variant(LLAMA, [("  nodes: 4\n", "  nodes: 32768\n")], tmp, "llama-32768-nodes.yaml")
+    rc, out, err = run(big, "--format", "json", "--max-candidates", "5000")
+    check(rc == 0 and "W0500" in err, "xPyD budget: exits 0 with the budget warning", err)
+    if rc == 0:
+        d = json.loads(out)
+        check(d["budget"] == {"max_candidates": 5000, "evaluated": 5000, "hit": True},
+              "xPyD budget: every evaluation counted, none past the budget", str(d["budget"]))
+        check(any(r["mode"] == "disaggregated" for r in d["results"]),
+              "xPyD budget: the cut pair keeps the best point it reached", out[:2000])
+    rc, out, err = run(big, "--max-candidates", "5000")
+    check(rc == 0 and "evaluated 5000 candidates (budget 5000, hit)" in out,
+          "xPyD budget: the table says the budget cut the search", out[:500])
+
+    # The layout enumeration's steps count against the budget as well: 64
+    # per candidate. With prime expert counts almost no step yields a
+    # layout; before, this search ran for hours at any budget.
+    # The cut comes in the prefill layouts, so no role has a layout left to
+    # rank (E0508, as when the candidate budget runs out there).
+    rc, out, err = run(str(FIX / "moe-prime-experts.yaml"), "--max-candidates", "10000")
+    check(rc == 1 and "W0500" in err and "search stopped at its budget of 10000 candidates: "
+          "enumerating layouts took 640000 steps (64 per candidate of the budget) for 1596 evaluated"
+          in err, "enumeration steps: the budget cut is reported with the steps", err)
+
     # A search spec without pools: aggregated and disaggregated are both searched.
     text = pathlib.Path(DSV3).read_text()
     head = text[: text.index("  pools:")]
@@ -173,6 +204,18 @@ with tempfile.TemporaryDirectory() as tmp:
         check(not d["budget"]["hit"] and d["budget"]["evaluated"] > 1000, "full search within budget")
         check(d["mla_tp_opt"] is not None, "MLA attention tp optimum reported")
         check(any(r["pareto"] for r in d["results"]), "pareto frontier marked")
+
+# The spec path: `-` reads standard input; a FIFO is refused without being
+# opened for a blocking read (it used to wait forever for a writer).
+p = subprocess.run([RP, "search", "-", "--top", "1"], input=pathlib.Path(LLAMA).read_text(),
+                   capture_output=True, text=True, timeout=120)
+check(p.returncode == 0 and "search: Llama-3.1-70B" in p.stdout, "spec from standard input (-)", p.stderr)
+with tempfile.TemporaryDirectory() as tmp:
+    fifo = os.path.join(tmp, "spec.yaml")
+    os.mkfifo(fifo)
+    rc, out, err = run(fifo)
+    check(rc == 2 and "error[E0001]: cannot read the spec: it is a FIFO, not a regular file" in err,
+          "a FIFO as the spec: E0001, exit 2, no wait", err)
 
 # Progress goes to stderr only when stderr is a terminal; stdout is the same.
 import pty

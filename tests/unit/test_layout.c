@@ -470,6 +470,55 @@ static void test_build_errors(void) {
   diags_free(&d);
 }
 
+/* Products of spec integers in lay_build and placement are checked even
+ * where the spec's limits (docs/spec.md, "Limits") keep them small: a Spec
+ * made by hand gets a diagnostic, never a wrapped product (a division by
+ * zero, a GPU table allocated too small). */
+static void test_build_overflow(void) {
+  TSpec t;
+  Diags d;
+  diags_init(&d);
+  /* ep * etp = 2^62 * 4 wraps to 0: it used to be `tcd % 0`. */
+  tspec_init(&t, 1, 8, 8);
+  PoolSpec *p = tspec_pool(&t, "both", ROLE_BOTH, 1, 8, 1);
+  p->ep = si((int64_t)1 << 62);
+  p->etp = si(4);
+  T_CHECK(lay_build(&d, &t.s, NULL) == NULL);
+  T_EQ_INT(d.list.items[d.list.len - 1]->code, DIAG_E0302);
+  T_CHECK(strstr(d.list.items[d.list.len - 1]->msg, "= more than 2^63") != NULL);
+  /* etp 2^63 - 1 alone: no ep divides, and the help says why. */
+  p->ep = si(1);
+  p->etp = si(INT64_MAX);
+  T_CHECK(lay_build(&d, &t.s, NULL) == NULL);
+  T_EQ_INT(d.list.items[d.list.len - 1]->code, DIAG_E0302);
+  T_CHECK(strstr(d.list.items[d.list.len - 1]->help, "larger than the instance's 8 ranks") != NULL);
+  /* etp one over the ranks, and at them. */
+  p->etp = si(9);
+  T_CHECK(lay_build(&d, &t.s, NULL) == NULL);
+  p->etp = si(8);
+  Layout *L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L != NULL);
+  lay_free(L);
+  /* nodes x gpus_per_node past 2^63, and past the plan's int32 GPU
+   * index: E0305 from lay_build, before placement sizes its GPU table. */
+  int64_t sizes[][2] = {{(int64_t)1 << 62, 8}, {(int64_t)1 << 32, (int64_t)1 << 32},
+                        {(int64_t)1 << 28, 8}};
+  for (size_t i = 0; i < RP_ARRAY_LEN(sizes); i++) {
+    tspec_init(&t, sizes[i][0], sizes[i][1], 8);
+    tspec_pool(&t, "both", ROLE_BOTH, 1, 8, 1);
+    T_CHECK(lay_build(&d, &t.s, NULL) == NULL);
+    T_EQ_INT(d.list.items[d.list.len - 1]->code, DIAG_E0305);
+  }
+  /* 2^28 - 1 nodes of 8 GPUs is just under 2^31: built (placing it would
+   * allocate an 8 GiB GPU table; the spec's limits never get near). */
+  tspec_init(&t, ((int64_t)1 << 28) - 1, 8, 8);
+  tspec_pool(&t, "both", ROLE_BOTH, 1, 8, 1);
+  L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L != NULL);
+  lay_free(L);
+  diags_free(&d);
+}
+
 static void test_placement_validate(void) {
   TSpec t;
   tspec_init(&t, 2, 8, 8);
@@ -548,6 +597,7 @@ int main(void) {
   T_RUN(test_build_pd);
   T_RUN(test_build_gqa_replication_and_pp);
   T_RUN(test_build_errors);
+  T_RUN(test_build_overflow);
   T_RUN(test_placement_validate);
   T_DONE();
 }

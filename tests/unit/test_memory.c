@@ -272,6 +272,60 @@ static void test_model_checks(void) {
   T_EQ_INT(n, 1);
 }
 
+/* The pool rules on sizes a hand-made Spec can hold but the spec's limits
+ * refuse: products of them are checked, so each rule reports with exact or
+ * saturated numbers and nothing wraps (the UBSan build would stop on a
+ * signed overflow or a division by zero). */
+static bool has_code(const Diags *d, DiagCode c) {
+  for (size_t i = 0; i < d->list.len; i++)
+    if (d->list.items[i]->code == c) return true;
+  return false;
+}
+static void test_rules_overflow(void) {
+  Spec s;
+  Diags d;
+  /* ep x etp past 2^63 on a MoE model: E0208, the product saturated. */
+  fx_spec(&s, fx_mixtral, 141 * 1000000000LL);
+  FX_I(pool.tp, 8);
+  FX_I(pool.ep, (int64_t)1 << 62);
+  FX_I(pool.etp, 4);
+  diags_init(&d);
+  validate_spec(&d, &s);
+  T_CHECK(has_code(&d, DIAG_E0208));
+  diags_free(&d);
+  /* etp 2^63 - 1 alone, and cp large enough that tp * cp overflows. */
+  FX_I(pool.ep, 1);
+  FX_I(pool.etp, INT64_MAX);
+  diags_init(&d);
+  validate_spec(&d, &s);
+  T_CHECK(has_code(&d, DIAG_E0208) && has_code(&d, DIAG_E0205));
+  diags_free(&d);
+  fx_spec(&s, fx_llama8b, 141 * 1000000000LL);
+  FX_I(pool.tp, 8);
+  FX_I(pool.cp, (int64_t)1 << 61);
+  diags_init(&d);
+  validate_spec(&d, &s);
+  T_CHECK(has_code(&d, DIAG_E0211));
+  diags_free(&d);
+  /* max_context 2^63 - 1: the KV rule's "needs" is a non-negative count
+   * (it printed -2^63: blocks x block tokens wrapped). */
+  fx_spec(&s, fx_llama8b, 141 * 1000000000LL);
+  FX_I(s.model.max_context, INT64_MAX);
+  diags_init(&d);
+  validate_spec(&d, &s);
+  T_CHECK(has_code(&d, DIAG_E0217));
+  for (size_t i = 0; i < d.list.len; i++)
+    if (d.list.items[i]->code == DIAG_E0217) T_CHECK(strstr(d.list.items[i]->msg, "needs -") == NULL);
+  diags_free(&d);
+  /* A GPU of 2^63 - 1 bytes at utilization 1: usable is the capacity,
+   * not the double 2^63 cast back to int64. */
+  fx_spec(&s, fx_llama8b, INT64_MAX);
+  s.deployment.memory.utilization.v = 1.0;
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.usable, INT64_MAX);
+}
+
 int main(void) {
   T_RUN(test_over_budget);
   T_RUN(test_tp8_dense);
@@ -281,5 +335,6 @@ int main(void) {
   T_RUN(test_context_split);
   T_RUN(test_overflow);
   T_RUN(test_model_checks);
+  T_RUN(test_rules_overflow);
   T_DONE();
 }

@@ -85,19 +85,104 @@ static void test_rules(void) {
 
 static void test_xpyd_best(void) {
   int64_t x = 0, y = 0, ev = 0;
+  bool cut = false;
   /* Prefill instances serve 2 req/s, decode 1 req/s: y = 2x balances;
    * 8-GPU instances on 64 GPUs: 2P4D (48 GPUs, 4 req/s = 1/12 per GPU)
    * beats 3P5D (64 GPUs, 5 req/s = 5/64 per GPU). */
-  T_CHECK(search_xpyd_best(8, 8, 2.0, 1.0, 64, &x, &y, &ev));
+  T_CHECK(search_xpyd_best(8, 8, 2.0, 1.0, 64, INT64_MAX, &x, &y, &ev, &cut));
   T_EQ_INT(x, 2);
   T_EQ_INT(y, 4);
   T_CHECK(ev > 0);
   /* Ties in rate per GPU go to the larger deployment. */
-  T_CHECK(search_xpyd_best(8, 8, 1.0, 1.0, 64, &x, &y, &ev));
+  T_CHECK(search_xpyd_best(8, 8, 1.0, 1.0, 64, INT64_MAX, &x, &y, &ev, &cut));
   T_EQ_INT(x, 4);
   T_EQ_INT(y, 4);
   /* 1P1D does not fit. */
-  T_CHECK(!search_xpyd_best(8, 16, 1.0, 1.0, 16, &x, &y, &ev));
+  T_CHECK(!search_xpyd_best(8, 16, 1.0, 1.0, 16, INT64_MAX, &x, &y, &ev, &cut));
+  T_CHECK(!cut);
+}
+
+/* The xPyD step counts against the search budget: on 2^18 GPUs of 1-GPU
+ * instances it would try about 2^18 x values; with a budget of 1,000 it
+ * tries exactly 1,000 points, says so, and keeps the best of them. At and
+ * above the number of points it needs, the budget does not cut. */
+static void test_xpyd_budget(void) {
+  int64_t x = 0, y = 0, ev = 0, all = 0;
+  bool cut = false;
+  T_CHECK(search_xpyd_best(1, 1, 2.0, 1.0, 262144, 1000, &x, &y, &ev, &cut));
+  T_CHECK(cut);
+  T_EQ_INT(ev, 1000);
+  T_CHECK(x >= 1 && y >= 1 && x + y <= 262144);
+  T_CHECK(search_xpyd_best(8, 8, 2.0, 1.0, 64, INT64_MAX, &x, &y, &all, &cut));
+  T_CHECK(!cut);
+  ev = 0;
+  T_CHECK(search_xpyd_best(8, 8, 2.0, 1.0, 64, all, &x, &y, &ev, &cut));
+  T_CHECK(!cut);
+  T_EQ_INT(ev, all);
+  T_EQ_INT(x, 2);
+  T_EQ_INT(y, 4);
+  ev = 0;
+  T_CHECK(search_xpyd_best(8, 8, 2.0, 1.0, 64, all - 1, &x, &y, &ev, &cut));
+  T_CHECK(cut);
+  T_EQ_INT(ev, all - 1);
+  ev = 0;
+  T_CHECK(!search_xpyd_best(8, 8, 2.0, 1.0, 64, 0, &x, &y, &ev, &cut));
+  T_CHECK(cut);
+  T_EQ_INT(ev, 0);
+}
+
+/* A GPU of 2^63 - 1 bytes used in full: the ledger, the cost model and
+ * the decode batch work with counts near 2^63 without converting a double
+ * past INT64_MAX (the UBSan build stops on such a conversion) and the
+ * search still ranks something. */
+static void test_huge_gpu(void) {
+  Spec s = llama70b(1);
+  s.hardware.gpu.memory.v = INT64_MAX;
+  s.deployment.memory.utilization.v = 1.0;
+  s.deployment.memory.utilization.set = true;
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  o.max_candidates = 2000;
+  SearchOut out;
+  Diags d;
+  run(&s, &o, &out, &d);
+  T_CHECK(out.evaluated > 0 && out.evaluated <= 2000);
+  T_CHECK(out.model.usable_mem > 0);
+  search_out_free(&out);
+  diags_free(&d);
+  /* An offered load of 1e300 req/s: the instances it needs are past
+   * INT64_MAX; every deployment is bound by the GPUs it has. */
+  s = llama70b(4);
+  s.workload.rate.v = 1e300;
+  s.workload.rate.set = true;
+  memset(&o, 0, sizeof o);
+  run(&s, &o, &out, &d);
+  T_CHECK(out.results.len > 0);
+  for (size_t i = 0; i < out.results.len; i++)
+    T_CHECK(out.results.items[i].binding == BIND_GPUS || !out.results.items[i].feasible);
+  search_out_free(&out);
+  diags_free(&d);
+}
+
+/* nodes x gpus_per_node past 2^63 in a Spec made by hand: E0501 at
+ * hardware.nodes, naming the cluster, not the model's parameter count. */
+static void test_cluster_overflow(void) {
+  Spec s = llama70b(4);
+  s.hardware.nodes.v = (int64_t)1 << 62;
+  s.hardware.nodes.loc = (SrcLoc){"t.yaml", 14, 10};
+  s.hardware.nodes.set = true;
+  CostConsts k;
+  cost_consts_default(&k);
+  CostModel m;
+  Diags d;
+  diags_init(&d);
+  T_CHECK(!cost_model_init(&d, &s, &k, &m));
+  T_CHECK(d.list.len == 1 && d.list.items[0]->code == DIAG_E0501);
+  if (d.list.len == 1) {
+    T_CHECK(strstr(d.list.items[0]->msg, "cluster's GPU count") != NULL);
+    T_EQ_INT(d.list.items[0]->loc.line, 14);
+  }
+  diags_free(&d);
 }
 
 static void test_llama_search(void) {
@@ -455,6 +540,9 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--bench") == 0) return bench(atoll(argv[2]));
   T_RUN(test_rules);
   T_RUN(test_xpyd_best);
+  T_RUN(test_xpyd_budget);
+  T_RUN(test_huge_gpu);
+  T_RUN(test_cluster_overflow);
   T_RUN(test_llama_search);
   T_RUN(test_modes_and_rate);
   T_RUN(test_budget_and_slo);
