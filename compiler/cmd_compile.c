@@ -228,7 +228,7 @@ static bool est_disagg(const CostModel *m, double rho, const LayPool *Pp, const 
   /* Little's law: each decode instance holds served/y * tout * TPOT
    * requests; at a smaller batch than B the step is shorter. */
   double tpot = dc.tpot;
-  int64_t bl = (int64_t)ceil(served / y * (double)m->tout * dc.tpot);
+  int64_t bl = cost_ceil_i64(served / y * (double)m->tout * dc.tpot);
   if (bl < 1) bl = 1;
   CostDecode dl;
   if (bl < B && cost_decode_step(m, &D, bl, est_ctx(m), &dl)) tpot = dl.tpot;

@@ -167,7 +167,7 @@ static double cost__peak(const Spec *s) {
  * at INT64_MAX where the double is past it (converting such a double is
  * undefined behaviour). With the spec's limits the byte and FLOP counts of
  * one step stay far below; a GPU of 2^63 - 1 bytes does not. */
-static int64_t cost__ceil_i64(double x) {
+int64_t cost_ceil_i64(double x) {
   double c = ceil(x);
   if (!(c < 9223372036854775808.0)) return INT64_MAX;
   return c > 0 ? (int64_t)c : 0;
@@ -607,8 +607,8 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   out->memory_bound = out->memory >= out->compute;
   out->tpot = t_layers + t_lm + (double)l->pp * m->k.step_overhead_s + (double)(l->pp - 1) * send;
   double pp = (double)l->pp;
-  out->bytes_gpu = cost__ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
-  out->flops_gpu = cost__ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
+  out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
+  out->flops_gpu = cost_ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
   return true;
 }
 

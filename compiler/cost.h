@@ -250,4 +250,9 @@ double cost_cp_imbalance(int64_t n, bool zigzag);
 double cost_experts_touched(int64_t experts, int64_t top_k, int64_t local,
                             int64_t tokens);
 
+/* A non-negative count computed in double, as int64: rounded up, 0 below
+ * zero or for NaN, INT64_MAX where the double is past it (converting such
+ * a double is undefined behaviour). */
+int64_t cost_ceil_i64(double x);
+
 #endif

@@ -941,26 +941,19 @@ static int cmp_scored(const void *a, const void *b) {
  * order). Returns false when the hook failed (already reported). */
 static bool search__objective(Diags *d, const Spec *s, SearchOut *out) {
   if (!s->deployment.hooks.objective.set || out->results.len == 0) return true;
-  HookEnv env;
-  hook_env_init(&env, d);
-  hook_env_from_spec(&env, d, s);
-  bool ok = !diags_failed(d);
-  if (ok && hook_env_has(&env, HOOK_OBJECTIVE)) {
-    HookCtx ctx;
-    ok = hook_ctx_build(&ctx, s, d);
-    for (size_t i = 0; ok && i < out->results.len; i++) {
-      SearchResult *r = &out->results.items[i];
-      SearchKV kv[SEARCH_HOOK_KEYS];
-      HookKV hk[SEARCH_HOOK_KEYS];
-      size_t n = search_candidate_kv(r, kv);
-      for (size_t j = 0; j < n; j++) hk[j] = (HookKV){kv[j].key, kv[j].value};
-      ok = hook_run_objective(&env, &ctx, hk, n, &r->score, d);
-      r->scored = ok;
-    }
-    if (ok) qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_scored);
-    hook_ctx_free(&ctx); /* build memsets ctx first, so this is safe after a failure */
+  HookSession hs;
+  bool ok = hook_session_open(&hs, s, d);
+  for (size_t i = 0; ok && i < out->results.len; i++) {
+    SearchResult *r = &out->results.items[i];
+    SearchKV kv[SEARCH_HOOK_KEYS];
+    HookKV hk[SEARCH_HOOK_KEYS];
+    size_t n = search_candidate_kv(r, kv);
+    for (size_t j = 0; j < n; j++) hk[j] = (HookKV){kv[j].key, kv[j].value};
+    ok = hook_run_objective(&hs.env, &hs.ctx, hk, n, &r->score, d);
+    r->scored = ok;
   }
-  hook_env_free(&env);
+  if (ok) qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_scored);
+  hook_session_close(&hs);
   return ok;
 }
 
