@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rp_config.h"
+
 static const DiagInfo diag_table[] = {
 #define X(code, sev, slug, summary) {#code, sev, slug, summary},
 #include "codes_front.def"

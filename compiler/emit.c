@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rp_config.h"
 #include "layout.h"
 #include "memory.h"
 #include "reshard.h"

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "rp_config.h"
 #include "cli.h"
 
 static const char usage[] =

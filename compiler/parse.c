@@ -1,5 +1,5 @@
 /*
- * parse.c: YAML node tree (yaml.h) → typed Spec IR (spec.h), the second
+ * parse.c: YAML node tree (ytree.h) → typed Spec IR (spec.h), the second
  * half of the parse stage.
  *
  * Input: the bytes of a spec file, plus the catalog directory for
@@ -31,7 +31,7 @@
 #include "rp_config.h"
 #include "spec.h"
 #include "units.h"
-#include "yaml.h"
+#include "ytree.h"
 
 /* ---------------------------------------------------------------------- */
 /* Name tables. */

@@ -16,8 +16,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define RP_VERSION "0.1.0"
-
 /* Exit codes shared by both binaries (architecture.md). */
 enum {
   RP_EXIT_OK = 0,

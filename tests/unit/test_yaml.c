@@ -1,9 +1,9 @@
-/* Unit tests for yaml.c (tree, positions, caps) and parse.c (typing,
+/* Unit tests for ytree.c (tree, positions, caps) and parse.c (typing,
  * defaults and their positions, presets, structure rules). */
 #include "rp_config.h"
 #include "spec.h"
 #include "t.h"
-#include "yaml.h"
+#include "ytree.h"
 
 /* Loads text; returns the root (NULL on error) and the first code. */
 static YNode *load(Diags *d, YArena *a, const char *text) {

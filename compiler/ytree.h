@@ -1,9 +1,9 @@
 /*
- * yaml.h: the YAML reader of the front end. It turns the bytes of one spec
+ * ytree.h: the YAML reader of the front end. It turns the bytes of one spec
  * (or catalog) file into a small tree of nodes that keep their source
  * positions; compiler/parse.c then types that tree into the Spec IR.
  *
- * Only yaml.c and parse.c include this header, and only yaml.c includes
+ * Only ytree.c and parse.c include this header, and only ytree.c includes
  * libyaml: every later stage sees the Spec IR, never YAML.
  *
  * The reader is defensive: the input is pre-scanned for NUL bytes and
@@ -12,8 +12,8 @@
  * sharing nodes and their expansion is counted against a cap, and duplicate
  * keys, tags and non-scalar keys are rejected.
  */
-#ifndef RANKPLAN_YAML_H
-#define RANKPLAN_YAML_H
+#ifndef RANKPLAN_YTREE_H
+#define RANKPLAN_YTREE_H
 
 #include "diag.h"
 
@@ -76,14 +76,5 @@ YNode *yaml_map_get(const YNode *m, const char *key);
 /* "mapping", "sequence", "string", "integer", "number", "boolean", "null":
  * the type a node reads as, for "expected X, got Y" messages. */
 const char *yaml_node_type_name(const YNode *n);
-
-/* yaml.c alone reaches libyaml's own <yaml.h>, which this header's name
- * shadows on the include path: it defines RP_YAML_IMPL and includes
- * <yaml.h>, and the lines below continue the search past compiler/. The
- * pragma keeps -Wpedantic quiet about the GNU directive (gcc and clang). */
-#ifdef RP_YAML_IMPL
-#pragma GCC system_header
-#include_next <yaml.h>
-#endif
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * yaml.c: YAML bytes → a small node tree (yaml.h), the first half of the
+ * ytree.c: YAML bytes → a small node tree (ytree.h), the first half of the
  * parse stage.
  *
  * Input: the bytes of one file. Output: a YNode tree whose every node keeps
@@ -21,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RP_YAML_IMPL
-#include <yaml.h> /* compiler/yaml.h, which pulls in libyaml's yaml.h */
+#include <yaml.h> /* libyaml's */
+
+#include "ytree.h"
 
 /* ---------------------------------------------------------------------- */
 /* Arena: every node, array and string of a load lives here and goes at once,
