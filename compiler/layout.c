@@ -362,46 +362,37 @@ static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps
   return true;
 }
 
-Layout *lay_build(Diags *d, const Spec *s, const LayWeights *w) {
-  const DeploymentSpec *dep = &s->deployment;
-  Layout *L = rp_calloc(1, sizeof *L);
-  L->nodes = s->hardware.nodes.v;
-  L->nodes_loc = s->hardware.nodes.set ? s->hardware.nodes.loc : s->hardware.loc;
-  L->gpus_per_node = s->hardware.gpus_per_node.v;
-  L->domain = s->hardware.scale_up.domain.set && s->hardware.scale_up.domain.v > 0
-                  ? s->hardware.scale_up.domain.v
-                  : L->gpus_per_node;
-  L->allow_tp_across_domain = dep->allow_tp_across_domain.set && dep->allow_tp_across_domain.v;
-  L->engine = (Engine)dep->engine.v;
-  L->npools = dep->npools;
-  L->pools = rp_calloc(L->npools ? L->npools : 1, sizeof *L->pools);
-  LayWeights wd = w ? *w : lay_default_weights(s);
+/* Pool p's sizes from its spec (defaults filled in), as the layout keeps
+ * them. */
+static void pool_sizes(const Spec *s, const PoolSpec *ps, LayPool *lp) {
+  lp->name = ps->name.v;
+  lp->role = (PoolRole)ps->role.v;
+  lp->loc = ps->loc;
+  lp->replicas = ps->replicas.set ? ps->replicas.v : 1;
+  lp->size[CO_TP] = ps->tp.set ? ps->tp.v : 1;
+  lp->size[CO_CP] = ps->cp.set ? ps->cp.v : 1;
+  lp->size[CO_DP] = ps->dp.set ? ps->dp.v : 1;
+  lp->size[CO_PP] = ps->pp.set ? ps->pp.v : 1;
+  lp->size[CO_EP] = ps->ep.set ? ps->ep.v : 1;
+  /* etp defaults to 1 for MoE models (spec.h); without MoE the expert
+   * groups only mirror the dense ones, so take Megatron-Core's default
+   * etp = tp, which keeps them consistent under any order. */
+  lp->size[CO_ETP] = ps->etp.set ? ps->etp.v : s->model.moe.present ? 1 : lp->size[CO_TP];
+  lp->size[CO_DCP] = ps->dcp.set ? ps->dcp.v : 1;
+  for (int c = 0; c < CO__COUNT; c++)
+    if (c != CO_EDP && lp->size[c] < 1) lp->size[c] = 1;
+  if (lp->replicas < 1) lp->replicas = 1;
+}
 
-  /* Sizes and rank ranges first, with checked arithmetic: the plan indexes
-   * ranks and groups with int32. */
+/* Every pool's sizes and rank range, and the arrays for all ranks,
+ * members and groups, sized with checked arithmetic: the plan indexes
+ * ranks and groups with int32. False after reporting E0305. */
+static bool size_layout(Diags *d, const Spec *s, Layout *L) {
   CkState st = {true};
   int64_t next = 0, nmembers = 0, ngroups = 1; /* + the world group */
-  bool ok = true;
   for (size_t p = 0; p < L->npools; p++) {
-    const PoolSpec *ps = &dep->pools[p];
     LayPool *lp = &L->pools[p];
-    lp->name = ps->name.v;
-    lp->role = (PoolRole)ps->role.v;
-    lp->loc = ps->loc;
-    lp->replicas = ps->replicas.set ? ps->replicas.v : 1;
-    lp->size[CO_TP] = ps->tp.set ? ps->tp.v : 1;
-    lp->size[CO_CP] = ps->cp.set ? ps->cp.v : 1;
-    lp->size[CO_DP] = ps->dp.set ? ps->dp.v : 1;
-    lp->size[CO_PP] = ps->pp.set ? ps->pp.v : 1;
-    lp->size[CO_EP] = ps->ep.set ? ps->ep.v : 1;
-    /* etp defaults to 1 for MoE models (spec.h); without MoE the expert
-     * groups only mirror the dense ones, so take Megatron-Core's default
-     * etp = tp, which keeps them consistent under any order. */
-    lp->size[CO_ETP] = ps->etp.set ? ps->etp.v : s->model.moe.present ? 1 : lp->size[CO_TP];
-    lp->size[CO_DCP] = ps->dcp.set ? ps->dcp.v : 1;
-    for (int c = 0; c < CO__COUNT; c++)
-      if (c != CO_EDP && lp->size[c] < 1) lp->size[c] = 1;
-    if (lp->replicas < 1) lp->replicas = 1;
+    pool_sizes(s, &s->deployment.pools[p], lp);
     lp->instance_size = ckm(&st, ckm(&st, lp->size[CO_TP], lp->size[CO_CP]),
                             ckm(&st, lp->size[CO_DP], lp->size[CO_PP]));
     lp->first_rank = next;
@@ -417,75 +408,76 @@ Layout *lay_build(Diags *d, const Spec *s, const LayWeights *w) {
   int64_t cluster = ckm(&st, L->nodes, L->gpus_per_node);
   if (!st.ok || next > INT32_MAX || ngroups > INT32_MAX || nmembers > INT64_MAX / 8 ||
       cluster > INT32_MAX) {
-    diag_at(d, DIAG_E0305, dep->loc,
+    diag_at(d, DIAG_E0305, s->deployment.loc,
             "the deployment has too many ranks for a plan: expected at most %d ranks and "
             "groups, got %s",
             INT32_MAX, st.ok ? "more" : "a count past 2^63");
-    lay_free(L);
-    return NULL;
+    return false;
   }
   L->world_size = L->nranks = next;
   L->ranks = rp_malloc((size_t)(next ? next : 1) * sizeof *L->ranks);
   L->members = rp_malloc((size_t)(nmembers ? nmembers : 1) * sizeof *L->members);
   L->groups = rp_malloc((size_t)(ngroups ? ngroups : 1) * sizeof *L->groups);
+  return true;
+}
 
-  for (size_t p = 0; p < L->npools && ok; p++) {
-    const PoolSpec *ps = &dep->pools[p];
-    LayPool *lp = &L->pools[p];
-    int64_t n = lp->instance_size, ppn = lp->size[CO_PP];
-    lp->layer_partition = rp_calloc((size_t)ppn, sizeof(int64_t));
-    lp->layer_start = rp_calloc((size_t)ppn, sizeof(int64_t));
-    if (!lay_partition(d, L->engine, s->model.layers.v, ppn, ps, &wd, lp->layer_partition)) {
-      ok = false;
-      break;
-    }
-    for (int64_t i = 1; i < ppn; i++)
-      lp->layer_start[i] = lp->layer_start[i - 1] + lp->layer_partition[i - 1];
-    PoolPattern pat;
-    memset(&pat, 0, sizeof pat);
-    int32_t *coords = rp_malloc((size_t)(n * CO__COUNT) * sizeof *coords);
-    if (!pool_pattern(d, dep, ps, lp, &pat, coords)) {
-      pattern_free(&pat);
-      free(coords);
-      ok = false;
-      break;
-    }
-    for (int64_t inst = 0; inst < lp->replicas; inst++) {
-      int64_t base = lp->first_rank + inst * n;
-      for (int64_t r = 0; r < n; r++) {
-        LayRank *R = &L->ranks[base + r];
-        R->pool = (int32_t)p;
-        R->instance = (int32_t)inst;
-        R->node = R->local_rank = R->device = -1;
-        memcpy(R->coords, coords + r * CO__COUNT, sizeof R->coords);
-        for (int k = 0; k < GK__COUNT; k++) R->group[k] = -1;
-      }
-      for (int k = 0; k < GK_WORLD; k++) {
-        for (int64_t gi = 0; gi < pat.ngroups[k]; gi++) {
-          LayGroup *G = &L->groups[L->ngroups];
-          G->kind = (GroupKind)k;
-          G->pool = (int32_t)p;
-          G->instance = (int32_t)inst;
-          G->n = (int32_t)pat.gsize[k];
-          G->off = L->nmembers;
-          const int32_t *row = pat.rows[k] + gi * pat.gsize[k];
-          for (int64_t j = 0; j < pat.gsize[k]; j++) {
-            int32_t gr = (int32_t)(base + row[j]);
-            L->members[L->nmembers++] = gr;
-            L->ranks[gr].group[k] = (int32_t)L->ngroups;
-          }
-          L->ngroups++;
-        }
-      }
-    }
-    pattern_free(&pat);
-    free(coords);
+/* The ranks and groups of instance inst of pool p, from the pool's
+ * pattern (one instance's coordinates and groups). */
+static void fill_instance(Layout *L, size_t p, int64_t inst, const PoolPattern *pat,
+                          const int32_t *coords) {
+  const LayPool *lp = &L->pools[p];
+  int64_t n = lp->instance_size, base = lp->first_rank + inst * n;
+  for (int64_t r = 0; r < n; r++) {
+    LayRank *R = &L->ranks[base + r];
+    R->pool = (int32_t)p;
+    R->instance = (int32_t)inst;
+    R->node = R->local_rank = R->device = -1;
+    memcpy(R->coords, coords + r * CO__COUNT, sizeof R->coords);
+    for (int k = 0; k < GK__COUNT; k++) R->group[k] = -1;
   }
-  if (!ok) {
-    lay_free(L);
-    return NULL;
+  for (int k = 0; k < GK_WORLD; k++) {
+    for (int64_t gi = 0; gi < pat->ngroups[k]; gi++) {
+      LayGroup *G = &L->groups[L->ngroups];
+      G->kind = (GroupKind)k;
+      G->pool = (int32_t)p;
+      G->instance = (int32_t)inst;
+      G->n = (int32_t)pat->gsize[k];
+      G->off = L->nmembers;
+      const int32_t *row = pat->rows[k] + gi * pat->gsize[k];
+      for (int64_t j = 0; j < pat->gsize[k]; j++) {
+        int32_t gr = (int32_t)(base + row[j]);
+        L->members[L->nmembers++] = gr;
+        L->ranks[gr].group[k] = (int32_t)L->ngroups;
+      }
+      L->ngroups++;
+    }
   }
-  /* The world group: every rank of the plan. */
+}
+
+/* Pool p: its layer partition, then every instance's ranks and groups.
+ * False after reporting. */
+static bool fill_pool(Diags *d, const Spec *s, const LayWeights *wd, Layout *L, size_t p) {
+  const PoolSpec *ps = &s->deployment.pools[p];
+  LayPool *lp = &L->pools[p];
+  int64_t n = lp->instance_size, ppn = lp->size[CO_PP];
+  lp->layer_partition = rp_calloc((size_t)ppn, sizeof(int64_t));
+  lp->layer_start = rp_calloc((size_t)ppn, sizeof(int64_t));
+  if (!lay_partition(d, L->engine, s->model.layers.v, ppn, ps, wd, lp->layer_partition))
+    return false;
+  for (int64_t i = 1; i < ppn; i++)
+    lp->layer_start[i] = lp->layer_start[i - 1] + lp->layer_partition[i - 1];
+  PoolPattern pat;
+  memset(&pat, 0, sizeof pat);
+  int32_t *coords = rp_malloc((size_t)(n * CO__COUNT) * sizeof *coords);
+  bool ok = pool_pattern(d, &s->deployment, ps, lp, &pat, coords);
+  for (int64_t inst = 0; ok && inst < lp->replicas; inst++) fill_instance(L, p, inst, &pat, coords);
+  pattern_free(&pat);
+  free(coords);
+  return ok;
+}
+
+/* The world group: every rank of the plan. */
+static void add_world(Layout *L) {
   LayGroup *G = &L->groups[L->ngroups];
   G->kind = GK_WORLD;
   G->pool = G->instance = -1;
@@ -496,6 +488,29 @@ Layout *lay_build(Diags *d, const Spec *s, const LayWeights *w) {
     L->ranks[r].group[GK_WORLD] = (int32_t)L->ngroups;
   }
   L->ngroups++;
+}
+
+Layout *lay_build(Diags *d, const Spec *s, const LayWeights *w) {
+  const DeploymentSpec *dep = &s->deployment;
+  Layout *L = rp_calloc(1, sizeof *L);
+  L->nodes = s->hardware.nodes.v;
+  L->nodes_loc = s->hardware.nodes.set ? s->hardware.nodes.loc : s->hardware.loc;
+  L->gpus_per_node = s->hardware.gpus_per_node.v;
+  L->domain = s->hardware.scale_up.domain.set && s->hardware.scale_up.domain.v > 0
+                  ? s->hardware.scale_up.domain.v
+                  : L->gpus_per_node;
+  L->allow_tp_across_domain = dep->allow_tp_across_domain.set && dep->allow_tp_across_domain.v;
+  L->engine = (Engine)dep->engine.v;
+  L->npools = dep->npools;
+  L->pools = rp_calloc(L->npools ? L->npools : 1, sizeof *L->pools);
+  LayWeights wd = w ? *w : lay_default_weights(s);
+  bool ok = size_layout(d, s, L);
+  for (size_t p = 0; ok && p < L->npools; p++) ok = fill_pool(d, s, &wd, L, p);
+  if (!ok) {
+    lay_free(L);
+    return NULL;
+  }
+  add_world(L);
   return L;
 }
 

@@ -126,120 +126,142 @@ static Par pool_par(const PoolSpec *p) {
   return r;
 }
 
+/* The layers, heads, experts and vocabulary rows stage pp_stage of pool p
+ * holds on one rank. */
+static void stage_shard(CkState *st, const Spec *s, const PoolSpec *p, const Par *q,
+                        int64_t pp_stage, const int64_t *layer_partition, MemShard *sh) {
+  const ModelSpec *m = &s->model;
+  int64_t nl = m->layers.v;
+  int64_t *part = rp_calloc((size_t)q->pp, sizeof *part);
+  if (layer_partition) {
+    memcpy(part, layer_partition, (size_t)q->pp * sizeof *part);
+  } else if (p->layer_partition.set && p->layer_partition.len == (size_t)q->pp) {
+    for (int64_t i = 0; i < q->pp; i++) part[i] = p->layer_partition.items[i].v;
+  } else {
+    mem_balanced_partition(nl, q->pp, part);
+  }
+  for (int64_t i = 0; i < pp_stage; i++) sh->first_layer = cka(st, sh->first_layer, part[i]);
+  sh->layers = part[pp_stage] > 0 ? part[pp_stage] : 0;
+  free(part);
+  int64_t n_dense = nl;
+  if (model_is_moe(m)) n_dense = min64(m->moe.dense_layers.set ? m->moe.dense_layers.v : 0, nl);
+  int64_t end = cka(st, sh->first_layer, sh->layers);
+  sh->dense_layers = max64(0, min64(end, n_dense) - min64(sh->first_layer, n_dense));
+  sh->moe_layers = sh->layers - sh->dense_layers;
+  sh->q_heads = ceil_div(m->attention.heads.v, q->tp);
+  sh->kv_heads = model_kv_heads_per_rank(m, q->tp);
+  sh->experts = model_is_moe(m) ? ceil_div(m->moe.experts.v, q->ep) : 0;
+  sh->vocab = ceil_div(m->vocab_size.v, q->tp);
+  sh->has_embedding = pp_stage == 0;
+  sh->has_lm_head = pp_stage == q->pp - 1 && (!m->tie_embeddings.v || q->pp > 1);
+}
+
+/* The weights of the shard, by part, and their sum. */
+static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool last_stage,
+                           MemLedger *L) {
+  const MemShard *sh = &L->shard;
+  DType wt = (DType)m->dtype.weights.v;
+  int64_t h = m->hidden_size.v;
+  int64_t vocab_rows = ckm(st, sh->vocab, h);
+  if (sh->has_embedding) L->w_embedding = plain(st, wt, vocab_rows);
+  if (sh->has_lm_head) L->w_lm_head = plain(st, wt, vocab_rows);
+  L->w_attention = ckm(st, attn_bytes_rank(st, m, sh), sh->layers);
+  L->w_norms = plain(st, wt, cka(st, ckm(st, ckm(st, 2, h), sh->layers), last_stage ? h : 0));
+  L->w_ffn_dense = ckm(st, ffn_bytes(st, wt, h, ceil_div(m->ffn.intermediate_size.v, q->tp)),
+                       sh->dense_layers);
+  if (model_is_moe(m) && sh->moe_layers > 0) {
+    int64_t ie = m->moe.expert_intermediate_size.v;
+    int64_t one = ffn_bytes(st, wt, h, ceil_div(ie, q->etp));
+    L->w_experts = ckm(st, ckm(st, one, sh->experts), sh->moe_layers);
+    int64_t shared_inter = ckm(st, m->moe.shared_experts.v, ie);
+    L->w_shared = ckm(st, ffn_bytes(st, wt, h, ceil_div(shared_inter, q->tp)), sh->moe_layers);
+    int64_t router = ckm(st, m->moe.experts.v, h);
+    if (m->moe.router_bias.v) router = cka(st, router, m->moe.experts.v);
+    L->w_routers = ckm(st, plain(st, wt, router), sh->moe_layers);
+  }
+  L->weights = cka(st, cka(st, cka(st, L->w_embedding, L->w_lm_head), cka(st, L->w_attention, L->w_norms)),
+                   cka(st, cka(st, L->w_ffn_dense, L->w_experts), cka(st, L->w_shared, L->w_routers)));
+}
+
+/* Activations: one forward's widest layer, plus fp32 logits on the last
+ * stage. Prefill (and aggregated) pools run one whole prompt per forward,
+ * split over cp; decode pools run MEM_DECODE_SEQS sequences. */
+static void ledger_activations(CkState *st, const Spec *s, const PoolSpec *p, const Par *q,
+                               bool last_stage, MemLedger *L) {
+  const ModelSpec *m = &s->model;
+  int64_t an, ad;
+  model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
+  bool decode = (PoolRole)p->role.v == ROLE_DECODE;
+  int64_t in_tok = s->workload.input_tokens.v > 0 ? s->workload.input_tokens.v : 1;
+  L->tokens_per_forward = decode ? MEM_DECODE_SEQS : ceil_div(in_tok, q->cp);
+  int64_t seqs = decode ? MEM_DECODE_SEQS : 1;
+  int64_t width = act_width(st, m, &L->shard, q->tp, q->etp);
+  L->activations = ceil_div(ckm(st, ckm(st, L->tokens_per_forward, width), an), ad);
+  if (last_stage) L->activations = cka(st, L->activations, ckm(st, ckm(st, seqs, L->shard.vocab), 4));
+}
+
+/* Fixed costs, the usable memory and what is left of it for the KV pool. */
+static void ledger_budget(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
+  const ModelSpec *m = &s->model;
+  L->workspace = MEM_WORKSPACE_BYTES;
+  int64_t groups = (q->tp > 1) + (q->cp > 1) + (q->dp > 1) + (q->pp > 1) +
+                   (model_is_moe(m) && q->ep > 1) + (model_is_moe(m) && q->etp > 1);
+  L->comm = ckm(st, groups, MEM_COMM_BYTES_PER_GROUP);
+  const DeploymentSpec *dep = &s->deployment;
+  L->reserve = dep->memory.reserve.set || dep->memory.reserve.v > 0 ? dep->memory.reserve.v
+                                                                    : (int64_t)2 << 30;
+  double util = dep->memory.utilization.set || dep->memory.utilization.v > 0
+                    ? dep->memory.utilization.v
+                    : 0.90;
+  L->capacity = s->hardware.gpu.memory.v;
+  /* util is in (0, 1], so usable is at most capacity; the double of a
+   * capacity near 2^63 rounds up to 2^63, which no int64 holds. */
+  double usable = (double)L->capacity * util;
+  L->usable = usable >= (double)INT64_MAX ? L->capacity : (int64_t)usable;
+  int64_t used = cka(st, cka(st, cka(st, L->weights, L->activations), cka(st, L->workspace, L->reserve)),
+                     L->comm);
+  L->kv_pool = cks(st, L->usable, used);
+}
+
+/* KV capacity and requests. One request's tokens spread over the cp and
+ * dcp ranks of its attention replica. */
+static void ledger_kv(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
+  const ModelSpec *m = &s->model;
+  const MemShard *sh = &L->shard;
+  L->kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q->tp, sh->layers, q->dcp);
+  if (L->kv_bytes_per_token < 0) st->ok = false;
+  int64_t block = s->deployment.memory.kv_block.v;
+  L->kv_block_tokens = block > 0 ? block : 16;
+  int64_t block_bytes = ckm(st, L->kv_block_tokens, L->kv_bytes_per_token);
+  L->kv_blocks = L->kv_pool > 0 && block_bytes > 0 ? L->kv_pool / block_bytes : 0;
+  int64_t split = ckm(st, q->cp, q->dcp);
+  L->request_tokens = cka(st, s->workload.input_tokens.v, s->workload.output_tokens.v);
+  L->request_blocks = ceil_div(ceil_div(L->request_tokens, split), L->kv_block_tokens);
+  L->max_context_blocks = ceil_div(ceil_div(m->max_context.v, split), L->kv_block_tokens);
+  if (sh->layers == 0) {
+    /* A stage without layers stores no KV: it never limits requests. */
+    L->request_blocks = L->max_context_blocks = 0;
+  }
+  L->requests_fit = L->request_blocks > 0 ? L->kv_blocks / L->request_blocks : 0;
+  L->requests_fit_instance = ckm(st, L->requests_fit, q->dp);
+  L->max_context_fits = L->kv_blocks >= L->max_context_blocks;
+}
+
 bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
                 const int64_t *layer_partition, MemLedger *out, Diags *d) {
-  const ModelSpec *m = &s->model;
   Par q = pool_par(p);
   CkState st = {true};
   MemLedger L;
   memset(&L, 0, sizeof L);
   memset(out, 0, sizeof *out);
   RP_ASSERT(pp_stage >= 0 && pp_stage < q.pp);
-
-  /* Which layers this stage holds. */
-  int64_t nl = m->layers.v;
-  int64_t *part = rp_calloc((size_t)q.pp, sizeof *part);
-  if (layer_partition) {
-    memcpy(part, layer_partition, (size_t)q.pp * sizeof *part);
-  } else if (p->layer_partition.set && p->layer_partition.len == (size_t)q.pp) {
-    for (int64_t i = 0; i < q.pp; i++) part[i] = p->layer_partition.items[i].v;
-  } else {
-    mem_balanced_partition(nl, q.pp, part);
-  }
-  MemShard *sh = &L.shard;
-  for (int64_t i = 0; i < pp_stage; i++) sh->first_layer = cka(&st, sh->first_layer, part[i]);
-  sh->layers = part[pp_stage] > 0 ? part[pp_stage] : 0;
-  free(part);
-  int64_t n_dense = nl;
-  if (model_is_moe(m)) n_dense = min64(m->moe.dense_layers.set ? m->moe.dense_layers.v : 0, nl);
-  int64_t end = cka(&st, sh->first_layer, sh->layers);
-  sh->dense_layers = max64(0, min64(end, n_dense) - min64(sh->first_layer, n_dense));
-  sh->moe_layers = sh->layers - sh->dense_layers;
-  sh->q_heads = ceil_div(m->attention.heads.v, q.tp);
-  sh->kv_heads = model_kv_heads_per_rank(m, q.tp);
-  sh->experts = model_is_moe(m) ? ceil_div(m->moe.experts.v, q.ep) : 0;
-  sh->vocab = ceil_div(m->vocab_size.v, q.tp);
-  sh->has_embedding = pp_stage == 0;
-  sh->has_lm_head = pp_stage == q.pp - 1 && (!m->tie_embeddings.v || q.pp > 1);
+  bool last = pp_stage == q.pp - 1;
+  stage_shard(&st, s, p, &q, pp_stage, layer_partition, &L.shard);
   L.ranks = ckm(&st, ckm(&st, q.replicas, q.tp), ckm(&st, q.cp, q.dp));
-
-  /* Weights. */
-  DType wt = (DType)m->dtype.weights.v;
-  int64_t h = m->hidden_size.v;
-  int64_t vocab_rows = ckm(&st, sh->vocab, h);
-  if (sh->has_embedding) L.w_embedding = plain(&st, wt, vocab_rows);
-  if (sh->has_lm_head) L.w_lm_head = plain(&st, wt, vocab_rows);
-  L.w_attention = ckm(&st, attn_bytes_rank(&st, m, sh), sh->layers);
-  L.w_norms = plain(&st, wt, cka(&st, ckm(&st, ckm(&st, 2, h), sh->layers),
-                                 pp_stage == q.pp - 1 ? h : 0));
-  L.w_ffn_dense = ckm(&st, ffn_bytes(&st, wt, h, ceil_div(m->ffn.intermediate_size.v, q.tp)),
-                      sh->dense_layers);
-  if (model_is_moe(m) && sh->moe_layers > 0) {
-    int64_t ie = m->moe.expert_intermediate_size.v;
-    int64_t one = ffn_bytes(&st, wt, h, ceil_div(ie, q.etp));
-    L.w_experts = ckm(&st, ckm(&st, one, sh->experts), sh->moe_layers);
-    int64_t shared_inter = ckm(&st, m->moe.shared_experts.v, ie);
-    L.w_shared = ckm(&st, ffn_bytes(&st, wt, h, ceil_div(shared_inter, q.tp)), sh->moe_layers);
-    int64_t router = ckm(&st, m->moe.experts.v, h);
-    if (m->moe.router_bias.v) router = cka(&st, router, m->moe.experts.v);
-    L.w_routers = ckm(&st, plain(&st, wt, router), sh->moe_layers);
-  }
-  L.weights = cka(&st, cka(&st, cka(&st, L.w_embedding, L.w_lm_head), cka(&st, L.w_attention, L.w_norms)),
-                  cka(&st, cka(&st, L.w_ffn_dense, L.w_experts), cka(&st, L.w_shared, L.w_routers)));
-
-  /* Activations: one forward's widest layer, plus fp32 logits on the last
-   * stage. Prefill (and aggregated) pools run one whole prompt per
-   * forward, split over cp; decode pools run MEM_DECODE_SEQS sequences. */
-  int64_t an, ad;
-  model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
-  bool decode = (PoolRole)p->role.v == ROLE_DECODE;
-  int64_t in_tok = s->workload.input_tokens.v > 0 ? s->workload.input_tokens.v : 1;
-  L.tokens_per_forward = decode ? MEM_DECODE_SEQS : ceil_div(in_tok, q.cp);
-  int64_t seqs = decode ? MEM_DECODE_SEQS : 1;
-  int64_t width = act_width(&st, m, sh, q.tp, q.etp);
-  L.activations = ceil_div(ckm(&st, ckm(&st, L.tokens_per_forward, width), an), ad);
-  if (pp_stage == q.pp - 1)
-    L.activations = cka(&st, L.activations, ckm(&st, ckm(&st, seqs, sh->vocab), 4));
-
-  /* Fixed costs. */
-  L.workspace = MEM_WORKSPACE_BYTES;
-  int64_t groups = (q.tp > 1) + (q.cp > 1) + (q.dp > 1) + (q.pp > 1) +
-                   (model_is_moe(m) && q.ep > 1) + (model_is_moe(m) && q.etp > 1);
-  L.comm = ckm(&st, groups, MEM_COMM_BYTES_PER_GROUP);
-  const DeploymentSpec *dep = &s->deployment;
-  L.reserve = dep->memory.reserve.set || dep->memory.reserve.v > 0 ? dep->memory.reserve.v
-                                                                   : (int64_t)2 << 30;
-  double util = dep->memory.utilization.set || dep->memory.utilization.v > 0
-                    ? dep->memory.utilization.v
-                    : 0.90;
-  L.capacity = s->hardware.gpu.memory.v;
-  /* util is in (0, 1], so usable is at most capacity; the double of a
-   * capacity near 2^63 rounds up to 2^63, which no int64 holds. */
-  double usable = (double)L.capacity * util;
-  L.usable = usable >= (double)INT64_MAX ? L.capacity : (int64_t)usable;
-  int64_t used = cka(&st, cka(&st, cka(&st, L.weights, L.activations), cka(&st, L.workspace, L.reserve)),
-                     L.comm);
-  L.kv_pool = cks(&st, L.usable, used);
-
-  /* KV capacity and requests. One request's tokens spread over the cp and
-   * dcp ranks of its attention replica. */
-  L.kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q.tp, sh->layers, q.dcp);
-  if (L.kv_bytes_per_token < 0) st.ok = false;
-  L.kv_block_tokens = dep->memory.kv_block.v > 0 ? dep->memory.kv_block.v : 16;
-  int64_t block_bytes = ckm(&st, L.kv_block_tokens, L.kv_bytes_per_token);
-  L.kv_blocks = L.kv_pool > 0 && block_bytes > 0 ? L.kv_pool / block_bytes : 0;
-  int64_t split = ckm(&st, q.cp, q.dcp);
-  L.request_tokens = cka(&st, s->workload.input_tokens.v, s->workload.output_tokens.v);
-  L.request_blocks = ceil_div(ceil_div(L.request_tokens, split), L.kv_block_tokens);
-  L.max_context_blocks = ceil_div(ceil_div(m->max_context.v, split), L.kv_block_tokens);
-  if (sh->layers == 0) {
-    /* A stage without layers stores no KV: it never limits requests. */
-    L.request_blocks = L.max_context_blocks = 0;
-  }
-  L.requests_fit = L.request_blocks > 0 ? L.kv_blocks / L.request_blocks : 0;
-  L.requests_fit_instance = ckm(&st, L.requests_fit, q.dp);
-  L.max_context_fits = L.kv_blocks >= L.max_context_blocks;
-
+  ledger_weights(&st, &s->model, &q, last, &L);
+  ledger_activations(&st, s, p, &q, last, &L);
+  ledger_budget(&st, s, &q, &L);
+  ledger_kv(&st, s, &q, &L);
   if (!st.ok) {
     if (d)
       diag_at(d, DIAG_E0299, p->loc,
