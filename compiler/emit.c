@@ -498,25 +498,8 @@ static inline void sink_maybe(StrBuf *sb, Sink *k) {
   if (k && sb->len >= EMIT_CHUNK) sink_flush(sb, k);
 }
 
-/* Writes the plan document; kv is the kv_reshard line. Without a sink the
- * text is returned (malloc'd) with its length in *len; with one, the text
- * goes to the sink's file, NULL is returned and *len is the bytes
- * written (the sink's err says whether they all were). */
-static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,
-                      int32_t node, const NodeIndex *x, const char *kv, Sink *sink, size_t *len) {
-  RP_ASSERT(L->placed);
-  const int64_t *node_first = x->node_first;
-  const int32_t *by_node = x->by_node;
-  StrBuf sbv;
-  StrBuf *sb = &sbv;
-  sb_init(sb);
-  EmitNames E;
-  emit_names_init(&E, L);
-  /* Reserve about what a whole plan takes (measured: some 700 bytes per
-   * rank line, 8 per group member, 60 per group), so the buffer is not
-   * copied over and over while it grows. */
-  if (sink) fb__grow(sb, (size_t)EMIT_CHUNK + 4096);
-  else if (node < 0) fb__grow(sb, (size_t)(L->nranks * 700 + L->nmembers * 8 + L->ngroups * 60));
+/* The document's opening keys, through the hardware section. */
+static void emit_head(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) {
   PUTS("{\n  \"format\": \"" PLAN_FORMAT "\",\n  \"compiler\": \"rankplan " RP_VERSION "\",\n");
   PUTS("  \"spec_sha256\": ");
   put_str(sb, s->sha256);
@@ -534,9 +517,11 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
   put_i64(sb, L->domain);
   PUTS(",\n");
   emit_hardware(sb, s, L);
+}
 
-  /* nodes: every node of the cluster with the ranks placed on it; a node
-   * file lists only its own node. */
+/* nodes: every node of the cluster with the ranks placed on it; a node
+ * file lists only its own node. */
+static void emit_nodes(StrBuf *sb, const Layout *L, int32_t node, const NodeIndex *x) {
   PUTS("  \"nodes\": [");
   int64_t n0 = node < 0 ? 0 : node, n1 = node < 0 ? L->nodes : node + 1;
   for (int64_t n = n0; n < n1; n++) {
@@ -545,51 +530,46 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
     PUTS(",\"gpus\":");
     put_i64(sb, L->gpus_per_node);
     PUTS(",\"ranks\":[");
-    for (int64_t i = node_first[n]; i < node_first[n + 1]; i++) {
-      if (i > node_first[n]) fb_putc(sb, ',');
-      put_i64(sb, by_node[i]);
+    for (int64_t i = x->node_first[n]; i < x->node_first[n + 1]; i++) {
+      if (i > x->node_first[n]) fb_putc(sb, ',');
+      put_i64(sb, x->by_node[i]);
     }
     PUTS("]}");
   }
   fb_puts(sb, n1 > n0 ? "\n  ],\n" : "],\n");
+}
 
-  emit_pools(sb, L);
-
-  /* ranks: all of them, or the node's. */
+/* ranks: all of them, or the node's. */
+static void emit_ranks(StrBuf *sb, const Spec *s, const Layout *L, const EmitNames *E,
+                       int32_t node, const NodeIndex *x, Sink *sink) {
   PUTS("  \"ranks\": [");
-  bool first = true;
-  if (node < 0) {
-    for (int64_t r = 0; r < L->nranks; r++) {
-      fb_puts(sb, first ? "\n    " : ",\n    ");
-      first = false;
-      emit_rank(sb, s, L, &E, r);
-      sink_maybe(sb, sink);
-    }
-  } else {
-    for (int64_t i = node_first[node]; i < node_first[node + 1]; i++) {
-      fb_puts(sb, first ? "\n    " : ",\n    ");
-      first = false;
-      emit_rank(sb, s, L, &E, by_node[i]);
-    }
+  int64_t i0 = node < 0 ? 0 : x->node_first[node], i1 = node < 0 ? L->nranks : x->node_first[node + 1];
+  for (int64_t i = i0; i < i1; i++) {
+    fb_puts(sb, i > i0 ? ",\n    " : "\n    ");
+    emit_rank(sb, s, L, E, node < 0 ? i : x->by_node[i]);
+    sink_maybe(sb, sink);
   }
-  fb_puts(sb, first ? "],\n" : "\n  ],\n");
+  fb_puts(sb, i1 > i0 ? "\n  ],\n" : "],\n");
+}
 
-  /* groups: all, or those a rank of the node belongs to, by id. */
+/* groups: all, or those a rank of the node belongs to, by id. */
+static void emit_groups(StrBuf *sb, const Layout *L, const EmitNames *E, int32_t node,
+                        const NodeIndex *x, Sink *sink) {
   PUTS("  \"groups\": [");
-  first = true;
+  bool first = true;
   if (node < 0) {
     for (int64_t g = 0; g < L->ngroups; g++) {
       fb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
-      emit_group(sb, L, &E, g);
+      emit_group(sb, L, E, g);
       sink_maybe(sb, sink);
     }
   } else {
     /* The node's groups: collect, sort, drop repeats. */
     RP_VEC(int32_t) ids = {0};
-    for (int64_t i = node_first[node]; i < node_first[node + 1]; i++)
+    for (int64_t i = x->node_first[node]; i < x->node_first[node + 1]; i++)
       for (int k = 0; k < GK__COUNT; k++) {
-        int32_t g = L->ranks[by_node[i]].group[k];
+        int32_t g = L->ranks[x->by_node[i]].group[k];
         if (g >= 0) rp_vec_push(&ids, g);
       }
     qsort(ids.items, ids.len, sizeof *ids.items, cmp_i32);
@@ -597,13 +577,15 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
       if (i && ids.items[i] == ids.items[i - 1]) continue;
       fb_puts(sb, first ? "\n    " : ",\n    ");
       first = false;
-      emit_group(sb, L, &E, ids.items[i]);
+      emit_group(sb, L, E, ids.items[i]);
     }
     free(ids.items);
   }
   fb_puts(sb, first ? "],\n" : "\n  ],\n");
-  fb_puts(sb, kv);
+}
 
+/* estimates and the warnings and notes (errors stop the compile). */
+static void emit_tail(StrBuf *sb, const Diags *d, const PlanEstimates *est) {
   PUTS("  \"estimates\": ");
   if (est && est->has) {
     PUTS("{\"ttft_ms\":");
@@ -619,7 +601,7 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
     PUTS("null");
   }
   PUTS(",\n  \"diagnostics\": [");
-  first = true;
+  bool first = true;
   for (size_t i = 0; d && i < d->list.len; i++) {
     const Diag *g = d->list.items[i];
     if (g->sev == SEV_ERROR) continue;
@@ -639,6 +621,32 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
     PUTS("}");
   }
   fb_puts(sb, first ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+/* Writes the plan document; kv is the kv_reshard line. Without a sink the
+ * text is returned (malloc'd) with its length in *len; with one, the text
+ * goes to the sink's file, NULL is returned and *len is the bytes
+ * written (the sink's err says whether they all were). */
+static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const PlanEstimates *est,
+                      int32_t node, const NodeIndex *x, const char *kv, Sink *sink, size_t *len) {
+  RP_ASSERT(L->placed);
+  StrBuf sbv;
+  StrBuf *sb = &sbv;
+  sb_init(sb);
+  EmitNames E;
+  emit_names_init(&E, L);
+  /* Reserve about what a whole plan takes (measured: some 700 bytes per
+   * rank line, 8 per group member, 60 per group), so the buffer is not
+   * copied over and over while it grows. */
+  if (sink) fb__grow(sb, (size_t)EMIT_CHUNK + 4096);
+  else if (node < 0) fb__grow(sb, (size_t)(L->nranks * 700 + L->nmembers * 8 + L->ngroups * 60));
+  emit_head(sb, s, L, node);
+  emit_nodes(sb, L, node, x);
+  emit_pools(sb, L);
+  emit_ranks(sb, s, L, &E, node, x, sink);
+  emit_groups(sb, L, &E, node, x, sink);
+  fb_puts(sb, kv);
+  emit_tail(sb, d, est);
   emit_names_free(&E);
   if (sink) {
     sink_flush(sb, sink);
