@@ -387,130 +387,153 @@ void rs_map_free(RsMap *m) {
   memset(m, 0, sizeof *m);
 }
 
-bool rs_map_build(Diags *d, const RsLayout *src, const RsLayout *dst, RsMap *out) {
-  memset(out, 0, sizeof *out);
-  bool ok = rs_layout_check(d, src);
-  ok = rs_layout_check(d, dst) && ok;
-  if (!ok || !rs__compatible(d, src, dst)) return false;
+/* The working state of one rs_map_build. */
+typedef struct {
+  const RsLayout *src, *dst;
+  int64_t ns, nd; /* ranks of one replica, source and destination */
+  RsBox *sb, *db; /* each rank's box */
+  int64_t *rep;   /* source replica class: the smallest rank with the box */
+  int64_t *load;  /* cells assigned to each source rank so far */
+  int64_t *cand, *bound;
+  bool *done;
+  RP_VEC(RsPiece) pieces;
+  int64_t tw; /* the request length weights are counted at */
+  CkState st;
+  RsMap *out;
+} RsBuild;
 
-  int64_t ns = rs_replica_ranks(src), nd = rs_replica_ranks(dst);
-  RsBox *sb = rp_calloc((size_t)ns, sizeof *sb), *db = rp_calloc((size_t)nd, sizeof *db);
-  int64_t *rep = rp_calloc((size_t)ns, sizeof *rep);
-  int64_t *load = rp_calloc((size_t)ns, sizeof *load);
-  for (int64_t r = 0; r < ns; r++) sb[r] = rs_rank_box(src, r);
-  for (int64_t r = 0; r < nd; r++) db[r] = rs_rank_box(dst, r);
-  /* Replica classes: each rank points at the smallest rank with its box. */
-  for (int64_t r = 0; r < ns; r++) {
-    rep[r] = r;
+/* Boxes, replica classes, and the pieces: each destination box met with
+ * each source class box, keyed by the destination's node when a rank of
+ * the class shares it. */
+static void build_pieces(RsBuild *b) {
+  const RsLayout *src = b->src, *dst = b->dst;
+  for (int64_t r = 0; r < b->ns; r++) b->sb[r] = rs_rank_box(src, r);
+  for (int64_t r = 0; r < b->nd; r++) b->db[r] = rs_rank_box(dst, r);
+  for (int64_t r = 0; r < b->ns; r++) {
+    b->rep[r] = r;
     for (int64_t q = 0; q < r; q++)
-      if (rep[q] == q && rs__box_eq(&sb[q], &sb[r])) {
-        rep[r] = q;
+      if (b->rep[q] == q && rs__box_eq(&b->sb[q], &b->sb[r])) {
+        b->rep[r] = q;
         break;
       }
   }
-
-  /* Pieces: destination box meets source class box. */
-  RP_VEC(RsPiece) pieces = {0};
-  for (int64_t t = 0; t < nd; t++)
-    for (int64_t r = 0; r < ns; r++) {
+  for (int64_t t = 0; t < b->nd; t++)
+    for (int64_t r = 0; r < b->ns; r++) {
       RsPiece p;
-      if (rep[r] != r || !rs__box_meet(&db[t], &sb[r], &p.box)) continue;
+      if (b->rep[r] != r || !rs__box_meet(&b->db[t], &b->sb[r], &p.box)) continue;
       p.dst = t;
       p.cls = r;
       p.key_node = -1;
       if (src->node_of_rank && dst->node_of_rank) {
-        for (int64_t q = r; q < ns; q++)
-          if (rep[q] == r && src->node_of_rank[q] == dst->node_of_rank[t]) {
+        for (int64_t q = r; q < b->ns; q++)
+          if (b->rep[q] == r && src->node_of_rank[q] == dst->node_of_rank[t]) {
             p.key_node = dst->node_of_rank[t];
             break;
           }
       }
-      rp_vec_push(&pieces, p);
+      rp_vec_push(&b->pieces, p);
     }
+}
 
-  /* Weights are cells at a request length Tw where every chunk holds the
-   * same number of tokens of every residue class, so weight is exactly
-   * proportional to bytes for any request length that is a multiple of Tw. */
-  int64_t kch = rs__lcm(src->cp > 1 ? 2 * src->cp : 1, dst->cp > 1 ? 2 * dst->cp : 1);
-  int64_t tw = kch * rs__lcm(src->dcp, dst->dcp);
-  CkState st = {true};
-  bool *done = rp_calloc(pieces.len ? pieces.len : 1, sizeof *done);
-  int64_t *cand = rp_calloc((size_t)ns, sizeof *cand);
-  int64_t *bound = rp_calloc((size_t)ns, sizeof *bound);
-  for (size_t gi = 0; gi < pieces.len; gi++) {
-    if (done[gi]) continue;
-    int64_t cls = pieces.items[gi].cls, kn = pieces.items[gi].key_node;
-    /* Candidates: the class, on node kn when kn >= 0; least-loaded first. */
-    size_t nc = 0;
-    for (int64_t q = cls; q < ns; q++)
-      if (rep[q] == cls && (kn < 0 || src->node_of_rank[q] == kn)) cand[nc++] = q;
-    for (size_t i = 1; i < nc; i++)
-      for (size_t j = i; j > 0 && load[cand[j]] < load[cand[j - 1]]; j--) {
-        int64_t tmp = cand[j];
-        cand[j] = cand[j - 1];
-        cand[j - 1] = tmp;
-      }
-    int64_t total = 0;
-    for (size_t pi = gi; pi < pieces.len; pi++) {
-      RsPiece *p = &pieces.items[pi];
-      if (done[pi] || p->cls != cls || p->key_node != kn) continue;
-      int64_t w = ckm(&st, p->box.head_end - p->box.head_begin, rs_tokens_count(&p->box.tokens, tw));
-      total = cka(&st, total, ckm(&st, w, p->box.layer_end - p->box.layer_begin));
+/* Candidates for the group of pieces of class cls keyed kn: the class's
+ * ranks, on node kn when kn >= 0; least-loaded first. Returns how many. */
+static size_t candidates(RsBuild *b, int64_t cls, int64_t kn) {
+  size_t nc = 0;
+  for (int64_t q = cls; q < b->ns; q++)
+    if (b->rep[q] == cls && (kn < 0 || b->src->node_of_rank[q] == kn)) b->cand[nc++] = q;
+  for (size_t i = 1; i < nc; i++)
+    for (size_t j = i; j > 0 && b->load[b->cand[j]] < b->load[b->cand[j - 1]]; j--) {
+      int64_t tmp = b->cand[j];
+      b->cand[j] = b->cand[j - 1];
+      b->cand[j - 1] = tmp;
     }
-    /* Water filling: the k least-loaded candidates are raised to one level,
-     * k the largest count whose highest load is still at or under that
-     * level; share[j] is what candidate j takes of this group. */
-    size_t k = 1;
-    int64_t prefix = 0;
-    for (size_t i = 0; i < nc; i++) {
-      prefix = cka(&st, prefix, load[cand[i]]);
-      if (ckm(&st, load[cand[i]], (int64_t)(i + 1)) <= cka(&st, total, prefix)) k = i + 1;
-    }
-    int64_t level_sum = total;
-    for (size_t i = 0; i < k; i++) level_sum = cka(&st, level_sum, load[cand[i]]);
-    for (size_t i = 0; i < k; i++) {
-      int64_t target = level_sum / (int64_t)k + ((int64_t)i < level_sum % (int64_t)k ? 1 : 0);
-      bound[i] = cka(&st, i ? bound[i - 1] : 0, target - load[cand[i]]);
-    }
-    /* Contiguous cut: candidate j takes units until the running sum reaches
-     * its bound (the sum of the shares of candidates 0..j). */
-    size_t j = 0;
-    int64_t cum = 0;
-    for (size_t pi = gi; pi < pieces.len && st.ok; pi++) {
-      RsPiece *p = &pieces.items[pi];
-      if (done[pi] || p->cls != cls || p->key_node != kn) continue;
-      done[pi] = true;
-      int64_t heads = p->box.head_end - p->box.head_begin;
-      int64_t w = ckm(&st, heads, rs_tokens_count(&p->box.tokens, tw));
-      RsTransfer cur;
-      bool open = false;
-      for (int64_t layer = p->box.layer_begin; layer < p->box.layer_end; layer++) {
-        int64_t s = cand[j];
-        if (open && cur.src == s) {
-          cur.layer_end = layer + 1;
-        } else {
-          if (open) rp_vec_push(&out->xfers, cur);
-          memset(&cur, 0, sizeof cur);
-          cur.src = s;
-          cur.dst = p->dst;
-          cur.layer_begin = layer;
-          cur.layer_end = layer + 1;
-          cur.head_begin = p->box.head_begin;
-          cur.head_end = p->box.head_end;
-          cur.tokens = p->box.tokens;
-          open = true;
-        }
-        load[s] = cka(&st, load[s], w);
-        cum = cka(&st, cum, w);
-        while (j + 1 < k && cum >= bound[j]) j++;
-      }
-      if (open) rp_vec_push(&out->xfers, cur);
-    }
+  return nc;
+}
+
+/* Water filling over the nc candidates for a group of `total` cells: the k
+ * least-loaded are raised to one level, k the largest count whose highest
+ * load is still at or under that level; bound[j] is the sum of the shares
+ * of candidates 0..j. Returns k. */
+static size_t water_fill(RsBuild *b, size_t nc, int64_t total) {
+  CkState *st = &b->st;
+  size_t k = 1;
+  int64_t prefix = 0;
+  for (size_t i = 0; i < nc; i++) {
+    prefix = cka(st, prefix, b->load[b->cand[i]]);
+    if (ckm(st, b->load[b->cand[i]], (int64_t)(i + 1)) <= cka(st, total, prefix)) k = i + 1;
   }
+  int64_t level_sum = total;
+  for (size_t i = 0; i < k; i++) level_sum = cka(st, level_sum, b->load[b->cand[i]]);
+  for (size_t i = 0; i < k; i++) {
+    int64_t target = level_sum / (int64_t)k + ((int64_t)i < level_sum % (int64_t)k ? 1 : 0);
+    b->bound[i] = cka(st, i ? b->bound[i - 1] : 0, target - b->load[b->cand[i]]);
+  }
+  return k;
+}
 
-  for (size_t i = 0; i < out->xfers.len && st.ok; i++) {
+/* A piece's cells per layer at the weighting length. */
+static int64_t piece_weight(RsBuild *b, const RsPiece *p) {
+  return ckm(&b->st, p->box.head_end - p->box.head_begin, rs_tokens_count(&p->box.tokens, b->tw));
+}
+
+/* Piece p layer by layer to the candidates in order (a contiguous cut):
+ * candidate *j takes layers until the running sum *cum reaches its bound.
+ * Consecutive layers to one source make one transfer. */
+static void cut_piece(RsBuild *b, const RsPiece *p, size_t k, size_t *j, int64_t *cum) {
+  int64_t w = piece_weight(b, p);
+  RsTransfer cur;
+  bool open = false;
+  for (int64_t layer = p->box.layer_begin; layer < p->box.layer_end; layer++) {
+    int64_t s = b->cand[*j];
+    if (open && cur.src == s) {
+      cur.layer_end = layer + 1;
+    } else {
+      if (open) rp_vec_push(&b->out->xfers, cur);
+      memset(&cur, 0, sizeof cur);
+      cur.src = s;
+      cur.dst = p->dst;
+      cur.layer_begin = layer;
+      cur.layer_end = layer + 1;
+      cur.head_begin = p->box.head_begin;
+      cur.head_end = p->box.head_end;
+      cur.tokens = p->box.tokens;
+      open = true;
+    }
+    b->load[s] = cka(&b->st, b->load[s], w);
+    *cum = cka(&b->st, *cum, w);
+    while (*j + 1 < k && *cum >= b->bound[*j]) (*j)++;
+  }
+  if (open) rp_vec_push(&b->out->xfers, cur);
+}
+
+/* The group of pieces starting at gi (same class and key): shared over
+ * the candidates by water filling, then cut. */
+static void assign_group(RsBuild *b, size_t gi) {
+  int64_t cls = b->pieces.items[gi].cls, kn = b->pieces.items[gi].key_node;
+  size_t nc = candidates(b, cls, kn);
+  int64_t total = 0;
+  for (size_t pi = gi; pi < b->pieces.len; pi++) {
+    const RsPiece *p = &b->pieces.items[pi];
+    if (b->done[pi] || p->cls != cls || p->key_node != kn) continue;
+    total = cka(&b->st, total, ckm(&b->st, piece_weight(b, p), p->box.layer_end - p->box.layer_begin));
+  }
+  size_t k = water_fill(b, nc, total), j = 0;
+  int64_t cum = 0;
+  for (size_t pi = gi; pi < b->pieces.len && b->st.ok; pi++) {
+    const RsPiece *p = &b->pieces.items[pi];
+    if (b->done[pi] || p->cls != cls || p->key_node != kn) continue;
+    b->done[pi] = true;
+    cut_piece(b, p, k, &j, &cum);
+  }
+}
+
+/* Sizes and link classes of the transfers, in their canonical order. */
+static void finish_transfers(RsBuild *b) {
+  RsMap *out = b->out;
+  const RsLayout *src = b->src, *dst = b->dst;
+  for (size_t i = 0; i < out->xfers.len && b->st.ok; i++) {
     RsTransfer *x = &out->xfers.items[i];
-    x->bytes_per_token = ckm(&st, ckm(&st, x->layer_end - x->layer_begin, x->head_end - x->head_begin),
+    x->bytes_per_token = ckm(&b->st, ckm(&b->st, x->layer_end - x->layer_begin, x->head_end - x->head_begin),
                              src->kv_bytes_per_head_token);
     x->same_node = src->node_of_rank && dst->node_of_rank &&
                    src->node_of_rank[x->src] == dst->node_of_rank[x->dst];
@@ -519,18 +542,43 @@ bool rs_map_build(Diags *d, const RsLayout *src, const RsLayout *dst, RsMap *out
   }
   if (out->xfers.len)
     qsort(out->xfers.items, out->xfers.len, sizeof *out->xfers.items, rs__xfer_cmp);
-  out->src_ranks = ns;
-  out->dst_ranks = nd;
+  out->src_ranks = b->ns;
+  out->dst_ranks = b->nd;
+}
 
-  free(sb);
-  free(db);
-  free(rep);
-  free(load);
-  free(done);
-  free(cand);
-  free(bound);
-  free(pieces.items);
-  if (!st.ok) {
+bool rs_map_build(Diags *d, const RsLayout *src, const RsLayout *dst, RsMap *out) {
+  memset(out, 0, sizeof *out);
+  bool ok = rs_layout_check(d, src);
+  ok = rs_layout_check(d, dst) && ok;
+  if (!ok || !rs__compatible(d, src, dst)) return false;
+  RsBuild b = {.src = src, .dst = dst, .st = {true}, .out = out};
+  b.ns = rs_replica_ranks(src);
+  b.nd = rs_replica_ranks(dst);
+  b.sb = rp_calloc((size_t)b.ns, sizeof *b.sb);
+  b.db = rp_calloc((size_t)b.nd, sizeof *b.db);
+  b.rep = rp_calloc((size_t)b.ns, sizeof *b.rep);
+  b.load = rp_calloc((size_t)b.ns, sizeof *b.load);
+  b.cand = rp_calloc((size_t)b.ns, sizeof *b.cand);
+  b.bound = rp_calloc((size_t)b.ns, sizeof *b.bound);
+  build_pieces(&b);
+  /* Weights are cells at a request length tw where every chunk holds the
+   * same number of tokens of every residue class, so weight is exactly
+   * proportional to bytes for any request length that is a multiple of tw. */
+  int64_t kch = rs__lcm(src->cp > 1 ? 2 * src->cp : 1, dst->cp > 1 ? 2 * dst->cp : 1);
+  b.tw = kch * rs__lcm(src->dcp, dst->dcp);
+  b.done = rp_calloc(b.pieces.len ? b.pieces.len : 1, sizeof *b.done);
+  for (size_t gi = 0; gi < b.pieces.len; gi++)
+    if (!b.done[gi]) assign_group(&b, gi);
+  finish_transfers(&b);
+  free(b.sb);
+  free(b.db);
+  free(b.rep);
+  free(b.load);
+  free(b.done);
+  free(b.cand);
+  free(b.bound);
+  free(b.pieces.items);
+  if (!b.st.ok) {
     diag_at(d, DIAG_E0406, dst->loc,
             "KV transfer sizes from pool `%s` to pool `%s` overflow 64 bits",
             src->pool ? src->pool : "?", dst->pool ? dst->pool : "?");
