@@ -1,6 +1,6 @@
 /*
  * compile.h: the compile pipeline as one call, shared by `rankplan
- * compile` and `rankplan search -o` (implemented in cmd_compile.c).
+ * compile` and `rankplan search -o` (implemented in compile.c).
  *
  * Input: a parsed Spec with pools (validation runs here). Output: the plan
  * file (and node files), written atomically, or diagnostics.
