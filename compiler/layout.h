@@ -214,7 +214,7 @@ void lay_rank_shards(const Layout *L, const Spec *s, int64_t r,
 /* Fills pools[].mem: the ledger of each pp stage (every rank of one pool
  * and stage holds the same bytes). Returns false after reporting when the
  * ledger overflows. */
-bool lay_memory(Diags *d, const Spec *s, Layout *L);
+bool lay_memory(Diags *d, const Spec *s, Layout *L); /* memory.c */
 
 /* ---- emit (emit.c) ----------------------------------------------------- */
 

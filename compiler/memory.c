@@ -1,5 +1,7 @@
 /*
- * memory.c: the per-rank memory ledger.
+ * memory.c: the per-rank memory ledger, and the memory stage of the
+ * compile (lay_memory: every pool and pp stage of a layout, with the
+ * expert_placement hook's replicas).
  *
  * Input IR: Spec (spec.h) after parse, one PoolSpec, a pp stage and the
  * layer partition. Output IR: MemLedger (memory.h), one per rank class
@@ -28,6 +30,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "layout.h"
 
 static int64_t dim(const SInt *v) { return v->v > 0 ? v->v : 1; }
 static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
@@ -270,5 +274,98 @@ bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
     return false;
   }
   *out = L;
+  return true;
+}
+
+/* ---- the memory stage: every pool and stage of a layout ------------------ */
+
+/* The ledger of memory.c counts ceil(experts / ep) routed experts per rank.
+ * With an expert_placement map each ep rank holds expert_slots experts
+ * instead: the replicas of hot experts are weights too. This adds the
+ * extra experts' bytes (the ledger's bytes per expert, times the extra
+ * count) to the weights, takes them from the KV pool and recounts the KV
+ * blocks and requests, as memory.c would. The model stage checked the
+ * rules on the ledger without replicas; the same two rules are checked
+ * again here (E0216 weights over budget, E0217 no room for one
+ * max_context request), naming the replicas as the cause. */
+static bool mem__add_replicas(Diags *d, const Spec *s, const LayPool *P, int64_t st,
+                              MemLedger *m) {
+  int64_t base = m->shard.experts;
+  if (base <= 0 || m->w_experts <= 0 || P->expert_slots <= base) return true;
+  CkState ck = {true};
+  /* w_experts = bytes of one expert * experts * moe layers: exact. */
+  int64_t per = m->w_experts / base;
+  int64_t extra = ckm(&ck, per, P->expert_slots - base);
+  m->w_experts = cka(&ck, m->w_experts, extra);
+  m->weights = cka(&ck, m->weights, extra);
+  m->kv_pool = cks(&ck, m->kv_pool, extra);
+  int64_t block_bytes = ckm(&ck, m->kv_block_tokens, m->kv_bytes_per_token);
+  m->kv_blocks = m->kv_pool > 0 && block_bytes > 0 ? m->kv_pool / block_bytes : 0;
+  m->requests_fit = m->request_blocks > 0 ? m->kv_blocks / m->request_blocks : 0;
+  m->max_context_fits = m->kv_blocks >= m->max_context_blocks;
+  const SrcLoc at = s->deployment.hooks.expert_placement.loc;
+  if (!ck.ok) {
+    diag_at(d, DIAG_E0305, at, "the memory ledger of pool `%s` stage %lld overflows with %lld expert replicas",
+            P->name, (long long)st, (long long)(P->expert_slots - base));
+    return false;
+  }
+  if (m->kv_pool < 0) {
+    Diag *g = diag_at(d, DIAG_E0216, at,
+                      "the weights of pool `%s` stage %lld do not fit with the expert_placement replicas: "
+                      "%lld bytes over the usable memory (%lld experts per ep rank, expected at most %lld)",
+                      P->name, (long long)st, (long long)-m->kv_pool, (long long)P->expert_slots,
+                      (long long)base);
+    diag_help(g, "give fewer experts extra replicas, or use a larger ep");
+    return false;
+  }
+  if (!m->max_context_fits && m->max_context_blocks > 0) {
+    Diag *g = diag_at(d, DIAG_E0217, at,
+                      "the KV pool of pool `%s` stage %lld holds %lld blocks with the expert_placement "
+                      "replicas, expected at least %lld (one max_context request)",
+                      P->name, (long long)st, (long long)m->kv_blocks, (long long)m->max_context_blocks);
+    diag_help(g, "give fewer experts extra replicas, or use a larger ep");
+    return false;
+  }
+  return true;
+}
+
+bool lay_memory(Diags *d, const Spec *s, Layout *L) {
+  for (size_t p = 0; p < L->npools; p++) {
+    LayPool *P = &L->pools[p];
+    const PoolSpec *ps = &s->deployment.pools[p];
+    int64_t pp = P->size[CO_PP];
+    free(P->mem);
+    free(P->kv_bytes_per_token);
+    free(P->kv_blocks);
+    P->mem = rp_calloc((size_t)pp, sizeof *P->mem);
+    P->kv_bytes_per_token = rp_calloc((size_t)pp, sizeof(int64_t));
+    P->kv_blocks = rp_calloc((size_t)pp, sizeof(int64_t));
+    P->kv_block_tokens = s->deployment.memory.kv_block.v > 0 ? s->deployment.memory.kv_block.v : 16;
+    for (int64_t st = 0; st < pp; st++) {
+      MemLedger m;
+      memset(&m, 0, sizeof m);
+      if (!mem_ledger(s, ps, st, P->layer_partition, &m, d)) return false;
+      if (P->expert_map && !mem__add_replicas(d, s, P, st, &m)) return false;
+      int64_t *e = P->mem[st];
+      CkState ck = {true};
+      e[MEM_WEIGHTS] = m.weights;
+      e[MEM_KV_CACHE] = m.kv_pool > 0 ? m.kv_pool : 0;
+      e[MEM_ACTIVATIONS] = m.activations;
+      e[MEM_WORKSPACE] = m.workspace;
+      /* reserved: what the engine never hands out: the spec's reserve, the
+       * communication buffers and the share above utilization. With a KV
+       * pool >= 0 the five entries add up to capacity. */
+      e[MEM_RESERVED] = cka(&ck, cka(&ck, m.reserve, m.comm), cks(&ck, m.capacity, m.usable));
+      e[MEM_CAPACITY] = m.capacity;
+      P->kv_bytes_per_token[st] = m.kv_bytes_per_token;
+      P->kv_blocks[st] = m.kv_blocks;
+      P->kv_block_tokens = m.kv_block_tokens ? m.kv_block_tokens : P->kv_block_tokens;
+      if (!ck.ok) {
+        diag_at(d, DIAG_E0305, P->loc, "the memory ledger of pool `%s` stage %lld overflows",
+                P->name, (long long)st);
+        return false;
+      }
+    }
+  }
   return true;
 }
