@@ -72,29 +72,7 @@ static void put_i64(StrBuf *sb, int64_t v) {
   sb->len += (size_t)n;
 }
 
-static void put_str(StrBuf *sb, const char *s) {
-  static const char hex[] = "0123456789abcdef";
-  fb_putc(sb, '"');
-  if (s) {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-      unsigned char c = *p;
-      if (c == '"' || c == '\\') {
-        char e[2] = {'\\', (char)c};
-        fb_put(sb, e, 2);
-      } else if (c == '\n') {
-        fb_put(sb, "\\n", 2);
-      } else if (c == '\t') {
-        fb_put(sb, "\\t", 2);
-      } else if (c < 0x20) {
-        char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        fb_put(sb, e, 6);
-      } else {
-        fb_putc(sb, (char)c);
-      }
-    }
-  }
-  fb_putc(sb, '"');
-}
+static void put_str(StrBuf *sb, const char *s) { sb_json_str(sb, s); }
 
 #define PUTS(lit) fb_put(sb, lit, sizeof(lit) - 1)
 
@@ -372,12 +350,87 @@ static void node_index_free(NodeIndex *x) {
   free(x->by_node);
 }
 
+static bool pool_on_node(const Layout *L, size_t p, int32_t node) {
+  const LayPool *P = &L->pools[p];
+  for (int64_t r = P->first_rank; r < P->first_rank + P->nranks; r++)
+    if (L->ranks[r].node == node) return true;
+  return false;
+}
+
+/* The kv_reshard key: the maps between the plan's prefill and decode pools
+ * (reshard.c builds them), all of them or those with a pool on node. */
+static void emit_kv_reshard(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) {
+  Diags scratch;
+  diags_init(&scratch);
+  RsPlan P;
+  bool ok = rs_plan_build(&scratch, s, L, &P);
+  diags_free(&scratch);
+  sb_puts(sb, "  \"kv_reshard\": [");
+  int64_t T = s->workload.input_tokens.set ? s->workload.input_tokens.v : 0;
+  bool first = true;
+  for (size_t i = 0; ok && i < P.npairs; i++) {
+    const RsPair *q = &P.pairs[i];
+    if (node >= 0 && !pool_on_node(L, q->prefill, node) && !pool_on_node(L, q->decode, node))
+      continue;
+    sb_puts(sb, first ? "\n    {\"prefill\":" : ",\n    {\"prefill\":");
+    first = false;
+    put_str(sb, L->pools[q->prefill].name);
+    sb_puts(sb, ",\"decode\":");
+    put_str(sb, L->pools[q->decode].name);
+    sb_puts(sb, ",\"transfers\":[");
+    for (size_t k = 0; k < q->map.xfers.len; k++) {
+      const RsTransfer *x = &q->map.xfers.items[k];
+      sb_printf(sb, "%s\n      {\"src\":%lld,\"dst\":%lld,\"layers\":[%lld,%lld],\"kv_heads\":[%lld,%lld],\"tokens\":",
+                k ? "," : "", (long long)x->src, (long long)x->dst, (long long)x->layer_begin,
+                (long long)x->layer_end, (long long)x->head_begin, (long long)x->head_end);
+      bool chunked = x->tokens.nchunks > 1, strided = x->tokens.stride > 1;
+      if (!chunked && !strided) {
+        sb_puts(sb, "\"all\"");
+      } else {
+        sb_putc(sb, '{');
+        if (chunked) {
+          RsTokens c = x->tokens;
+          c.stride = 1;
+          c.offset = 0;
+          int64_t *rg = NULL;
+          size_t n = rs_tokens_ranges(&c, T, &rg);
+          sb_puts(sb, "\"ranges\":[");
+          for (size_t j = 0; j < n; j++)
+            sb_printf(sb, "%s[%lld,%lld]", j ? "," : "", (long long)rg[2 * j], (long long)rg[2 * j + 1]);
+          sb_putc(sb, ']');
+          free(rg);
+        }
+        if (strided)
+          sb_printf(sb, "%s\"stride\":%lld,\"offset\":%lld", chunked ? "," : "",
+                    (long long)x->tokens.stride, (long long)x->tokens.offset);
+        sb_putc(sb, '}');
+      }
+      sb_printf(sb, ",\"bytes_per_token\":%lld}", (long long)x->bytes_per_token);
+    }
+    sb_putc(sb, ']');
+    /* One request's figures at the workload's input_tokens, so that a
+     * reader sees the transfer's size and time per link class without
+     * redoing the placement arithmetic. */
+    if (q->has_cost)
+      sb_printf(sb, ",\n     \"request\":{\"input_tokens\":%lld,\"bytes\":%lld,\"bytes_scale_up\":%lld,"
+                    "\"bytes_scale_out\":%lld,\"time_scale_up_ms\":%.6f,\"time_scale_out_ms\":%.6f,"
+                    "\"time_ms\":%.6f}",
+                (long long)T, (long long)q->cost.bytes_total, (long long)q->cost.bytes_scale_up,
+                (long long)q->cost.bytes_scale_out, q->cost.time_scale_up_s * 1e3,
+                q->cost.time_scale_out_s * 1e3, q->cost.time_s * 1e3);
+    sb_putc(sb, '}');
+  }
+  sb_puts(sb, first ? "],\n" : "\n  ],\n");
+  if (ok) rs_plan_free(&P);
+}
+
+
 /* The kv_reshard line (the reshard stage writes it, reshard.h) for the
  * whole plan (node < 0) or one node. */
 static char *kv_reshard_text(const Spec *s, const Layout *L, int32_t node) {
   StrBuf sb;
   sb_init(&sb);
-  rs_emit_json(&sb, s, L, node);
+  emit_kv_reshard(&sb, s, L, node);
   return sb_take(&sb);
 }
 

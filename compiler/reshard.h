@@ -177,13 +177,6 @@ typedef struct {
 bool rs_plan_build(Diags *d, const struct Spec *s, const struct Layout *L, RsPlan *out);
 void rs_plan_free(RsPlan *p);
 
-/* Writes the plan's `  "kv_reshard": [...],\n` line(s) for emit.c: every
- * pair when node < 0, else the pairs whose pools have a rank on node. Token
- * sets are written as "all", {"stride", "offset"}, {"ranges"} (chunk ranges
- * at workload.input_tokens) or, for a chunked and strided set, {"ranges",
- * "stride", "offset"} meaning both hold. Builds the maps itself; a layout
- * whose maps fail (already reported by rs_plan_build) writes an empty list. */
-void rs_emit_json(StrBuf *sb, const struct Spec *s, const struct Layout *L, int32_t node);
 
 /* Bytes one plan transfer moves for a request of n_tokens tokens; -1 when
  * its token set is "all" or a stride class and n_tokens is 0, or on

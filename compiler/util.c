@@ -112,6 +112,29 @@ void sb_printf(StrBuf *sb, const char *fmt, ...) {
   va_end(ap);
 }
 
+void sb_json_str(StrBuf *sb, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  sb_putc(sb, '"');
+  const unsigned char *p = (const unsigned char *)(s ? s : ""), *run = p;
+  for (; *p; p++) {
+    unsigned char c = *p;
+    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    sb_putn(sb, (const char *)run, (size_t)(p - run));
+    run = p + 1;
+    if (c == '"' || c == '\\') {
+      char e[2] = {'\\', (char)c};
+      sb_putn(sb, e, 2);
+    } else if (c == '\n' || c == '\t') {
+      sb_putn(sb, c == '\n' ? "\\n" : "\\t", 2);
+    } else {
+      char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      sb_putn(sb, e, 6);
+    }
+  }
+  sb_putn(sb, (const char *)run, (size_t)(p - run));
+  sb_putc(sb, '"');
+}
+
 char *sb_take(StrBuf *sb) {
   if (!sb->buf) sb_init(sb);
   char *p = sb->buf;

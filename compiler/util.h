@@ -77,6 +77,10 @@ void sb_putn(StrBuf *sb, const char *s, size_t n);
 void sb_printf(StrBuf *sb, const char *fmt, ...) RP_PRINTF(2, 3);
 void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap) RP_PRINTF(2, 0);
 char *sb_take(StrBuf *sb); /* returns the buffer (NUL-terminated), resets sb */
+/* Appends s as a JSON string: quotes, `\"`, `\\`, `\n`, `\t` and `\u00XX`
+ * for the other control bytes; other bytes as they are. The one JSON
+ * string writer of both binaries (NULL writes ""). */
+void sb_json_str(StrBuf *sb, const char *s);
 
 /* Checked 64-bit arithmetic: return false on overflow, *out untouched. */
 static inline bool ck_add(int64_t a, int64_t b, int64_t *out) {

@@ -744,13 +744,12 @@ static void test_pipeline(void) {
     T_EQ_INT(g, L->pools[1].first_rank + 3);
   }
   rs_plan_free(&P);
-  StrBuf sb;
-  sb_init(&sb);
-  rs_emit_json(&sb, s, L, -1);
-  T_CHECK(strstr(sb.buf, "\"kv_reshard\": [\n    {\"prefill\":\"prefill\",\"decode\":\"decode\"") != NULL);
-  T_CHECK(strstr(sb.buf, "{\"src\":7,\"dst\":3,\"layers\":[0,80],\"kv_heads\":[7,8],"
-                         "\"tokens\":\"all\",\"bytes_per_token\":40960}") != NULL);
-  sb_free(&sb);
+  size_t len;
+  char *text = emit_plan(&dg, s, L, NULL, -1, &len);
+  T_CHECK(strstr(text, "\"kv_reshard\": [\n    {\"prefill\":\"prefill\",\"decode\":\"decode\"") != NULL);
+  T_CHECK(strstr(text, "{\"src\":7,\"dst\":3,\"layers\":[0,80],\"kv_heads\":[7,8],"
+                       "\"tokens\":\"all\",\"bytes_per_token\":40960}") != NULL);
+  free(text);
   lay_free(L);
   spec_free(s);
   diags_free(&dg);
