@@ -34,6 +34,21 @@ int64_t rt_host_mem_available(void);
 /* Bytes the ranks of `node` ask for at `scale` (weights + KV). */
 int64_t rt_node_planned_bytes(const Plan *pl, int node_index, double scale);
 
+/* The longest request rankrun runs, tokens: the bound of --input-tokens
+ * (docs/runtime.md). 2^24 is over 100 times the longest context of the
+ * catalog's models (163,840 tokens), and keeps token indices and cell
+ * counts far inside int64 arithmetic. */
+#define RT_KV_MAX_TOKENS (1 << 24)
+
+/* The plan's kv_reshard as rankrun runs it: every pair's transfers move
+ * cells of one size (bytes_per_token over layers x heads; a transfer that
+ * disagrees with its pair's first is refused, naming it, since cells of
+ * mixed sizes have no meaning), and token ranges lie in [0,
+ * RT_KV_MAX_TOKENS]. *ranges_T gets the end of the last token range (the
+ * request length the ranges were computed for), -1 when there are none.
+ * Errors name kv_reshard[i].transfers[j]. */
+RtResult rt_kv_plan_check(const Plan *pl, int64_t *ranges_T);
+
 typedef struct {
   int requests;
   int64_t input_tokens;

@@ -138,7 +138,88 @@ static void test_overflow(void) {
   T_EQ_INT(allocs, 0);
 }
 
+/* A pair of two transfers of one layer each, kv heads [0, 2): 2 cells
+ * per token of 128 bytes (bytes_per_token 256). */
+static PlanTransfer xfers[2];
+static int64_t ranges[1][2];
+static PlanReshard pair;
+static char pname[] = "prefill", dname[] = "decode";
+static Plan kv_plan(void) {
+  memset(xfers, 0, sizeof xfers);
+  for (int i = 0; i < 2; i++)
+    xfers[i] = (PlanTransfer){.src = i, .dst = 0, .layers = {i, i + 1},
+                              .kv_heads = {0, 2}, .tokens = PT_ALL,
+                              .stride = 1, .offset = 0,
+                              .bytes_per_token = 256};
+  pair = (PlanReshard){.prefill = pname, .decode = dname,
+                       .ntransfers = 2, .transfers = xfers};
+  Plan pl;
+  memset(&pl, 0, sizeof pl);
+  pl.nreshard = 1;
+  pl.reshard = &pair;
+  return pl;
+}
+
+static void test_plan_check_ok(void) {
+  Plan pl = kv_plan();
+  int64_t T = 0;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_OK);
+  T_EQ_INT(T, -1);
+  /* Another layer and head count with the same cell size is fine. */
+  xfers[1].layers[1] = 3;
+  xfers[1].bytes_per_token = 512;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_OK);
+  xfers[1].tokens = PT_RANGES;
+  xfers[1].nranges = 1;
+  xfers[1].ranges = ranges;
+  ranges[0][0] = 0;
+  ranges[0][1] = RT_KV_MAX_TOKENS;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_OK);
+  T_EQ_INT(T, RT_KV_MAX_TOKENS);
+}
+
+/* A transfer whose cells differ in size from its pair's first is refused,
+ * naming it: messages are laid out in the pair's one cell size. */
+static void test_plan_check_mixed_cells(void) {
+  int64_t bpt[] = {512, 128, 258};
+  for (size_t i = 0; i < sizeof bpt / sizeof bpt[0]; i++) {
+    Plan pl = kv_plan();
+    int64_t T = 0;
+    xfers[1].bytes_per_token = bpt[i];
+    T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_ERR_INVALID);
+    T_CHECK(strstr(rt_errmsg(), "kv_reshard[0].transfers[1]") != NULL);
+  }
+  /* The first transfer itself malformed: named too. */
+  Plan pl = kv_plan();
+  int64_t T = 0;
+  xfers[0].bytes_per_token = 0;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_ERR_INVALID);
+  T_CHECK(strstr(rt_errmsg(), "kv_reshard[0].transfers[0]") != NULL);
+}
+
+/* Token ranges past the --input-tokens bound, negative or empty are plan
+ * errors naming the transfer, not a bad --input-tokens. */
+static void test_plan_check_token_ranges(void) {
+  int64_t bad[][2] = {{0, (int64_t)RT_KV_MAX_TOKENS + 1}, {-1, 4}, {4, 4},
+                      {0, INT64_MAX}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    Plan pl = kv_plan();
+    int64_t T = 0;
+    xfers[1].tokens = PT_RANGES;
+    xfers[1].nranges = 1;
+    xfers[1].ranges = ranges;
+    ranges[0][0] = bad[i][0];
+    ranges[0][1] = bad[i][1];
+    T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_ERR_INVALID);
+    T_CHECK(strstr(rt_errmsg(), "kv_reshard[0].transfers[1]") != NULL);
+    T_CHECK(strstr(rt_errmsg(), "input-tokens") == NULL);
+  }
+}
+
 int main(void) {
+  T_RUN(test_plan_check_ok);
+  T_RUN(test_plan_check_mixed_cells);
+  T_RUN(test_plan_check_token_ranges);
   T_RUN(test_fits);
   T_RUN(test_too_big_before_alloc);
   T_RUN(test_exact_fit);

@@ -421,6 +421,55 @@ if pd:
     check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
           "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
 
+# --- damaged kv_reshard maps the plan loader accepts: refused naming the transfer -----
+def write_json(obj, name):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
+def kv_map_damage_test():
+    """A transfer whose cells differ in size from its pair's first one (its
+    bytes_per_token doubled, halved, or not a multiple of its layers x heads),
+    and token ranges past the --input-tokens bound, negative or empty: the
+    launcher refuses the plan (exit 1) naming kv_reshard[i].transfers[j],
+    before any rank packs a message (both KV paths), and never blames an
+    --input-tokens the user did not pass."""
+    if not pd:
+        return skip("kv map damage", "pd-small did not compile")
+    with open(pd) as f:
+        base = json.load(f)
+    bpt = base["kv_reshard"][0]["transfers"][1]["bytes_per_token"]
+    for how, val in (("doubled", bpt * 2), ("halved", bpt // 2), ("not a multiple", bpt + 1)):
+        j = json.loads(json.dumps(base))
+        j["kv_reshard"][0]["transfers"][1]["bytes_per_token"] = val
+        path = write_json(j, f"pd-mixed-{val}.json")
+        for extra in ((), ("env", "RANKRUN_KV_GROUPED=1")):
+            p = subprocess.run([*extra, RR, path, "--node", "0", "--rendezvous", f"127.0.0.1:{free_port()}",
+                                *KV], capture_output=True, text=True, timeout=60)
+            check(p.returncode == 1 and "kv_reshard[0].transfers[1]" in p.stderr,
+                  f"kv map: a transfer's bytes_per_token {how} ({val}) is refused naming it"
+                  + (" (grouped path)" if extra else ""), (p.returncode, p.stderr[-2000:]))
+    dcp, err = compile_plan(os.path.join(SRC, "tests/runtime/kv-cp-to-dcp.yaml"))
+    if not dcp:
+        return check(False, "kv map: compile kv-cp-to-dcp", err)
+    with open(dcp) as f:
+        base = json.load(f)
+    for rng in ([0, (1 << 24) + 1], [0, 1 << 40], [-3, 16], [16, 16]):
+        j = json.loads(json.dumps(base))
+        j["kv_reshard"][0]["transfers"][2]["tokens"]["ranges"][0] = rng
+        path = write_json(j, "dcp-range.json")
+        p = subprocess.run([RR, path, "--node", "0", "--rendezvous", f"127.0.0.1:{free_port()}", "--requests", "1",
+                            "--quiet"], capture_output=True, text=True, timeout=60)
+        check(p.returncode in (1, 2) and "--input-tokens" not in p.stderr
+              and ("kv_reshard[0].transfers[2]" in p.stderr or "bad plan" in p.stderr),
+              f"kv map: token range {rng} is a plan error naming the transfer, not a bad --input-tokens",
+              (p.returncode, p.stderr[-2000:]))
+
+
+kv_map_damage_test()
+
 # --- the grouped KV path (nccl's: one group of sends and receives per layer group
 # and link class, straight from and into the pool), run on the host backend ---------
 GROUPED = ("env", "RANKRUN_KV_GROUPED=1")
