@@ -737,14 +737,10 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   }
   rt_store_close(&L->st);
   if (srv) rt_store_server_stop(srv);
-  /* Shared-memory rings of ranks that died before unlinking them. */
-  for (int i = 0; L->job && i < L->rep.nlocal; i++)
-    for (int from = 0; from < L->plan->world_size; from++) {
-      char name[128];
-      snprintf(name, sizeof name, "/rankrun-%s-%d-%d", L->job, from,
-               L->rep.local[i].rank);
-      shm_unlink(name);
-    }
+  /* Shared-memory rings of ranks that died before unlinking them: every
+   * ring named after this launcher. */
+  RtShmOwner me;
+  if (rt_shm_owner_of((long)getpid(), &me)) rt_shm_remove_rings(&me, NULL);
   L->rep.elapsed_s = rt_now() - t0;
   L->rep.job = L->job;
   char *text = rt_report_text(&L->rep);
@@ -772,6 +768,18 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   }
   free(L->job);
   return code;
+}
+
+/* Rings left in /dev/shm by launchers that were killed (SIGKILL gives
+ * them no chance to clean up): removed before this one starts ranks. */
+static void remove_stale_rings(const RtLaunchOpts *o) {
+  int64_t bytes = 0;
+  int n = rt_shm_remove_rings(NULL, &bytes);
+  if (n > 0 && !o->quiet) {
+    char b[32];
+    fprintf(stderr, "rankrun: removed %d stale shared-memory ring(s) of "
+            "launchers that are gone (%s)\n", n, rp_fmt_bytes(bytes, b, sizeof b));
+  }
 }
 
 static int by_local_rank(const void *a, const void *b) {
@@ -822,6 +830,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     free(L.rep.groups);
     return RP_EXIT_OK;
   }
+  remove_stale_rings(o);
   signal(SIGPIPE, SIG_IGN);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

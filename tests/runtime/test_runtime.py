@@ -340,6 +340,65 @@ check(dup.returncode == 3 and "duplicate node 1" in dup.stderr, "duplicate node:
       dup.stderr)
 check(rc0 == 0 and rc1 == 0, "duplicate node: the deployment it tried to join is unharmed", (rc0, rc1))
 
+# --- stale shared-memory rings of killed launchers ---------------------------------
+def proc_start(pid):
+    """Start time of pid in clock ticks since boot (/proc/PID/stat field 22)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def rings_of(pid):
+    return [n for n in os.listdir("/dev/shm") if re.fullmatch(rf"rankrun-[0-9a-f]{{16}}-{pid}-\d+-\d+-\d+", n)]
+
+
+def stale_ring_test():
+    """A launcher killed with SIGKILL leaves its ranks' rings in /dev/shm;
+    the next launcher removes them at its start, recognising them by the
+    owner's pid and start time in their names. Rings of a live launcher stay;
+    a ring whose pid is alive but started at another time (a reused pid) or
+    whose pid is gone is removed; names of another form are left alone."""
+    if not agg:
+        return skip("stale rings", "llama-3.1-8b-agg did not compile")
+    l = Launcher(agg, 0, free_port(), "--soak", "60", "--preflight-bytes", "65536")
+    ready = l.wait_ready(8)
+    left = rings_of(l.p.pid)
+    check(ready and len(left) > 0, f"stale rings: a running launcher's rings carry its pid ({len(left)})",
+          l.stderr()[-2000:])
+    os.kill(l.p.pid, signal.SIGKILL)
+    l.wait(30)
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in l.pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = rings_of(l.p.pid)
+    check(len(left) > 0, f"stale rings: SIGKILL leaves the launcher's rings behind ({len(left)})")
+    # Hand-made neighbours: a live owner (this test process), the same pid
+    # with another start time (pid reused), a pid no process has, another form.
+    me, st = os.getpid(), proc_start(os.getpid())
+    dead = 4194304 + 7  # above Linux's largest pid (PID_MAX_LIMIT, 2^22)
+    fake = {"live": f"rankrun-00000000000000aa-{me}-{st}-0-1",
+            "reused": f"rankrun-00000000000000aa-{me}-{st + 1}-0-1",
+            "gone": f"rankrun-00000000000000aa-{dead}-5-0-1",
+            "other": "rankrun-00000000000000aa-0-1"}
+    for n in fake.values():
+        with open(os.path.join("/dev/shm", n), "w") as f:
+            f.write("x")
+    p = run(agg, "--node", "0", "--preflight-bytes", "65536", timeout=120)
+    exists = {k: os.path.exists(os.path.join("/dev/shm", n)) for k, n in fake.items()}
+    for n in fake.values():
+        try:
+            os.unlink(os.path.join("/dev/shm", n))
+        except OSError:
+            pass
+    check(p.returncode == 0 and not rings_of(l.p.pid) and "stale shared-memory ring" in p.stderr,
+          "stale rings: the next launcher removes a killed launcher's rings at start and says so",
+          (p.returncode, rings_of(l.p.pid), p.stderr[-2000:]))
+    check(exists == {"live": True, "reused": False, "gone": False, "other": True},
+          "stale rings: a live owner's ring stays; a reused or gone pid's is removed; other names untouched",
+          exists)
+
+
+stale_ring_test()
+
 # --- KV pools and verified KV-reshard transfers (issue 9) ------------------------------------
 pd, err = compile_plan(os.path.join(SRC, "tests/runtime/pd-small.yaml"))
 check(bool(pd), "compile tests/runtime/pd-small.yaml", err)
