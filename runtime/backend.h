@@ -157,6 +157,15 @@ extern const RtBackend rt_backend_host;
  * the same caches. */
 #define RT_HOST_RING_BYTES (8u << 20)
 
+/* Whether the host backend makes rings (RANKRUN_HOST_SHM is not 0). */
+bool rt_host_shm_on(void);
+/* Bytes of /dev/shm one ring takes (RT_HOST_RING_BYTES and its header). */
+int64_t rt_host_ring_bytes(void);
+/* Rings the host backend makes on plan node `node`: one per direction of
+ * each pair of its ranks that shares a group (every ordered pair of the
+ * node's ranks when it has over 4,096). */
+int64_t rt_host_node_rings(const RtPlan *pl, int node);
+
 /* Shared-memory rings are named /rankrun-JOB-PID-START-FROM-TO: the
  * deployment id, the process id of the launcher whose ranks use them and
  * that launcher's start time (clock ticks since boot, field 22 of

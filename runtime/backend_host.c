@@ -151,10 +151,12 @@ int rt_shm_remove_rings(const RtShmOwner *own, int64_t *bytes) {
   return removed;
 }
 
-static bool shm_wanted(void) {
+bool rt_host_shm_on(void) {
   const char *e = getenv("RANKRUN_HOST_SHM");
   return !(e && strcmp(e, "0") == 0);
 }
+
+static bool shm_wanted(void) { return rt_host_shm_on(); }
 
 /* Maps ring `name`; create: make it (the receiver) or open it (the
  * sender). */
@@ -184,6 +186,44 @@ static bool share_group(const RtPlan *pl, int a, int b) {
         rt_group_index(&pl->groups[g], b) >= 0)
       return true;
   return false;
+}
+
+int64_t rt_host_ring_bytes(void) { return (int64_t)ring_size(); }
+
+/* Above this many ranks on one node the pair table (ranks^2 bytes) is not
+ * built and every ordered pair counts: 4,096 ranks make a 16 MiB table,
+ * and their 16.7 million rings would need 128 TiB, which no node has, so
+ * the upper bound fails the fit check just as the exact count would. */
+#define RINGS_EXACT_MAX 4096
+
+int64_t rt_host_node_rings(const RtPlan *pl, int node) {
+  int *local = rp_malloc(sizeof(int) * ((size_t)pl->world_size + 1));
+  int64_t nl = 0, rings = 0;
+  for (int r = 0; r < pl->world_size; r++)
+    local[r] = pl->ranks[r].node == node ? (int)nl++ : -1;
+  if (nl > RINGS_EXACT_MAX) {
+    free(local);
+    return nl * (nl - 1);
+  }
+  unsigned char *pair = rp_calloc((size_t)(nl * nl) + 1, 1);
+  int *mem = rp_malloc(sizeof(int) * ((size_t)nl + 1));
+  for (int g = 0; g < pl->ngroups; g++) {
+    const RtGroup *G = &pl->groups[g];
+    int m = 0; /* the group's members on this node */
+    for (int i = 0; i < G->nranks && m < nl; i++)
+      if (local[G->ranks[i]] >= 0) mem[m++] = local[G->ranks[i]];
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < m; j++) {
+        int64_t at = (int64_t)mem[i] * nl + mem[j];
+        if (mem[i] == mem[j] || pair[at]) continue;
+        pair[at] = 1;
+        rings++;
+      }
+  }
+  free(mem);
+  free(pair);
+  free(local);
+  return rings;
 }
 
 struct RtComm {

@@ -770,6 +770,19 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   return code;
 }
 
+/* On the host backend: this node's ledger (with --requests) and its
+ * shared-memory rings against /dev/shm's free space and MemAvailable. */
+static RtResult node_fits(const Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  if (strcmp(o->backend, "host") != 0) return RT_OK;
+  RtNodeFit f = {o->node, 0, o->mem_scale, 0, rt_host_ring_bytes(),
+                 rt_fs_free("/dev/shm"), rt_host_mem_available()};
+  if (o->requests > 0)
+    f.ledger = rt_node_planned_bytes(L->plan->full, o->node, o->mem_scale);
+  if (rt_host_shm_on()) f.rings = rt_host_node_rings(L->plan, o->node);
+  return rt_node_fit_check(&f);
+}
+
 /* Rings left in /dev/shm by launchers that were killed (SIGKILL gives
  * them no chance to clean up): removed before this one starts ranks. */
 static void remove_stale_rings(const RtLaunchOpts *o) {
@@ -953,23 +966,13 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     if (got_signal) break;
   }
   /* A plan that does not fit this machine fails before any rank starts. */
-  if (o->requests > 0 && strcmp(o->backend, "host") == 0) {
-    int64_t need = rt_node_planned_bytes(plan->full, o->node, o->mem_scale);
-    int64_t avail = rt_host_mem_available();
-    if (avail >= 0 && need > avail) {
-      char a[32], b[32];
-      char *why = rp_sprintf("node %d does not fit: its ranks' ledger needs %s "
-                             "(%lld bytes at --host-memory-scale %g), %s (%lld "
-                             "bytes) are free", o->node,
-                             rp_fmt_bytes(need, a, sizeof a), (long long)need,
-                             o->mem_scale, rp_fmt_bytes(avail, b, sizeof b),
-                             (long long)avail);
-      fprintf(stderr, "rankrun: %s\n", why);
-      set_fail(&L, -1, o->node, -1, 0, why);
-      free(why);
-      publish_fail(&L);
-      return finish(&L, srv, t0);
-    }
+  if (node_fits(&L) != RT_OK) {
+    char *why = rp_strdup(rt_errmsg());
+    fprintf(stderr, "rankrun: %s\n", why);
+    set_fail(&L, -1, o->node, -1, 0, why);
+    free(why);
+    publish_fail(&L);
+    return finish(&L, srv, t0);
   }
   /* Start the ranks. Everything exec needs is built before fork. */
   char **argv = worker_argv(&L);

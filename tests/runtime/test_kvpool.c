@@ -9,7 +9,10 @@
  */
 #include <string.h>
 
+#include <stdio.h>
+
 #include "kv.h"
+#include "launcher.h"
 #include "t.h"
 
 static int64_t fake_free, fake_total;
@@ -216,7 +219,66 @@ static void test_plan_check_token_ranges(void) {
   }
 }
 
+/* Rings per node: one per direction of each same-node pair that shares a
+ * group. 6 ranks, 0-3 on node 0 and 4-5 on node 1; groups {0,1}, {2,3},
+ * {1,4} (across nodes: no ring), {4,5}, and {0,1} again (counted once). */
+static void test_node_rings(void) {
+  RtRank ranks[6];
+  for (int r = 0; r < 6; r++)
+    ranks[r] = (RtRank){r, r < 4 ? 0 : 1, r % 4, r % 4, NULL};
+  int g0[] = {0, 1}, g1[] = {2, 3}, g2[] = {1, 4}, g3[] = {4, 5}, g4[] = {0, 1};
+  RtGroup groups[] = {{NULL, NULL, 2, g0}, {NULL, NULL, 2, g1},
+                      {NULL, NULL, 2, g2}, {NULL, NULL, 2, g3},
+                      {NULL, NULL, 2, g4}};
+  RtPlan pl = {NULL, 6, 2, ranks, 5, groups};
+  T_EQ_INT(rt_host_node_rings(&pl, 0), 4);
+  T_EQ_INT(rt_host_node_rings(&pl, 1), 2);
+  /* A world group: every ordered pair of a node. */
+  int w[] = {0, 1, 2, 3, 4, 5};
+  RtGroup all[] = {{NULL, NULL, 6, w}};
+  RtPlan pw = {NULL, 6, 2, ranks, 1, all};
+  T_EQ_INT(rt_host_node_rings(&pw, 0), 12);
+  T_EQ_INT(rt_host_node_rings(&pw, 1), 2);
+  T_CHECK(rt_host_ring_bytes() > (int64_t)RT_HOST_RING_BYTES);
+}
+
+/* 32 ranks sharing a group on one node: 992 rings of 8 MiB, 7.75 GiB of
+ * /dev/shm. Refused against less, with every figure named; fine against
+ * enough; the ledger and the rings together against MemAvailable. */
+static void test_node_fit(void) {
+  int64_t ring = rt_host_ring_bytes(), rings = 32 * 31;
+  RtNodeFit f = {0, 0, 1.0, rings, ring, rings * ring - 1, -1};
+  T_EQ_INT(rt_node_fit_check(&f), RT_ERR_INVALID);
+  char want[64];
+  snprintf(want, sizeof want, "%lld bytes) of /dev/shm", (long long)(rings * ring));
+  T_CHECK(strstr(rt_errmsg(), "node 0 does not fit: its 992 shared-memory rings") != NULL);
+  T_CHECK(strstr(rt_errmsg(), want) != NULL);
+  T_CHECK(strstr(rt_errmsg(), "RANKRUN_HOST_SHM=0") != NULL);
+  f.shm_free = rings * ring;
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  f.shm_free = -1; /* unknown: not compared */
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  /* Memory: the ledger fits alone, not with the rings. */
+  f.ledger = INT64_C(1) << 30;
+  f.mem_free = f.ledger + rings * ring - 1;
+  T_EQ_INT(rt_node_fit_check(&f), RT_ERR_INVALID);
+  T_CHECK(strstr(rt_errmsg(), "992 shared-memory rings") != NULL);
+  T_CHECK(strstr(rt_errmsg(), "are free") != NULL);
+  f.mem_free++;
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  /* No rings (RANKRUN_HOST_SHM=0): only the ledger counts. */
+  f.rings = 0;
+  f.mem_free = f.ledger;
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  /* Overflow is an error, not a wrap. */
+  f.rings = INT64_MAX / 2;
+  T_EQ_INT(rt_node_fit_check(&f), RT_ERR_INVALID);
+  T_CHECK(strstr(rt_errmsg(), "overflow") != NULL);
+}
+
 int main(void) {
+  T_RUN(test_node_rings);
+  T_RUN(test_node_fit);
   T_RUN(test_plan_check_ok);
   T_RUN(test_plan_check_mixed_cells);
   T_RUN(test_plan_check_token_ranges);
