@@ -363,7 +363,9 @@ static void set_fail(Launch *L, int rank, int node, int code, int sig,
   L->rep.fail_exit = code;
   L->rep.fail_signal = sig;
   free(L->rep.fail_reason);
-  L->rep.fail_reason = rp_strdup(reason);
+  /* Reasons come from the store too (`fail`, `err/R`): kept escaped, as
+   * they are printed and reported. */
+  L->rep.fail_reason = rt_escape_dup(reason);
   L->have_fail = true;
 }
 
@@ -709,12 +711,18 @@ static void print_dry_run(const Launch *L) {
            rk->rank, rk->rank, rk->local_rank, L->plan->world_size);
     if (strcmp(L->o->backend, "nccl") == 0)
       printf(" CUDA_VISIBLE_DEVICES=%d", rk->device);
-    printf(" device=%d pool=%s groups=", rk->device, rk->pool);
+    char *pool = rt_escape_dup(rk->pool);
+    printf(" device=%d pool=%s groups=", rk->device, pool);
+    free(pool);
     int k = 0;
-    for (int g = 0; g < L->plan->ngroups; g++)
-      if (rt_group_index(&L->plan->groups[g], rk->rank) >= 0)
-        printf("%s%s:%s", k++ ? "," : "", L->plan->groups[g].kind,
-               L->plan->groups[g].id);
+    for (int g = 0; g < L->plan->ngroups; g++) {
+      if (rt_group_index(&L->plan->groups[g], rk->rank) < 0) continue;
+      char *kind = rt_escape_dup(L->plan->groups[g].kind);
+      char *id = rt_escape_dup(L->plan->groups[g].id);
+      printf("%s%s:%s", k++ ? "," : "", kind, id);
+      free(kind);
+      free(id);
+    }
     printf("\n");
   }
 }
@@ -922,8 +930,8 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
       char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
                              "expected `%s`, got `%s`", o->node, theirs, cfg);
-      fprintf(stderr, "rankrun: %s\n", why);
       set_fail(&L, -1, o->node, -1, 0, why);
+      fprintf(stderr, "rankrun: %s\n", L.rep.fail_reason);
       free(why);
       publish_fail(&L);
     } else if (r != RT_OK) {

@@ -50,15 +50,50 @@ const char *rt_result_str(RtResult r) {
   return "unknown";
 }
 
+/* Bytes of the escape of s[0..] starting at s, for one character: 0 when
+ * it is printed as is. */
+static int ctl_len(const unsigned char *s) {
+  if (s[0] < 0x20 || s[0] == 0x7f) return 1;
+  if (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) return 2;
+  return 0;
+}
+
+void rt_escape(char *dst, size_t n, const char *src) {
+  const unsigned char *s = (const unsigned char *)(src ? src : "");
+  size_t o = 0;
+  if (n == 0) return;
+  while (*s) {
+    int c = ctl_len(s);
+    if (c == 0) {
+      if (o + 1 >= n) break;
+      dst[o++] = (char)*s++;
+      continue;
+    }
+    if (o + 4 * (size_t)c >= n) break;
+    for (int i = 0; i < c; i++, o += 4) snprintf(dst + o, 5, "\\x%02x", s[i]);
+    s += c;
+  }
+  dst[o] = 0;
+}
+
+char *rt_escape_dup(const char *src) {
+  if (!src) return NULL;
+  size_t n = strlen(src) * 4 + 1;
+  char *out = rp_malloc(n);
+  rt_escape(out, n, src);
+  return out;
+}
+
 RtResult rt_err(RtResult r, const char *fmt, ...) {
   /* Formats into a copy first: callers often pass rt_errmsg() itself as an
-   * argument, to wrap the previous message. */
+   * argument, to wrap the previous message. The message may quote a plan,
+   * the store or a peer: it is kept escaped (rt_escape). */
   char tmp[sizeof rt__msg];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
-  memcpy(rt__msg, tmp, sizeof tmp);
+  rt_escape(rt__msg, sizeof rt__msg, tmp);
   return r;
 }
 

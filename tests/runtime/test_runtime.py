@@ -44,6 +44,13 @@ def run(*args, timeout=120, **kw):
     return subprocess.run([RR, *args], capture_output=True, text=True, timeout=timeout, **kw)
 
 
+def write_json(obj, name):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -308,6 +315,9 @@ f = r.get("first_failure") or {}
 check(rc == 3 and f.get("node") == 1 and "never joined" in f.get("reason", ""),
       "missing node 1: node 0 exits 3 naming node 1", (rc, f, l.stderr()))
 check(2.0 <= l.elapsed <= 4.5, f"missing node 1: fails at the 3 s join timeout, within 1 s ({l.elapsed:.2f} s)")
+# Its ranks never started: the text report says so, with no pid 0.
+check("not started" in l.out and "pid 0" not in l.out and "not reaped" not in l.out,
+      "missing node 1: ranks that never started are reported as not started", l.out)
 
 # SIGTERM while waiting for a node that never comes: the launcher stops at once.
 l = Launcher(small, 0, free_port(), "--timeout", "30")
@@ -339,6 +349,62 @@ rc0, rc1 = l0.wait(), l1.wait()
 check(dup.returncode == 3 and "duplicate node 1" in dup.stderr, "duplicate node: the second node 1 exits 3",
       dup.stderr)
 check(rc0 == 0 and rc1 == 0, "duplicate node: the deployment it tried to join is unharmed", (rc0, rc1))
+
+# --- text from the store or a plan reaches the terminal escaped -----------------------
+def store_frame(op, key, val=b""):
+    body = bytes([op]) + len(key).to_bytes(2, "big") + key + val
+    return len(body).to_bytes(4, "big") + body
+
+
+def store_request(port, op, key, val=b""):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(store_frame(op, key, val))
+        hdr = s.recv(5)
+        return hdr[4] if len(hdr) == 5 else None
+
+
+CTL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def escape_test():
+    """A hostile store client publishes a failure whose reason holds
+    terminal escapes, a bell, a carriage return and a newline; a plan's pool
+    name holds an escape. Everything rankrun prints (stderr, the text
+    report, its file) shows them as \\xNN and holds no control character
+    but the line ends."""
+    if not agg:
+        return skip("escapes", "llama-3.1-8b-agg did not compile")
+    port = free_port()
+    l = Launcher(agg, 0, port, "--soak", "60", "--preflight-bytes", "65536")
+    ready = l.wait_ready(8)
+    evil = "0 0 1 0 \x1b[2J\x1b]0;owned\x07\rforged\nrankrun: fake line\xc2\x9b31m"
+    st = store_request(port, 2, b"fail", evil.encode())
+    rc = l.wait(60)
+    txt = ""
+    try:
+        with open(l.report + ".txt") as f:
+            txt = f.read()
+    except OSError:
+        pass
+    out = l.stderr() + l.out + txt
+    reason = ((l.load_report() or {}).get("first_failure") or {}).get("reason", "")
+    check(ready and st == 0 and rc == 3 and not CTL.search(out) and "\\x1b[2J" in l.out
+          and "\\x0a" in reason and "\\xc2\\x9b" in reason,
+          "escapes: a failure reason from the store is printed and reported escaped",
+          (ready, st, rc, CTL.findall(out), reason))
+    with open(agg) as f:
+        pool = json.load(f)["ranks"][0]["pool"]
+        f.seek(0)
+        text = f.read().replace(json.dumps(pool), json.dumps("p\x1b[31mool"))
+    path = os.path.join(TMP, "agg-escape.json")
+    with open(path, "w") as f:
+        f.write(text)
+    p = run(path, "--node", "0", "--dry-run")
+    check(p.returncode == 0 and not CTL.search(p.stdout + p.stderr) and "pool=p\\x1b[31mool" in p.stdout,
+          "escapes: a plan's pool name is printed escaped (dry run)", (p.returncode, p.stdout[-500:], p.stderr[-500:]))
+
+
+escape_test()
 
 # --- stale shared-memory rings of killed launchers ---------------------------------
 def proc_start(pid):
@@ -481,13 +547,6 @@ if pd:
           "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
 
 # --- damaged kv_reshard maps the plan loader accepts: refused naming the transfer -----
-def write_json(obj, name):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        json.dump(obj, f)
-    return path
-
-
 def kv_map_damage_test():
     """A transfer whose cells differ in size from its pair's first one (its
     bytes_per_token doubled, halved, or not a multiple of its layers x heads),

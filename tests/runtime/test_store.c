@@ -490,7 +490,32 @@ static void test_idle_slots_make_room(void) {
   rt_store_server_stop(s);
 }
 
+/* Control characters become \xNN: C0, DEL and UTF-8 C1; other UTF-8 and
+ * backslashes stay; escaping is idempotent; rt_err escapes what it
+ * records; a short buffer cuts at a whole escape. */
+static void test_escape(void) {
+  char out[64];
+  rt_escape(out, sizeof out, "a\x1b[2Jb\x07\r\n\x7f");
+  T_EQ_STR(out, "a\\x1b[2Jb\\x07\\x0d\\x0a\\x7f");
+  rt_escape(out, sizeof out, "caf\xc3\xa9 \xc2\x9b" "1m \xc2\xa0 c:\\x");
+  T_EQ_STR(out, "caf\xc3\xa9 \\xc2\\x9b1m \xc2\xa0 c:\\x");
+  char again[64];
+  rt_escape(again, sizeof again, out);
+  T_EQ_STR(again, out);
+  rt_escape(out, 6, "ab\x1b");
+  T_EQ_STR(out, "ab");
+  rt_escape(out, sizeof out, NULL);
+  T_EQ_STR(out, "");
+  char *d = rt_escape_dup("\x1b\x1b");
+  T_EQ_STR(d, "\\x1b\\x1b");
+  free(d);
+  T_CHECK(rt_escape_dup(NULL) == NULL);
+  T_EQ_INT(rt_err(RT_ERR_PROTO, "peer sent `%s`", "x\x1b]0;t\x07"), RT_ERR_PROTO);
+  T_EQ_STR(rt_errmsg(), "peer sent `x\\x1b]0;t\\x07`");
+}
+
 int main(void) {
+  T_RUN(test_escape);
   signal(SIGPIPE, SIG_IGN);
   T_RUN(test_frame_decode);
   T_RUN(test_basic_ops);
