@@ -398,6 +398,7 @@ struct RtStoreServer {
   int64_t bytes;
   Client *cl[RT_STORE_MAX_CLIENTS];
   int ncl;
+  double listen_pause; /* the listen socket is not polled until then */
   pthread_mutex_t mu; /* guards the counters below only */
   RtStoreStats stats;
 };
@@ -590,7 +591,12 @@ static void accept_one(RtStoreServer *s, double now) {
   socklen_t sl = sizeof sa;
   int fd = accept4(s->lfd, (struct sockaddr *)&sa, &sl,
                    SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) {
+    /* Out of descriptors: the waiting client stays queued; look again
+     * after one poll period instead of spinning on the listen socket. */
+    if (errno == EMFILE || errno == ENFILE) s->listen_pause = now + 0.05;
+    return;
+  }
   Client *c = rp_calloc(1, sizeof *c);
   c->fd = fd;
   char ip[INET_ADDRSTRLEN] = "?";
@@ -605,7 +611,7 @@ static void accept_one(RtStoreServer *s, double now) {
  * pending answer, no WAIT) is closed, so that a node can always join; a
  * client of this project reconnects on its next request
  * (RT_STORE_RECONNECT_S). */
-static void make_room(RtStoreServer *s) {
+static void make_room(RtStoreServer *s, double now) {
   Client *victim = NULL;
   for (int i = 0; i < s->ncl; i++) {
     Client *c = s->cl[i];
@@ -616,6 +622,8 @@ static void make_room(RtStoreServer *s) {
   if (victim)
     drop(s, victim, DROP_EVICT, "least recently active connection closed to "
          "make room (every slot taken)");
+  else /* every client is mid-request: look again after one poll period */
+    s->listen_pause = now + 0.05;
 }
 
 /* One client's socket events: send what is pending, read what came, and
@@ -708,7 +716,8 @@ static void *server_main(void *arg) {
   for (;;) {
     int np = 0;
     p[np++] = (struct pollfd){.fd = s->wake[0], .events = POLLIN, .revents = 0};
-    p[np++] = (struct pollfd){.fd = s->lfd, .events = POLLIN, .revents = 0};
+    p[np++] = (struct pollfd){.fd = rt_now() < s->listen_pause ? -1 : s->lfd,
+                              .events = POLLIN, .revents = 0};
     for (int i = 0; i < s->ncl; i++) {
       Client *c = s->cl[i];
       short ev = POLLIN;
@@ -725,7 +734,7 @@ static void *server_main(void *arg) {
     for (int i = 0; i < nold; i++)
       if (!s->cl[i]->dead) client_io(s, s->cl[i], p[i + 2].revents, now);
     check_clients(s, now);
-    if (pending_join && nold == RT_STORE_MAX_CLIENTS) make_room(s);
+    if (pending_join && nold == RT_STORE_MAX_CLIENTS) make_room(s, now);
     free_dead(s);
   }
   free(p);
@@ -814,7 +823,14 @@ static pthread_mutex_t peers_mu = PTHREAD_MUTEX_INITIALIZER;
 static void peer_set(int fd, const char *host, int port) {
   pthread_mutex_lock(&peers_mu);
   Peer pe = {fd, rp_strdup(host), port};
-  rp_vec_push(&peers, pe);
+  size_t i = 0;
+  while (i < peers.len && peers.items[i].fd != fd) i++;
+  if (i < peers.len) { /* a descriptor closed without rt_store_close */
+    free(peers.items[i].host);
+    peers.items[i] = pe;
+  } else {
+    rp_vec_push(&peers, pe);
+  }
   pthread_mutex_unlock(&peers_mu);
 }
 
