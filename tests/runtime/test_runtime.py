@@ -2,7 +2,9 @@
 """Multi-process tests of `rankrun`: CLI contract, example plans on the host
 backend, two launchers as two nodes (loopback, and two network namespaces
 where the machine allows it), shared fate on SIGKILL, SIGTERM forwarding,
-join timeout, port in use, duplicate node.
+join timeout, port in use, duplicate node; hostile store clients (pipelined
+GETs, idle connections in every slot, escapes in published text), stale
+shared-memory rings of a killed launcher, damaged kv_reshard maps.
 
 Plans are compiled at test time with $RANKPLAN from plans/examples/*.yaml
 and tests/runtime/*.yaml. Plans with more than 16 ranks are not run here
@@ -405,6 +407,69 @@ def escape_test():
 
 
 escape_test()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def store_abuse_test():
+    """Against node 0's store while it waits for node 1: a client that stores
+    a 1 MiB value and pipelines 1,500 GETs of it without reading is dropped,
+    and the launcher's memory does not grow by the 1.5 GB those GETs asked
+    for; then 1,024 connections that each sent one valid request and went
+    quiet hold every slot, and node 1 still joins and the deployment runs."""
+    if not small:
+        return skip("store abuse", "two-node-small did not compile")
+    port = free_port()
+    l0 = Launcher(small, 0, port, "--timeout", "30", "--quiet")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and store_request_safe(port) is None:
+        time.sleep(0.1)
+    rss0 = rss_kib(l0.p.pid)
+    st = store_request(port, 1, b"abuse/big", b"x" * ((1 << 20) - 20))
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    closed = False
+    try:
+        s.sendall(store_frame(3, b"abuse/big") * 1500)
+        time.sleep(1.0)
+        s.settimeout(5)
+        while s.recv(1 << 16):
+            pass
+        closed = True
+    except OSError:
+        closed = True
+    s.close()
+    grew = rss_kib(l0.p.pid) - rss0
+    idle = []
+    for _ in range(1024):
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        c.sendall(store_frame(3, b"abuse/none"))
+        idle.append(c)
+    l1 = Launcher(small, 1, port, "--timeout", "30", "--quiet")
+    rcs = [l0.wait(90), l1.wait(90)]
+    for c in idle:
+        c.close()
+    check(st == 0 and closed and grew < 256 * 1024,
+          f"store abuse: pipelined GETs without reading: dropped, launcher RSS grew {grew} KiB", l0.stderr()[-1500:])
+    check(rcs == [0, 0] and "dropped client" in l0.stderr(),
+          "store abuse: with every slot held by idle clients node 1 still joins; drops are logged",
+          (rcs, l0.stderr()[-1500:], l1.stderr()[-1500:]))
+
+
+def store_request_safe(port):
+    try:
+        return store_request(port, 3, b"abuse/probe")
+    except OSError:
+        return None
+
+
+store_abuse_test()
 
 # --- stale shared-memory rings of killed launchers ---------------------------------
 def proc_start(pid):
