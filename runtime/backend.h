@@ -156,6 +156,38 @@ extern const RtBackend rt_backend_host;
  * reference writes through a buffer of this size too, so that both see
  * the same caches. */
 #define RT_HOST_RING_BYTES (8u << 20)
+
+/* Whether the host backend makes rings (RANKRUN_HOST_SHM is not 0). */
+bool rt_host_shm_on(void);
+/* Bytes of /dev/shm one ring takes (RT_HOST_RING_BYTES and its header). */
+int64_t rt_host_ring_bytes(void);
+/* Rings the host backend makes on plan node `node`: one per direction of
+ * each pair of its ranks that shares a group (every ordered pair of the
+ * node's ranks when it has over 4,096). */
+int64_t rt_host_node_rings(const RtPlan *pl, int node);
+
+/* Shared-memory rings are named /rankrun-JOB-PID-START-FROM-TO: the
+ * deployment id, the process id of the launcher whose ranks use them and
+ * that launcher's start time (clock ticks since boot, field 22 of
+ * /proc/PID/stat), and the ordered pair of ranks. A ring's owner can thus
+ * be recovered from its name alone (docs/runtime.md, "Stale rings"). */
+typedef struct {
+  long pid;
+  unsigned long long start;
+} RtShmOwner;
+
+/* pid's start time; false when no process has that id. */
+bool rt_proc_start(long pid, unsigned long long *start);
+/* The owner record of process pid; false when it is gone. */
+bool rt_shm_owner_of(long pid, RtShmOwner *out);
+void rt_ring_name(char *buf, size_t n, const char *job, const RtShmOwner *own,
+                  int from, int to);
+/* Unlinks the rings in /dev/shm whose owner is `own` (own non-NULL: a
+ * launcher's own rings, at its end), or whose owner is gone (own NULL:
+ * no process has the PID, or the process with that PID started at another
+ * time, i.e. the PID was reused). Names of another form are left alone.
+ * Returns how many were removed; *bytes (if given) gets their size. */
+int rt_shm_remove_rings(const RtShmOwner *own, int64_t *bytes);
 #if RP_HAVE_NCCL || defined(RP_FAKE_GPU)
 extern const RtBackend rt_backend_nccl;
 #endif

@@ -21,12 +21,14 @@
  * peer dies the kernel closes it, which a waiting rank sees at once.
  * RANKRUN_HOST_SHM=0 turns the rings off (TCP for every pair).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -76,19 +78,85 @@ typedef struct {
   Ring **rx;  /* per global rank: the ring it writes to us (ours) */
   Ring **tx;  /* per global rank: the ring we write to it (its) */
   char job[64];
+  bool has_owner;    /* rings only when the launcher's record is known */
+  RtShmOwner owner;  /* names the rings (rt_ring_name) */
   uint64_t tag_skew; /* tests only: RANKRUN_TEST_TAG_SKEW=1 (host_p2p_post) */
 } HostState;
 
 static size_t ring_size(void) { return sizeof(Ring) + RING_BYTES; }
 
-static void ring_name(char *buf, size_t n, const char *job, int from, int to) {
-  snprintf(buf, n, "/rankrun-%s-%d-%d", job, from, to);
+#define SHM_DIR "/dev/shm" /* where glibc's shm_open keeps its objects */
+
+void rt_ring_name(char *buf, size_t n, const char *job, const RtShmOwner *own,
+                  int from, int to) {
+  snprintf(buf, n, "/rankrun-%s-%ld-%llu-%d-%d", job, own->pid, own->start,
+           from, to);
 }
 
-static bool shm_wanted(void) {
+bool rt_proc_start(long pid, unsigned long long *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  /* Field 2 is the command in parentheses and may hold anything: count
+   * from the last ')'. starttime is field 22, the 20th after it. */
+  const char *p = strrchr(buf, ')');
+  if (!p) return false;
+  p++;
+  for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
+  return p && sscanf(p, " %llu", start) == 1;
+}
+
+bool rt_shm_owner_of(long pid, RtShmOwner *out) {
+  out->pid = pid;
+  return pid > 0 && rt_proc_start(pid, &out->start);
+}
+
+/* The owner of ring `name` (an entry of /dev/shm); false when the name is
+ * not a ring's. */
+static bool ring_owner(const char *name, RtShmOwner *own) {
+  char job[17];
+  int from = 0, to = 0, end = 0;
+  if (sscanf(name, "rankrun-%16[0-9a-f]-%ld-%llu-%d-%d%n", job, &own->pid,
+             &own->start, &from, &to, &end) != 5 || name[end] != 0)
+    return false;
+  return strlen(job) == 16 && own->pid > 0 && from >= 0 && to >= 0;
+}
+
+int rt_shm_remove_rings(const RtShmOwner *own, int64_t *bytes) {
+  DIR *d = opendir(SHM_DIR);
+  int removed = 0;
+  if (bytes) *bytes = 0;
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    RtShmOwner o;
+    unsigned long long now = 0;
+    if (!ring_owner(e->d_name, &o)) continue;
+    bool match = own ? o.pid == own->pid && o.start == own->start
+                     : !rt_proc_start(o.pid, &now) || now != o.start;
+    if (!match) continue;
+    struct stat sb;
+    int64_t sz = fstatat(dirfd(d), e->d_name, &sb, 0) == 0 ? sb.st_size : 0;
+    char name[300];
+    snprintf(name, sizeof name, "/%s", e->d_name);
+    if (shm_unlink(name) != 0) continue;
+    removed++;
+    if (bytes) *bytes += sz;
+  }
+  closedir(d);
+  return removed;
+}
+
+bool rt_host_shm_on(void) {
   const char *e = getenv("RANKRUN_HOST_SHM");
   return !(e && strcmp(e, "0") == 0);
 }
+
+static bool shm_wanted(void) { return rt_host_shm_on(); }
 
 /* Maps ring `name`; create: make it (the receiver) or open it (the
  * sender). */
@@ -120,6 +188,44 @@ static bool share_group(const RtPlan *pl, int a, int b) {
   return false;
 }
 
+int64_t rt_host_ring_bytes(void) { return (int64_t)ring_size(); }
+
+/* Above this many ranks on one node the pair table (ranks^2 bytes) is not
+ * built and every ordered pair counts: 4,096 ranks make a 16 MiB table,
+ * and their 16.7 million rings would need 128 TiB, which no node has, so
+ * the upper bound fails the fit check just as the exact count would. */
+#define RINGS_EXACT_MAX 4096
+
+int64_t rt_host_node_rings(const RtPlan *pl, int node) {
+  int *local = rp_malloc(sizeof(int) * ((size_t)pl->world_size + 1));
+  int64_t nl = 0, rings = 0;
+  for (int r = 0; r < pl->world_size; r++)
+    local[r] = pl->ranks[r].node == node ? (int)nl++ : -1;
+  if (nl > RINGS_EXACT_MAX) {
+    free(local);
+    return nl * (nl - 1);
+  }
+  unsigned char *pair = rp_calloc((size_t)(nl * nl) + 1, 1);
+  int *mem = rp_malloc(sizeof(int) * ((size_t)nl + 1));
+  for (int g = 0; g < pl->ngroups; g++) {
+    const RtGroup *G = &pl->groups[g];
+    int m = 0; /* the group's members on this node */
+    for (int i = 0; i < G->nranks && m < nl; i++)
+      if (local[G->ranks[i]] >= 0) mem[m++] = local[G->ranks[i]];
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < m; j++) {
+        int64_t at = (int64_t)mem[i] * nl + mem[j];
+        if (mem[i] == mem[j] || pair[at]) continue;
+        pair[at] = 1;
+        rings++;
+      }
+  }
+  free(mem);
+  free(pair);
+  free(local);
+  return rings;
+}
+
 struct RtComm {
   HostState *hs;
   int group;
@@ -148,18 +254,26 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
   hs->rx = rp_calloc((size_t)ctx->plan->world_size, sizeof *hs->rx);
   hs->tx = rp_calloc((size_t)ctx->plan->world_size, sizeof *hs->tx);
   snprintf(hs->job, sizeof hs->job, "%s", ctx->job ? ctx->job : "");
+  /* The rings carry the launcher's record in their names: a rank is its
+   * launcher's child (fork and exec, launcher.c). The job id came from the
+   * store: rings only for one of the form node 0 makes (16 hex digits),
+   * which rt_shm_remove_rings recognises. */
+  hs->has_owner = strlen(hs->job) == 16 &&
+                  strspn(hs->job, "0123456789abcdef") == 16 &&
+                  rt_shm_owner_of((long)getppid(), &hs->owner);
   const char *skew = getenv("RANKRUN_TEST_TAG_SKEW");
   hs->tag_skew = skew && strcmp(skew, "1") == 0 ? 1 : 0;
   /* Our receive rings, before our address is published: a peer that can
    * see the address can open the ring. A ring that cannot be made leaves
    * that pair on TCP. */
   const RtRank *me = &ctx->plan->ranks[ctx->rank];
-  for (int p = 0; p < ctx->plan->world_size && hs->job[0] && shm_wanted(); p++) {
+  for (int p = 0; p < ctx->plan->world_size && hs->job[0] && hs->has_owner &&
+                  shm_wanted(); p++) {
     if (p == ctx->rank || ctx->plan->ranks[p].node != me->node ||
         !share_group(ctx->plan, ctx->rank, p))
       continue;
     char name[128];
-    ring_name(name, sizeof name, hs->job, p, ctx->rank);
+    rt_ring_name(name, sizeof name, hs->job, &hs->owner, p, ctx->rank);
     hs->rx[p] = ring_map(name, true);
   }
   int port = 0;
@@ -190,7 +304,7 @@ static RtResult host_finalize(void *state) {
     if (hs->fd[i] >= 0) close(hs->fd[i]);
     if (hs->rx[i]) {
       char name[128];
-      ring_name(name, sizeof name, hs->job, i, hs->rank);
+      rt_ring_name(name, sizeof name, hs->job, &hs->owner, i, hs->rank);
       shm_unlink(name);
       munmap(hs->rx[i], ring_size());
     }
@@ -218,11 +332,11 @@ static uint32_t get32(const unsigned char *p) {
 /* Opens the ring we write to `peer`, when it made one for us (same node,
  * shared memory on). Without it the pair stays on TCP. */
 static void open_tx(HostState *hs, int peer) {
-  if (!hs->job[0] || !shm_wanted() ||
+  if (!hs->job[0] || !hs->has_owner || !shm_wanted() ||
       hs->plan->ranks[peer].node != hs->plan->ranks[hs->rank].node)
     return;
   char name[128];
-  ring_name(name, sizeof name, hs->job, hs->rank, peer);
+  rt_ring_name(name, sizeof name, hs->job, &hs->owner, hs->rank, peer);
   hs->tx[peer] = ring_map(name, false);
 }
 

@@ -34,6 +34,40 @@ int64_t rt_host_mem_available(void);
 /* Bytes the ranks of `node` ask for at `scale` (weights + KV). */
 int64_t rt_node_planned_bytes(const Plan *pl, int node_index, double scale);
 
+/* What one node of the host backend needs and has (bytes; a free figure of
+ * -1 is unknown and not compared). */
+typedef struct {
+  int node;
+  int64_t ledger;     /* rt_node_planned_bytes, 0 without --requests */
+  double scale;       /* --host-memory-scale */
+  int64_t rings;      /* rt_host_node_rings (0 with RANKRUN_HOST_SHM=0) */
+  int64_t ring_bytes; /* rt_host_ring_bytes */
+  int64_t shm_free;   /* free bytes of /dev/shm (statvfs) */
+  int64_t mem_free;   /* MemAvailable */
+} RtNodeFit;
+
+/* RT_OK when the node's rings fit /dev/shm's free space and its ledger and
+ * rings together fit MemAvailable (rings are memory too); otherwise
+ * RT_ERR_INVALID with a message naming the node and every figure. */
+RtResult rt_node_fit_check(const RtNodeFit *f);
+/* Free bytes of the file system at path (statvfs), or -1. */
+int64_t rt_fs_free(const char *path);
+
+/* The longest request rankrun runs, tokens: the bound of --input-tokens
+ * (docs/runtime.md). 2^24 is over 100 times the longest context of the
+ * catalog's models (163,840 tokens), and keeps token indices and cell
+ * counts far inside int64 arithmetic. */
+#define RT_KV_MAX_TOKENS (1 << 24)
+
+/* The plan's kv_reshard as rankrun runs it: every pair's transfers move
+ * cells of one size (bytes_per_token over layers x heads; a transfer that
+ * disagrees with its pair's first is refused, naming it, since cells of
+ * mixed sizes have no meaning), and token ranges lie in [0,
+ * RT_KV_MAX_TOKENS]. *ranges_T gets the end of the last token range (the
+ * request length the ranges were computed for), -1 when there are none.
+ * Errors name kv_reshard[i].transfers[j]. */
+RtResult rt_kv_plan_check(const Plan *pl, int64_t *ranges_T);
+
 typedef struct {
   int requests;
   int64_t input_tokens;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "kv.h"
 
@@ -122,4 +123,41 @@ int64_t rt_node_planned_bytes(const Plan *pl, int node_index, double scale) {
       return INT64_MAX;
   }
   return sum;
+}
+
+int64_t rt_fs_free(const char *path) {
+  struct statvfs sv;
+  int64_t out = 0;
+  if (statvfs(path, &sv) != 0 ||
+      !ck_mul((int64_t)sv.f_bavail, (int64_t)sv.f_frsize, &out))
+    return -1;
+  return out;
+}
+
+RtResult rt_node_fit_check(const RtNodeFit *f) {
+  int64_t rb = 0, need = 0;
+  char a[32], b[32], c[32];
+  if (!ck_mul(f->rings, f->ring_bytes, &rb) || !ck_add(f->ledger, rb, &need))
+    return rt_err(RT_ERR_INVALID, "node %d does not fit: its %lld shared-memory "
+                  "rings of %lld bytes and its ledger overflow 64 bits",
+                  f->node, (long long)f->rings, (long long)f->ring_bytes);
+  if (f->shm_free >= 0 && rb > f->shm_free)
+    return rt_err(RT_ERR_INVALID, "node %d does not fit: its %lld shared-memory "
+                  "rings (one per direction of each pair of its ranks that "
+                  "shares a group, %lld bytes each) need %s (%lld bytes) of "
+                  "/dev/shm, %s (%lld bytes) are free; RANKRUN_HOST_SHM=0 keeps "
+                  "every pair on TCP", f->node, (long long)f->rings,
+                  (long long)f->ring_bytes, rp_fmt_bytes(rb, a, sizeof a),
+                  (long long)rb, rp_fmt_bytes(f->shm_free, b, sizeof b),
+                  (long long)f->shm_free);
+  if (f->mem_free >= 0 && need > f->mem_free)
+    return rt_err(RT_ERR_INVALID, "node %d does not fit: its ranks' ledger needs "
+                  "%s (%lld bytes at --host-memory-scale %g) and its %lld "
+                  "shared-memory rings %s (%lld bytes), %lld bytes in all; %s "
+                  "(%lld bytes) are free", f->node,
+                  rp_fmt_bytes(f->ledger, a, sizeof a), (long long)f->ledger,
+                  f->scale, (long long)f->rings, rp_fmt_bytes(rb, b, sizeof b),
+                  (long long)rb, (long long)need,
+                  rp_fmt_bytes(f->mem_free, c, sizeof c), (long long)f->mem_free);
+  return RT_OK;
 }

@@ -223,6 +223,71 @@ static RtResult xfer_bph(const PlanTransfer *x, int64_t *bph) {
   return RT_OK;
 }
 
+/* Every transfer of a pair moves cells of one size, the model's KV bytes
+ * per layer, kv head and token (docs/reshard.md: a transfer's
+ * bytes_per_token is layers x heads x kv_bytes_per_head_token, one figure
+ * for both pools, E0408), and that size lays out every rank's region and
+ * every message. A transfer whose bytes_per_token gives another cell size
+ * has no meaning, so the plan is refused naming it, before any buffer is
+ * sized from it. */
+static RtResult check_cell_sizes(const Plan *pl) {
+  for (size_t i = 0; i < pl->nreshard; i++) {
+    const PlanReshard *pr = &pl->reshard[i];
+    int64_t first = 0, bph = 0;
+    for (size_t j = 0; j < pr->ntransfers; j++) {
+      const PlanTransfer *x = &pr->transfers[j];
+      if (xfer_bph(x, &bph) != RT_OK)
+        return rt_err(RT_ERR_INVALID, "kv_reshard[%zu].transfers[%zu]: %s", i,
+                      j, rt_errmsg());
+      if (j == 0) first = bph;
+      if (bph != first)
+        return rt_err(RT_ERR_INVALID, "kv_reshard[%zu].transfers[%zu] (%lld "
+                      "-> %lld): bytes_per_token %lld over %lld layers x %lld "
+                      "kv heads is %lld bytes per layer, kv head and token, "
+                      "but transfers[0] of the pair moves %lld: one pair's "
+                      "transfers move cells of one size", i, j,
+                      (long long)x->src, (long long)x->dst,
+                      (long long)x->bytes_per_token,
+                      (long long)(x->layers[1] - x->layers[0]),
+                      (long long)(x->kv_heads[1] - x->kv_heads[0]),
+                      (long long)bph, (long long)first);
+    }
+  }
+  return RT_OK;
+}
+
+/* Token ranges lie in [0, RT_KV_MAX_TOKENS], the bound of --input-tokens
+ * (kv.h), so that the request length they imply is one rankrun can run. */
+static RtResult check_token_ranges(const Plan *pl) {
+  for (size_t i = 0; i < pl->nreshard; i++)
+    for (size_t j = 0; j < pl->reshard[i].ntransfers; j++) {
+      const PlanTransfer *x = &pl->reshard[i].transfers[j];
+      for (size_t k = 0; x->tokens == PT_RANGES && k < x->nranges; k++)
+        if (x->ranges[k][0] < 0 || x->ranges[k][1] > RT_KV_MAX_TOKENS ||
+            x->ranges[k][0] >= x->ranges[k][1])
+          return rt_err(RT_ERR_INVALID, "kv_reshard[%zu].transfers[%zu] (%lld "
+                        "-> %lld): token range [%lld, %lld) is outside [0, %d] "
+                        "or empty: rankrun runs requests of at most %d tokens",
+                        i, j, (long long)x->src, (long long)x->dst,
+                        (long long)x->ranges[k][0], (long long)x->ranges[k][1],
+                        RT_KV_MAX_TOKENS, RT_KV_MAX_TOKENS);
+    }
+  return RT_OK;
+}
+
+RtResult rt_kv_plan_check(const Plan *pl, int64_t *ranges_T) {
+  RTCHECK(check_cell_sizes(pl));
+  RTCHECK(check_token_ranges(pl));
+  *ranges_T = -1;
+  for (size_t i = 0; i < pl->nreshard; i++)
+    for (size_t j = 0; j < pl->reshard[i].ntransfers; j++) {
+      const PlanTransfer *x = &pl->reshard[i].transfers[j];
+      for (size_t k = 0; x->tokens == PT_RANGES && k < x->nranges; k++)
+        if (x->ranges[k][1] > *ranges_T) *ranges_T = x->ranges[k][1];
+    }
+  return RT_OK;
+}
+
 static bool in_region(const Region *g, const PlanTransfer *x) {
   return x->layers[0] >= g->l0 && x->layers[1] <= g->l1 &&
          x->kv_heads[0] >= g->h0 && x->kv_heads[1] <= g->h1;
@@ -726,6 +791,14 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
     st->req_link_secs[c] = rp_calloc((size_t)o->requests + 1, sizeof(double));
   }
   if (pl->nreshard == 0 || o->requests <= 0) return RT_OK;
+  int64_t ranges_T = -1;
+  RTCHECK(rt_kv_plan_check(pl, &ranges_T));
+  if (o->input_tokens < ranges_T || o->input_tokens > RT_KV_MAX_TOKENS)
+    return rt_err(RT_ERR_INVALID, "%lld input tokens: expected %lld to %d (the "
+                  "plan's kv_reshard token ranges end at %lld)",
+                  (long long)o->input_tokens,
+                  (long long)(ranges_T > 1 ? ranges_T : 1), RT_KV_MAX_TOKENS,
+                  (long long)ranges_T);
   bool host_be = strcmp(be->name, "host") == 0;
   const char *ge = getenv("RANKRUN_KV_GROUPED");
   if (be->p2p_post && be->p2p_wait && be->copy_ref &&
@@ -737,16 +810,22 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
   const RtGroup *wg = &rp->groups[world_group];
   int64_t T = o->input_tokens;
   bool host = strcmp(be->name, "host") == 0;
-  /* The largest transfer sizes the one wire buffer. */
+  /* The largest transfer sizes the one wire buffer; every transfer of a
+   * pair has the pair's cell size (check_cell_sizes), which packs it. */
   int64_t maxb = 0, bph = 0;
+  CkState ck = {true};
   for (size_t i = 0; i < pl->nreshard; i++)
     for (size_t j = 0; j < pl->reshard[i].ntransfers; j++) {
       const PlanTransfer *x = &pl->reshard[i].transfers[j];
       RTCHECK(xfer_bph(x, &bph));
-      int64_t b = (x->layers[1] - x->layers[0]) *
-                  (x->kv_heads[1] - x->kv_heads[0]) * xfer_tokens(x, T) * bph;
+      int64_t b = ckm(&ck, ckm(&ck, ckm(&ck, x->layers[1] - x->layers[0],
+                                        x->kv_heads[1] - x->kv_heads[0]),
+                               xfer_tokens(x, T)), bph);
       if (b > maxb) maxb = b;
     }
+  if (!ck.ok || (uint64_t)maxb >= SIZE_MAX / 2)
+    return rt_err(RT_ERR_INVALID, "a kv_reshard transfer at %lld tokens "
+                  "overflows a 64-bit byte count", (long long)T);
   /* On the host backend a request's region is the start of the KV pool;
    * on a device backend the pool is device memory, so the region is a host
    * buffer of one request's shard (made at the first request this rank

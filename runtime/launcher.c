@@ -361,7 +361,9 @@ static void set_fail(Launch *L, int rank, int node, int code, int sig,
   L->rep.fail_exit = code;
   L->rep.fail_signal = sig;
   free(L->rep.fail_reason);
-  L->rep.fail_reason = rp_strdup(reason);
+  /* Reasons come from the store too (`fail`, `err/R`): kept escaped, as
+   * they are printed and reported. */
+  L->rep.fail_reason = rt_escape_dup(reason);
   L->have_fail = true;
 }
 
@@ -707,12 +709,18 @@ static void print_dry_run(const Launch *L) {
            rk->rank, rk->rank, rk->local_rank, L->plan->world_size);
     if (strcmp(L->o->backend, "nccl") == 0)
       printf(" CUDA_VISIBLE_DEVICES=%d", rk->device);
-    printf(" device=%d pool=%s groups=", rk->device, rk->pool);
+    char *pool = rt_escape_dup(rk->pool);
+    printf(" device=%d pool=%s groups=", rk->device, pool);
+    free(pool);
     int k = 0;
-    for (int g = 0; g < L->plan->ngroups; g++)
-      if (rt_group_index(&L->plan->groups[g], rk->rank) >= 0)
-        printf("%s%s:%s", k++ ? "," : "", L->plan->groups[g].kind,
-               L->plan->groups[g].id);
+    for (int g = 0; g < L->plan->ngroups; g++) {
+      if (rt_group_index(&L->plan->groups[g], rk->rank) < 0) continue;
+      char *kind = rt_escape_dup(L->plan->groups[g].kind);
+      char *id = rt_escape_dup(L->plan->groups[g].id);
+      printf("%s%s:%s", k++ ? "," : "", kind, id);
+      free(kind);
+      free(id);
+    }
     printf("\n");
   }
 }
@@ -735,14 +743,10 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   }
   rt_store_close(&L->st);
   if (srv) rt_store_server_stop(srv);
-  /* Shared-memory rings of ranks that died before unlinking them. */
-  for (int i = 0; L->job && i < L->rep.nlocal; i++)
-    for (int from = 0; from < L->plan->world_size; from++) {
-      char name[128];
-      snprintf(name, sizeof name, "/rankrun-%s-%d-%d", L->job, from,
-               L->rep.local[i].rank);
-      shm_unlink(name);
-    }
+  /* Shared-memory rings of ranks that died before unlinking them: every
+   * ring named after this launcher. */
+  RtShmOwner me;
+  if (rt_shm_owner_of((long)getpid(), &me)) rt_shm_remove_rings(&me, NULL);
   L->rep.elapsed_s = rt_now() - t0;
   L->rep.job = L->job;
   char *text = rt_report_text(&L->rep);
@@ -770,6 +774,31 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   }
   free(L->job);
   return code;
+}
+
+/* On the host backend: this node's ledger (with --requests) and its
+ * shared-memory rings against /dev/shm's free space and MemAvailable. */
+static RtResult node_fits(const Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  if (strcmp(o->backend, "host") != 0) return RT_OK;
+  RtNodeFit f = {o->node, 0, o->mem_scale, 0, rt_host_ring_bytes(),
+                 rt_fs_free("/dev/shm"), rt_host_mem_available()};
+  if (o->requests > 0)
+    f.ledger = rt_node_planned_bytes(L->plan->full, o->node, o->mem_scale);
+  if (rt_host_shm_on()) f.rings = rt_host_node_rings(L->plan, o->node);
+  return rt_node_fit_check(&f);
+}
+
+/* Rings left in /dev/shm by launchers that were killed (SIGKILL gives
+ * them no chance to clean up): removed before this one starts ranks. */
+static void remove_stale_rings(const RtLaunchOpts *o) {
+  int64_t bytes = 0;
+  int n = rt_shm_remove_rings(NULL, &bytes);
+  if (n > 0 && !o->quiet) {
+    char b[32];
+    fprintf(stderr, "rankrun: removed %d stale shared-memory ring(s) of "
+            "launchers that are gone (%s)\n", n, rp_fmt_bytes(bytes, b, sizeof b));
+  }
 }
 
 static int by_local_rank(const void *a, const void *b) {
@@ -820,6 +849,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     free(L.rep.groups);
     return RP_EXIT_OK;
   }
+  remove_stale_rings(o);
   signal(SIGPIPE, SIG_IGN);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -898,8 +928,8 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
       char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
                              "expected `%s`, got `%s`", o->node, theirs, cfg);
-      fprintf(stderr, "rankrun: %s\n", why);
       set_fail(&L, -1, o->node, -1, 0, why);
+      fprintf(stderr, "rankrun: %s\n", L.rep.fail_reason);
       free(why);
       publish_fail(&L);
     } else if (r != RT_OK) {
@@ -942,23 +972,13 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     if (got_signal) break;
   }
   /* A plan that does not fit this machine fails before any rank starts. */
-  if (o->requests > 0 && strcmp(o->backend, "host") == 0) {
-    int64_t need = rt_node_planned_bytes(plan->full, o->node, o->mem_scale);
-    int64_t avail = rt_host_mem_available();
-    if (avail >= 0 && need > avail) {
-      char a[32], b[32];
-      char *why = rp_sprintf("node %d does not fit: its ranks' ledger needs %s "
-                             "(%lld bytes at --host-memory-scale %g), %s (%lld "
-                             "bytes) are free", o->node,
-                             rp_fmt_bytes(need, a, sizeof a), (long long)need,
-                             o->mem_scale, rp_fmt_bytes(avail, b, sizeof b),
-                             (long long)avail);
-      fprintf(stderr, "rankrun: %s\n", why);
-      set_fail(&L, -1, o->node, -1, 0, why);
-      free(why);
-      publish_fail(&L);
-      return finish(&L, srv, t0);
-    }
+  if (node_fits(&L) != RT_OK) {
+    char *why = rp_strdup(rt_errmsg());
+    fprintf(stderr, "rankrun: %s\n", why);
+    set_fail(&L, -1, o->node, -1, 0, why);
+    free(why);
+    publish_fail(&L);
+    return finish(&L, srv, t0);
   }
   /* Start the ranks. Everything exec needs is built before fork. */
   char **argv = worker_argv(&L);

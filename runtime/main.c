@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "kv.h"
 #include "launcher.h"
 #include "outfile.h"
 #include "plan.h"
@@ -156,8 +157,9 @@ int main(int argc, char **argv) {
       o.requests = (int)v;
       i++;
     } else if (strcmp(a, "--input-tokens") == 0) {
-      if (!parse_num(next, 1, 1 << 24, &v) || v != (int)v)
-        return bad_usage("bad --input-tokens `%s`: expected 1 to 16777216", next);
+      if (!parse_num(next, 1, RT_KV_MAX_TOKENS, &v) || v != (int)v)
+        return bad_usage("bad --input-tokens `%s`: expected 1 to %d", next,
+                         RT_KV_MAX_TOKENS);
       o.input_tokens = (int64_t)v;
       i++;
     } else if (strcmp(a, "--host-memory-scale") == 0) {
@@ -244,12 +246,12 @@ int main(int argc, char **argv) {
    * default input length is theirs, and another one is refused. */
   int64_t ranges_T = -1;
   const Plan *pl = plan.full;
-  for (size_t i = 0; i < pl->nreshard; i++)
-    for (size_t j = 0; j < pl->reshard[i].ntransfers; j++) {
-      const PlanTransfer *x = &pl->reshard[i].transfers[j];
-      for (size_t k = 0; x->tokens == PT_RANGES && k < x->nranges; k++)
-        if (x->ranges[k][1] > ranges_T) ranges_T = x->ranges[k][1];
-    }
+  if (o.requests > 0 && rt_kv_plan_check(pl, &ranges_T) != RT_OK) {
+    fprintf(stderr, "rankrun: %s: %s\n", o.plan_path, rt_errmsg());
+    free(o.rdzv_host);
+    rt_plan_free(&plan);
+    return RP_EXIT_INPUT;
+  }
   if (o.input_tokens < 0) o.input_tokens = ranges_T > 0 ? ranges_T : 64;
   if (o.requests > 0 && ranges_T > 0 && o.input_tokens < ranges_T) {
     fprintf(stderr, "rankrun: --input-tokens %lld is below the %lld tokens the "

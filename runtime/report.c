@@ -273,9 +273,15 @@ char *rt_report_text(const RtReport *r) {
   }
   for (int i = 0; i < r->nlocal; i++) {
     const RtRankStatus *s = &r->local[i];
-    sb_printf(&sb, "  rank %d (local %d, device %d, pid %d): ", s->rank,
-              s->local_rank, s->device, s->pid);
-    if (!s->exited)
+    if (s->pid > 0)
+      sb_printf(&sb, "  rank %d (local %d, device %d, pid %d): ", s->rank,
+                s->local_rank, s->device, s->pid);
+    else
+      sb_printf(&sb, "  rank %d (local %d, device %d): ", s->rank,
+                s->local_rank, s->device);
+    if (s->pid <= 0)
+      sb_puts(&sb, "not started\n");
+    else if (!s->exited)
       sb_puts(&sb, "not reaped\n");
     else if (s->signal)
       sb_printf(&sb, "signal %d (SIG%s)\n", s->signal, sig_name(s->signal));
@@ -292,8 +298,9 @@ char *rt_report_text(const RtReport *r) {
     sb_puts(&sb, "preflight (all-reduce of rank ids, then bandwidth):\n");
   if (!have) nk = 0;
   for (int k = 0; k < nk; k++) {
-    sb_printf(&sb, "  %-10s %d/%d groups ok", ks[k].kind, ks[k].ok,
-              ks[k].groups);
+    char *kind = rt_escape_dup(ks[k].kind); /* the plan's text */
+    sb_printf(&sb, "  %-10s %d/%d groups ok", kind, ks[k].ok, ks[k].groups);
+    free(kind);
     if (ks[k].measured)
       sb_printf(&sb, ", bus bandwidth %.3f to %.3f GB/s", ks[k].min_bus,
                 ks[k].max_bus);

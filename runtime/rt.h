@@ -59,6 +59,17 @@ const char *rt_errmsg(void);
     if ((res) != RT_OK) goto label;                                          \
   } while (0)
 
+/* Text that came from a plan, the store or a peer is printed only
+ * through these: control characters (bytes 0x00-0x1f and 0x7f, and the
+ * C1 controls U+0080-U+009F in UTF-8) become \xNN, so that such text can
+ * move no cursor, clear no screen and forge no line on a terminal or in a
+ * log. Idempotent (the output has no control characters), so a message
+ * escaped twice reads the same. rt_err() escapes every message it records.
+ * rt_escape writes at most n bytes, NUL included, and cuts at a whole
+ * escape; rt_escape_dup returns a malloc'd copy (NULL for NULL). */
+void rt_escape(char *dst, size_t n, const char *src);
+char *rt_escape_dup(const char *src);
+
 /* Monotonic clock in seconds. */
 double rt_now(void);
 

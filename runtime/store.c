@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,15 +50,50 @@ const char *rt_result_str(RtResult r) {
   return "unknown";
 }
 
+/* Bytes of the escape of s[0..] starting at s, for one character: 0 when
+ * it is printed as is. */
+static int ctl_len(const unsigned char *s) {
+  if (s[0] < 0x20 || s[0] == 0x7f) return 1;
+  if (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) return 2;
+  return 0;
+}
+
+void rt_escape(char *dst, size_t n, const char *src) {
+  const unsigned char *s = (const unsigned char *)(src ? src : "");
+  size_t o = 0;
+  if (n == 0) return;
+  while (*s) {
+    int c = ctl_len(s);
+    if (c == 0) {
+      if (o + 1 >= n) break;
+      dst[o++] = (char)*s++;
+      continue;
+    }
+    if (o + 4 * (size_t)c >= n) break;
+    for (int i = 0; i < c; i++, o += 4) snprintf(dst + o, 5, "\\x%02x", s[i]);
+    s += c;
+  }
+  dst[o] = 0;
+}
+
+char *rt_escape_dup(const char *src) {
+  if (!src) return NULL;
+  size_t n = strlen(src) * 4 + 1;
+  char *out = rp_malloc(n);
+  rt_escape(out, n, src);
+  return out;
+}
+
 RtResult rt_err(RtResult r, const char *fmt, ...) {
   /* Formats into a copy first: callers often pass rt_errmsg() itself as an
-   * argument, to wrap the previous message. */
+   * argument, to wrap the previous message. The message may quote a plan,
+   * the store or a peer: it is kept escaped (rt_escape). */
   char tmp[sizeof rt__msg];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
-  memcpy(rt__msg, tmp, sizeof tmp);
+  rt_escape(rt__msg, sizeof rt__msg, tmp);
   return r;
 }
 
@@ -336,11 +372,14 @@ typedef struct {
 
 typedef struct {
   int fd;
+  char addr[64]; /* the peer's address, for the log */
   unsigned char *rbuf;
   size_t rlen, rcap;
   unsigned char *wbuf;
   size_t wlen, woff, wcap;
   double t_connect, t_partial;
+  double t_active; /* connect or the last complete frame: eviction order */
+  double t_wprogress; /* the pending answer's last progress */
   bool seen_frame;
   bool waiting;
   char *wkey;
@@ -359,8 +398,9 @@ struct RtStoreServer {
   int64_t bytes;
   Client *cl[RT_STORE_MAX_CLIENTS];
   int ncl;
+  double listen_pause; /* the listen socket is not polled until then */
   pthread_mutex_t mu; /* guards the counters below only */
-  int dropped_bad, dropped_idle;
+  RtStoreStats stats;
 };
 
 static Entry *kv_find(RtStoreServer *s, const char *k, size_t kl) {
@@ -393,26 +433,52 @@ static bool kv_put(RtStoreServer *s, const char *k, size_t kl, const char *v,
   return true;
 }
 
-static void reply(Client *c, int st, const void *v, size_t vl) {
+typedef enum { DROP_BAD, DROP_IDLE, DROP_PENDING, DROP_EVICT } DropWhy;
+
+/* Closes c at the end of this round of the loop, counts it and logs it
+ * (the address is the peer's, as the kernel gave it). */
+static void drop(RtStoreServer *s, Client *c, DropWhy why, const char *what) {
+  if (c->dead) return;
+  c->dead = true;
+  pthread_mutex_lock(&s->mu);
+  switch (why) {
+  case DROP_BAD: s->stats.dropped_bad++; break;
+  case DROP_IDLE: s->stats.dropped_idle++; break;
+  case DROP_PENDING: s->stats.dropped_pending++; break;
+  case DROP_EVICT: s->stats.evicted++; break;
+  }
+  pthread_mutex_unlock(&s->mu);
+  fprintf(stderr, "rankrun: store: dropped client %s: %s\n", c->addr, what);
+}
+
+/* Queues one answer. A client whose unsent answers would pass
+ * RT_STORE_MAX_PENDING is not reading them: it is dropped instead. */
+static void reply(RtStoreServer *s, Client *c, int st, const void *v,
+                  size_t vl, double now) {
+  size_t pend = c->wlen - c->woff;
+  if (pend + 5 + vl > RT_STORE_MAX_PENDING) {
+    drop(s, c, DROP_PENDING, "sends requests without reading the answers "
+         "(more than RT_STORE_MAX_PENDING bytes of answers pending)");
+    return;
+  }
+  if (c->woff) {
+    memmove(c->wbuf, c->wbuf + c->woff, pend);
+    c->wlen = pend;
+    c->woff = 0;
+  }
   size_t need = c->wlen + 5 + vl;
   if (need > c->wcap) {
-    c->wcap = need * 2;
+    c->wcap = need * 2 < RT_STORE_MAX_PENDING ? need * 2 : RT_STORE_MAX_PENDING;
     c->wbuf = rp_realloc(c->wbuf, c->wcap);
   }
   put_be32(c->wbuf + c->wlen, (uint32_t)(1 + vl));
   c->wbuf[c->wlen + 4] = (unsigned char)st;
   if (vl) memcpy(c->wbuf + c->wlen + 5, v, vl);
   c->wlen += 5 + vl;
-}
-
-static void drop(RtStoreServer *s, Client *c, bool bad) {
-  if (c->dead) return;
-  c->dead = true;
+  if (pend == 0) c->t_wprogress = now;
   pthread_mutex_lock(&s->mu);
-  if (bad)
-    s->dropped_bad++;
-  else
-    s->dropped_idle++;
+  if ((int64_t)c->wlen > s->stats.max_pending)
+    s->stats.max_pending = (int64_t)c->wlen;
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -426,22 +492,22 @@ static bool handle(RtStoreServer *s, Client *c, const RtStoreFrame *f,
   switch (f->op) {
   case RT_STORE_OP_SET:
     if (!kv_put(s, k, kl, v, vl)) return false;
-    reply(c, RT_STORE_ST_OK, NULL, 0);
+    reply(s, c, RT_STORE_ST_OK, NULL, 0, now);
     return true;
   case RT_STORE_OP_CREATE:
     if (kv_find(s, k, kl)) {
-      reply(c, RT_STORE_ST_EXISTS, NULL, 0);
+      reply(s, c, RT_STORE_ST_EXISTS, NULL, 0, now);
       return true;
     }
     if (!kv_put(s, k, kl, v, vl)) return false;
-    reply(c, RT_STORE_ST_OK, NULL, 0);
+    reply(s, c, RT_STORE_ST_OK, NULL, 0, now);
     return true;
   case RT_STORE_OP_GET:
     e = kv_find(s, k, kl);
     if (e)
-      reply(c, RT_STORE_ST_OK, e->val, e->vlen);
+      reply(s, c, RT_STORE_ST_OK, e->val, e->vlen, now);
     else
-      reply(c, RT_STORE_ST_NOTFOUND, NULL, 0);
+      reply(s, c, RT_STORE_ST_NOTFOUND, NULL, 0, now);
     return true;
   case RT_STORE_OP_WAIT:
     c->waiting = true;
@@ -457,13 +523,13 @@ static bool handle(RtStoreServer *s, Client *c, const RtStoreFrame *f,
       errno = 0;
       long long x = strtoll(e->val, &end, 10);
       if (errno || !end || *end || end == e->val) {
-        reply(c, RT_STORE_ST_BAD, NULL, 0);
+        reply(s, c, RT_STORE_ST_BAD, NULL, 0, now);
         return true;
       }
       cur = x;
     }
     if (!ck_add(cur, delta, &sum)) {
-      reply(c, RT_STORE_ST_BAD, NULL, 0);
+      reply(s, c, RT_STORE_ST_BAD, NULL, 0, now);
       return true;
     }
     char num[32];
@@ -471,7 +537,7 @@ static bool handle(RtStoreServer *s, Client *c, const RtStoreFrame *f,
     if (!kv_put(s, k, kl, num, (size_t)nl)) return false;
     unsigned char be[8];
     put_be64(be, (uint64_t)sum);
-    reply(c, RT_STORE_ST_OK, be, 8);
+    reply(s, c, RT_STORE_ST_OK, be, 8, now);
     return true;
   }
   default:
@@ -488,11 +554,17 @@ static void process(RtStoreServer *s, Client *c, double now) {
     size_t used = 0;
     RtFrameStatus st = rt_store_frame_decode(c->rbuf + off, c->rlen - off, &f, &used);
     if (st == RT_FRAME_MORE) break;
-    if (st == RT_FRAME_BAD || !handle(s, c, &f, now)) {
-      drop(s, c, true);
+    if (st == RT_FRAME_BAD) {
+      drop(s, c, DROP_BAD, "malformed frame");
+      return;
+    }
+    if (!handle(s, c, &f, now)) {
+      drop(s, c, DROP_BAD, "the store's value bytes would pass "
+           "RT_STORE_MAX_BYTES");
       return;
     }
     c->seen_frame = true;
+    c->t_active = now;
     off += used;
   }
   if (off) {
@@ -503,7 +575,7 @@ static void process(RtStoreServer *s, Client *c, double now) {
   /* An oversized length is refused as soon as its 4 bytes arrive, before
    * the body is read. */
   if (!c->dead && c->rlen >= 4 && get_be32(c->rbuf) > RT_STORE_MAX_FRAME)
-    drop(s, c, true);
+    drop(s, c, DROP_BAD, "frame length over RT_STORE_MAX_FRAME");
 }
 
 static void client_free(Client *c) {
@@ -514,13 +586,137 @@ static void client_free(Client *c) {
   free(c);
 }
 
+static void accept_one(RtStoreServer *s, double now) {
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof sa;
+  int fd = accept4(s->lfd, (struct sockaddr *)&sa, &sl,
+                   SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) {
+    /* Out of descriptors: the waiting client stays queued; look again
+     * after one poll period instead of spinning on the listen socket. */
+    if (errno == EMFILE || errno == ENFILE) s->listen_pause = now + 0.05;
+    return;
+  }
+  Client *c = rp_calloc(1, sizeof *c);
+  c->fd = fd;
+  char ip[INET_ADDRSTRLEN] = "?";
+  if (sl == sizeof sa) inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+  snprintf(c->addr, sizeof c->addr, "%s:%d", ip, (int)ntohs(sa.sin_port));
+  c->t_connect = c->t_partial = c->t_active = now;
+  s->cl[s->ncl++] = c;
+}
+
+/* Every slot is taken and a client waits to connect: the least recently
+ * active connection that sits between two requests (no partial frame, no
+ * pending answer, no WAIT) is closed, so that a node can always join; a
+ * client of this project reconnects on its next request
+ * (RT_STORE_RECONNECT_S). */
+static void make_room(RtStoreServer *s, double now) {
+  Client *victim = NULL;
+  for (int i = 0; i < s->ncl; i++) {
+    Client *c = s->cl[i];
+    if (c->dead) return; /* a slot frees at the end of this round */
+    if (c->waiting || c->rlen || c->wlen > c->woff) continue;
+    if (!victim || c->t_active < victim->t_active) victim = c;
+  }
+  if (victim)
+    drop(s, victim, DROP_EVICT, "least recently active connection closed to "
+         "make room (every slot taken)");
+  else /* every client is mid-request: look again after one poll period */
+    s->listen_pause = now + 0.05;
+}
+
+/* One client's socket events: send what is pending, read what came, and
+ * interpret complete frames. */
+static void client_io(RtStoreServer *s, Client *c, short re, double now) {
+  if (re & POLLOUT) {
+    ssize_t w = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      c->woff += (size_t)w;
+      c->t_wprogress = now;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EINTR) c->dead = true;
+    if (c->woff == c->wlen) c->woff = c->wlen = 0;
+  }
+  if (re & (POLLIN | POLLHUP | POLLERR)) {
+    size_t room = 4 + RT_STORE_MAX_FRAME - c->rlen;
+    if (room > 65536) room = 65536;
+    if (room == 0) {
+      drop(s, c, DROP_BAD, "read buffer full");
+      return;
+    }
+    if (c->rlen + room > c->rcap) {
+      c->rcap = c->rlen + room;
+      c->rbuf = rp_realloc(c->rbuf, c->rcap);
+    }
+    ssize_t r = recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+      c->dead = true; /* a plain disconnect is not a drop */
+      return;
+    }
+    if (r > 0) {
+      if (c->rlen == 0) c->t_partial = now;
+      c->rlen += (size_t)r;
+    }
+  }
+  process(s, c, now);
+}
+
+/* Answers WAITs whose key came or whose time is up; drops the silent, the
+ * half-sent and those that do not read their answers. */
+static void check_clients(RtStoreServer *s, double now) {
+  for (int i = 0; i < s->ncl; i++) {
+    Client *c = s->cl[i];
+    if (c->dead) continue;
+    if (c->wlen > c->woff && now - c->t_wprogress > s->idle) {
+      drop(s, c, DROP_IDLE, "does not read its answer (idle timeout)");
+      continue;
+    }
+    if (c->waiting) {
+      Entry *e = kv_find(s, c->wkey, c->wklen);
+      if (e || now >= c->wdeadline) {
+        if (e)
+          reply(s, c, RT_STORE_ST_OK, e->val, e->vlen, now);
+        else
+          reply(s, c, RT_STORE_ST_TIMEOUT, NULL, 0, now);
+        c->waiting = false;
+        free(c->wkey);
+        c->wkey = NULL;
+        c->seen_frame = true;
+        c->t_active = now;
+        process(s, c, now);
+      }
+      continue;
+    }
+    if (!c->seen_frame && now - c->t_connect > s->idle)
+      drop(s, c, DROP_IDLE, "no request within the idle timeout");
+    else if (c->rlen > 0 && now - c->t_partial > s->idle)
+      drop(s, c, DROP_IDLE, "a frame left half-sent for the idle timeout");
+  }
+}
+
+static void free_dead(RtStoreServer *s) {
+  int j = 0;
+  for (int i = 0; i < s->ncl; i++) {
+    if (s->cl[i]->dead)
+      client_free(s->cl[i]);
+    else
+      s->cl[j++] = s->cl[i];
+  }
+  s->ncl = j;
+  pthread_mutex_lock(&s->mu);
+  s->stats.clients = j;
+  pthread_mutex_unlock(&s->mu);
+}
+
 static void *server_main(void *arg) {
   RtStoreServer *s = arg;
   struct pollfd *p = rp_calloc(RT_STORE_MAX_CLIENTS + 2, sizeof *p);
   for (;;) {
     int np = 0;
     p[np++] = (struct pollfd){.fd = s->wake[0], .events = POLLIN, .revents = 0};
-    p[np++] = (struct pollfd){.fd = s->ncl < RT_STORE_MAX_CLIENTS ? s->lfd : -1,
+    p[np++] = (struct pollfd){.fd = rt_now() < s->listen_pause ? -1 : s->lfd,
                               .events = POLLIN, .revents = 0};
     for (int i = 0; i < s->ncl; i++) {
       Client *c = s->cl[i];
@@ -532,86 +728,35 @@ static void *server_main(void *arg) {
     if (rc < 0 && errno != EINTR) break;
     if (p[0].revents & POLLIN) break;
     double now = rt_now();
-    if (rc > 0 && (p[1].revents & POLLIN)) {
-      int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd >= 0) {
-        Client *c = rp_calloc(1, sizeof *c);
-        c->fd = fd;
-        c->t_connect = c->t_partial = now;
-        s->cl[s->ncl++] = c;
-      }
-    }
-    for (int i = 0; i < np - 2 && i < s->ncl; i++) {
-      Client *c = s->cl[i];
-      short re = p[i + 2].revents;
-      if (re & POLLOUT) {
-        ssize_t w = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) c->woff += (size_t)w;
-        if (w < 0 && errno != EAGAIN && errno != EINTR) c->dead = true;
-        if (c->woff == c->wlen) c->woff = c->wlen = 0;
-      }
-      if (re & (POLLIN | POLLHUP | POLLERR)) {
-        size_t room = 4 + RT_STORE_MAX_FRAME - c->rlen;
-        if (room > 65536) room = 65536;
-        if (room == 0) {
-          drop(s, c, true);
-          continue;
-        }
-        if (c->rlen + room > c->rcap) {
-          c->rcap = c->rlen + room;
-          c->rbuf = rp_realloc(c->rbuf, c->rcap);
-        }
-        ssize_t r = recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-          c->dead = true; /* a plain disconnect is not a drop */
-          continue;
-        }
-        if (r > 0) {
-          if (c->rlen == 0) c->t_partial = now;
-          c->rlen += (size_t)r;
-        }
-      }
-      process(s, c, now);
-    }
-    /* Pending waits, then silence. */
-    for (int i = 0; i < s->ncl; i++) {
-      Client *c = s->cl[i];
-      if (c->dead) continue;
-      if (c->waiting) {
-        Entry *e = kv_find(s, c->wkey, c->wklen);
-        if (e || now >= c->wdeadline) {
-          if (e)
-            reply(c, RT_STORE_ST_OK, e->val, e->vlen);
-          else
-            reply(c, RT_STORE_ST_TIMEOUT, NULL, 0);
-          c->waiting = false;
-          free(c->wkey);
-          c->wkey = NULL;
-          c->seen_frame = true;
-          process(s, c, now);
-        }
-        continue;
-      }
-      if (!c->seen_frame && now - c->t_connect > s->idle) drop(s, c, false);
-      else if (c->rlen > 0 && now - c->t_partial > s->idle) drop(s, c, false);
-    }
-    int j = 0;
-    for (int i = 0; i < s->ncl; i++) {
-      if (s->cl[i]->dead)
-        client_free(s->cl[i]);
-      else
-        s->cl[j++] = s->cl[i];
-    }
-    s->ncl = j;
+    bool pending_join = rc > 0 && (p[1].revents & POLLIN);
+    int nold = s->ncl;
+    if (pending_join && s->ncl < RT_STORE_MAX_CLIENTS) accept_one(s, now);
+    for (int i = 0; i < nold; i++)
+      if (!s->cl[i]->dead) client_io(s, s->cl[i], p[i + 2].revents, now);
+    check_clients(s, now);
+    if (pending_join && nold == RT_STORE_MAX_CLIENTS) make_room(s, now);
+    free_dead(s);
   }
   free(p);
   return NULL;
 }
 
+/* The store keeps one descriptor per client: raise the soft limit on open
+ * files to what RT_STORE_MAX_CLIENTS needs (within the hard limit), so that
+ * accept does not fail with EMFILE before the slots are used. */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  rlim_t want = RT_STORE_MAX_CLIENTS + 256; /* + the launcher's own files */
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
+  rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max
+                                                                   : want;
+  setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 RtResult rt_store_server_start(const char *host, int port, double idle_timeout,
                                RtStoreServer **out) {
   int fd;
+  raise_fd_limit();
   RTCHECK(rt_listen(host, &port, 128, &fd));
   RtStoreServer *s = rp_calloc(1, sizeof *s);
   s->lfd = fd;
@@ -637,14 +782,10 @@ RtResult rt_store_server_start(const char *host, int port, double idle_timeout,
 
 int rt_store_server_port(const RtStoreServer *s) { return s->port; }
 
-void rt_store_server_stats(RtStoreServer *s, int *bad, int *idle,
-                           int *clients) {
+void rt_store_server_stats(RtStoreServer *s, RtStoreStats *out) {
   pthread_mutex_lock(&s->mu);
-  if (bad) *bad = s->dropped_bad;
-  if (idle) *idle = s->dropped_idle;
+  *out = s->stats;
   pthread_mutex_unlock(&s->mu);
-  /* ncl is read without the lock: an approximate figure for tests. */
-  if (clients) *clients = __atomic_load_n(&s->ncl, __ATOMIC_RELAXED);
 }
 
 void rt_store_server_stop(RtStoreServer *s) {
@@ -668,6 +809,54 @@ void rt_store_server_stop(RtStoreServer *s) {
 /* ---------------------------------------------------------------------------
  * Client. */
 
+/* Where each open client connection of this process reconnects: its
+ * store's host and port, by descriptor. A process has a few (a launcher
+ * one, a rank one), so a list does. */
+typedef struct {
+  int fd;
+  char *host;
+  int port;
+} Peer;
+static RP_VEC(Peer) peers;
+static pthread_mutex_t peers_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void peer_set(int fd, const char *host, int port) {
+  pthread_mutex_lock(&peers_mu);
+  Peer pe = {fd, rp_strdup(host), port};
+  size_t i = 0;
+  while (i < peers.len && peers.items[i].fd != fd) i++;
+  if (i < peers.len) { /* a descriptor closed without rt_store_close */
+    free(peers.items[i].host);
+    peers.items[i] = pe;
+  } else {
+    rp_vec_push(&peers, pe);
+  }
+  pthread_mutex_unlock(&peers_mu);
+}
+
+/* Removes fd's entry; with host, hands its host (caller frees) and port. */
+static bool peer_take(int fd, char **host, int *port) {
+  bool found = false;
+  pthread_mutex_lock(&peers_mu);
+  for (size_t i = 0; i < peers.len && !found; i++) {
+    if (peers.items[i].fd != fd) continue;
+    found = true;
+    if (host) {
+      *host = peers.items[i].host;
+      *port = peers.items[i].port;
+    } else {
+      free(peers.items[i].host);
+    }
+    peers.items[i] = peers.items[--peers.len];
+  }
+  if (peers.len == 0) {
+    free(peers.items);
+    memset(&peers, 0, sizeof peers);
+  }
+  pthread_mutex_unlock(&peers_mu);
+  return found;
+}
+
 RtResult rt_store_connect(RtStore *st, const char *host, int port,
                           double join_timeout, double op_timeout) {
   st->fd = -1;
@@ -676,12 +865,49 @@ RtResult rt_store_connect(RtStore *st, const char *host, int port,
   if (r != RT_OK)
     return rt_err(r, "rendezvous store `%s:%d` not reachable within %.1f s: %s",
                   host, port, join_timeout, rt_errmsg());
+  peer_set(st->fd, host, port);
   return RT_OK;
 }
 
 void rt_store_close(RtStore *st) {
-  if (st->fd >= 0) close(st->fd);
+  if (st->fd >= 0) {
+    peer_take(st->fd, NULL, NULL);
+    close(st->fd);
+  }
   st->fd = -1;
+}
+
+/* Sends frame f (n bytes) and reads the answer's 5-byte header. */
+static RtResult send_frame(RtStore *st, const unsigned char *f, size_t n,
+                           double deadline, unsigned char h[5]) {
+  RtResult r = rt_write_all(st->fd, f, n, deadline);
+  if (r == RT_OK) r = rt_read_all(st->fd, h, 5, deadline);
+  return r;
+}
+
+/* Sends frame f and reads the answer's header; when the store closed the
+ * connection before answering (it makes room that way when every slot is
+ * taken, between two requests only, so the request was not run),
+ * connects again once and resends. */
+static RtResult send_frame_retry(RtStore *st, const unsigned char *f,
+                                 size_t n, double deadline, unsigned char h[5]) {
+  RtResult r = send_frame(st, f, n, deadline, h);
+  char *host = NULL;
+  int port = 0;
+  if (r != RT_ERR_CLOSED || !peer_take(st->fd, &host, &port)) return r;
+  char why[256];
+  snprintf(why, sizeof why, "%s", rt_errmsg());
+  close(st->fd);
+  st->fd = -1;
+  double until = rt_now() + RT_STORE_RECONNECT_S;
+  if (rt_connect(host, port, until < deadline ? until : deadline, &st->fd) !=
+      RT_OK) {
+    free(host);
+    return rt_err(RT_ERR_CLOSED, "%s", why);
+  }
+  peer_set(st->fd, host, port);
+  free(host);
+  return send_frame(st, f, n, deadline, h);
 }
 
 /* One request/response round trip. *val (if val) gets the answer's value. */
@@ -705,10 +931,9 @@ static RtResult request(RtStore *st, int op, const char *key, const void *v,
   memcpy(f + 7, key, kl);
   if (vl) memcpy(f + 7 + kl, v, vl);
   double deadline = rt_now() + st->op_timeout + extra;
-  RtResult r = rt_write_all(st->fd, f, 4 + len, deadline);
-  free(f);
   unsigned char h[5];
-  if (r == RT_OK) r = rt_read_all(st->fd, h, 5, deadline);
+  RtResult r = send_frame_retry(st, f, 4 + len, deadline, h);
+  free(f);
   if (r != RT_OK)
     return rt_err(r, "rendezvous store did not answer for key `%s`: %s", key,
                   rt_errmsg());

@@ -24,6 +24,21 @@
 #define RT_STORE_MAX_KEY 256
 #define RT_STORE_MAX_CLIENTS 1024
 #define RT_STORE_MAX_BYTES (64ll << 20) /* all values together */
+/* Answer bytes one connection may have waiting to be sent. A client that
+ * follows the protocol reads each answer before its next request, so it
+ * never has more than one pending, and an answer is at most 4 +
+ * RT_STORE_MAX_FRAME bytes (a value came in one frame). A client with more
+ * sends requests without reading the answers (which would grow the
+ * store's memory without bound) and is dropped. */
+#define RT_STORE_MAX_PENDING (4u + RT_STORE_MAX_FRAME)
+/* A client whose store connection was closed between two requests (the
+ * store drops the least recently active idle connection when all
+ * RT_STORE_MAX_CLIENTS slots are taken and another client is waiting)
+ * connects again once, for up to this many seconds, and resends. One
+ * second: a connection to a listening store takes one round trip, and
+ * Linux retransmits a lost SYN after 1 s; a store that is gone costs a
+ * launcher at most this much more to notice. */
+#define RT_STORE_RECONNECT_S 1.0
 
 enum {
   RT_STORE_OP_SET = 1,
@@ -72,18 +87,36 @@ typedef struct RtStoreServer RtStoreServer;
 /* Starts the store on host:port in its own thread. host must be a local
  * address; the store binds to it only (never the wildcard). port 0 picks a
  * free port (tests). idle_timeout: a client that has sent no complete frame
- * for this long after connecting, or that leaves a frame half-sent for this
- * long, is dropped. Returns RT_ERR_INUSE when the port is taken. */
+ * for this long after connecting, that leaves a frame half-sent for this
+ * long, or whose pending answer makes no progress for this long (it does
+ * not read), is dropped. A client whose pending answers would pass
+ * RT_STORE_MAX_PENDING is dropped at once. When every slot is taken and
+ * another client is waiting to connect, the least recently active
+ * connection that sits between two requests is closed to make room (its
+ * client reconnects, RT_STORE_RECONNECT_S). Every drop is logged on
+ * stderr with the client's address and the reason. Returns RT_ERR_INUSE
+ * when the port is taken. */
 RtResult rt_store_server_start(const char *host, int port, double idle_timeout,
                                RtStoreServer **out);
 int rt_store_server_port(const RtStoreServer *s);
-/* Counters for tests: connections dropped for bad frames and for silence. */
-void rt_store_server_stats(RtStoreServer *s, int *dropped_bad,
-                           int *dropped_idle, int *clients);
+
+/* Counters for tests. */
+typedef struct {
+  int dropped_bad;     /* a bad frame, or the store's byte cap passed */
+  int dropped_idle;    /* silent, a half frame or a pending answer unread */
+  int dropped_pending; /* pending answers over RT_STORE_MAX_PENDING */
+  int evicted;         /* closed to make room for a waiting client */
+  int clients;         /* connections open now */
+  int64_t max_pending; /* most answer bytes one connection ever had pending */
+} RtStoreStats;
+void rt_store_server_stats(RtStoreServer *s, RtStoreStats *out);
 /* Stops the thread, closes every connection, frees everything. */
 void rt_store_server_stop(RtStoreServer *s);
 
-/* A client connection. op_timeout bounds each request/response. */
+/* A client connection. op_timeout bounds each request/response. Where it
+ * reconnects when the store closed it between two requests is kept by
+ * store.c per connection (rt_store_connect to rt_store_close), so that
+ * the struct stays these two fields. */
 typedef struct {
   int fd;
   double op_timeout;

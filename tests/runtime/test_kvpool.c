@@ -9,7 +9,10 @@
  */
 #include <string.h>
 
+#include <stdio.h>
+
 #include "kv.h"
+#include "launcher.h"
 #include "t.h"
 
 static int64_t fake_free, fake_total;
@@ -138,7 +141,147 @@ static void test_overflow(void) {
   T_EQ_INT(allocs, 0);
 }
 
+/* A pair of two transfers of one layer each, kv heads [0, 2): 2 cells
+ * per token of 128 bytes (bytes_per_token 256). */
+static PlanTransfer xfers[2];
+static int64_t ranges[1][2];
+static PlanReshard pair;
+static char pname[] = "prefill", dname[] = "decode";
+static Plan kv_plan(void) {
+  memset(xfers, 0, sizeof xfers);
+  for (int i = 0; i < 2; i++)
+    xfers[i] = (PlanTransfer){.src = i, .dst = 0, .layers = {i, i + 1},
+                              .kv_heads = {0, 2}, .tokens = PT_ALL,
+                              .stride = 1, .offset = 0,
+                              .bytes_per_token = 256};
+  pair = (PlanReshard){.prefill = pname, .decode = dname,
+                       .ntransfers = 2, .transfers = xfers};
+  Plan pl;
+  memset(&pl, 0, sizeof pl);
+  pl.nreshard = 1;
+  pl.reshard = &pair;
+  return pl;
+}
+
+static void test_plan_check_ok(void) {
+  Plan pl = kv_plan();
+  int64_t T = 0;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_OK);
+  T_EQ_INT(T, -1);
+  /* Another layer and head count with the same cell size is fine. */
+  xfers[1].layers[1] = 3;
+  xfers[1].bytes_per_token = 512;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_OK);
+  xfers[1].tokens = PT_RANGES;
+  xfers[1].nranges = 1;
+  xfers[1].ranges = ranges;
+  ranges[0][0] = 0;
+  ranges[0][1] = RT_KV_MAX_TOKENS;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_OK);
+  T_EQ_INT(T, RT_KV_MAX_TOKENS);
+}
+
+/* A transfer whose cells differ in size from its pair's first is refused,
+ * naming it: messages are laid out in the pair's one cell size. */
+static void test_plan_check_mixed_cells(void) {
+  int64_t bpt[] = {512, 128, 258};
+  for (size_t i = 0; i < sizeof bpt / sizeof bpt[0]; i++) {
+    Plan pl = kv_plan();
+    int64_t T = 0;
+    xfers[1].bytes_per_token = bpt[i];
+    T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_ERR_INVALID);
+    T_CHECK(strstr(rt_errmsg(), "kv_reshard[0].transfers[1]") != NULL);
+  }
+  /* The first transfer itself malformed: named too. */
+  Plan pl = kv_plan();
+  int64_t T = 0;
+  xfers[0].bytes_per_token = 0;
+  T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_ERR_INVALID);
+  T_CHECK(strstr(rt_errmsg(), "kv_reshard[0].transfers[0]") != NULL);
+}
+
+/* Token ranges past the --input-tokens bound, negative or empty are plan
+ * errors naming the transfer, not a bad --input-tokens. */
+static void test_plan_check_token_ranges(void) {
+  int64_t bad[][2] = {{0, (int64_t)RT_KV_MAX_TOKENS + 1}, {-1, 4}, {4, 4},
+                      {0, INT64_MAX}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    Plan pl = kv_plan();
+    int64_t T = 0;
+    xfers[1].tokens = PT_RANGES;
+    xfers[1].nranges = 1;
+    xfers[1].ranges = ranges;
+    ranges[0][0] = bad[i][0];
+    ranges[0][1] = bad[i][1];
+    T_EQ_INT(rt_kv_plan_check(&pl, &T), RT_ERR_INVALID);
+    T_CHECK(strstr(rt_errmsg(), "kv_reshard[0].transfers[1]") != NULL);
+    T_CHECK(strstr(rt_errmsg(), "input-tokens") == NULL);
+  }
+}
+
+/* Rings per node: one per direction of each same-node pair that shares a
+ * group. 6 ranks, 0-3 on node 0 and 4-5 on node 1; groups {0,1}, {2,3},
+ * {1,4} (across nodes: no ring), {4,5}, and {0,1} again (counted once). */
+static void test_node_rings(void) {
+  RtRank ranks[6];
+  for (int r = 0; r < 6; r++)
+    ranks[r] = (RtRank){r, r < 4 ? 0 : 1, r % 4, r % 4, NULL};
+  int g0[] = {0, 1}, g1[] = {2, 3}, g2[] = {1, 4}, g3[] = {4, 5}, g4[] = {0, 1};
+  RtGroup groups[] = {{NULL, NULL, 2, g0}, {NULL, NULL, 2, g1},
+                      {NULL, NULL, 2, g2}, {NULL, NULL, 2, g3},
+                      {NULL, NULL, 2, g4}};
+  RtPlan pl = {NULL, 6, 2, ranks, 5, groups};
+  T_EQ_INT(rt_host_node_rings(&pl, 0), 4);
+  T_EQ_INT(rt_host_node_rings(&pl, 1), 2);
+  /* A world group: every ordered pair of a node. */
+  int w[] = {0, 1, 2, 3, 4, 5};
+  RtGroup all[] = {{NULL, NULL, 6, w}};
+  RtPlan pw = {NULL, 6, 2, ranks, 1, all};
+  T_EQ_INT(rt_host_node_rings(&pw, 0), 12);
+  T_EQ_INT(rt_host_node_rings(&pw, 1), 2);
+  T_CHECK(rt_host_ring_bytes() > (int64_t)RT_HOST_RING_BYTES);
+}
+
+/* 32 ranks sharing a group on one node: 992 rings of 8 MiB, 7.75 GiB of
+ * /dev/shm. Refused against less, with every figure named; fine against
+ * enough; the ledger and the rings together against MemAvailable. */
+static void test_node_fit(void) {
+  int64_t ring = rt_host_ring_bytes(), rings = 32 * 31;
+  RtNodeFit f = {0, 0, 1.0, rings, ring, rings * ring - 1, -1};
+  T_EQ_INT(rt_node_fit_check(&f), RT_ERR_INVALID);
+  char want[64];
+  snprintf(want, sizeof want, "%lld bytes) of /dev/shm", (long long)(rings * ring));
+  T_CHECK(strstr(rt_errmsg(), "node 0 does not fit: its 992 shared-memory rings") != NULL);
+  T_CHECK(strstr(rt_errmsg(), want) != NULL);
+  T_CHECK(strstr(rt_errmsg(), "RANKRUN_HOST_SHM=0") != NULL);
+  f.shm_free = rings * ring;
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  f.shm_free = -1; /* unknown: not compared */
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  /* Memory: the ledger fits alone, not with the rings. */
+  f.ledger = INT64_C(1) << 30;
+  f.mem_free = f.ledger + rings * ring - 1;
+  T_EQ_INT(rt_node_fit_check(&f), RT_ERR_INVALID);
+  T_CHECK(strstr(rt_errmsg(), "992 shared-memory rings") != NULL);
+  T_CHECK(strstr(rt_errmsg(), "are free") != NULL);
+  f.mem_free++;
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  /* No rings (RANKRUN_HOST_SHM=0): only the ledger counts. */
+  f.rings = 0;
+  f.mem_free = f.ledger;
+  T_EQ_INT(rt_node_fit_check(&f), RT_OK);
+  /* Overflow is an error, not a wrap. */
+  f.rings = INT64_MAX / 2;
+  T_EQ_INT(rt_node_fit_check(&f), RT_ERR_INVALID);
+  T_CHECK(strstr(rt_errmsg(), "overflow") != NULL);
+}
+
 int main(void) {
+  T_RUN(test_node_rings);
+  T_RUN(test_node_fit);
+  T_RUN(test_plan_check_ok);
+  T_RUN(test_plan_check_mixed_cells);
+  T_RUN(test_plan_check_token_ranges);
   T_RUN(test_fits);
   T_RUN(test_too_big_before_alloc);
   T_RUN(test_exact_fit);

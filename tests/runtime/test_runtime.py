@@ -2,7 +2,9 @@
 """Multi-process tests of `rankrun`: CLI contract, example plans on the host
 backend, two launchers as two nodes (loopback, and two network namespaces
 where the machine allows it), shared fate on SIGKILL, SIGTERM forwarding,
-join timeout, port in use, duplicate node.
+join timeout, port in use, duplicate node; hostile store clients (pipelined
+GETs, idle connections in every slot, escapes in published text), stale
+shared-memory rings of a killed launcher, damaged kv_reshard maps.
 
 Plans are compiled at test time with $RANKPLAN from plans/examples/*.yaml
 and tests/runtime/*.yaml. Plans with more than 16 ranks are not run here
@@ -42,6 +44,13 @@ def skip(what, why):
 
 def run(*args, timeout=120, **kw):
     return subprocess.run([RR, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def write_json(obj, name):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
 
 
 def free_port():
@@ -308,6 +317,9 @@ f = r.get("first_failure") or {}
 check(rc == 3 and f.get("node") == 1 and "never joined" in f.get("reason", ""),
       "missing node 1: node 0 exits 3 naming node 1", (rc, f, l.stderr()))
 check(2.0 <= l.elapsed <= 4.5, f"missing node 1: fails at the 3 s join timeout, within 1 s ({l.elapsed:.2f} s)")
+# Its ranks never started: the text report says so, with no pid 0.
+check("not started" in l.out and "pid 0" not in l.out and "not reaped" not in l.out,
+      "missing node 1: ranks that never started are reported as not started", l.out)
 
 # SIGTERM while waiting for a node that never comes: the launcher stops at once.
 l = Launcher(small, 0, free_port(), "--timeout", "30")
@@ -339,6 +351,184 @@ rc0, rc1 = l0.wait(), l1.wait()
 check(dup.returncode == 3 and "duplicate node 1" in dup.stderr, "duplicate node: the second node 1 exits 3",
       dup.stderr)
 check(rc0 == 0 and rc1 == 0, "duplicate node: the deployment it tried to join is unharmed", (rc0, rc1))
+
+# --- text from the store or a plan reaches the terminal escaped -----------------------
+def store_frame(op, key, val=b""):
+    body = bytes([op]) + len(key).to_bytes(2, "big") + key + val
+    return len(body).to_bytes(4, "big") + body
+
+
+def store_request(port, op, key, val=b""):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(store_frame(op, key, val))
+        hdr = s.recv(5)
+        return hdr[4] if len(hdr) == 5 else None
+
+
+CTL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def escape_test():
+    """A hostile store client publishes a failure whose reason holds
+    terminal escapes, a bell, a carriage return and a newline; a plan's pool
+    name holds an escape. Everything rankrun prints (stderr, the text
+    report, its file) shows them as \\xNN and holds no control character
+    but the line ends."""
+    if not agg:
+        return skip("escapes", "llama-3.1-8b-agg did not compile")
+    port = free_port()
+    l = Launcher(agg, 0, port, "--soak", "60", "--preflight-bytes", "65536")
+    ready = l.wait_ready(8)
+    evil = "0 0 1 0 \x1b[2J\x1b]0;owned\x07\rforged\nrankrun: fake line\xc2\x9b31m"
+    st = store_request(port, 2, b"fail", evil.encode())
+    rc = l.wait(60)
+    txt = ""
+    try:
+        with open(l.report + ".txt") as f:
+            txt = f.read()
+    except OSError:
+        pass
+    out = l.stderr() + l.out + txt
+    reason = ((l.load_report() or {}).get("first_failure") or {}).get("reason", "")
+    check(ready and st == 0 and rc == 3 and not CTL.search(out) and "\\x1b[2J" in l.out
+          and "\\x0a" in reason and "\\xc2\\x9b" in reason,
+          "escapes: a failure reason from the store is printed and reported escaped",
+          (ready, st, rc, CTL.findall(out), reason))
+    with open(agg) as f:
+        pool = json.load(f)["ranks"][0]["pool"]
+        f.seek(0)
+        text = f.read().replace(json.dumps(pool), json.dumps("p\x1b[31mool"))
+    path = os.path.join(TMP, "agg-escape.json")
+    with open(path, "w") as f:
+        f.write(text)
+    p = run(path, "--node", "0", "--dry-run")
+    check(p.returncode == 0 and not CTL.search(p.stdout + p.stderr) and "pool=p\\x1b[31mool" in p.stdout,
+          "escapes: a plan's pool name is printed escaped (dry run)", (p.returncode, p.stdout[-500:], p.stderr[-500:]))
+
+
+escape_test()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def store_abuse_test():
+    """Against node 0's store while it waits for node 1: a client that stores
+    a 1 MiB value and pipelines 1,500 GETs of it without reading is dropped,
+    and the launcher's memory does not grow by the 1.5 GB those GETs asked
+    for; then 1,024 connections that each sent one valid request and went
+    quiet hold every slot, and node 1 still joins and the deployment runs."""
+    if not small:
+        return skip("store abuse", "two-node-small did not compile")
+    port = free_port()
+    l0 = Launcher(small, 0, port, "--timeout", "30", "--quiet")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and store_request_safe(port) is None:
+        time.sleep(0.1)
+    rss0 = rss_kib(l0.p.pid)
+    st = store_request(port, 1, b"abuse/big", b"x" * ((1 << 20) - 20))
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    closed = False
+    try:
+        s.sendall(store_frame(3, b"abuse/big") * 1500)
+        time.sleep(1.0)
+        s.settimeout(5)
+        while s.recv(1 << 16):
+            pass
+        closed = True
+    except OSError:
+        closed = True
+    s.close()
+    grew = rss_kib(l0.p.pid) - rss0
+    idle = []
+    for _ in range(1024):
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        c.sendall(store_frame(3, b"abuse/none"))
+        idle.append(c)
+    l1 = Launcher(small, 1, port, "--timeout", "30", "--quiet")
+    rcs = [l0.wait(90), l1.wait(90)]
+    for c in idle:
+        c.close()
+    check(st == 0 and closed and grew < 256 * 1024,
+          f"store abuse: pipelined GETs without reading: dropped, launcher RSS grew {grew} KiB", l0.stderr()[-1500:])
+    check(rcs == [0, 0] and "dropped client" in l0.stderr(),
+          "store abuse: with every slot held by idle clients node 1 still joins; drops are logged",
+          (rcs, l0.stderr()[-1500:], l1.stderr()[-1500:]))
+
+
+def store_request_safe(port):
+    try:
+        return store_request(port, 3, b"abuse/probe")
+    except OSError:
+        return None
+
+
+store_abuse_test()
+
+# --- stale shared-memory rings of killed launchers ---------------------------------
+def proc_start(pid):
+    """Start time of pid in clock ticks since boot (/proc/PID/stat field 22)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def rings_of(pid):
+    return [n for n in os.listdir("/dev/shm") if re.fullmatch(rf"rankrun-[0-9a-f]{{16}}-{pid}-\d+-\d+-\d+", n)]
+
+
+def stale_ring_test():
+    """A launcher killed with SIGKILL leaves its ranks' rings in /dev/shm;
+    the next launcher removes them at its start, recognising them by the
+    owner's pid and start time in their names. Rings of a live launcher stay;
+    a ring whose pid is alive but started at another time (a reused pid) or
+    whose pid is gone is removed; names of another form are left alone."""
+    if not agg:
+        return skip("stale rings", "llama-3.1-8b-agg did not compile")
+    l = Launcher(agg, 0, free_port(), "--soak", "60", "--preflight-bytes", "65536")
+    ready = l.wait_ready(8)
+    left = rings_of(l.p.pid)
+    check(ready and len(left) > 0, f"stale rings: a running launcher's rings carry its pid ({len(left)})",
+          l.stderr()[-2000:])
+    os.kill(l.p.pid, signal.SIGKILL)
+    l.wait(30)
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in l.pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = rings_of(l.p.pid)
+    check(len(left) > 0, f"stale rings: SIGKILL leaves the launcher's rings behind ({len(left)})")
+    # Hand-made neighbours: a live owner (this test process), the same pid
+    # with another start time (pid reused), a pid no process has, another form.
+    me, st = os.getpid(), proc_start(os.getpid())
+    dead = 4194304 + 7  # above Linux's largest pid (PID_MAX_LIMIT, 2^22)
+    fake = {"live": f"rankrun-00000000000000aa-{me}-{st}-0-1",
+            "reused": f"rankrun-00000000000000aa-{me}-{st + 1}-0-1",
+            "gone": f"rankrun-00000000000000aa-{dead}-5-0-1",
+            "other": "rankrun-00000000000000aa-0-1"}
+    for n in fake.values():
+        with open(os.path.join("/dev/shm", n), "w") as f:
+            f.write("x")
+    p = run(agg, "--node", "0", "--preflight-bytes", "65536", timeout=120)
+    exists = {k: os.path.exists(os.path.join("/dev/shm", n)) for k, n in fake.items()}
+    for n in fake.values():
+        try:
+            os.unlink(os.path.join("/dev/shm", n))
+        except OSError:
+            pass
+    check(p.returncode == 0 and not rings_of(l.p.pid) and "stale shared-memory ring" in p.stderr,
+          "stale rings: the next launcher removes a killed launcher's rings at start and says so",
+          (p.returncode, rings_of(l.p.pid), p.stderr[-2000:]))
+    check(exists == {"live": True, "reused": False, "gone": False, "other": True},
+          "stale rings: a live owner's ring stays; a reused or gone pid's is removed; other names untouched",
+          exists)
+
+
+stale_ring_test()
 
 # --- KV pools and verified KV-reshard transfers (issue 9) ------------------------------------
 pd, err = compile_plan(os.path.join(SRC, "tests/runtime/pd-small.yaml"))
@@ -420,6 +610,48 @@ if pd:
     f = (ls[1].load_report() or {}).get("first_failure") or {}
     check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
           "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
+
+# --- damaged kv_reshard maps the plan loader accepts: refused naming the transfer -----
+def kv_map_damage_test():
+    """A transfer whose cells differ in size from its pair's first one (its
+    bytes_per_token doubled, halved, or not a multiple of its layers x heads),
+    and token ranges past the --input-tokens bound, negative or empty: the
+    launcher refuses the plan (exit 1) naming kv_reshard[i].transfers[j],
+    before any rank packs a message (both KV paths), and never blames an
+    --input-tokens the user did not pass."""
+    if not pd:
+        return skip("kv map damage", "pd-small did not compile")
+    with open(pd) as f:
+        base = json.load(f)
+    bpt = base["kv_reshard"][0]["transfers"][1]["bytes_per_token"]
+    for how, val in (("doubled", bpt * 2), ("halved", bpt // 2), ("not a multiple", bpt + 1)):
+        j = json.loads(json.dumps(base))
+        j["kv_reshard"][0]["transfers"][1]["bytes_per_token"] = val
+        path = write_json(j, f"pd-mixed-{val}.json")
+        for extra in ((), ("env", "RANKRUN_KV_GROUPED=1")):
+            p = subprocess.run([*extra, RR, path, "--node", "0", "--rendezvous", f"127.0.0.1:{free_port()}",
+                                *KV], capture_output=True, text=True, timeout=60)
+            check(p.returncode == 1 and "kv_reshard[0].transfers[1]" in p.stderr,
+                  f"kv map: a transfer's bytes_per_token {how} ({val}) is refused naming it"
+                  + (" (grouped path)" if extra else ""), (p.returncode, p.stderr[-2000:]))
+    dcp, err = compile_plan(os.path.join(SRC, "tests/runtime/kv-cp-to-dcp.yaml"))
+    if not dcp:
+        return check(False, "kv map: compile kv-cp-to-dcp", err)
+    with open(dcp) as f:
+        base = json.load(f)
+    for rng in ([0, (1 << 24) + 1], [0, 1 << 40], [-3, 16], [16, 16]):
+        j = json.loads(json.dumps(base))
+        j["kv_reshard"][0]["transfers"][2]["tokens"]["ranges"][0] = rng
+        path = write_json(j, "dcp-range.json")
+        p = subprocess.run([RR, path, "--node", "0", "--rendezvous", f"127.0.0.1:{free_port()}", "--requests", "1",
+                            "--quiet"], capture_output=True, text=True, timeout=60)
+        check(p.returncode in (1, 2) and "--input-tokens" not in p.stderr
+              and ("kv_reshard[0].transfers[2]" in p.stderr or "bad plan" in p.stderr),
+              f"kv map: token range {rng} is a plan error naming the transfer, not a bad --input-tokens",
+              (p.returncode, p.stderr[-2000:]))
+
+
+kv_map_damage_test()
 
 # --- the grouped KV path (nccl's: one group of sends and receives per layer group
 # and link class, straight from and into the pool), run on the host backend ---------

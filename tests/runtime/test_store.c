@@ -247,9 +247,9 @@ static void test_garbage(void) {
   client(s, &st);
   T_EQ_INT(rt_store_set(&st, "ok", "1", 1), RT_OK);
   rt_store_close(&st);
-  int bad_n = 0;
-  rt_store_server_stats(s, &bad_n, NULL, NULL);
-  T_CHECK(bad_n >= 4);
+  RtStoreStats ss;
+  rt_store_server_stats(s, &ss);
+  T_CHECK(ss.dropped_bad >= 4);
   rt_store_server_stop(s);
 }
 
@@ -295,9 +295,9 @@ static void test_silent_client(void) {
   /* A client that has sent a frame may stay idle (it is a known party). */
   sleep_s(1.5);
   T_EQ_INT(rt_store_set(&st, "k", "v", 1), RT_OK);
-  int idle_n = 0;
-  rt_store_server_stats(s, NULL, &idle_n, NULL);
-  T_EQ_INT(idle_n, 2);
+  RtStoreStats ss;
+  rt_store_server_stats(s, &ss);
+  T_EQ_INT(ss.dropped_idle, 2);
   rt_store_close(&st);
   rt_store_server_stop(s);
 }
@@ -340,7 +340,182 @@ static void test_store_gone(void) {
   T_CHECK(rt_now() - t0 < 2.0);
 }
 
+/* This process's resident set, bytes (/proc/self/statm). */
+static int64_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long long pages = 0, res = 0;
+  if (!f) return -1;
+  if (fscanf(f, "%lld %lld", &pages, &res) != 2) res = -1;
+  fclose(f);
+  return res < 0 ? -1 : res * (int64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A GET frame for key k into buf; returns its size. */
+static size_t get_frame(unsigned char *buf, const char *k) {
+  size_t kl = strlen(k), len = 3 + kl;
+  buf[0] = buf[1] = 0;
+  buf[2] = (unsigned char)(len >> 8);
+  buf[3] = (unsigned char)len;
+  buf[4] = RT_STORE_OP_GET;
+  buf[5] = (unsigned char)(kl >> 8);
+  buf[6] = (unsigned char)kl;
+  memcpy(buf + 7, k, kl);
+  return 4 + len;
+}
+
+/* A client that pipelines GETs of a large value and never reads the
+ * answers: before the cap, every GET queued a copy of the value (15 KB of
+ * GETs held 1.5 GB). The store drops it once its pending answers would
+ * pass RT_STORE_MAX_PENDING, and neither the pending bytes nor this
+ * process's memory grow with the number of GETs. Then the same with small
+ * values (many answers, each small), and with GETs sent one at a time. */
+static void test_pipelined_gets_dropped(void) {
+  RtStoreServer *s = start(5);
+  RtStore st;
+  client(s, &st);
+  size_t vbytes = RT_STORE_MAX_FRAME - 3 - 3;
+  char *val = calloc(1, vbytes);
+  T_EQ_INT(rt_store_set(&st, "big", val, vbytes), RT_OK);
+  T_EQ_INT(rt_store_set(&st, "small", "v", 1), RT_OK);
+  free(val);
+  int64_t rss0 = rss_bytes();
+  const char *keys[] = {"big", "small"};
+  int rounds[] = {1500, 1000000};
+  for (int k = 0; k < 2; k++) {
+    int fd = raw_connect(s);
+    /* A small receive buffer, so that the kernel holds little of what the
+     * store sends and the answers stay with the store. */
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    unsigned char one[32];
+    size_t n = get_frame(one, keys[k]);
+    size_t total = n * (size_t)rounds[k];
+    unsigned char *frames = malloc(total);
+    for (int i = 0; i < rounds[k]; i++) memcpy(frames + n * (size_t)i, one, n);
+    /* Sent without reading; the store may close before all is sent. */
+    rt_write_all(fd, frames, total, rt_now() + 5);
+    free(frames);
+    T_CHECK(closed_within(fd, 5.0));
+    close(fd);
+  }
+  RtStoreStats ss;
+  rt_store_server_stats(s, &ss);
+  T_EQ_INT(ss.dropped_pending, 2);
+  T_CHECK(ss.max_pending <= (int64_t)RT_STORE_MAX_PENDING);
+  /* Two pending answers at most were ever held, plus the kernel's socket
+   * buffers: far below the 1.5 GB the GETs asked for. */
+  int64_t rss1 = rss_bytes();
+  T_CHECK(rss0 > 0 && rss1 - rss0 < (int64_t)64 << 20);
+  /* The well-behaved client is served as before. */
+  char *v = NULL;
+  T_EQ_INT(rt_store_get(&st, "small", &v, NULL), RT_OK);
+  free(v);
+  rt_store_close(&st);
+  rt_store_server_stop(s);
+}
+
+/* A client that asks for a large value, one request at a time, and never
+ * reads: once the kernel's buffers are full its answer stays pending
+ * without progress, and it is dropped after the idle timeout (before its
+ * next request, 1.5 s later, could pass the pending cap). */
+static void test_slow_reader_dropped(void) {
+  RtStoreServer *s = start(1.0);
+  RtStore st;
+  client(s, &st);
+  size_t vbytes = RT_STORE_MAX_FRAME - 3 - 3;
+  char *val = calloc(1, vbytes);
+  T_EQ_INT(rt_store_set(&st, "big", val, vbytes), RT_OK);
+  free(val);
+  int fd = raw_connect(s);
+  unsigned char one[32];
+  size_t n = get_frame(one, "big");
+  RtStoreStats ss;
+  memset(&ss, 0, sizeof ss);
+  for (int i = 0; i < 40 && ss.dropped_idle + ss.dropped_pending == 0; i++) {
+    if (rt_write_all(fd, one, n, rt_now() + 2) != RT_OK) break;
+    sleep_s(1.5);
+    rt_store_server_stats(s, &ss);
+  }
+  T_EQ_INT(ss.dropped_idle, 1);
+  T_EQ_INT(ss.dropped_pending, 0);
+  T_CHECK(ss.max_pending <= (int64_t)RT_STORE_MAX_PENDING);
+  close(fd);
+  rt_store_close(&st);
+  rt_store_server_stop(s);
+}
+
+/* Every slot held by clients that sent one valid frame and went quiet:
+ * a new client still joins (the least recently active connection is
+ * closed to make room), does set and get, and a client of this project
+ * whose connection was closed that way reconnects and goes on. */
+static void test_idle_slots_make_room(void) {
+  RtStoreServer *s = start(30);
+  RtStore early;
+  client(s, &early);
+  T_EQ_INT(rt_store_set(&early, "early", "1", 1), RT_OK);
+  int n = RT_STORE_MAX_CLIENTS;
+  int *fds = malloc(sizeof(int) * (size_t)n);
+  unsigned char one[32];
+  size_t fl = get_frame(one, "early");
+  for (int i = 0; i < n; i++) {
+    fds[i] = raw_connect(s);
+    T_EQ_INT(rt_write_all(fds[i], one, fl, rt_now() + 2), RT_OK);
+    unsigned char ans[6];
+    /* The store answers while it has slots; past them, it makes room. */
+    T_EQ_INT(rt_read_all(fds[i], ans, sizeof ans, rt_now() + 5), RT_OK);
+  }
+  RtStore late;
+  double t0 = rt_now();
+  client(s, &late);
+  T_EQ_INT(rt_store_set(&late, "late", "2", 1), RT_OK);
+  char *v = NULL;
+  T_EQ_INT(rt_store_get(&late, "late", &v, NULL), RT_OK);
+  T_CHECK(v && strcmp(v, "2") == 0);
+  free(v);
+  T_CHECK(rt_now() - t0 < 5.0);
+  /* The first client was the least recently active: closed, it
+   * reconnects on its next request. */
+  v = NULL;
+  T_EQ_INT(rt_store_get(&early, "late", &v, NULL), RT_OK);
+  T_CHECK(v && strcmp(v, "2") == 0);
+  free(v);
+  RtStoreStats ss;
+  rt_store_server_stats(s, &ss);
+  T_CHECK(ss.evicted >= 2);
+  T_CHECK(ss.clients <= RT_STORE_MAX_CLIENTS);
+  for (int i = 0; i < n; i++) close(fds[i]);
+  free(fds);
+  rt_store_close(&early);
+  rt_store_close(&late);
+  rt_store_server_stop(s);
+}
+
+/* Control characters become \xNN: C0, DEL and UTF-8 C1; other UTF-8 and
+ * backslashes stay; escaping is idempotent; rt_err escapes what it
+ * records; a short buffer cuts at a whole escape. */
+static void test_escape(void) {
+  char out[64];
+  rt_escape(out, sizeof out, "a\x1b[2Jb\x07\r\n\x7f");
+  T_EQ_STR(out, "a\\x1b[2Jb\\x07\\x0d\\x0a\\x7f");
+  rt_escape(out, sizeof out, "caf\xc3\xa9 \xc2\x9b" "1m \xc2\xa0 c:\\x");
+  T_EQ_STR(out, "caf\xc3\xa9 \\xc2\\x9b1m \xc2\xa0 c:\\x");
+  char again[64];
+  rt_escape(again, sizeof again, out);
+  T_EQ_STR(again, out);
+  rt_escape(out, 6, "ab\x1b");
+  T_EQ_STR(out, "ab");
+  rt_escape(out, sizeof out, NULL);
+  T_EQ_STR(out, "");
+  char *d = rt_escape_dup("\x1b\x1b");
+  T_EQ_STR(d, "\\x1b\\x1b");
+  free(d);
+  T_CHECK(rt_escape_dup(NULL) == NULL);
+  T_EQ_INT(rt_err(RT_ERR_PROTO, "peer sent `%s`", "x\x1b]0;t\x07"), RT_ERR_PROTO);
+  T_EQ_STR(rt_errmsg(), "peer sent `x\\x1b]0;t\\x07`");
+}
+
 int main(void) {
+  T_RUN(test_escape);
   signal(SIGPIPE, SIG_IGN);
   T_RUN(test_frame_decode);
   T_RUN(test_basic_ops);
@@ -352,5 +527,8 @@ int main(void) {
   T_RUN(test_port_in_use);
   T_RUN(test_bound_address_only);
   T_RUN(test_store_gone);
+  T_RUN(test_pipelined_gets_dropped);
+  T_RUN(test_slow_reader_dropped);
+  T_RUN(test_idle_slots_make_room);
   T_DONE();
 }
