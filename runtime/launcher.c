@@ -696,33 +696,38 @@ static void collect_kv(Launch *L, double deadline) {
                                    : 0;
 }
 
+/* Built whole, then printed: an internal error half-way prints nothing. */
 static void print_dry_run(const Launch *L) {
-  printf("rankrun: dry run of node %d of %d (world size %d, backend %s, "
-         "rendezvous %s:%d)\n", L->o->node, L->plan->nnodes,
+  StrBuf sb;
+  sb_init(&sb);
+  sb_printf(&sb, "rankrun: dry run of node %d of %d (world size %d, backend %s, "
+                 "rendezvous %s:%d)\n", L->o->node, L->plan->nnodes,
          L->plan->world_size, L->o->backend, L->o->rdzv_host, L->o->rdzv_port);
   if (L->o->node == 0)
-    printf("would start the rendezvous store on %s:%d\n", L->o->rdzv_host,
+    sb_printf(&sb, "would start the rendezvous store on %s:%d\n", L->o->rdzv_host,
            L->o->rdzv_port);
   for (int i = 0; i < L->rep.nlocal; i++) {
     const RtRank *rk = &L->plan->ranks[L->rep.local[i].rank];
-    printf("would start rank %d: RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d",
+    sb_printf(&sb, "would start rank %d: RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d",
            rk->rank, rk->rank, rk->local_rank, L->plan->world_size);
     if (strcmp(L->o->backend, "nccl") == 0)
-      printf(" CUDA_VISIBLE_DEVICES=%d", rk->device);
+      sb_printf(&sb, " CUDA_VISIBLE_DEVICES=%d", rk->device);
     char *pool = rt_escape_dup(rk->pool);
-    printf(" device=%d pool=%s groups=", rk->device, pool);
+    sb_printf(&sb, " device=%d pool=%s groups=", rk->device, pool);
     free(pool);
     int k = 0;
     for (int g = 0; g < L->plan->ngroups; g++) {
       if (rt_group_index(&L->plan->groups[g], rk->rank) < 0) continue;
       char *kind = rt_escape_dup(L->plan->groups[g].kind);
       char *id = rt_escape_dup(L->plan->groups[g].id);
-      printf("%s%s:%s", k++ ? "," : "", kind, id);
+      sb_printf(&sb, "%s%s:%s", k++ ? "," : "", kind, id);
       free(kind);
       free(id);
     }
-    printf("\n");
+    sb_printf(&sb, "\n");
   }
+  fputs(sb.buf ? sb.buf : "", stdout);
+  sb_free(&sb);
 }
 
 static int finish(Launch *L, RtStoreServer *srv, double t0) {
