@@ -31,6 +31,19 @@
 
 #define PLAN_FORMAT "rankplan.plan/1"
 
+/* Loader caps (docs/plan.md, "Loader caps"). The largest plan the project
+ * benchmarks, 131,072 ranks, is 199.1 MB and loads in 1.1 GB
+ * (docs/benchmarks.md); 512 MiB leaves room for 2.5 times that while
+ * keeping the loader's peak memory near 3 GB. A longer file is refused
+ * before it is parsed. */
+#define PLAN_MAX_BYTES ((size_t)512 << 20)
+/* world_size of a --split-by-node file, whose ranks[] holds one node only:
+ * the world group's span is expanded to world_size ranks, so it needs a
+ * bound the document itself cannot give. A whole plan's world_size is its
+ * ranks[] length. 2^22 = 4,194,304 ranks is 32 times the largest
+ * benchmarked plan; the span then takes at most 16 MiB. */
+#define PLAN_MAX_WORLD_SPLIT ((int64_t)1 << 22)
+
 /* Process-group kinds, in the order the plan lists a rank's groups. The
  * first eleven are Megatron-Core groups (dense, then decoupled expert);
  * dcp groups consecutive tp ranks (decode context parallel); embedding holds

@@ -18,11 +18,15 @@
  * runtime links it without libyaml, Lua or Jansson.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "plan.h"
+#include "reshard.h"
 
 /* ---- a small JSON reader ----------------------------------------------------
  *
@@ -601,16 +605,19 @@ static bool load_expert_map(Ld *ld, PjV *o, const char *path, PlanPool *P) {
   if ((int64_t)pj_array_size(a) != ep)
     return fail(ld, "%s.ep_ranks: expected %lld lists (ep), got %zu", sub, (long long)ep,
                 pj_array_size(a));
-  if (slots > INT32_MAX / ep)
-    return fail(ld, "%s.slots_per_rank: %lld slots on %lld ranks are too many", sub,
-                (long long)slots, (long long)ep);
-  P->expert_map = rp_malloc((size_t)(slots * ep) * sizeof *P->expert_map);
-  P->expert_slots = slots;
+  /* Every list's length first: the map is allocated only once the
+   * document is known to hold its slots * ep values. */
   for (int64_t r = 0; r < ep; r++) {
     PjV *l = pj_array_get(a, (size_t)r);
     if (!pj_is_array(l) || (int64_t)pj_array_size(l) != slots)
       return fail(ld, "%s.ep_ranks[%lld]: expected a list of %lld experts (slots_per_rank), got %s",
-                  sub, (long long)r, (long long)slots, jtype(l));
+                  sub, (long long)r, (long long)slots,
+                  pj_is_array(l) ? "a list of another length" : jtype(l));
+  }
+  P->expert_map = rp_malloc((size_t)(slots * ep) * sizeof *P->expert_map);
+  P->expert_slots = slots;
+  for (int64_t r = 0; r < ep; r++) {
+    PjV *l = pj_array_get(a, (size_t)r);
     for (int64_t j = 0; j < slots; j++) {
       PjV *e = pj_array_get(l, (size_t)j);
       int64_t v = pj_integer_value(e);
@@ -1030,8 +1037,14 @@ static bool load_hardware(Ld *ld, Plan *p, PjV *root) {
   if (!hw_num(ld, h, "hardware", "hbm_bandwidth", true, &H->hbm_bandwidth, &set)) return false;
   PjV *up = field(ld, h, "hardware", "scale_up", PJ_OBJECT);
   if (!up) return false;
-  if (!get_int(ld, up, "hardware.scale_up", "domain", 1, INT32_MAX, &H->scale_up_domain) ||
-      !hw_num(ld, up, "hardware.scale_up", "bandwidth", true, &H->scale_up_bandwidth, &set) ||
+  int64_t top;
+  if (!get_int(ld, root, "", "scale_up_domain", 1, INT32_MAX, &top) ||
+      !get_int(ld, up, "hardware.scale_up", "domain", 1, INT32_MAX, &H->scale_up_domain))
+    return false;
+  if (top != H->scale_up_domain)
+    return fail(ld, "scale_up_domain: expected %lld (hardware.scale_up.domain), got %lld",
+                (long long)H->scale_up_domain, (long long)top);
+  if (!hw_num(ld, up, "hardware.scale_up", "bandwidth", true, &H->scale_up_bandwidth, &set) ||
       !hw_num(ld, up, "hardware.scale_up", "latency_s", false, &H->scale_up_latency_s,
               &H->has_scale_up_latency))
     return false;
@@ -1107,6 +1120,45 @@ static const PlanGroup *find_group(const Plan *p, int32_t id) {
 
 const PlanGroup *plan_rank_group(const Plan *p, const PlanRank *r, GroupKind k) {
   return find_group(p, r->groups[k]);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* One node's ranks: each on this node, listed in ascending rank order with
+ * local_rank their index there (docs/plan.md), and no GPU used twice. The
+ * devices are sorted rather than marked in a table of `gpus` entries, so
+ * the memory is that of the ranks the file lists, whatever `gpus` says. */
+static bool check_node(Ld *ld, const Plan *p, size_t n) {
+  const PlanNode *N = &p->nodes[n];
+  int64_t *dev = rp_malloc((size_t)(N->nranks ? N->nranks : 1) * sizeof *dev);
+  bool ok = true;
+  for (int32_t j = 0; j < N->nranks && ok; j++) {
+    int32_t r = p->node_ranks[N->first_rank + j];
+    const PlanRank *R = plan_find_rank(p, r);
+    if (!R)
+      ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is not in ranks[]", n, j, r);
+    else if (R->node != N->node)
+      ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is listed on node %d but ranks[].node is %d", n, j, r,
+                N->node, R->node);
+    else if (j > 0 && r <= p->node_ranks[N->first_rank + j - 1])
+      ok = fail(ld, "nodes[%zu].ranks[%d]: expected ranks in ascending order, got %d after %d", n, j, r,
+                p->node_ranks[N->first_rank + j - 1]);
+    else if (R->local_rank != j)
+      ok = fail(ld, "ranks[%d].local_rank: expected %d (its index among node %d's ranks), got %d", r, j,
+                N->node, R->local_rank);
+    else
+      dev[j] = (int64_t)R->device << 32 | r;
+  }
+  if (ok) qsort(dev, (size_t)N->nranks, sizeof *dev, cmp_i64);
+  for (int32_t j = 1; j < N->nranks && ok; j++)
+    if (dev[j] >> 32 == dev[j - 1] >> 32)
+      ok = fail(ld, "ranks[%d].device: node %d device %d is used by rank %d too", (int)(dev[j] & 0xffffffff),
+                N->node, (int)(dev[j] >> 32), (int)(dev[j - 1] & 0xffffffff));
+  free(dev);
+  return ok;
 }
 
 static bool check_consistency(Ld *ld, Plan *p) {
@@ -1202,33 +1254,335 @@ static bool check_consistency(Ld *ld, Plan *p) {
   if (listed != p->nranks)
     return fail(ld, "nodes: the nodes list %lld ranks, expected the %lld of ranks[]", (long long)listed,
                 (long long)p->nranks);
-  /* Devices: within the node (checked on load) and no GPU used twice. */
-  for (size_t n = 0; n < p->nnodes; n++) {
-    const PlanNode *N = &p->nodes[n];
-    int32_t *owner = rp_malloc((size_t)N->gpus * sizeof *owner);
-    for (int32_t g = 0; g < N->gpus; g++) owner[g] = -1;
-    for (int32_t j = 0; j < N->nranks && ok; j++) {
-      int32_t r = p->node_ranks[N->first_rank + j];
-      const PlanRank *R = plan_find_rank(p, r);
-      if (!R) {
-        ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is not in ranks[]", n, j, r);
-        break;
-      }
-      if (R->node != N->node) {
-        ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is listed on node %d but ranks[].node is %d",
-                  n, j, r, N->node, R->node);
-        break;
-      }
-      if (owner[R->device] >= 0) {
-        ok = fail(ld, "ranks[%d].device: node %d device %d is used by rank %d too", r, R->node,
-                  R->device, owner[R->device]);
-        break;
-      }
-      owner[R->device] = r;
-    }
-    free(owner);
-    if (!ok) return false;
+  for (size_t n = 0; n < p->nnodes; n++)
+    if (!check_node(ld, p, n)) return false;
+  return true;
+}
+
+/* ---- the compiler's guarantees ----------------------------------------------
+ *
+ * A plan holds one model, but not the model's figures: they are derived here
+ * from the pools and ranks, and every rank, pool and kv_reshard map must then
+ * agree with them as `rankplan compile` makes them agree. */
+
+/* The model as the plan shows it; -1 for a figure no rank of the file
+ * shows (a node file of an idle node). */
+typedef struct {
+  int64_t layers;    /* every pool's layer_partition sums to it */
+  int64_t kv_heads;  /* the largest kv_heads end of any rank (1: MLA's latent) */
+  int64_t head_bytes; /* KV bytes of one head, one layer, one token */
+  int64_t experts;   /* the largest experts end of any rank (0: none or a map) */
+  bool moe;          /* experts > 0 or a pool has an expert_map */
+} PlanModel;
+
+/* Layers and the first rank's KV figures; the rank checks below hold every
+ * other rank to them. */
+static bool derive_model(Ld *ld, const Plan *p, PlanModel *M) {
+  M->layers = M->kv_heads = M->head_bytes = -1;
+  M->experts = 0;
+  M->moe = false;
+  for (size_t i = 0; i < p->npools; i++) {
+    CkState st = {true};
+    int64_t sum = 0;
+    for (int64_t s = 0; s < p->pools[i].size[CO_PP]; s++) sum = cka(&st, sum, p->pools[i].layer_partition[s]);
+    if (!st.ok) return fail(ld, "pools[%zu].layer_partition: the sum overflows", i);
+    if (i > 0 && sum != M->layers)
+      return fail(ld, "pools[%zu].layer_partition: sums to %lld layers, pools[0]'s to %lld (the pools hold one model)",
+                  i, (long long)sum, (long long)M->layers);
+    M->layers = sum;
+    M->moe |= p->pools[i].expert_map != NULL;
   }
+  for (int64_t r = 0; r < p->nranks; r++) {
+    const PlanRank *R = &p->ranks[r];
+    if (R->shard[SH_KV_HEADS][1] > M->kv_heads) M->kv_heads = R->shard[SH_KV_HEADS][1];
+    if (R->shard[SH_EXPERTS][1] > M->experts) M->experts = R->shard[SH_EXPERTS][1];
+  }
+  M->moe |= M->experts > 0;
+  if (p->nranks == 0) return true;
+  const PlanRank *R = &p->ranks[0];
+  int64_t cells;
+  if (!ck_mul(R->shard[SH_LAYERS][1] - R->shard[SH_LAYERS][0], R->shard[SH_KV_HEADS][1] - R->shard[SH_KV_HEADS][0],
+              &cells) || cells < 1 || R->kv_bytes_per_token % cells != 0 || R->kv_bytes_per_token == 0)
+    return fail(ld, "ranks[0].kv.bytes_per_token: expected a positive multiple of its %lld layers x kv heads, got %lld",
+                (long long)cells, (long long)R->kv_bytes_per_token);
+  M->head_bytes = R->kv_bytes_per_token / cells;
+  return true;
+}
+
+/* The KV heads tp rank t of a pool of tp ranks holds (docs/plan.md,
+ * "Shards"): split over tp while tp <= kv_heads, else each head held by
+ * tp / kv_heads consecutive tp ranks. False on overflow. */
+static bool kv_heads_of(int64_t kv_heads, int64_t tp, int64_t t, int64_t out[2]) {
+  int64_t a, b;
+  if (tp <= kv_heads) {
+    if (!ck_mul(kv_heads, t, &a) || !ck_mul(kv_heads, t + 1, &b)) return false;
+    out[0] = a / tp;
+    out[1] = b / tp;
+  } else {
+    out[0] = t * kv_heads / tp; /* t < tp <= INT32_MAX, kv_heads < tp */
+    out[1] = out[0] + 1;
+  }
+  return true;
+}
+
+/* One rank's layers, KV heads and KV bytes against its pool and the model:
+ * the layers of its pp stage, the heads of its tp index, bytes per token of
+ * exactly those, and as many KV blocks as its kv_cache holds. */
+static bool check_rank_kv(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) {
+  const PlanRank *R = &p->ranks[i];
+  const PlanPool *P = &p->pools[R->pool];
+  int64_t start = 0, s = R->coords[CO_PP];
+  for (int64_t k = 0; k < s; k++) start += P->layer_partition[k];
+  int64_t want[2] = {start, start + P->layer_partition[s]}, heads[2] = {-1, -1};
+  if (R->shard[SH_LAYERS][0] != want[0] || R->shard[SH_LAYERS][1] != want[1])
+    return fail(ld, "ranks[%lld].shard.layers: expected [%lld, %lld] (pp stage %lld of pool `%s`, %lld layers), "
+                    "got [%lld, %lld]",
+                (long long)i, (long long)want[0], (long long)want[1], (long long)s, P->name, (long long)M->layers,
+                (long long)R->shard[SH_LAYERS][0], (long long)R->shard[SH_LAYERS][1]);
+  if (!kv_heads_of(M->kv_heads, P->size[CO_TP], R->coords[CO_TP], heads) || R->shard[SH_KV_HEADS][0] != heads[0] || R->shard[SH_KV_HEADS][1] != heads[1])
+    return fail(ld, "ranks[%lld].shard.kv_heads: expected [%lld, %lld] (tp rank %d of %lld over %lld KV heads), "
+                    "got [%lld, %lld]",
+                (long long)i, (long long)heads[0], (long long)heads[1], R->coords[CO_TP],
+                (long long)P->size[CO_TP], (long long)M->kv_heads, (long long)R->shard[SH_KV_HEADS][0],
+                (long long)R->shard[SH_KV_HEADS][1]);
+  CkState st = {true};
+  int64_t bpt = ckm(&st, ckm(&st, want[1] - want[0], heads[1] - heads[0]), M->head_bytes);
+  if (!st.ok || R->kv_bytes_per_token != bpt)
+    return fail(ld, "ranks[%lld].kv.bytes_per_token: expected %lld (%lld layers x %lld kv heads x %lld bytes, "
+                    "as ranks[0] holds), got %lld",
+                (long long)i, (long long)bpt, (long long)(want[1] - want[0]), (long long)(heads[1] - heads[0]),
+                (long long)M->head_bytes, (long long)R->kv_bytes_per_token);
+  int64_t block = ckm(&st, R->kv_block_tokens, bpt);
+  int64_t blocks = st.ok ? R->memory[MEM_KV_CACHE] / block : -1;
+  if (R->kv_blocks != blocks)
+    return fail(ld, "ranks[%lld].kv.blocks: expected %lld (memory.kv_cache %lld over blocks of %lld tokens x %lld "
+                    "bytes), got %lld",
+                (long long)i, (long long)blocks, (long long)R->memory[MEM_KV_CACHE], (long long)R->kv_block_tokens,
+                (long long)bpt, (long long)R->kv_blocks);
+  return true;
+}
+
+/* A pool's sizes as the compiler resolves them: etp * ep * edp = tp * cp *
+ * dp (the expert groups regroup the same ranks), dcp dividing tp and no
+ * larger than the copies of one KV head (tp / kv_heads), and on a model
+ * without experts ep = 1 and etp = tp (the expert groups mirror the dense
+ * ones). */
+static bool check_pool_sizes(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
+  const PlanPool *P = &p->pools[i];
+  const int64_t *z = P->size;
+  CkState st = {true};
+  int64_t dense = ckm(&st, ckm(&st, z[CO_TP], z[CO_CP]), z[CO_DP]);
+  int64_t expert = ckm(&st, ckm(&st, z[CO_ETP], z[CO_EP]), z[CO_EDP]);
+  if (!st.ok || dense != expert)
+    return fail(ld, "pools[%zu].edp: expected etp * ep * edp = tp * cp * dp = %lld, got %lld * %lld * %lld", i,
+                (long long)dense, (long long)z[CO_ETP], (long long)z[CO_EP], (long long)z[CO_EDP]);
+  int64_t copies = M->kv_heads > 0 && z[CO_TP] > M->kv_heads ? z[CO_TP] / M->kv_heads : 1;
+  if (z[CO_TP] % z[CO_DCP] != 0 || (M->kv_heads > 0 && z[CO_DCP] > copies))
+    return fail(ld, "pools[%zu].dcp: expected a divisor of tp %lld of at most %lld (tp / kv_heads: the tp ranks "
+                    "that hold copies of one KV head), got %lld",
+                i, (long long)z[CO_TP], (long long)copies, (long long)z[CO_DCP]);
+  if (!M->moe && (z[CO_EP] != 1 || z[CO_ETP] != z[CO_TP]))
+    return fail(ld, "pools[%zu].%s: expected %lld on a model without experts (no rank holds one), got %lld", i,
+                z[CO_EP] != 1 ? "ep" : "etp", z[CO_EP] != 1 ? 1LL : (long long)z[CO_TP],
+                (long long)(z[CO_EP] != 1 ? z[CO_EP] : z[CO_ETP]));
+  return true;
+}
+
+/* An expert_map holds expert ids 0 .. E-1, each on at least one ep rank:
+ * E is the routed experts the other pools' shards show, else the map's
+ * largest id + 1. */
+static bool check_expert_map(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
+  const PlanPool *P = &p->pools[i];
+  if (!P->expert_map) return true;
+  int64_t n = P->expert_slots * P->size[CO_EP], E = M->experts;
+  if (E == 0)
+    for (int64_t k = 0; k < n; k++)
+      if (P->expert_map[k] >= E) E = (int64_t)P->expert_map[k] + 1;
+  if (E > n)
+    return fail(ld, "pools[%zu].expert_map: %lld slots cannot hold %lld experts", i, (long long)n, (long long)E);
+  uint8_t *held = rp_calloc((size_t)E, 1);
+  bool ok = true;
+  for (int64_t k = 0; k < n && ok; k++) {
+    if (P->expert_map[k] >= E)
+      ok = fail(ld, "pools[%zu].expert_map.ep_ranks[%lld][%lld]: expected an expert id below %lld, got %d", i,
+                (long long)(k / P->expert_slots), (long long)(k % P->expert_slots), (long long)E, P->expert_map[k]);
+    else
+      held[P->expert_map[k]] = 1;
+  }
+  for (int64_t e = 0; e < E && ok; e++)
+    if (!held[e]) ok = fail(ld, "pools[%zu].expert_map: expert %lld of %lld is on no ep rank", i, (long long)e, (long long)E);
+  free(held);
+  return ok;
+}
+
+/* kv_reshard holds the pairs `rankplan compile` writes: one per (prefill
+ * pool, decode pool), prefill pools outer, in pool order, each with at least
+ * one transfer (a decode rank always holds KV); a node file keeps the pairs
+ * with a pool that has a rank on its node. */
+static bool pool_here(const Plan *p, size_t pi) {
+  if (!p->partial) return true;
+  for (int64_t r = 0; r < p->nranks; r++)
+    if (p->ranks[r].pool == (int32_t)pi) return true;
+  return false;
+}
+
+static bool check_pairs(Ld *ld, const Plan *p) {
+  size_t k = 0;
+  for (size_t a = 0; a < p->npools; a++) {
+    if (strcmp(p->pools[a].role, "prefill") != 0) continue;
+    for (size_t b = 0; b < p->npools; b++) {
+      if (strcmp(p->pools[b].role, "decode") != 0 || !(pool_here(p, a) || pool_here(p, b))) continue;
+      if (k >= p->nreshard)
+        return fail(ld, "kv_reshard: expected a pair `%s` -> `%s` (a prefill and a decode pool), got %zu pair(s)",
+                    p->pools[a].name, p->pools[b].name, p->nreshard);
+      const PlanReshard *R = &p->reshard[k];
+      if (strcmp(R->prefill, p->pools[a].name) != 0 || strcmp(R->decode, p->pools[b].name) != 0)
+        return fail(ld, "kv_reshard[%zu]: expected the pair `%s` -> `%s` (pairs in pool order, prefill outer)", k,
+                    p->pools[a].name, p->pools[b].name);
+      if (R->ntransfers == 0)
+        return fail(ld, "kv_reshard[%zu].transfers: expected the transfers that fill pool `%s`'s KV, got none", k,
+                    R->decode);
+      k++;
+    }
+  }
+  if (k != p->nreshard)
+    return fail(ld, "kv_reshard[%zu]: expected %zu pair(s) (one per prefill and decode pool%s), got %zu", k, k,
+                p->partial ? " with a rank on this node" : "", p->nreshard);
+  return true;
+}
+
+/* One side of a pair as the independent checker sees it. The heads rule
+ * (tp / dcp head groups and the KV heads divide one another) and equal cp
+ * on both chunked sides are what the compiler's map builder requires. */
+static bool side_layout(Ld *ld, const Plan *p, const PlanModel *M, const char *name, const char *path,
+                        RsLayout *l) {
+  const PlanPool *P = &p->pools[find_pool(p, name)];
+  memset(l, 0, sizeof *l);
+  l->pool = P->name;
+  l->model_id = "plan";
+  l->tp = P->size[CO_TP];
+  l->pp = P->size[CO_PP];
+  l->cp = P->size[CO_CP];
+  l->dp = P->size[CO_DP];
+  l->dcp = P->size[CO_DCP];
+  l->layers = M->layers;
+  l->layer_partition = P->layer_partition;
+  l->kv_heads = M->kv_heads;
+  l->kv_bytes_per_head_token = M->head_bytes;
+  int64_t e = l->tp / l->dcp;
+  if (l->kv_heads % e != 0 && e % l->kv_heads != 0)
+    return fail(ld, "%s: pool `%s` has tp / dcp = %lld head groups for %lld KV heads; neither divides the other",
+                path, P->name, (long long)e, (long long)l->kv_heads);
+  return true;
+}
+
+/* The chunk ids of a range list at the pair's input_tokens T: each range
+ * must start and end on a boundary of the nchunks zigzag chunks
+ * ([floor(j*T/n), floor((j+1)*T/n))), and at most RS_MAX_CHUNK_IDS chunks
+ * in all. T >= nchunks, so no chunk is empty and the ids are unique. */
+static bool range_chunks(Ld *ld, const PlanTransfer *X, int64_t T, int64_t n, const char *path, RsTokens *t) {
+  int64_t prev = -1;
+  for (size_t k = 0; k < X->nranges; k++) {
+    int64_t a = X->ranges[k][0], b = X->ranges[k][1], ja, jb, sa, sb;
+    /* the chunk holding token a: floor(((a + 1) * n - 1) / T) */
+    bool ok = b <= T && a < b && ck_mul(a + 1, n, &ja) && ck_mul(b, n, &jb);
+    if (ok) {
+      ja = (ja - 1) / T;
+      jb = (jb - 1) / T + 1;
+      ok = ck_mul(ja, T, &sa) && ck_mul(jb, T, &sb) && sa / n == a && sb / n == b && ja >= prev;
+    }
+    if (!ok)
+      return fail(ld, "%s.tokens.ranges[%zu]: expected whole chunks of %lld tokens' %lld zigzag chunks, in order, "
+                      "got [%lld, %lld]",
+                  path, k, (long long)T, (long long)n, (long long)a, (long long)b);
+    for (int64_t j = ja; j < jb; j++) {
+      if (t->nids == RS_MAX_CHUNK_IDS)
+        return fail(ld, "%s.tokens.ranges: expected at most %d chunks, got more", path, RS_MAX_CHUNK_IDS);
+      t->ids[t->nids++] = j;
+    }
+    prev = jb;
+  }
+  if (t->nids == 0) return fail(ld, "%s.tokens.ranges: expected at least one range, got none", path);
+  return true;
+}
+
+/* A plan transfer as the checker's RsTransfer. */
+static bool to_rs(Ld *ld, const PlanReshard *R, const PlanTransfer *X, int64_t nchunks, const char *path,
+                  RsTransfer *x) {
+  memset(x, 0, sizeof *x);
+  x->src = X->src;
+  x->dst = X->dst;
+  x->layer_begin = X->layers[0];
+  x->layer_end = X->layers[1];
+  x->head_begin = X->kv_heads[0];
+  x->head_end = X->kv_heads[1];
+  x->bytes_per_token = X->bytes_per_token;
+  x->tokens.nchunks = 1;
+  x->tokens.nids = 1;
+  x->tokens.stride = X->stride;
+  x->tokens.offset = X->offset;
+  if (X->tokens != PT_RANGES) return true;
+  if (nchunks < 2) return fail(ld, "%s.tokens: expected \"all\" or a stride (no pool of the pair has cp > 1), got ranges", path);
+  if (!R->has_request || R->input_tokens < nchunks)
+    return fail(ld, "%s.tokens: ranges need the pair's request.input_tokens, at least the %lld chunks", path,
+                (long long)nchunks);
+  x->tokens.nchunks = nchunks;
+  x->tokens.nids = 0;
+  return range_chunks(ld, X, R->input_tokens, nchunks, path, &x->tokens);
+}
+
+/* Proves pair i with the independent checker (reshard_check.c): every cell
+ * each decode rank holds arrives exactly once, from a prefill rank that owns
+ * it, with bytes_per_token that of its layers and heads; and the pair's
+ * request bytes are its transfers' bytes at input_tokens. */
+static bool prove_pair(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
+  const PlanReshard *R = &p->reshard[i];
+  char path[48], why[256];
+  snprintf(path, sizeof path, "kv_reshard[%zu]", i);
+  RsLayout src, dst;
+  if (!side_layout(ld, p, M, R->prefill, path, &src) || !side_layout(ld, p, M, R->decode, path, &dst)) return false;
+  if (src.cp > 1 && dst.cp > 1 && src.cp != dst.cp)
+    return fail(ld, "%s: pools `%s` and `%s` cut tokens into different zigzag chunks (cp %lld and %lld)", path,
+                R->prefill, R->decode, (long long)src.cp, (long long)dst.cp);
+  int64_t nchunks = 2 * (src.cp > dst.cp ? src.cp : dst.cp);
+  RsMap m;
+  memset(&m, 0, sizeof m);
+  m.src_ranks = rs_replica_ranks(&src);
+  m.dst_ranks = rs_replica_ranks(&dst);
+  m.xfers.items = rp_calloc(R->ntransfers, sizeof *m.xfers.items);
+  m.xfers.len = m.xfers.cap = R->ntransfers;
+  bool ok = true;
+  int64_t bytes = 0;
+  for (size_t k = 0; k < R->ntransfers && ok; k++) {
+    char xp[96];
+    snprintf(xp, sizeof xp, "%s.transfers[%zu]", path, k);
+    ok = to_rs(ld, R, &R->transfers[k], nchunks > 2 ? nchunks : 1, xp, &m.xfers.items[k]);
+    int64_t b = R->has_request ? rs_plan_xfer_bytes(&R->transfers[k], R->input_tokens) : 0;
+    if (ok && (b < 0 || !ck_add(bytes, b, &bytes)))
+      ok = fail(ld, "%s.bytes_per_token: the bytes of a request of %lld tokens overflow", xp,
+                (long long)R->input_tokens);
+  }
+  if (ok && !rs_check_map(&src, &dst, &m, why, sizeof why))
+    ok = fail(ld, "%s.transfers: not an exact cover of pool `%s`'s KV from pool `%s`: %s", path, R->decode,
+              R->prefill, why);
+  if (ok && R->has_request && bytes != R->bytes)
+    ok = fail(ld, "%s.request.bytes: expected %lld (the transfers' bytes at %lld tokens), got %lld", path,
+              (long long)bytes, (long long)R->input_tokens, (long long)R->bytes);
+  free(m.xfers.items);
+  return ok;
+}
+
+/* Everything above, after the structural checks. */
+static bool check_model(Ld *ld, Plan *p) {
+  PlanModel M;
+  if (!derive_model(ld, p, &M)) return false;
+  for (size_t i = 0; i < p->npools; i++)
+    if (!check_pool_sizes(ld, p, &M, i) || !check_expert_map(ld, p, &M, i)) return false;
+  for (int64_t r = 0; r < p->nranks; r++)
+    if (!check_rank_kv(ld, p, &M, r)) return false;
+  if (!check_pairs(ld, p)) return false;
+  for (size_t i = 0; i < p->nreshard; i++)
+    if (!prove_pair(ld, p, &M, i)) return false;
   return true;
 }
 
@@ -1279,7 +1633,9 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
     p->partial = true;
     p->partial_node = (int32_t)pj_integer_value(node);
   }
-  if (!get_int(&ld, root, "", "world_size", 1, INT32_MAX, &p->world_size)) goto done;
+  if (!get_int(&ld, root, "", "world_size", 1, p->partial ? PLAN_MAX_WORLD_SPLIT : INT32_MAX,
+               &p->world_size))
+    goto done;
   if (!load_hardware(&ld, p, root) || !load_nodes(&ld, p, root) || !load_pools(&ld, p, root) || !load_ranks(&ld, p, root) ||
       !load_groups(&ld, p, root) || !load_reshard(&ld, p, root) ||
       !load_estimates(&ld, p, root) || !load_diags(&ld, p, root))
@@ -1302,7 +1658,7 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
       goto done;
     }
   }
-  ok = check_consistency(&ld, p);
+  ok = check_consistency(&ld, p) && check_model(&ld, p);
 done:
   pj_free(&doc);
   if (!ok) {
@@ -1313,12 +1669,70 @@ done:
   return p;
 }
 
+/* Reads at most PLAN_MAX_BYTES from fd; false with *why when the input
+ * is longer (a device such as /dev/zero never ends, so the cap is what
+ * stops it) or unreadable. */
+static bool read_capped(int fd, char **out, size_t *len, char **why) {
+  StrBuf sb;
+  sb_init(&sb);
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *why = rp_sprintf("%s", strerror(errno));
+      sb_free(&sb);
+      return false;
+    }
+    if (n == 0) break;
+    if (sb.len + (size_t)n > PLAN_MAX_BYTES) {
+      *why = rp_sprintf("longer than %zu bytes, the largest plan the loader reads "
+                        "(docs/plan.md, \"Loader caps\")", (size_t)PLAN_MAX_BYTES);
+      sb_free(&sb);
+      return false;
+    }
+    sb_putn(&sb, chunk, (size_t)n);
+  }
+  *len = sb.len;
+  *out = sb_take(&sb);
+  return true;
+}
+
+/* Reads a plan file: a regular file (a FIFO would block, a device may never
+ * end) of at most PLAN_MAX_BYTES, or standard input for "-". Opened without
+ * blocking, so a FIFO is refused rather than waited on. */
+static bool read_plan_file(const char *path, char **out, size_t *len, char **why) {
+  bool in = strcmp(path, "-") == 0;
+  int fd = in ? STDIN_FILENO : open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = rp_sprintf("%s", strerror(errno));
+    return false;
+  }
+  struct stat st;
+  bool ok = false;
+  if (fstat(fd, &st) != 0) {
+    *why = rp_sprintf("%s", strerror(errno));
+  } else if (!in && !S_ISREG(st.st_mode)) {
+    *why = rp_sprintf("not a regular file (%s)", S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                 : S_ISDIR(st.st_mode) ? "a directory"
+                                                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                 : "a socket or other special file");
+  } else if (!in && (uint64_t)st.st_size > PLAN_MAX_BYTES) {
+    *why = rp_sprintf("%lld bytes, over %zu, the largest plan the loader reads (docs/plan.md, "
+                      "\"Loader caps\")", (long long)st.st_size, (size_t)PLAN_MAX_BYTES);
+  } else {
+    ok = read_capped(fd, out, len, why);
+  }
+  if (!in) close(fd);
+  return ok;
+}
+
 Plan *plan_load(const char *path, const char *spec_path, char **err) {
-  char *text;
+  char *text, *why = NULL;
   size_t len;
-  int e = rp_read_file(path, SIZE_MAX / 2, &text, &len);
-  if (e) {
-    *err = rp_sprintf("%s: cannot read the plan: %s", path, strerror(e));
+  if (!read_plan_file(path, &text, &len, &why)) {
+    *err = rp_sprintf("%s: cannot read the plan: %s", path, why);
+    free(why);
     return NULL;
   }
   Plan *p = plan_load_mem(path, text, len, spec_path, err);

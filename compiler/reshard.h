@@ -200,6 +200,14 @@ void rs_explain(FILE *out, const struct Plan *p, int64_t n_tokens_opt);
 
 /* ---- reshard_check.c: the independent checker ---- */
 
+/* The most cells (decode ranks x layers x kv heads x tokens) one check
+ * visits. The checker takes L x H x T bytes for one destination rank at a
+ * time, and about 10 ns per cell: 2^26 cells is under a second, where the
+ * largest map of the benchmarked and example plans (Llama-3.1-405B, 126
+ * layers, 8 KV heads, prefill cp 8 to decode tp 8: T = 33) is about 2^18.
+ * A plan whose map needs more is refused by the loader as unprovable. */
+#define RS_CHECK_MAX_CELLS ((int64_t)1 << 26)
+
 /* Proves the map cell by cell for a T-token request: every cell a decode rank
  * owns arrives exactly once, every cell sent is owned by its source and held
  * by its destination, and each transfer's bytes_per_token is its layers x

@@ -19,12 +19,16 @@
 #include "rp_config.h"
 #include "t.h"
 
-/* Two nodes of 8: prefill 1 x (tp 4, pp 2), decode 2 x tp 4 (dcp 2). */
+/* Two nodes of 8: prefill 1 x (tp 4, pp 2), decode 2 x tp 4 (dcp 2). The
+ * model has 2 KV heads instead of Llama-3.1-8B's 8, so that tp 4 holds each
+ * head twice and dcp 2 splits those copies' tokens (E0213 otherwise). */
 static const char spec_text[] =
     "version: 1\n"
     "name: plan-test\n"
     "model:\n"
     "  preset: llama-3.1-8b\n"
+    "  attention:\n"
+    "    kv_heads: 2\n"
     "hardware:\n"
     "  preset: h100-sxm\n"
     "  nodes: 2\n"
