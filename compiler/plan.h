@@ -234,6 +234,13 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len,
 
 void plan_free(Plan *p);
 
+/* s as text safe to print on a terminal (free it with free()): control
+ * characters (C0, DEL, and C1 written in UTF-8) and bytes that are not
+ * UTF-8 become \xHH, one per byte, so a pool name or message from a plan
+ * cannot move the cursor, clear the screen or retitle the window. The
+ * loader's messages and explain's text views print plan strings this way. */
+char *plan_escape(const char *s);
+
 /* The rank's group of kind k, or NULL when it has none. In a split plan a
  * rank not on this node has no entry: r must be a rank the plan lists
  * (plan_find_rank). */

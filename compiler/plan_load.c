@@ -439,6 +439,35 @@ bool plan_kind_fixes(GroupKind k, CoordKind c) {
   return false;
 }
 
+/* ---- escaping --------------------------------------------------------------- */
+
+/* The length of the UTF-8 sequence at s that is not a C1 control
+ * (U+0080..U+009F), or 0. */
+static size_t utf8_len(const unsigned char *s) {
+  size_t n = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+           : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+  for (size_t i = 1; i < n; i++)
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  if (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) return 0;
+  return n;
+}
+
+char *plan_escape(const char *s) {
+  StrBuf sb;
+  sb_init(&sb);
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    size_t n = *p >= 0x80 ? utf8_len(p) : *p >= 0x20 && *p != 0x7F ? 1 : 0;
+    if (n) {
+      sb_putn(&sb, (const char *)p, n);
+      p += n;
+    } else {
+      sb_printf(&sb, "\\x%02x", *p++);
+    }
+  }
+  return sb_take(&sb);
+}
+
 /* ---- error reporting ----------------------------------------------------- */
 
 typedef struct {
@@ -453,7 +482,9 @@ static bool fail(Ld *ld, const char *fmt, ...) {
   va_start(ap, fmt);
   char *m = rp_vsprintf(fmt, ap);
   va_end(ap);
-  ld->err = rp_sprintf("%s: %s", ld->name, m);
+  char *e = plan_escape(m);
+  ld->err = rp_sprintf("%s: %s", ld->name, e);
+  free(e);
   free(m);
   return false;
 }
@@ -565,6 +596,9 @@ static bool load_nodes(Ld *ld, Plan *p, PjV *root) {
       return fail(ld, "%s.node: a node file lists only its node %d, got node %lld of %zu", path,
                   p->partial_node, (long long)id, p->nnodes);
     if (!get_int(ld, n, path, "gpus", 1, INT32_MAX, &gpus)) return false;
+    if (i > 0 && gpus != p->nodes[0].gpus)
+      return fail(ld, "%s.gpus: expected %d (every node has hardware.gpus_per_node GPUs, as nodes[0]), got %lld",
+                  path, p->nodes[0].gpus, (long long)gpus);
     PjV *r = field(ld, n, path, "ranks", PJ_ARRAY);
     if (!r) return false;
     p->nodes[i].node = (int32_t)id;
@@ -1298,6 +1332,13 @@ static bool derive_model(Ld *ld, const Plan *p, PlanModel *M) {
     if (R->shard[SH_EXPERTS][1] > M->experts) M->experts = R->shard[SH_EXPERTS][1];
   }
   M->moe |= M->experts > 0;
+  return true;
+}
+
+/* KV bytes of one head, one layer, one token, from ranks[0] (whose shards
+ * check_rank_shards has held to the model); every other rank is held to
+ * it by check_rank_kv. */
+static bool derive_head_bytes(Ld *ld, const Plan *p, PlanModel *M) {
   if (p->nranks == 0) return true;
   const PlanRank *R = &p->ranks[0];
   int64_t cells;
@@ -1325,33 +1366,51 @@ static bool kv_heads_of(int64_t kv_heads, int64_t tp, int64_t t, int64_t out[2])
   return true;
 }
 
-/* One rank's layers, KV heads and KV bytes against its pool and the model:
- * the layers of its pp stage, the heads of its tp index, bytes per token of
- * exactly those, and as many KV blocks as its kv_cache holds. */
-static bool check_rank_kv(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) {
+/* The layers of rank i's pp stage, in out. */
+static void stage_layers(const Plan *p, const PlanRank *R, int64_t out[2]) {
+  const PlanPool *P = &p->pools[R->pool];
+  int64_t start = 0;
+  for (int64_t k = 0; k < R->coords[CO_PP]; k++) start += P->layer_partition[k];
+  out[0] = start;
+  out[1] = start + P->layer_partition[R->coords[CO_PP]];
+}
+
+/* Rank i's layers and KV heads against its pool and the model: the layers
+ * of its pp stage and the heads of its tp index. */
+static bool check_rank_shards(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) {
   const PlanRank *R = &p->ranks[i];
   const PlanPool *P = &p->pools[R->pool];
-  int64_t start = 0, s = R->coords[CO_PP];
-  for (int64_t k = 0; k < s; k++) start += P->layer_partition[k];
-  int64_t want[2] = {start, start + P->layer_partition[s]}, heads[2] = {-1, -1};
+  int64_t want[2], heads[2] = {-1, -1};
+  stage_layers(p, R, want);
   if (R->shard[SH_LAYERS][0] != want[0] || R->shard[SH_LAYERS][1] != want[1])
-    return fail(ld, "ranks[%lld].shard.layers: expected [%lld, %lld] (pp stage %lld of pool `%s`, %lld layers), "
+    return fail(ld, "ranks[%lld].shard.layers: expected [%lld, %lld] (pp stage %d of pool `%s`, %lld layers), "
                     "got [%lld, %lld]",
-                (long long)i, (long long)want[0], (long long)want[1], (long long)s, P->name, (long long)M->layers,
+                (long long)i, (long long)want[0], (long long)want[1], R->coords[CO_PP], P->name, (long long)M->layers,
                 (long long)R->shard[SH_LAYERS][0], (long long)R->shard[SH_LAYERS][1]);
-  if (!kv_heads_of(M->kv_heads, P->size[CO_TP], R->coords[CO_TP], heads) || R->shard[SH_KV_HEADS][0] != heads[0] || R->shard[SH_KV_HEADS][1] != heads[1])
+  if (!kv_heads_of(M->kv_heads, P->size[CO_TP], R->coords[CO_TP], heads) || R->shard[SH_KV_HEADS][0] != heads[0] ||
+      R->shard[SH_KV_HEADS][1] != heads[1])
     return fail(ld, "ranks[%lld].shard.kv_heads: expected [%lld, %lld] (tp rank %d of %lld over %lld KV heads), "
                     "got [%lld, %lld]",
                 (long long)i, (long long)heads[0], (long long)heads[1], R->coords[CO_TP],
                 (long long)P->size[CO_TP], (long long)M->kv_heads, (long long)R->shard[SH_KV_HEADS][0],
                 (long long)R->shard[SH_KV_HEADS][1]);
+  return true;
+}
+
+/* Rank i's KV bytes: bytes per token of exactly its layers and heads, and
+ * as many KV blocks as its kv_cache holds (memory.c: kv_cache / (block
+ * tokens x bytes per token)). */
+static bool check_rank_kv(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) {
+  const PlanRank *R = &p->ranks[i];
+  int64_t layers = R->shard[SH_LAYERS][1] - R->shard[SH_LAYERS][0];
+  int64_t heads = R->shard[SH_KV_HEADS][1] - R->shard[SH_KV_HEADS][0];
   CkState st = {true};
-  int64_t bpt = ckm(&st, ckm(&st, want[1] - want[0], heads[1] - heads[0]), M->head_bytes);
+  int64_t bpt = ckm(&st, ckm(&st, layers, heads), M->head_bytes);
   if (!st.ok || R->kv_bytes_per_token != bpt)
     return fail(ld, "ranks[%lld].kv.bytes_per_token: expected %lld (%lld layers x %lld kv heads x %lld bytes, "
                     "as ranks[0] holds), got %lld",
-                (long long)i, (long long)bpt, (long long)(want[1] - want[0]), (long long)(heads[1] - heads[0]),
-                (long long)M->head_bytes, (long long)R->kv_bytes_per_token);
+                (long long)i, (long long)bpt, (long long)layers, (long long)heads, (long long)M->head_bytes,
+                (long long)R->kv_bytes_per_token);
   int64_t block = ckm(&st, R->kv_block_tokens, bpt);
   int64_t blocks = st.ok ? R->memory[MEM_KV_CACHE] / block : -1;
   if (R->kv_blocks != blocks)
@@ -1552,19 +1611,21 @@ static bool prove_pair(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
   m.xfers.items = rp_calloc(R->ntransfers, sizeof *m.xfers.items);
   m.xfers.len = m.xfers.cap = R->ntransfers;
   bool ok = true;
-  int64_t bytes = 0;
   for (size_t k = 0; k < R->ntransfers && ok; k++) {
     char xp[96];
     snprintf(xp, sizeof xp, "%s.transfers[%zu]", path, k);
     ok = to_rs(ld, R, &R->transfers[k], nchunks > 2 ? nchunks : 1, xp, &m.xfers.items[k]);
-    int64_t b = R->has_request ? rs_plan_xfer_bytes(&R->transfers[k], R->input_tokens) : 0;
-    if (ok && (b < 0 || !ck_add(bytes, b, &bytes)))
-      ok = fail(ld, "%s.bytes_per_token: the bytes of a request of %lld tokens overflow", xp,
-                (long long)R->input_tokens);
   }
   if (ok && !rs_check_map(&src, &dst, &m, why, sizeof why))
     ok = fail(ld, "%s.transfers: not an exact cover of pool `%s`'s KV from pool `%s`: %s", path, R->decode,
               R->prefill, why);
+  int64_t bytes = 0;
+  for (size_t k = 0; k < R->ntransfers && ok && R->has_request; k++) {
+    int64_t b = rs_plan_xfer_bytes(&R->transfers[k], R->input_tokens);
+    if (b < 0 || !ck_add(bytes, b, &bytes))
+      ok = fail(ld, "%s.request.bytes: the transfers' bytes at %lld tokens overflow", path,
+                (long long)R->input_tokens);
+  }
   if (ok && R->has_request && bytes != R->bytes)
     ok = fail(ld, "%s.request.bytes: expected %lld (the transfers' bytes at %lld tokens), got %lld", path,
               (long long)bytes, (long long)R->input_tokens, (long long)R->bytes);
@@ -1578,6 +1639,9 @@ static bool check_model(Ld *ld, Plan *p) {
   if (!derive_model(ld, p, &M)) return false;
   for (size_t i = 0; i < p->npools; i++)
     if (!check_pool_sizes(ld, p, &M, i) || !check_expert_map(ld, p, &M, i)) return false;
+  for (int64_t r = 0; r < p->nranks; r++)
+    if (!check_rank_shards(ld, p, &M, r)) return false;
+  if (!derive_head_bytes(ld, p, &M)) return false;
   for (int64_t r = 0; r < p->nranks; r++)
     if (!check_rank_kv(ld, p, &M, r)) return false;
   if (!check_pairs(ld, p)) return false;

@@ -134,11 +134,10 @@ static int rc__by_dst(const void *a, const void *b) {
   return (x->i > y->i) - (x->i < y->i);
 }
 
-/* Marks the cells transfer i carries into count (destination x->dst's
- * cells, layer-major); fails on a cell its source does not own, its
- * destination does not hold, or that arrives twice. */
-static bool rc__carry(const RsLayout *src, const RsLayout *dst, const RsTransfer *x, size_t i,
-                      int64_t T, int64_t H, uint8_t *count, char *why, size_t whylen) {
+/* Every cell transfer i carries is owned by its source and held by its
+ * destination. */
+static bool rc__owned(const RsLayout *src, const RsLayout *dst, const RsTransfer *x, size_t i, int64_t T,
+                      char *why, size_t whylen) {
   for (int64_t p = 0; p < T; p++) {
     if (!rc__carries(x, p, T)) continue;
     for (int64_t layer = x->layer_begin; layer < x->layer_end; layer++)
@@ -151,6 +150,20 @@ static bool rc__carry(const RsLayout *src, const RsLayout *dst, const RsTransfer
           RC_FAIL("transfer %zu: destination rank %lld receives layer %lld head %lld token "
                   "%lld (T=%lld), which it does not hold",
                   i, (long long)x->dst, (long long)layer, (long long)h, (long long)p, (long long)T);
+      }
+  }
+  return true;
+fail:
+  return false;
+}
+
+/* Marks the cells transfer x carries in count (its destination's cells,
+ * layer-major); fails on a cell that arrives twice. */
+static bool rc__count(const RsTransfer *x, int64_t T, int64_t H, uint8_t *count, char *why, size_t whylen) {
+  for (int64_t p = 0; p < T; p++) {
+    if (!rc__carries(x, p, T)) continue;
+    for (int64_t layer = x->layer_begin; layer < x->layer_end; layer++)
+      for (int64_t h = x->head_begin; h < x->head_end; h++) {
         uint8_t *c = &count[(layer * H + h) * T + p];
         if (*c)
           RC_FAIL("destination rank %lld receives layer %lld head %lld token %lld "
@@ -183,6 +196,8 @@ bool rs_check_map_at(const RsLayout *src, const RsLayout *dst, const RsMap *m, i
             (long long)m->src_ranks, (long long)m->dst_ranks, (long long)ns, (long long)nd);
   for (size_t i = 0; i < m->xfers.len; i++)
     if (!rc__shape(src, &m->xfers.items[i], i, ns, nd, L, H, why, whylen)) goto fail;
+  for (size_t i = 0; i < m->xfers.len; i++)
+    if (!rc__owned(src, dst, &m->xfers.items[i], i, T, why, whylen)) goto fail;
   /* One destination rank at a time: the cell counts take L x H x T bytes,
    * not nd times that. */
   order = malloc((m->xfers.len ? m->xfers.len : 1) * sizeof *order);
@@ -194,7 +209,7 @@ bool rs_check_map_at(const RsLayout *src, const RsLayout *dst, const RsMap *m, i
   for (int64_t r = 0; r < nd; r++) {
     memset(count, 0, (size_t)per_rank);
     for (; k < m->xfers.len && order[k].dst == r; k++)
-      if (!rc__carry(src, dst, &m->xfers.items[order[k].i], order[k].i, T, H, count, why, whylen))
+      if (!rc__count(&m->xfers.items[order[k].i], T, H, count, why, whylen))
         goto fail;
     for (int64_t layer = 0; layer < L; layer++)
       for (int64_t h = 0; h < H; h++)
