@@ -1447,6 +1447,51 @@ static bool check_pool_sizes(Ld *ld, const Plan *p, const PlanModel *M, size_t i
   return true;
 }
 
+/* A rank's coordinates name one place of its instance: (tp, cp, dp, pp)
+ * once per instance, (etp, ep, edp) once per instance and pp stage (the
+ * expert groups regroup the same tp * cp * dp ranks), and dcp = tp mod dcp
+ * (docs/plan.md). Two ranks with the same coordinates would take one
+ * rank's shards and KV twice and leave another's to nobody. */
+static int64_t dense_slot(const PlanPool *P, const PlanRank *R) {
+  const int64_t *z = P->size;
+  const int32_t *c = R->coords;
+  int64_t idx = c[CO_TP] + z[CO_TP] * (c[CO_CP] + z[CO_CP] * (c[CO_DP] + z[CO_DP] * (int64_t)c[CO_PP]));
+  return P->first_rank + R->instance * P->instance_size + idx;
+}
+
+static int64_t expert_slot(const PlanPool *P, const PlanRank *R) {
+  const int64_t *z = P->size;
+  const int32_t *c = R->coords;
+  int64_t tcd = z[CO_TP] * z[CO_CP] * z[CO_DP];
+  int64_t idx = c[CO_ETP] + z[CO_ETP] * (c[CO_EP] + z[CO_EP] * (int64_t)c[CO_EDP]);
+  return P->first_rank + R->instance * P->instance_size + c[CO_PP] * tcd + idx;
+}
+
+static bool check_coords(Ld *ld, const Plan *p) {
+  uint8_t *seen = rp_calloc((size_t)p->world_size, 1);
+  bool ok = true;
+  for (int64_t i = 0; i < p->nranks && ok; i++) {
+    const PlanRank *R = &p->ranks[i];
+    const PlanPool *P = &p->pools[R->pool];
+    int64_t d = dense_slot(P, R), e = expert_slot(P, R);
+    if (R->coords[CO_DCP] != R->coords[CO_TP] % P->size[CO_DCP])
+      ok = fail(ld, "ranks[%lld].coords.dcp: expected tp mod dcp = %lld, got %d", (long long)i,
+                (long long)(R->coords[CO_TP] % P->size[CO_DCP]), R->coords[CO_DCP]);
+    else if (seen[d] & 1)
+      ok = fail(ld, "ranks[%lld].coords: (tp, cp, dp, pp) = (%d, %d, %d, %d) is another rank's of instance %d of "
+                    "pool `%s`", (long long)i, R->coords[CO_TP], R->coords[CO_CP], R->coords[CO_DP],
+                R->coords[CO_PP], R->instance, P->name);
+    else if (seen[e] & 2)
+      ok = fail(ld, "ranks[%lld].coords: (etp, ep, edp) = (%d, %d, %d) is another rank's of pp stage %d of "
+                    "instance %d of pool `%s`", (long long)i, R->coords[CO_ETP], R->coords[CO_EP],
+                R->coords[CO_EDP], R->coords[CO_PP], R->instance, P->name);
+    seen[d] |= 1;
+    seen[e] |= 2;
+  }
+  free(seen);
+  return ok;
+}
+
 /* An expert_map holds expert ids 0 .. E-1, each on at least one ep rank:
  * E is the routed experts the other pools' shards show, else the map's
  * largest id + 1. */
@@ -1639,6 +1684,7 @@ static bool check_model(Ld *ld, Plan *p) {
   if (!derive_model(ld, p, &M)) return false;
   for (size_t i = 0; i < p->npools; i++)
     if (!check_pool_sizes(ld, p, &M, i) || !check_expert_map(ld, p, &M, i)) return false;
+  if (!check_coords(ld, p)) return false;
   for (int64_t r = 0; r < p->nranks; r++)
     if (!check_rank_shards(ld, p, &M, r)) return false;
   if (!derive_head_bytes(ld, p, &M)) return false;

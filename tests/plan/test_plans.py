@@ -581,6 +581,14 @@ try:
          "pools[1].dcp: expected a divisor of tp 4 of at most 1 (tp / kv_heads: the tp ranks that hold copies of one KV head), got 2"),
         ("dcp not dividing tp", mutate(cpdcp, lambda d: d["pools"][1].__setitem__("dcp", 3)),
          "pools[1].dcp: expected a divisor of tp 8 of at most 2"),
+        # coordinates name one place each (a fuzz_plan_mutate finding: two ranks of one place)
+        ("two ranks at one (tp, cp, dp, pp)", mutate(P70, lambda d: d["ranks"][23]["coords"].__setitem__("tp", 2)),
+         "ranks[23].coords: (tp, cp, dp, pp) = (2, 0, 0, 0) is another rank's of instance 1 of pool `decode`"),
+        ("two ranks at one (etp, ep, edp)", mutate(os.path.join(EX, "qwen3-235b-ep.plan.json"),
+                                                   lambda d: d["ranks"][1]["coords"].__setitem__("ep", 0)),
+         "ranks[1].coords: (etp, ep, edp) = (0, 0, 0) is another rank's of pp stage 0 of instance 0 of pool `main`"),
+        ("coords.dcp other than tp mod dcp", mutate(cpdcp, lambda d: d["ranks"][9]["coords"].__setitem__("dcp", 0)),
+         "ranks[9].coords.dcp: expected tp mod dcp = 1, got 0"),
         # nodes
         ("duplicate local_rank on a node", mutate(P70, lambda d: d["ranks"][1].__setitem__("local_rank", 0)),
          "ranks[1].local_rank: expected 1 (its index among node 0's ranks), got 0"),
