@@ -6,8 +6,8 @@
  * plan_load() reads a plan written by `rankplan compile`, checks it and
  * returns it as flat arrays, so that a runtime needs no arithmetic of its
  * own: each rank's node, device, coordinates, group ids and shards are
- * explicit. The loader depends on util.c and libc only (it reads JSON with
- * its own small reader): no libyaml, no Lua, no Jansson.
+ * explicit. The loader depends on util.c, reshard_check.c and libc only (it
+ * reads JSON with its own small reader): no libyaml, no Lua, no Jansson.
  *
  * Invariants of a Plan returned by plan_load():
  *  - format is "rankplan.plan/1";
@@ -21,8 +21,20 @@
  *  - group membership agrees with the members' coordinates: members of a
  *    tp group share every coordinate but tp, and so on for each kind (see
  *    plan_kind_fixes()), and every member lists the group under its kind;
- *  - ranks[i].node < nnodes and ranks[i].device < nodes[node].gpus;
- *  - each pool's ranks are [first_rank, first_rank + nranks).
+ *  - ranks[i].node < nnodes and ranks[i].device < nodes[node].gpus; a
+ *    node's ranks are ascending, local_rank is a rank's index among them,
+ *    and no two ranks share a device;
+ *  - each pool's ranks are [first_rank, first_rank + nranks);
+ *  - coordinates name one rank each: (tp, cp, dp, pp) per instance,
+ *    (etp, ep, edp) per instance and pp stage, dcp = tp mod dcp;
+ *  - shards and KV bytes are those of one model: shard.layers is the pp
+ *    stage's range of the pool's layer partition, shard.kv_heads the tp
+ *    index's heads, kv.bytes_per_token those layers x heads x one head's
+ *    bytes (the same for every rank), kv.blocks what kv_cache holds;
+ *  - a pool's expert_map holds every expert id 0 .. E-1 at least once;
+ *  - kv_reshard holds one pair per (prefill pool, decode pool), each with
+ *    transfers that reshard_check.c proves an exact cover of the decode
+ *    replica's KV, and request.bytes their bytes at input_tokens.
  */
 #ifndef RANKPLAN_PLAN_H
 #define RANKPLAN_PLAN_H

@@ -8,14 +8,21 @@
  *
  * Nothing in a plan is trusted: a truncated or hand-edited file must fail
  * here, with the JSON path of the first problem, rather than start a rank
- * on the wrong GPU. The checks are, in order: JSON syntax; the format
- * version; every key's type and range; the spec digest when the caller
- * names the spec; and the consistency between ranks, groups, pools and
- * nodes (each rank in exactly one group of each kind, membership agreeing
- * with coordinates, devices within their node, no GPU used twice).
+ * on the wrong GPU. The checks are, in order (docs/plan.md, "Loader
+ * checks" and "Loader caps"): the file (regular, capped in size); JSON
+ * syntax; the format version; every key's type and range; the spec digest
+ * when the caller names the spec; the consistency between ranks, groups,
+ * pools and nodes (each rank in exactly one group of each kind, membership
+ * agreeing with coordinates, devices within their node, no GPU used twice);
+ * and the compiler's guarantees about the one model the plan holds (shards,
+ * KV bytes, pool sizes, expert maps, coordinates) and its kv_reshard maps,
+ * each proven an exact cover by the independent checker.
  *
- * Depends on util.c and libc only (its own small JSON reader, below): the
- * runtime links it without libyaml, Lua or Jansson.
+ * Every count that sizes an allocation is checked against the values the
+ * document holds, or against a cap of plan.h, before the allocation.
+ *
+ * Depends on util.c, reshard_check.c and libc only (its own small JSON
+ * reader, below): the runtime links it without libyaml, Lua or Jansson.
  */
 #include <errno.h>
 #include <fcntl.h>
