@@ -834,6 +834,7 @@ static bool load_groups(Ld *ld, Plan *p, PjV *root) {
   if (!a) return false;
   p->ngroups = (int64_t)pj_array_size(a);
   p->groups = rp_calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *p->groups);
+  int world_spans = 0;
   for (int64_t i = 0; i < p->ngroups; i++) {
     PjV *o = pj_array_get(a, (size_t)i);
     PlanGroup *G = &p->groups[i];
@@ -865,8 +866,13 @@ static bool load_groups(Ld *ld, Plan *p, PjV *root) {
       G->instance = (int32_t)v;
     }
     if (pj_object_get(o, "span") && !pj_object_get(o, "ranks")) {
-      /* [start, end): every rank of the run, in order (the world group) */
+      /* [start, end): every rank of the run, in order (the world group).
+       * Expanded, a span takes world_size entries that the document does
+       * not hold, so only the one world group may be written so. */
       int64_t sp[2];
+      if (G->kind != GK_WORLD || world_spans++)
+        return fail(ld, "%s.span: only the one world group is written as a span, got %s", path,
+                    G->kind != GK_WORLD ? "a group of another kind" : "a second world group");
       if (!get_range(ld, o, path, "span", sp)) return false;
       if (sp[1] <= sp[0] || sp[1] > p->world_size)
         return fail(ld, "%s.span: expected a non-empty range within [0, %lld), got [%lld, %lld]", path,
@@ -1660,7 +1666,7 @@ static bool prove_pair(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
   memset(&m, 0, sizeof m);
   m.src_ranks = rs_replica_ranks(&src);
   m.dst_ranks = rs_replica_ranks(&dst);
-  m.xfers.items = rp_calloc(R->ntransfers, sizeof *m.xfers.items);
+  m.xfers.items = rp_calloc(R->ntransfers ? R->ntransfers : 1, sizeof *m.xfers.items);
   m.xfers.len = m.xfers.cap = R->ntransfers;
   bool ok = true;
   for (size_t k = 0; k < R->ntransfers && ok; k++) {

@@ -651,6 +651,22 @@ try:
                                              lambda d: d["pools"][0]["expert_map"].__setitem__("slots_per_rank", 2147483647)),
          1, "pools[0].expert_map.ep_ranks[0]: expected a list of 2147483647 experts (slots_per_rank), got a list of another length"),
     ]
+    def many_worlds(d):
+        """A node file of a 4,194,304-rank world (the cap) with 4,000 more
+        world groups: expanded, 64 GB of spans."""
+        n = 4194304
+        d["world_size"] = n
+        d["pools"][0].update(replicas=n // d["pools"][0]["instance_size"], ranks=[0, n])
+        w = d["groups"][-1]
+        w["span"] = [0, n]
+        d["groups"] += [dict(w, id=w["id"] + 1 + k) for k in range(4000)]
+    n1 = os.path.join(split, "node-1.plan.json")
+    nw = len(json.load(open(n1))["groups"])
+    big.append(("4,000 more world groups written as spans", mutate(n1, many_worlds), 1,
+                f"groups[{nw}].span: only the one world group is written as a span, got a second world group"))
+    big.append(("a tp group written as a span",
+                 mutate(P70, lambda d: (d["groups"][0].pop("ranks"), d["groups"][0].__setitem__("span", [0, 8]))), 1,
+                 "groups[0].span: only the one world group is written as a span, got a group of another kind"))
     split405 = json.load(open(os.path.join(split, "node-1.plan.json")))
     split405["world_size"] = 2147483647
     big.append(("world_size 2147483647 in a node file", json.dumps(split405), 1,
