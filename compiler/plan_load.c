@@ -43,7 +43,7 @@
  * flat array of 24-byte values takes a few seconds and a third of the memory.
  * It reads RFC 8259 JSON: objects (duplicate keys refused, as the plan's
  * writer never makes them), arrays, strings (escapes decoded to UTF-8, NUL
- * refused), integers (int64, out of range refused), numbers with a fraction
+ * refused, other bytes well-formed UTF-8), integers (int64, out of range refused), numbers with a fraction
  * or exponent, true, false, null; nesting is capped.
  *
  * Values are stored in document order (a container, then its children), so
@@ -129,6 +129,20 @@ static bool pj_u4(PjDoc *d, unsigned *out) {
   return true;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), or 0. */
+static size_t pj_utf8(const unsigned char *p, const unsigned char *end) {
+  unsigned c = p[0];
+  size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || (size_t)(end - p) < n) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((p[i] & 0xC0) != 0x80) return 0;
+  if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0) || (c == 0xF0 && p[1] < 0x90) ||
+      (c == 0xF4 && p[1] >= 0x90))
+    return 0;
+  return n;
+}
+
 static bool pj_string(PjDoc *d, size_t *idx) {
   d->p++; /* the opening quote */
   char *o = d->str + d->slen, *start = o;
@@ -140,6 +154,16 @@ static bool pj_string(PjDoc *d, size_t *idx) {
       break;
     }
     if (c < 0x20) return pj_fail(d, "control character in a string");
+    if (c >= 0x80) {
+      /* RFC 8259 8.1: JSON text is UTF-8; a compiled plan's strings come
+       * from a UTF-8 spec. */
+      size_t n = pj_utf8((const unsigned char *)d->p, (const unsigned char *)d->end);
+      if (n == 0) return pj_fail(d, "invalid UTF-8 in a string");
+      memcpy(o, d->p, n);
+      o += n;
+      d->p += n;
+      continue;
+    }
     if (c != '\\') {
       *o++ = (char)c;
       d->p++;

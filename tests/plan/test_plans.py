@@ -714,6 +714,11 @@ try:
     p = run("explain", path, "--summary", "--format", "json")
     check(p.returncode == 0 and "\\u001b]0;pwned" in p.stdout.lower() and "\x1b" not in p.stdout,
           "explain --format json: control characters escaped by the JSON writer", p.stdout[:300])
+    path8 = os.path.join(tmp, "not-utf8.json")
+    open(path8, "wb").write(good.encode().replace(b'"name":"prefill"', b'"name":"pre\xfffill"', 1))
+    p = run("explain", path8, "--summary", "--format", "json")
+    check(p.returncode == 1 and "not a valid plan (JSON: invalid UTF-8 in a string)" in p.stderr,
+          "loader: a string that is not UTF-8 is refused (explain's JSON view would drop it)", p.stderr)
     bad = esc.replace('"decode":"decode","transfers"', '"decode":"\\u001b[2Jx","transfers"', 1)
     open(path, "w").write(bad)
     p = run("explain", path)

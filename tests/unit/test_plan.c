@@ -485,6 +485,27 @@ static void test_escape(void) {
   }
 }
 
+/* Plan strings are UTF-8 (RFC 8259 8.1): bytes that are not, overlong
+ * forms, surrogates and sequences cut short are refused by the reader;
+ * well-formed ones pass it (and then fail later: not an object). */
+static void test_utf8(void) {
+  static const char *const bad[] = {"\"a\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xe2\x82\"",
+                                    "\"\xf4\x90\x80\x80\"", "\"\x80\"", "\"\xe0\x9f\xbf\""};
+  static const char *const good[] = {"\"\xc3\xa9\"", "\"\xe2\x82\xac\"", "\"\xf0\x9f\x98\x80\"",
+                                     "\"\xc2\x9b\""};
+  char *err = NULL;
+  for (size_t i = 0; i < RP_ARRAY_LEN(bad); i++) {
+    Plan *p = plan_load_mem("plan.json", bad[i], strlen(bad[i]), NULL, &err);
+    T_CHECK(p == NULL && err && strstr(err, "(JSON: invalid UTF-8 in a string)"));
+    free(err);
+  }
+  for (size_t i = 0; i < RP_ARRAY_LEN(good); i++) {
+    Plan *p = plan_load_mem("plan.json", good[i], strlen(good[i]), NULL, &err);
+    T_CHECK(p == NULL && err && strstr(err, "expected a JSON object at the top, got a string"));
+    free(err);
+  }
+}
+
 /* Files the loader refuses to read: a device, a directory, a FIFO (opened
  * without blocking), and one over PLAN_MAX_BYTES (a sparse file: no data is
  * read). Each message names the file. */
@@ -697,6 +718,7 @@ int main(void) {
   T_RUN(test_atomic_write);
   T_RUN(test_mutations);
   T_RUN(test_escape);
+  T_RUN(test_utf8);
   T_RUN(test_read_refusals);
   T_RUN(test_expert_map);
   T_RUN(test_estimates_need_slo);
