@@ -1337,21 +1337,26 @@ static bool check_consistency(Ld *ld, Plan *p) {
  * agree with them as `rankplan compile` makes them agree. */
 
 /* The model as the plan shows it; -1 for a figure no rank of the file
- * shows (a node file of an idle node). */
+ * shows. A whole plan shows every figure; a node file only through the
+ * ranks of its node: the KV heads when it holds the last tp rank of a pool
+ * (that rank's kv_heads end is the model's), the routed experts when it
+ * holds the last ep rank of a pool without an expert_map. */
 typedef struct {
   int64_t layers;    /* every pool's layer_partition sums to it */
-  int64_t kv_heads;  /* the largest kv_heads end of any rank (1: MLA's latent) */
+  int64_t kv_heads;  /* KV heads (1: MLA's latent); -1: unknown */
   int64_t head_bytes; /* KV bytes of one head, one layer, one token */
-  int64_t experts;   /* the largest experts end of any rank (0: none or a map) */
-  bool moe;          /* experts > 0 or a pool has an expert_map */
+  int64_t experts;   /* routed experts; 0: none, or unknown */
+  bool moe;          /* a rank holds experts or a pool has an expert_map */
+  bool moe_known;    /* the file holds a rank or an expert_map */
 } PlanModel;
 
-/* Layers and the first rank's KV figures; the rank checks below hold every
- * other rank to them. */
+/* Layers, KV heads and experts; derive_head_bytes and the rank checks
+ * below hold every rank to them. */
 static bool derive_model(Ld *ld, const Plan *p, PlanModel *M) {
   M->layers = M->kv_heads = M->head_bytes = -1;
   M->experts = 0;
   M->moe = false;
+  M->moe_known = p->nranks > 0;
   for (size_t i = 0; i < p->npools; i++) {
     CkState st = {true};
     int64_t sum = 0;
@@ -1362,13 +1367,20 @@ static bool derive_model(Ld *ld, const Plan *p, PlanModel *M) {
                   i, (long long)sum, (long long)M->layers);
     M->layers = sum;
     M->moe |= p->pools[i].expert_map != NULL;
+    M->moe_known |= p->pools[i].expert_map != NULL;
   }
   for (int64_t r = 0; r < p->nranks; r++) {
     const PlanRank *R = &p->ranks[r];
-    if (R->shard[SH_KV_HEADS][1] > M->kv_heads) M->kv_heads = R->shard[SH_KV_HEADS][1];
-    if (R->shard[SH_EXPERTS][1] > M->experts) M->experts = R->shard[SH_EXPERTS][1];
+    const PlanPool *P = &p->pools[R->pool];
+    M->moe |= R->shard[SH_EXPERTS][1] > R->shard[SH_EXPERTS][0];
+    if (R->coords[CO_TP] == P->size[CO_TP] - 1 && R->shard[SH_KV_HEADS][1] < 1)
+      return fail(ld, "ranks[%lld].shard.kv_heads: expected the model's last KV head (tp rank %d of %lld), got none",
+                  (long long)r, R->coords[CO_TP], (long long)P->size[CO_TP]);
+    if (R->coords[CO_TP] == P->size[CO_TP] - 1 && R->shard[SH_KV_HEADS][1] > M->kv_heads)
+      M->kv_heads = R->shard[SH_KV_HEADS][1];
+    if (!P->expert_map && R->coords[CO_EP] == P->size[CO_EP] - 1 && R->shard[SH_EXPERTS][1] > M->experts)
+      M->experts = R->shard[SH_EXPERTS][1];
   }
-  M->moe |= M->experts > 0;
   return true;
 }
 
@@ -1424,6 +1436,7 @@ static bool check_rank_shards(Ld *ld, const Plan *p, const PlanModel *M, int64_t
                     "got [%lld, %lld]",
                 (long long)i, (long long)want[0], (long long)want[1], R->coords[CO_PP], P->name, (long long)M->layers,
                 (long long)R->shard[SH_LAYERS][0], (long long)R->shard[SH_LAYERS][1]);
+  if (M->kv_heads < 0) return true; /* a node file without a last tp rank */
   if (!kv_heads_of(M->kv_heads, P->size[CO_TP], R->coords[CO_TP], heads) || R->shard[SH_KV_HEADS][0] != heads[0] ||
       R->shard[SH_KV_HEADS][1] != heads[1])
     return fail(ld, "ranks[%lld].shard.kv_heads: expected [%lld, %lld] (tp rank %d of %lld over %lld KV heads), "
@@ -1477,7 +1490,7 @@ static bool check_pool_sizes(Ld *ld, const Plan *p, const PlanModel *M, size_t i
     return fail(ld, "pools[%zu].dcp: expected a divisor of tp %lld of at most %lld (tp / kv_heads: the tp ranks "
                     "that hold copies of one KV head), got %lld",
                 i, (long long)z[CO_TP], (long long)copies, (long long)z[CO_DCP]);
-  if (!M->moe && (z[CO_EP] != 1 || z[CO_ETP] != z[CO_TP]))
+  if (M->moe_known && !M->moe && (z[CO_EP] != 1 || z[CO_ETP] != z[CO_TP]))
     return fail(ld, "pools[%zu].%s: expected %lld on a model without experts (no rank holds one), got %lld", i,
                 z[CO_EP] != 1 ? "ep" : "etp", z[CO_EP] != 1 ? 1LL : (long long)z[CO_TP],
                 (long long)(z[CO_EP] != 1 ? z[CO_EP] : z[CO_ETP]));
@@ -1728,7 +1741,9 @@ static bool check_model(Ld *ld, Plan *p) {
   for (int64_t r = 0; r < p->nranks; r++)
     if (!check_rank_kv(ld, p, &M, r)) return false;
   if (!check_pairs(ld, p)) return false;
-  for (size_t i = 0; i < p->nreshard; i++)
+  /* A node file that does not show the KV heads cannot be proven; the
+   * whole plan it was split from can. */
+  for (size_t i = 0; i < p->nreshard && M.kv_heads > 0; i++)
     if (!prove_pair(ld, p, &M, i)) return false;
   return true;
 }

@@ -439,6 +439,20 @@ try:
     check(ok_groups, "node files: exactly the groups their ranks belong to")
     check(ok_load, "node files: the loader accepts each")
 
+    # node files whose ranks do not show the whole model load too: tp 16 over
+    # two nodes (node 0 lacks the last tp rank, so the KV heads), and a MoE
+    # plan with an idle node (no rank at all, so neither heads nor experts)
+    q3 = os.path.join(tmp, "qwen-3-nodes.yaml")
+    open(q3, "w").write(open(os.path.join(EX, "qwen3-235b-ep.yaml")).read().replace("  nodes: 2\n", "  nodes: 3\n", 1))
+    for name, spec in (("tp16", os.path.join(SRC, "tests", "golden", "ok", "rule-tp-across-domain-allowed.yaml")),
+                       ("qwen-idle-node", q3)):
+        d = os.path.join(tmp, "split-" + name)
+        p = run("compile", spec, "-o", os.path.join(tmp, name + ".json"), "--split-by-node", d)
+        files = sorted(os.listdir(d)) if p.returncode == 0 else []
+        bad = [f for f in files if run("explain", os.path.join(d, f), "--summary").returncode != 0]
+        check(len(files) >= 2 and not bad, f"node files of {name}: the loader accepts each ({len(files)})",
+              (p.stderr[-300:], bad))
+
     # node files stay small at scale: the 1,024-GPU plan on 128 nodes
     split2 = os.path.join(tmp, "split2")
     p = run("compile", os.path.join(EX, "deepseek-v3-1024.yaml"), "-o", os.path.join(tmp, "ds.json"),
