@@ -43,8 +43,9 @@
  * flat array of 24-byte values takes a few seconds and a third of the memory.
  * It reads RFC 8259 JSON: objects (duplicate keys refused, as the plan's
  * writer never makes them), arrays, strings (escapes decoded to UTF-8, NUL
- * refused, other bytes well-formed UTF-8), integers (int64, out of range refused), numbers with a fraction
- * or exponent, true, false, null; nesting is capped.
+ * refused, other bytes well-formed UTF-8), integers (int64, out of range
+ * refused), numbers with a fraction or exponent, true, false, null;
+ * nesting is capped.
  *
  * Values are stored in document order (a container, then its children), so
  * a container's children follow it and `skip` jumps over a whole subtree.
@@ -472,23 +473,14 @@ bool plan_kind_fixes(GroupKind k, CoordKind c) {
 
 /* ---- escaping --------------------------------------------------------------- */
 
-/* The length of the UTF-8 sequence at s that is not a C1 control
- * (U+0080..U+009F), or 0. */
-static size_t utf8_len(const unsigned char *s) {
-  size_t n = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
-           : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
-  for (size_t i = 1; i < n; i++)
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  if (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) return 0;
-  return n;
-}
-
 char *plan_escape(const char *s) {
   StrBuf sb;
   sb_init(&sb);
-  const unsigned char *p = (const unsigned char *)s;
+  const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
   while (*p) {
-    size_t n = *p >= 0x80 ? utf8_len(p) : *p >= 0x20 && *p != 0x7F ? 1 : 0;
+    /* printable ASCII, or UTF-8 other than a C1 control (U+0080..U+009F) */
+    size_t n = *p >= 0x80 ? pj_utf8(p, end) : *p >= 0x20 && *p != 0x7F ? 1 : 0;
+    if (n == 2 && p[0] == 0xC2 && p[1] < 0xA0) n = 0;
     if (n) {
       sb_putn(&sb, (const char *)p, n);
       p += n;
@@ -1415,7 +1407,7 @@ static bool kv_heads_of(int64_t kv_heads, int64_t tp, int64_t t, int64_t out[2])
   return true;
 }
 
-/* The layers of rank i's pp stage, in out. */
+/* The layers of R's pp stage, in out. */
 static void stage_layers(const Plan *p, const PlanRank *R, int64_t out[2]) {
   const PlanPool *P = &p->pools[R->pool];
   int64_t start = 0;
