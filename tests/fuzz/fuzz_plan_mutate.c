@@ -8,7 +8,9 @@
  * layer range widened, an expert id out of range, a count made huge.
  *
  * Input: byte 0 picks one of the base plans (plans/examples/NAME.plan.json up
- * to 256 KiB, read once); then each 6-byte record is one edit: 3 bytes pick
+ * to 256 KiB, and the KV-transfer specs of tests/runtime compiled in-process,
+ * whose maps have token ranges, dcp strides, pp stages, replicated heads and
+ * MLA; made once); then each 6-byte record is one edit: 3 bytes pick
  * the number (its index among the plan's numbers, modulo their count), 1 byte
  * the operation, 2 bytes an operand. A mutated plan must load or be refused
  * with one message; one that loads must satisfy plan_invariants.h, including
@@ -20,12 +22,13 @@
  */
 #include <dirent.h>
 
+#include "compile.h"
 #include "plan_invariants.h"
 #include "rp_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { MAX_BASES = 16, MAX_BASE_BYTES = 256 << 10 };
+enum { MAX_BASES = 20, MAX_BASE_BYTES = 256 << 10 };
 
 /* A base plan and where its numbers are: offset and length of each. */
 typedef struct {
@@ -62,6 +65,42 @@ static void index_numbers(Base *b) {
   }
 }
 
+/* Makes text a base plan: it must load as it is. */
+static void add_base(const char *name, char *text, size_t len) {
+  char *err = NULL;
+  Plan *p = plan_load_mem(name, text, len, NULL, &err);
+  if (!p) {
+    fprintf(stderr, "fuzz_plan_mutate: the base plan %s does not load: %s\n", name, err);
+    abort();
+  }
+  plan_free(p);
+  Base *b = &bases[nbases++];
+  b->text = text;
+  b->len = len;
+  index_numbers(b);
+}
+
+/* The runtime tests' KV-transfer specs compiled in-process: their maps have
+ * what the example plans lack (token ranges of prefill cp, dcp strides, pp
+ * stages, replicated heads, MLA). */
+static void compile_base(const char *spec) {
+  char *path = rp_sprintf("%s/tests/runtime/%s", RP_SOURCE_ROOT, spec), *text;
+  size_t len;
+  Diags d;
+  diags_init(&d);
+  if (rp_read_file(path, MAX_BASE_BYTES, &text, &len) != 0) abort();
+  Spec *s = spec_parse(&d, path, text, len, RP_SOURCE_ROOT "/plans/catalog");
+  Layout *L = s && !diags_failed(&d) ? compile_layout(s, &d) : NULL;
+  if (!L) abort();
+  char *plan = emit_plan(&d, s, L, NULL, -1, &len);
+  add_base(path, plan, len);
+  lay_free(L);
+  spec_free(s);
+  diags_free(&d);
+  free(text);
+  free(path);
+}
+
 static void load_bases(void) {
   const char *dir = RP_SOURCE_ROOT "/plans/examples";
   DIR *d = opendir(dir);
@@ -70,21 +109,15 @@ static void load_bases(void) {
   while ((e = readdir(d)) && nbases < MAX_BASES) {
     size_t l = strlen(e->d_name);
     if (l < 10 || strcmp(e->d_name + l - 10, ".plan.json") != 0) continue;
-    char *path = rp_sprintf("%s/%s", dir, e->d_name), *err = NULL;
-    Base *b = &bases[nbases];
-    if (rp_read_file(path, MAX_BASE_BYTES, &b->text, &b->len) == 0) {
-      Plan *p = plan_load_mem(path, b->text, b->len, NULL, &err);
-      if (!p) {
-        fprintf(stderr, "fuzz_plan_mutate: the base plan %s does not load: %s\n", path, err);
-        abort();
-      }
-      plan_free(p);
-      index_numbers(b);
-      nbases++;
-    }
+    char *path = rp_sprintf("%s/%s", dir, e->d_name), *text;
+    size_t len;
+    if (rp_read_file(path, MAX_BASE_BYTES, &text, &len) == 0) add_base(path, text, len);
     free(path);
   }
   closedir(d);
+  static const char *const specs[] = {"kv-cp-to-dcp.yaml", "kv-pp-to-pp1.yaml", "kv-replicated.yaml",
+                                      "kv-mla-dp.yaml"};
+  for (size_t i = 0; i < RP_ARRAY_LEN(specs) && nbases < MAX_BASES; i++) compile_base(specs[i]);
   if (nbases == 0) abort();
 }
 
