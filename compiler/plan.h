@@ -31,6 +31,9 @@
  *    stage's range of the pool's layer partition, shard.kv_heads the tp
  *    index's heads, kv.bytes_per_token those layers x heads x one head's
  *    bytes (the same for every rank), kv.blocks what kv_cache holds;
+ *  - memory is one ledger per pool and pp stage, capacity the same on
+ *    every rank, and with kv_cache > 0 the other five entries add up to
+ *    capacity;
  *  - a pool's expert_map holds every expert id 0 .. E-1 at least once;
  *  - kv_reshard holds one pair per (prefill pool, decode pool), each with
  *    transfers that reshard_check.c proves an exact cover of the decode

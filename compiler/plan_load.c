@@ -1463,6 +1463,59 @@ static bool check_rank_kv(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) 
   return true;
 }
 
+/* Rank i's memory ledger (docs/plan.md, "ranks[]"): the same for every
+ * rank of one pool and pp stage (the ledger is per pool and stage, so
+ * explain --memory shows one rank for all), the same capacity on every rank
+ * (one GPU), and, with a KV pool, the five other entries adding up to
+ * capacity. first[] holds each stage's first rank of the pool, -1 before. */
+static bool check_rank_memory(Ld *ld, const Plan *p, int64_t i, int64_t *first) {
+  const PlanRank *R = &p->ranks[i];
+  const int64_t *m = R->memory;
+  int64_t sum = 0;
+  bool ok = true;
+  for (int k = 0; k < MEM__COUNT && ok; k++)
+    if (k != MEM_CAPACITY) ok = ck_add(sum, m[k], &sum);
+  if (m[MEM_KV_CACHE] > 0 && (!ok || sum != m[MEM_CAPACITY]))
+    return fail(ld, "ranks[%lld].memory: expected weights + kv_cache + activations + workspace + reserved = "
+                    "capacity %lld, got %s%lld",
+                (long long)i, (long long)m[MEM_CAPACITY], ok ? "" : "more than ", (long long)(ok ? sum : INT64_MAX));
+  if (m[MEM_CAPACITY] != p->ranks[0].memory[MEM_CAPACITY])
+    return fail(ld, "ranks[%lld].memory.capacity: expected %lld (every GPU of the plan, as ranks[0]), got %lld",
+                (long long)i, (long long)p->ranks[0].memory[MEM_CAPACITY], (long long)m[MEM_CAPACITY]);
+  int64_t *f = &first[R->coords[CO_PP]];
+  if (*f < 0) {
+    *f = i;
+    return true;
+  }
+  const PlanRank *F = &p->ranks[*f];
+  for (int k = 0; k < MEM__COUNT; k++)
+    if (m[k] != F->memory[k])
+      return fail(ld, "ranks[%lld].memory.%s: expected %lld (as ranks[%lld]: pool `%s` pp stage %d has one ledger), "
+                      "got %lld",
+                  (long long)i, mem_names[k], (long long)F->memory[k], (long long)*f, p->pools[R->pool].name,
+                  R->coords[CO_PP], (long long)m[k]);
+  if (R->kv_block_tokens != F->kv_block_tokens || R->kv_blocks != F->kv_blocks)
+    return fail(ld, "ranks[%lld].kv: expected %lld blocks of %lld tokens (as ranks[%lld]), got %lld of %lld",
+                (long long)i, (long long)F->kv_blocks, (long long)F->kv_block_tokens, (long long)*f,
+                (long long)R->kv_blocks, (long long)R->kv_block_tokens);
+  return true;
+}
+
+/* check_rank_memory for every rank, with one first-rank table per pool
+ * (pp entries: as many as the pool's layer_partition holds). */
+static bool check_memory(Ld *ld, const Plan *p) {
+  int64_t **first = rp_calloc(p->npools ? p->npools : 1, sizeof *first);
+  for (size_t i = 0; i < p->npools; i++) {
+    first[i] = rp_malloc((size_t)p->pools[i].size[CO_PP] * sizeof **first);
+    for (int64_t s = 0; s < p->pools[i].size[CO_PP]; s++) first[i][s] = -1;
+  }
+  bool ok = true;
+  for (int64_t r = 0; r < p->nranks && ok; r++) ok = check_rank_memory(ld, p, r, first[p->ranks[r].pool]);
+  for (size_t i = 0; i < p->npools; i++) free(first[i]);
+  free(first);
+  return ok;
+}
+
 /* A pool's sizes as the compiler resolves them: etp * ep * edp = tp * cp *
  * dp (the expert groups regroup the same ranks), dcp dividing tp and no
  * larger than the copies of one KV head (tp / kv_heads), and on a model
@@ -1732,6 +1785,7 @@ static bool check_model(Ld *ld, Plan *p) {
   if (!derive_head_bytes(ld, p, &M)) return false;
   for (int64_t r = 0; r < p->nranks; r++)
     if (!check_rank_kv(ld, p, &M, r)) return false;
+  if (!check_memory(ld, p)) return false;
   if (!check_pairs(ld, p)) return false;
   /* A node file that does not show the KV heads cannot be proven; the
    * whole plan it was split from can. */

@@ -632,6 +632,20 @@ try:
          "ranks[8].shard.layers: expected [63, 126] (pp stage 1 of pool `main`, 126 layers), got [63, 127]"),
         ("a kv_heads shard past the model", mutate(P70, lambda d: d["ranks"][16]["shard"].__setitem__("kv_heads", [0, 3])),
          "ranks[16].shard.kv_heads: expected [0, 2] (tp rank 0 of 4 over 8 KV heads), got [0, 3]"),
+        # the memory ledger: one per pool and pp stage, adding up to capacity
+        ("a huge kv_cache", mutate(P70, lambda d: d["ranks"][5]["memory"].__setitem__("kv_cache", 2**62)),
+         "ranks[5].kv.blocks: expected 7036874417766 (memory.kv_cache 4611686018427387904 over blocks of 16 tokens x 40960 bytes), got 162782"),
+        ("a kv_cache over capacity, blocks to match",
+         mutate(P70, lambda d: (d["ranks"][5]["memory"].__setitem__("kv_cache", 2**40 * 40960 * 16),
+                                d["ranks"][5]["kv"].__setitem__("blocks", 2**40))),
+         "ranks[5].memory: expected weights + kv_cache + activations + workspace + reserved = capacity 141000000000, got"),
+        ("one rank's ledger unlike its stage's", mutate(P70, lambda d: d["ranks"][5]["memory"].update(
+            activations=d["ranks"][5]["memory"]["activations"] + 1, workspace=d["ranks"][5]["memory"]["workspace"] - 1)),
+         "ranks[5].memory.activations: expected 329792128 (as ranks[0]: pool `prefill` pp stage 0 has one ledger), got 329792129"),
+        ("another GPU's capacity", mutate(P70, lambda d: [r["memory"].update(capacity=r["memory"]["capacity"] + 1,
+                                                                             reserved=r["memory"]["reserved"] + 1)
+                                                          for r in d["ranks"][16:]]),
+         "ranks[16].memory.capacity: expected 141000000000 (every GPU of the plan, as ranks[0]), got 141000000001"),
         # scale_up_domain
         ("scale_up_domain missing", mutate(P70, lambda d: d.pop("scale_up_domain")), "scale_up_domain: missing"),
         ("scale_up_domain against the hardware", mutate(P70, lambda d: d.__setitem__("scale_up_domain", 4)),
