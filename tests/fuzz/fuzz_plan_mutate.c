@@ -184,6 +184,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (err) CHECK(err[0] != '\0');
   if (p) {
     check_plan(p);
+    check_memory_ledger(p);
     check_kv_bytes(p);
     explain_all(p, devnull);
   }

@@ -3,7 +3,8 @@
  * shared by the plan fuzz targets (fuzz_plan.c: any bytes; fuzz_plan_mutate.c:
  * numbers of valid plans changed). A failed CHECK aborts: a finding.
  *
- * check_plan() holds a plan to the invariants plan.h lists; check_kv_bytes()
+ * check_plan() holds a plan to the invariants plan.h lists (the memory
+ * ledger's in check_memory_ledger()); check_kv_bytes()
  * recomputes, from the ranks alone, the bytes each kv_reshard pair must move
  * for one request and compares them with its transfers' bytes; explain_all()
  * prints every `rankplan explain` view, since explain trusts the loader.
@@ -96,6 +97,21 @@ static void explain_all(const Plan *p, FILE *out) {
       CHECK(plan_explain(out, out, p, &o));
     }
     o.summary = o.ranks = o.memory = o.reshard = true;
+  }
+}
+
+/* Every rank's ledger with a KV pool adds up to its capacity, and ranks
+ * of one pool and pp stage share it (plan.h). */
+static void check_memory_ledger(const Plan *p) {
+  for (int64_t i = 0; i < p->nranks; i++) {
+    const PlanRank *r = &p->ranks[i];
+    int64_t sum = 0;
+    for (int k = 0; k < MEM__COUNT; k++)
+      if (k != MEM_CAPACITY) CHECK(!__builtin_add_overflow(sum, r->memory[k], &sum));
+    if (r->memory[MEM_KV_CACHE] > 0) CHECK(sum == r->memory[MEM_CAPACITY]);
+    for (int64_t j = i + 1; j < p->nranks && j < i + 64; j++)
+      if (p->ranks[j].pool == r->pool && p->ranks[j].coords[CO_PP] == r->coords[CO_PP])
+        CHECK(memcmp(p->ranks[j].memory, r->memory, sizeof r->memory) == 0);
   }
 }
 
