@@ -531,7 +531,7 @@ static void emit_groups(StrBuf *sb, const Layout *L, const EmitNames *E, int32_t
         int32_t g = L->ranks[x->by_node[i]].group[k];
         if (g >= 0) rp_vec_push(&ids, g);
       }
-    qsort(ids.items, ids.len, sizeof *ids.items, cmp_i32);
+    if (ids.len) qsort(ids.items, ids.len, sizeof *ids.items, cmp_i32);
     for (size_t i = 0; i < ids.len; i++) {
       if (i && ids.items[i] == ids.items[i - 1]) continue;
       fb_puts(sb, first ? "\n    " : ",\n    ");

@@ -317,6 +317,72 @@ static json_t *json_reshard(const Plan *p, int64_t n_tokens_opt) {
   return a;
 }
 
+/* A shallow copy of p for the text views, with every string that comes from
+ * the plan (its path, compiler, pool names and roles, kv_reshard pool names,
+ * diagnostics) escaped by plan_escape(): a plan cannot write terminal
+ * control sequences through explain. JSON output needs none of this: the
+ * JSON writer escapes control characters itself. */
+static Plan *text_view(const Plan *p) {
+  Plan *q = rp_malloc(sizeof *q);
+  *q = *p;
+  q->path = plan_escape(p->path);
+  q->compiler = plan_escape(p->compiler);
+  q->pools = rp_calloc(p->npools ? p->npools : 1, sizeof *q->pools);
+  for (size_t i = 0; i < p->npools; i++) {
+    q->pools[i] = p->pools[i];
+    q->pools[i].name = plan_escape(p->pools[i].name);
+    q->pools[i].role = plan_escape(p->pools[i].role);
+  }
+  q->reshard = rp_calloc(p->nreshard ? p->nreshard : 1, sizeof *q->reshard);
+  for (size_t i = 0; i < p->nreshard; i++) {
+    q->reshard[i] = p->reshard[i];
+    q->reshard[i].prefill = plan_escape(p->reshard[i].prefill);
+    q->reshard[i].decode = plan_escape(p->reshard[i].decode);
+  }
+  q->diags = rp_calloc(p->ndiags ? p->ndiags : 1, sizeof *q->diags);
+  for (size_t i = 0; i < p->ndiags; i++) {
+    q->diags[i].code = plan_escape(p->diags[i].code);
+    q->diags[i].severity = plan_escape(p->diags[i].severity);
+    q->diags[i].message = plan_escape(p->diags[i].message);
+  }
+  return q;
+}
+
+/* Frees what text_view() made, not what it shares with the plan. */
+static void text_view_free(Plan *q) {
+  free(q->path);
+  free(q->compiler);
+  for (size_t i = 0; i < q->npools; i++) {
+    free(q->pools[i].name);
+    free(q->pools[i].role);
+  }
+  for (size_t i = 0; i < q->nreshard; i++) {
+    free(q->reshard[i].prefill);
+    free(q->reshard[i].decode);
+  }
+  for (size_t i = 0; i < q->ndiags; i++) {
+    free(q->diags[i].code);
+    free(q->diags[i].severity);
+    free(q->diags[i].message);
+  }
+  free(q->pools);
+  free(q->reshard);
+  free(q->diags);
+  free(q);
+}
+
+static void text_views(FILE *out, const Plan *p, const PlanRank *R, const ExplainOpts *o) {
+  bool sep = false;
+#define SEP() do { if (sep) fputc('\n', out); sep = true; } while (0)
+  if (o->summary) { SEP(); text_summary(out, p); }
+  if (o->ranks) { SEP(); text_ranks(out, p); }
+  if (R) { SEP(); text_rank(out, p, R); }
+  if (o->groups) { SEP(); text_groups(out, p, o->kind); }
+  if (o->memory) { SEP(); text_memory(out, p); }
+  if (o->reshard) { SEP(); rs_explain(out, p, o->tokens); }
+#undef SEP
+}
+
 bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o) {
   const PlanRank *R = NULL;
   if (o->rank >= 0) {
@@ -359,14 +425,9 @@ bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o) {
     json_decref(root);
     return true;
   }
-  bool sep = false;
-#define SEP() do { if (sep) fputc('\n', out); sep = true; } while (0)
-  if (o->summary) { SEP(); text_summary(out, p); }
-  if (o->ranks) { SEP(); text_ranks(out, p); }
-  if (R) { SEP(); text_rank(out, p, R); }
-  if (o->groups) { SEP(); text_groups(out, p, o->kind); }
-  if (o->memory) { SEP(); text_memory(out, p); }
-  if (o->reshard) { SEP(); rs_explain(out, p, o->tokens); }
-#undef SEP
+  /* The rank is found in p; the view shares p's ranks. */
+  Plan *q = text_view(p);
+  text_views(out, q, R, o);
+  text_view_free(q);
   return true;
 }

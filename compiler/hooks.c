@@ -363,7 +363,7 @@ bool hook_ctx_build(HookCtx *ctx, const Spec *s, Diags *d) {
     p->pp = ps->pp.set ? ps->pp.v : 1;
     p->cp = ps->cp.set ? ps->cp.v : 1;
     p->dp = ps->dp.set ? ps->dp.v : 1;
-    p->ep = ps->ep.set ? ps->ep.v : 1;
+    p->ep = s->model.moe.present && ps->ep.set ? ps->ep.v : 1; /* W0204: none on a dense model */
     p->etp = ps->etp.set ? ps->etp.v : 1;
     p->dcp = ps->dcp.set ? ps->dcp.v : 1;
   }

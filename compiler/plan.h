@@ -6,8 +6,8 @@
  * plan_load() reads a plan written by `rankplan compile`, checks it and
  * returns it as flat arrays, so that a runtime needs no arithmetic of its
  * own: each rank's node, device, coordinates, group ids and shards are
- * explicit. The loader depends on util.c and libc only (it reads JSON with
- * its own small reader): no libyaml, no Lua, no Jansson.
+ * explicit. The loader depends on util.c, reshard_check.c and libc only (it
+ * reads JSON with its own small reader): no libyaml, no Lua, no Jansson.
  *
  * Invariants of a Plan returned by plan_load():
  *  - format is "rankplan.plan/1";
@@ -21,8 +21,23 @@
  *  - group membership agrees with the members' coordinates: members of a
  *    tp group share every coordinate but tp, and so on for each kind (see
  *    plan_kind_fixes()), and every member lists the group under its kind;
- *  - ranks[i].node < nnodes and ranks[i].device < nodes[node].gpus;
- *  - each pool's ranks are [first_rank, first_rank + nranks).
+ *  - ranks[i].node < nnodes and ranks[i].device < nodes[node].gpus; a
+ *    node's ranks are ascending, local_rank is a rank's index among them,
+ *    and no two ranks share a device;
+ *  - each pool's ranks are [first_rank, first_rank + nranks);
+ *  - coordinates name one rank each: (tp, cp, dp, pp) per instance,
+ *    (etp, ep, edp) per instance and pp stage, dcp = tp mod dcp;
+ *  - shards and KV bytes are those of one model: shard.layers is the pp
+ *    stage's range of the pool's layer partition, shard.kv_heads the tp
+ *    index's heads, kv.bytes_per_token those layers x heads x one head's
+ *    bytes (the same for every rank), kv.blocks what kv_cache holds;
+ *  - memory is one ledger per pool and pp stage, capacity the same on
+ *    every rank, and with kv_cache > 0 the other five entries add up to
+ *    capacity;
+ *  - a pool's expert_map holds every expert id 0 .. E-1 at least once;
+ *  - kv_reshard holds one pair per (prefill pool, decode pool), each with
+ *    transfers that reshard_check.c proves an exact cover of the decode
+ *    replica's KV, and request.bytes their bytes at input_tokens.
  */
 #ifndef RANKPLAN_PLAN_H
 #define RANKPLAN_PLAN_H
@@ -30,6 +45,19 @@
 #include "util.h"
 
 #define PLAN_FORMAT "rankplan.plan/1"
+
+/* Loader caps (docs/plan.md, "Loader caps"). The largest plan the project
+ * benchmarks, 131,072 ranks, is 199.1 MB and loads in 1.1 GB
+ * (docs/benchmarks.md); 512 MiB leaves room for 2.5 times that while
+ * keeping the loader's peak memory near 3 GB. A longer file is refused
+ * before it is parsed. */
+#define PLAN_MAX_BYTES ((size_t)512 << 20)
+/* world_size of a --split-by-node file, whose ranks[] holds one node only:
+ * the world group's span is expanded to world_size ranks, so it needs a
+ * bound the document itself cannot give. A whole plan's world_size is its
+ * ranks[] length. 2^22 = 4,194,304 ranks is 32 times the largest
+ * benchmarked plan; the span then takes at most 16 MiB. */
+#define PLAN_MAX_WORLD_SPLIT ((int64_t)1 << 22)
 
 /* Process-group kinds, in the order the plan lists a rank's groups. The
  * first eleven are Megatron-Core groups (dense, then decoupled expert);
@@ -220,6 +248,13 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len,
                     const char *spec_path, char **err);
 
 void plan_free(Plan *p);
+
+/* s as text safe to print on a terminal (free it with free()): control
+ * characters (C0, DEL, and C1 written in UTF-8) and bytes that are not
+ * UTF-8 become \xHH, one per byte, so a pool name or message from a plan
+ * cannot move the cursor, clear the screen or retitle the window. The
+ * loader's messages and explain's text views print plan strings this way. */
+char *plan_escape(const char *s);
 
 /* The rank's group of kind k, or NULL when it has none. In a split plan a
  * rank not on this node has no entry: r must be a rank the plan lists

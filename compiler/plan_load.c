@@ -8,14 +8,21 @@
  *
  * Nothing in a plan is trusted: a truncated or hand-edited file must fail
  * here, with the JSON path of the first problem, rather than start a rank
- * on the wrong GPU. The checks are, in order: JSON syntax; the format
- * version; every key's type and range; the spec digest when the caller
- * names the spec; and the consistency between ranks, groups, pools and
- * nodes (each rank in exactly one group of each kind, membership agreeing
- * with coordinates, devices within their node, no GPU used twice).
+ * on the wrong GPU. The checks are, in order (docs/plan.md, "Loader
+ * checks" and "Loader caps"): the file (regular, capped in size); JSON
+ * syntax; the format version; every key's type and range; the spec digest
+ * when the caller names the spec; the consistency between ranks, groups,
+ * pools and nodes (each rank in exactly one group of each kind, membership
+ * agreeing with coordinates, devices within their node, no GPU used twice);
+ * and the compiler's guarantees about the one model the plan holds (shards,
+ * KV bytes, pool sizes, expert maps, coordinates) and its kv_reshard maps,
+ * each proven an exact cover by the independent checker.
  *
- * Depends on util.c and libc only (its own small JSON reader, below): the
- * runtime links it without libyaml, Lua or Jansson.
+ * Every count that sizes an allocation is checked against the values the
+ * document holds, or against a cap of plan.h, before the allocation.
+ *
+ * Depends on util.c, reshard_check.c and libc only (its own small JSON
+ * reader, below): the runtime links it without libyaml, Lua or Jansson.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,6 +30,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "reshard.h"
 
 /* ---- a small JSON reader ----------------------------------------------------
  *
@@ -32,8 +40,9 @@
  * flat array of 24-byte values takes a few seconds and a third of the memory.
  * It reads RFC 8259 JSON: objects (duplicate keys refused, as the plan's
  * writer never makes them), arrays, strings (escapes decoded to UTF-8, NUL
- * refused), integers (int64, out of range refused), numbers with a fraction
- * or exponent, true, false, null; nesting is capped.
+ * refused, other bytes well-formed UTF-8), integers (int64, out of range
+ * refused), numbers with a fraction or exponent, true, false, null;
+ * nesting is capped.
  *
  * Values are stored in document order (a container, then its children), so
  * a container's children follow it and `skip` jumps over a whole subtree.
@@ -118,6 +127,20 @@ static bool pj_u4(PjDoc *d, unsigned *out) {
   return true;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), or 0. */
+static size_t pj_utf8(const unsigned char *p, const unsigned char *end) {
+  unsigned c = p[0];
+  size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || (size_t)(end - p) < n) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((p[i] & 0xC0) != 0x80) return 0;
+  if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0) || (c == 0xF0 && p[1] < 0x90) ||
+      (c == 0xF4 && p[1] >= 0x90))
+    return 0;
+  return n;
+}
+
 static bool pj_string(PjDoc *d, size_t *idx) {
   d->p++; /* the opening quote */
   char *o = d->str + d->slen, *start = o;
@@ -129,6 +152,16 @@ static bool pj_string(PjDoc *d, size_t *idx) {
       break;
     }
     if (c < 0x20) return pj_fail(d, "control character in a string");
+    if (c >= 0x80) {
+      /* RFC 8259 8.1: JSON text is UTF-8; a compiled plan's strings come
+       * from a UTF-8 spec. */
+      size_t n = pj_utf8((const unsigned char *)d->p, (const unsigned char *)d->end);
+      if (n == 0) return pj_fail(d, "invalid UTF-8 in a string");
+      memcpy(o, d->p, n);
+      o += n;
+      d->p += n;
+      continue;
+    }
     if (c != '\\') {
       *o++ = (char)c;
       d->p++;
@@ -435,6 +468,26 @@ bool plan_kind_fixes(GroupKind k, CoordKind c) {
   return false;
 }
 
+/* ---- escaping --------------------------------------------------------------- */
+
+char *plan_escape(const char *s) {
+  StrBuf sb;
+  sb_init(&sb);
+  const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
+  while (*p) {
+    /* printable ASCII, or UTF-8 other than a C1 control (U+0080..U+009F) */
+    size_t n = *p >= 0x80 ? pj_utf8(p, end) : *p >= 0x20 && *p != 0x7F ? 1 : 0;
+    if (n == 2 && p[0] == 0xC2 && p[1] < 0xA0) n = 0;
+    if (n) {
+      sb_putn(&sb, (const char *)p, n);
+      p += n;
+    } else {
+      sb_printf(&sb, "\\x%02x", *p++);
+    }
+  }
+  return sb_take(&sb);
+}
+
 /* ---- error reporting ----------------------------------------------------- */
 
 typedef struct {
@@ -449,7 +502,9 @@ static bool fail(Ld *ld, const char *fmt, ...) {
   va_start(ap, fmt);
   char *m = rp_vsprintf(fmt, ap);
   va_end(ap);
-  ld->err = rp_sprintf("%s: %s", ld->name, m);
+  char *e = plan_escape(m);
+  ld->err = rp_sprintf("%s: %s", ld->name, e);
+  free(e);
   free(m);
   return false;
 }
@@ -561,6 +616,9 @@ static bool load_nodes(Ld *ld, Plan *p, PjV *root) {
       return fail(ld, "%s.node: a node file lists only its node %d, got node %lld of %zu", path,
                   p->partial_node, (long long)id, p->nnodes);
     if (!get_int(ld, n, path, "gpus", 1, INT32_MAX, &gpus)) return false;
+    if (i > 0 && gpus != p->nodes[0].gpus)
+      return fail(ld, "%s.gpus: expected %d (every node has hardware.gpus_per_node GPUs, as nodes[0]), got %lld",
+                  path, p->nodes[0].gpus, (long long)gpus);
     PjV *r = field(ld, n, path, "ranks", PJ_ARRAY);
     if (!r) return false;
     p->nodes[i].node = (int32_t)id;
@@ -601,16 +659,19 @@ static bool load_expert_map(Ld *ld, PjV *o, const char *path, PlanPool *P) {
   if ((int64_t)pj_array_size(a) != ep)
     return fail(ld, "%s.ep_ranks: expected %lld lists (ep), got %zu", sub, (long long)ep,
                 pj_array_size(a));
-  if (slots > INT32_MAX / ep)
-    return fail(ld, "%s.slots_per_rank: %lld slots on %lld ranks are too many", sub,
-                (long long)slots, (long long)ep);
-  P->expert_map = rp_malloc((size_t)(slots * ep) * sizeof *P->expert_map);
-  P->expert_slots = slots;
+  /* Every list's length first: the map is allocated only once the
+   * document is known to hold its slots * ep values. */
   for (int64_t r = 0; r < ep; r++) {
     PjV *l = pj_array_get(a, (size_t)r);
     if (!pj_is_array(l) || (int64_t)pj_array_size(l) != slots)
       return fail(ld, "%s.ep_ranks[%lld]: expected a list of %lld experts (slots_per_rank), got %s",
-                  sub, (long long)r, (long long)slots, jtype(l));
+                  sub, (long long)r, (long long)slots,
+                  pj_is_array(l) ? "a list of another length" : jtype(l));
+  }
+  P->expert_map = rp_malloc((size_t)(slots * ep) * sizeof *P->expert_map);
+  P->expert_slots = slots;
+  for (int64_t r = 0; r < ep; r++) {
+    PjV *l = pj_array_get(a, (size_t)r);
     for (int64_t j = 0; j < slots; j++) {
       PjV *e = pj_array_get(l, (size_t)j);
       int64_t v = pj_integer_value(e);
@@ -786,6 +847,7 @@ static bool load_groups(Ld *ld, Plan *p, PjV *root) {
   if (!a) return false;
   p->ngroups = (int64_t)pj_array_size(a);
   p->groups = rp_calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *p->groups);
+  int world_spans = 0;
   for (int64_t i = 0; i < p->ngroups; i++) {
     PjV *o = pj_array_get(a, (size_t)i);
     PlanGroup *G = &p->groups[i];
@@ -817,8 +879,13 @@ static bool load_groups(Ld *ld, Plan *p, PjV *root) {
       G->instance = (int32_t)v;
     }
     if (pj_object_get(o, "span") && !pj_object_get(o, "ranks")) {
-      /* [start, end): every rank of the run, in order (the world group) */
+      /* [start, end): every rank of the run, in order (the world group).
+       * Expanded, a span takes world_size entries that the document does
+       * not hold, so only the one world group may be written so. */
       int64_t sp[2];
+      if (G->kind != GK_WORLD || world_spans++)
+        return fail(ld, "%s.span: only the one world group is written as a span, got %s", path,
+                    G->kind != GK_WORLD ? "a group of another kind" : "a second world group");
       if (!get_range(ld, o, path, "span", sp)) return false;
       if (sp[1] <= sp[0] || sp[1] > p->world_size)
         return fail(ld, "%s.span: expected a non-empty range within [0, %lld), got [%lld, %lld]", path,
@@ -1030,8 +1097,14 @@ static bool load_hardware(Ld *ld, Plan *p, PjV *root) {
   if (!hw_num(ld, h, "hardware", "hbm_bandwidth", true, &H->hbm_bandwidth, &set)) return false;
   PjV *up = field(ld, h, "hardware", "scale_up", PJ_OBJECT);
   if (!up) return false;
-  if (!get_int(ld, up, "hardware.scale_up", "domain", 1, INT32_MAX, &H->scale_up_domain) ||
-      !hw_num(ld, up, "hardware.scale_up", "bandwidth", true, &H->scale_up_bandwidth, &set) ||
+  int64_t top;
+  if (!get_int(ld, root, "", "scale_up_domain", 1, INT32_MAX, &top) ||
+      !get_int(ld, up, "hardware.scale_up", "domain", 1, INT32_MAX, &H->scale_up_domain))
+    return false;
+  if (top != H->scale_up_domain)
+    return fail(ld, "scale_up_domain: expected %lld (hardware.scale_up.domain), got %lld",
+                (long long)H->scale_up_domain, (long long)top);
+  if (!hw_num(ld, up, "hardware.scale_up", "bandwidth", true, &H->scale_up_bandwidth, &set) ||
       !hw_num(ld, up, "hardware.scale_up", "latency_s", false, &H->scale_up_latency_s,
               &H->has_scale_up_latency))
     return false;
@@ -1107,6 +1180,45 @@ static const PlanGroup *find_group(const Plan *p, int32_t id) {
 
 const PlanGroup *plan_rank_group(const Plan *p, const PlanRank *r, GroupKind k) {
   return find_group(p, r->groups[k]);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* One node's ranks: each on this node, listed in ascending rank order with
+ * local_rank their index there (docs/plan.md), and no GPU used twice. The
+ * devices are sorted rather than marked in a table of `gpus` entries, so
+ * the memory is that of the ranks the file lists, whatever `gpus` says. */
+static bool check_node(Ld *ld, const Plan *p, size_t n) {
+  const PlanNode *N = &p->nodes[n];
+  int64_t *dev = rp_malloc((size_t)(N->nranks ? N->nranks : 1) * sizeof *dev);
+  bool ok = true;
+  for (int32_t j = 0; j < N->nranks && ok; j++) {
+    int32_t r = p->node_ranks[N->first_rank + j];
+    const PlanRank *R = plan_find_rank(p, r);
+    if (!R)
+      ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is not in ranks[]", n, j, r);
+    else if (R->node != N->node)
+      ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is listed on node %d but ranks[].node is %d", n, j, r,
+                N->node, R->node);
+    else if (j > 0 && r <= p->node_ranks[N->first_rank + j - 1])
+      ok = fail(ld, "nodes[%zu].ranks[%d]: expected ranks in ascending order, got %d after %d", n, j, r,
+                p->node_ranks[N->first_rank + j - 1]);
+    else if (R->local_rank != j)
+      ok = fail(ld, "ranks[%d].local_rank: expected %d (its index among node %d's ranks), got %d", r, j,
+                N->node, R->local_rank);
+    else
+      dev[j] = (int64_t)R->device << 32 | r;
+  }
+  if (ok) qsort(dev, (size_t)N->nranks, sizeof *dev, cmp_i64);
+  for (int32_t j = 1; j < N->nranks && ok; j++)
+    if (dev[j] >> 32 == dev[j - 1] >> 32)
+      ok = fail(ld, "ranks[%d].device: node %d device %d is used by rank %d too", (int)(dev[j] & 0xffffffff),
+                N->node, (int)(dev[j] >> 32), (int)(dev[j - 1] & 0xffffffff));
+  free(dev);
+  return ok;
 }
 
 static bool check_consistency(Ld *ld, Plan *p) {
@@ -1202,33 +1314,480 @@ static bool check_consistency(Ld *ld, Plan *p) {
   if (listed != p->nranks)
     return fail(ld, "nodes: the nodes list %lld ranks, expected the %lld of ranks[]", (long long)listed,
                 (long long)p->nranks);
-  /* Devices: within the node (checked on load) and no GPU used twice. */
-  for (size_t n = 0; n < p->nnodes; n++) {
-    const PlanNode *N = &p->nodes[n];
-    int32_t *owner = rp_malloc((size_t)N->gpus * sizeof *owner);
-    for (int32_t g = 0; g < N->gpus; g++) owner[g] = -1;
-    for (int32_t j = 0; j < N->nranks && ok; j++) {
-      int32_t r = p->node_ranks[N->first_rank + j];
-      const PlanRank *R = plan_find_rank(p, r);
-      if (!R) {
-        ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is not in ranks[]", n, j, r);
-        break;
-      }
-      if (R->node != N->node) {
-        ok = fail(ld, "nodes[%zu].ranks[%d]: rank %d is listed on node %d but ranks[].node is %d",
-                  n, j, r, N->node, R->node);
-        break;
-      }
-      if (owner[R->device] >= 0) {
-        ok = fail(ld, "ranks[%d].device: node %d device %d is used by rank %d too", r, R->node,
-                  R->device, owner[R->device]);
-        break;
-      }
-      owner[R->device] = r;
-    }
-    free(owner);
-    if (!ok) return false;
+  for (size_t n = 0; n < p->nnodes; n++)
+    if (!check_node(ld, p, n)) return false;
+  return true;
+}
+
+/* ---- the compiler's guarantees ----------------------------------------------
+ *
+ * A plan holds one model, but not the model's figures: they are derived here
+ * from the pools and ranks, and every rank, pool and kv_reshard map must then
+ * agree with them as `rankplan compile` makes them agree. */
+
+/* The model as the plan shows it; -1 for a figure no rank of the file
+ * shows. A whole plan shows every figure; a node file only through the
+ * ranks of its node: the KV heads when it holds the last tp rank of a pool
+ * (that rank's kv_heads end is the model's), the routed experts when it
+ * holds the last ep rank of a pool without an expert_map. */
+typedef struct {
+  int64_t layers;    /* every pool's layer_partition sums to it */
+  int64_t kv_heads;  /* KV heads (1: MLA's latent); -1: unknown */
+  int64_t head_bytes; /* KV bytes of one head, one layer, one token */
+  int64_t experts;   /* routed experts; 0: none, or unknown */
+  bool moe;          /* a rank holds experts or a pool has an expert_map */
+  bool moe_known;    /* the file holds a rank or an expert_map */
+} PlanModel;
+
+/* Layers, KV heads and experts; derive_head_bytes and the rank checks
+ * below hold every rank to them. */
+static bool derive_model(Ld *ld, const Plan *p, PlanModel *M) {
+  M->layers = M->kv_heads = M->head_bytes = -1;
+  M->experts = 0;
+  M->moe = false;
+  M->moe_known = p->nranks > 0;
+  for (size_t i = 0; i < p->npools; i++) {
+    CkState st = {true};
+    int64_t sum = 0;
+    for (int64_t s = 0; s < p->pools[i].size[CO_PP]; s++) sum = cka(&st, sum, p->pools[i].layer_partition[s]);
+    if (!st.ok) return fail(ld, "pools[%zu].layer_partition: the sum overflows", i);
+    if (i > 0 && sum != M->layers)
+      return fail(ld, "pools[%zu].layer_partition: sums to %lld layers, pools[0]'s to %lld (the pools hold one model)",
+                  i, (long long)sum, (long long)M->layers);
+    M->layers = sum;
+    M->moe |= p->pools[i].expert_map != NULL;
+    M->moe_known |= p->pools[i].expert_map != NULL;
   }
+  for (int64_t r = 0; r < p->nranks; r++) {
+    const PlanRank *R = &p->ranks[r];
+    const PlanPool *P = &p->pools[R->pool];
+    M->moe |= R->shard[SH_EXPERTS][1] > R->shard[SH_EXPERTS][0];
+    if (R->coords[CO_TP] == P->size[CO_TP] - 1 && R->shard[SH_KV_HEADS][1] < 1)
+      return fail(ld, "ranks[%lld].shard.kv_heads: expected the model's last KV head (tp rank %d of %lld), got none",
+                  (long long)r, R->coords[CO_TP], (long long)P->size[CO_TP]);
+    if (R->coords[CO_TP] == P->size[CO_TP] - 1 && R->shard[SH_KV_HEADS][1] > M->kv_heads)
+      M->kv_heads = R->shard[SH_KV_HEADS][1];
+    if (!P->expert_map && R->coords[CO_EP] == P->size[CO_EP] - 1 && R->shard[SH_EXPERTS][1] > M->experts)
+      M->experts = R->shard[SH_EXPERTS][1];
+  }
+  return true;
+}
+
+/* KV bytes of one head, one layer, one token, from ranks[0] (whose shards
+ * check_rank_shards has held to the model); every other rank is held to
+ * it by check_rank_kv. */
+static bool derive_head_bytes(Ld *ld, const Plan *p, PlanModel *M) {
+  if (p->nranks == 0) return true;
+  const PlanRank *R = &p->ranks[0];
+  int64_t cells;
+  if (!ck_mul(R->shard[SH_LAYERS][1] - R->shard[SH_LAYERS][0], R->shard[SH_KV_HEADS][1] - R->shard[SH_KV_HEADS][0],
+              &cells) || cells < 1 || R->kv_bytes_per_token % cells != 0 || R->kv_bytes_per_token == 0)
+    return fail(ld, "ranks[0].kv.bytes_per_token: expected a positive multiple of its %lld layers x kv heads, got %lld",
+                (long long)cells, (long long)R->kv_bytes_per_token);
+  M->head_bytes = R->kv_bytes_per_token / cells;
+  return true;
+}
+
+/* The KV heads tp rank t of a pool of tp ranks holds (docs/plan.md,
+ * "Shards"): split over tp while tp <= kv_heads, else each head held by
+ * tp / kv_heads consecutive tp ranks. False on overflow. */
+static bool kv_heads_of(int64_t kv_heads, int64_t tp, int64_t t, int64_t out[2]) {
+  int64_t a, b;
+  if (tp <= kv_heads) {
+    if (!ck_mul(kv_heads, t, &a) || !ck_mul(kv_heads, t + 1, &b)) return false;
+    out[0] = a / tp;
+    out[1] = b / tp;
+  } else {
+    out[0] = t * kv_heads / tp; /* t < tp <= INT32_MAX, kv_heads < tp */
+    out[1] = out[0] + 1;
+  }
+  return true;
+}
+
+/* The layers of R's pp stage, in out. */
+static void stage_layers(const Plan *p, const PlanRank *R, int64_t out[2]) {
+  const PlanPool *P = &p->pools[R->pool];
+  int64_t start = 0;
+  for (int64_t k = 0; k < R->coords[CO_PP]; k++) start += P->layer_partition[k];
+  out[0] = start;
+  out[1] = start + P->layer_partition[R->coords[CO_PP]];
+}
+
+/* Rank i's layers and KV heads against its pool and the model: the layers
+ * of its pp stage and the heads of its tp index. */
+static bool check_rank_shards(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) {
+  const PlanRank *R = &p->ranks[i];
+  const PlanPool *P = &p->pools[R->pool];
+  int64_t want[2], heads[2] = {-1, -1};
+  stage_layers(p, R, want);
+  if (R->shard[SH_LAYERS][0] != want[0] || R->shard[SH_LAYERS][1] != want[1])
+    return fail(ld, "ranks[%lld].shard.layers: expected [%lld, %lld] (pp stage %d of pool `%s`, %lld layers), "
+                    "got [%lld, %lld]",
+                (long long)i, (long long)want[0], (long long)want[1], R->coords[CO_PP], P->name, (long long)M->layers,
+                (long long)R->shard[SH_LAYERS][0], (long long)R->shard[SH_LAYERS][1]);
+  if (M->kv_heads < 0) return true; /* a node file without a last tp rank */
+  if (!kv_heads_of(M->kv_heads, P->size[CO_TP], R->coords[CO_TP], heads) || R->shard[SH_KV_HEADS][0] != heads[0] ||
+      R->shard[SH_KV_HEADS][1] != heads[1])
+    return fail(ld, "ranks[%lld].shard.kv_heads: expected [%lld, %lld] (tp rank %d of %lld over %lld KV heads), "
+                    "got [%lld, %lld]",
+                (long long)i, (long long)heads[0], (long long)heads[1], R->coords[CO_TP],
+                (long long)P->size[CO_TP], (long long)M->kv_heads, (long long)R->shard[SH_KV_HEADS][0],
+                (long long)R->shard[SH_KV_HEADS][1]);
+  return true;
+}
+
+/* Rank i's KV bytes: bytes per token of exactly its layers and heads, and
+ * as many KV blocks as its kv_cache holds (memory.c: kv_cache / (block
+ * tokens x bytes per token)). */
+static bool check_rank_kv(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) {
+  const PlanRank *R = &p->ranks[i];
+  int64_t layers = R->shard[SH_LAYERS][1] - R->shard[SH_LAYERS][0];
+  int64_t heads = R->shard[SH_KV_HEADS][1] - R->shard[SH_KV_HEADS][0];
+  CkState st = {true};
+  int64_t bpt = ckm(&st, ckm(&st, layers, heads), M->head_bytes);
+  if (!st.ok || R->kv_bytes_per_token != bpt)
+    return fail(ld, "ranks[%lld].kv.bytes_per_token: expected %lld (%lld layers x %lld kv heads x %lld bytes, "
+                    "as ranks[0] holds), got %lld",
+                (long long)i, (long long)bpt, (long long)layers, (long long)heads, (long long)M->head_bytes,
+                (long long)R->kv_bytes_per_token);
+  int64_t block = ckm(&st, R->kv_block_tokens, bpt);
+  int64_t blocks = st.ok ? R->memory[MEM_KV_CACHE] / block : -1;
+  if (R->kv_blocks != blocks)
+    return fail(ld, "ranks[%lld].kv.blocks: expected %lld (memory.kv_cache %lld over blocks of %lld tokens x %lld "
+                    "bytes), got %lld",
+                (long long)i, (long long)blocks, (long long)R->memory[MEM_KV_CACHE], (long long)R->kv_block_tokens,
+                (long long)bpt, (long long)R->kv_blocks);
+  return true;
+}
+
+/* Rank i's memory ledger (docs/plan.md, "ranks[]"): the same for every
+ * rank of one pool and pp stage (the ledger is per pool and stage, so
+ * explain --memory shows one rank for all), the same capacity on every rank
+ * (one GPU), and, with a KV pool, the five other entries adding up to
+ * capacity. first[] holds each stage's first rank of the pool, -1 before. */
+static bool check_rank_memory(Ld *ld, const Plan *p, int64_t i, int64_t *first) {
+  const PlanRank *R = &p->ranks[i];
+  const int64_t *m = R->memory;
+  int64_t sum = 0;
+  bool ok = true;
+  for (int k = 0; k < MEM__COUNT && ok; k++)
+    if (k != MEM_CAPACITY) ok = ck_add(sum, m[k], &sum);
+  if (m[MEM_KV_CACHE] > 0 && (!ok || sum != m[MEM_CAPACITY]))
+    return fail(ld, "ranks[%lld].memory: expected weights + kv_cache + activations + workspace + reserved = "
+                    "capacity %lld, got %s%lld",
+                (long long)i, (long long)m[MEM_CAPACITY], ok ? "" : "more than ", (long long)(ok ? sum : INT64_MAX));
+  if (m[MEM_CAPACITY] != p->ranks[0].memory[MEM_CAPACITY])
+    return fail(ld, "ranks[%lld].memory.capacity: expected %lld (every GPU of the plan, as ranks[0]), got %lld",
+                (long long)i, (long long)p->ranks[0].memory[MEM_CAPACITY], (long long)m[MEM_CAPACITY]);
+  int64_t *f = &first[R->coords[CO_PP]];
+  if (*f < 0) {
+    *f = i;
+    return true;
+  }
+  const PlanRank *F = &p->ranks[*f];
+  for (int k = 0; k < MEM__COUNT; k++)
+    if (m[k] != F->memory[k])
+      return fail(ld, "ranks[%lld].memory.%s: expected %lld (as ranks[%lld]: pool `%s` pp stage %d has one ledger), "
+                      "got %lld",
+                  (long long)i, mem_names[k], (long long)F->memory[k], (long long)*f, p->pools[R->pool].name,
+                  R->coords[CO_PP], (long long)m[k]);
+  if (R->kv_block_tokens != F->kv_block_tokens || R->kv_blocks != F->kv_blocks)
+    return fail(ld, "ranks[%lld].kv: expected %lld blocks of %lld tokens (as ranks[%lld]), got %lld of %lld",
+                (long long)i, (long long)F->kv_blocks, (long long)F->kv_block_tokens, (long long)*f,
+                (long long)R->kv_blocks, (long long)R->kv_block_tokens);
+  return true;
+}
+
+/* check_rank_memory for every rank, with one first-rank table per pool
+ * (pp entries: as many as the pool's layer_partition holds). */
+static bool check_memory(Ld *ld, const Plan *p) {
+  int64_t **first = rp_calloc(p->npools ? p->npools : 1, sizeof *first);
+  for (size_t i = 0; i < p->npools; i++) {
+    first[i] = rp_malloc((size_t)p->pools[i].size[CO_PP] * sizeof **first);
+    for (int64_t s = 0; s < p->pools[i].size[CO_PP]; s++) first[i][s] = -1;
+  }
+  bool ok = true;
+  for (int64_t r = 0; r < p->nranks && ok; r++) ok = check_rank_memory(ld, p, r, first[p->ranks[r].pool]);
+  for (size_t i = 0; i < p->npools; i++) free(first[i]);
+  free(first);
+  return ok;
+}
+
+/* A pool's sizes as the compiler resolves them: etp * ep * edp = tp * cp *
+ * dp (the expert groups regroup the same ranks), dcp dividing tp and no
+ * larger than the copies of one KV head (tp / kv_heads), and on a model
+ * without experts ep = 1 and etp = tp (the expert groups mirror the dense
+ * ones). */
+static bool check_pool_sizes(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
+  const PlanPool *P = &p->pools[i];
+  const int64_t *z = P->size;
+  CkState st = {true};
+  int64_t dense = ckm(&st, ckm(&st, z[CO_TP], z[CO_CP]), z[CO_DP]);
+  int64_t expert = ckm(&st, ckm(&st, z[CO_ETP], z[CO_EP]), z[CO_EDP]);
+  if (!st.ok || dense != expert)
+    return fail(ld, "pools[%zu].edp: expected etp * ep * edp = tp * cp * dp = %lld, got %lld * %lld * %lld", i,
+                (long long)dense, (long long)z[CO_ETP], (long long)z[CO_EP], (long long)z[CO_EDP]);
+  int64_t copies = M->kv_heads > 0 && z[CO_TP] > M->kv_heads ? z[CO_TP] / M->kv_heads : 1;
+  if (z[CO_TP] % z[CO_DCP] != 0 || (M->kv_heads > 0 && z[CO_DCP] > copies))
+    return fail(ld, "pools[%zu].dcp: expected a divisor of tp %lld of at most %lld (tp / kv_heads: the tp ranks "
+                    "that hold copies of one KV head), got %lld",
+                i, (long long)z[CO_TP], (long long)copies, (long long)z[CO_DCP]);
+  if (M->moe_known && !M->moe && (z[CO_EP] != 1 || z[CO_ETP] != z[CO_TP]))
+    return fail(ld, "pools[%zu].%s: expected %lld on a model without experts (no rank holds one), got %lld", i,
+                z[CO_EP] != 1 ? "ep" : "etp", z[CO_EP] != 1 ? 1LL : (long long)z[CO_TP],
+                (long long)(z[CO_EP] != 1 ? z[CO_EP] : z[CO_ETP]));
+  return true;
+}
+
+/* A rank's coordinates name one place of its instance: (tp, cp, dp, pp)
+ * once per instance, (etp, ep, edp) once per instance and pp stage (the
+ * expert groups regroup the same tp * cp * dp ranks), and dcp = tp mod dcp
+ * (docs/plan.md). Two ranks with the same coordinates would take one
+ * rank's shards and KV twice and leave another's to nobody. */
+static int64_t dense_slot(const PlanPool *P, const PlanRank *R) {
+  const int64_t *z = P->size;
+  const int32_t *c = R->coords;
+  int64_t idx = c[CO_TP] + z[CO_TP] * (c[CO_CP] + z[CO_CP] * (c[CO_DP] + z[CO_DP] * (int64_t)c[CO_PP]));
+  return P->first_rank + R->instance * P->instance_size + idx;
+}
+
+static int64_t expert_slot(const PlanPool *P, const PlanRank *R) {
+  const int64_t *z = P->size;
+  const int32_t *c = R->coords;
+  int64_t tcd = z[CO_TP] * z[CO_CP] * z[CO_DP];
+  int64_t idx = c[CO_ETP] + z[CO_ETP] * (c[CO_EP] + z[CO_EP] * (int64_t)c[CO_EDP]);
+  return P->first_rank + R->instance * P->instance_size + c[CO_PP] * tcd + idx;
+}
+
+static bool check_coords(Ld *ld, const Plan *p) {
+  uint8_t *seen = rp_calloc((size_t)p->world_size, 1);
+  bool ok = true;
+  for (int64_t i = 0; i < p->nranks && ok; i++) {
+    const PlanRank *R = &p->ranks[i];
+    const PlanPool *P = &p->pools[R->pool];
+    int64_t d = dense_slot(P, R), e = expert_slot(P, R);
+    if (R->coords[CO_DCP] != R->coords[CO_TP] % P->size[CO_DCP])
+      ok = fail(ld, "ranks[%lld].coords.dcp: expected tp mod dcp = %lld, got %d", (long long)i,
+                (long long)(R->coords[CO_TP] % P->size[CO_DCP]), R->coords[CO_DCP]);
+    else if (seen[d] & 1)
+      ok = fail(ld, "ranks[%lld].coords: (tp, cp, dp, pp) = (%d, %d, %d, %d) is another rank's of instance %d of "
+                    "pool `%s`", (long long)i, R->coords[CO_TP], R->coords[CO_CP], R->coords[CO_DP],
+                R->coords[CO_PP], R->instance, P->name);
+    else if (seen[e] & 2)
+      ok = fail(ld, "ranks[%lld].coords: (etp, ep, edp) = (%d, %d, %d) is another rank's of pp stage %d of "
+                    "instance %d of pool `%s`", (long long)i, R->coords[CO_ETP], R->coords[CO_EP],
+                R->coords[CO_EDP], R->coords[CO_PP], R->instance, P->name);
+    seen[d] |= 1;
+    seen[e] |= 2;
+  }
+  free(seen);
+  return ok;
+}
+
+/* An expert_map holds expert ids 0 .. E-1, each on at least one ep rank:
+ * E is the routed experts the other pools' shards show, else the map's
+ * largest id + 1. */
+static bool check_expert_map(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
+  const PlanPool *P = &p->pools[i];
+  if (!P->expert_map) return true;
+  int64_t n = P->expert_slots * P->size[CO_EP], E = M->experts;
+  if (E == 0)
+    for (int64_t k = 0; k < n; k++)
+      if (P->expert_map[k] >= E) E = (int64_t)P->expert_map[k] + 1;
+  if (E > n)
+    return fail(ld, "pools[%zu].expert_map: %lld slots cannot hold %lld experts", i, (long long)n, (long long)E);
+  uint8_t *held = rp_calloc((size_t)E, 1);
+  bool ok = true;
+  for (int64_t k = 0; k < n && ok; k++) {
+    if (P->expert_map[k] >= E)
+      ok = fail(ld, "pools[%zu].expert_map.ep_ranks[%lld][%lld]: expected an expert id below %lld, got %d", i,
+                (long long)(k / P->expert_slots), (long long)(k % P->expert_slots), (long long)E, P->expert_map[k]);
+    else
+      held[P->expert_map[k]] = 1;
+  }
+  for (int64_t e = 0; e < E && ok; e++)
+    if (!held[e]) ok = fail(ld, "pools[%zu].expert_map: expert %lld of %lld is on no ep rank", i, (long long)e, (long long)E);
+  free(held);
+  return ok;
+}
+
+/* kv_reshard holds the pairs `rankplan compile` writes: one per (prefill
+ * pool, decode pool), prefill pools outer, in pool order, each with at least
+ * one transfer (a decode rank always holds KV); a node file keeps the pairs
+ * with a pool that has a rank on its node. */
+static bool pool_here(const Plan *p, size_t pi) {
+  if (!p->partial) return true;
+  for (int64_t r = 0; r < p->nranks; r++)
+    if (p->ranks[r].pool == (int32_t)pi) return true;
+  return false;
+}
+
+static bool check_pairs(Ld *ld, const Plan *p) {
+  size_t k = 0;
+  for (size_t a = 0; a < p->npools; a++) {
+    if (strcmp(p->pools[a].role, "prefill") != 0) continue;
+    for (size_t b = 0; b < p->npools; b++) {
+      if (strcmp(p->pools[b].role, "decode") != 0 || !(pool_here(p, a) || pool_here(p, b))) continue;
+      if (k >= p->nreshard)
+        return fail(ld, "kv_reshard: expected a pair `%s` -> `%s` (a prefill and a decode pool), got %zu pair(s)",
+                    p->pools[a].name, p->pools[b].name, p->nreshard);
+      const PlanReshard *R = &p->reshard[k];
+      if (strcmp(R->prefill, p->pools[a].name) != 0 || strcmp(R->decode, p->pools[b].name) != 0)
+        return fail(ld, "kv_reshard[%zu]: expected the pair `%s` -> `%s` (pairs in pool order, prefill outer)", k,
+                    p->pools[a].name, p->pools[b].name);
+      if (R->ntransfers == 0)
+        return fail(ld, "kv_reshard[%zu].transfers: expected the transfers that fill pool `%s`'s KV, got none", k,
+                    R->decode);
+      k++;
+    }
+  }
+  if (k != p->nreshard)
+    return fail(ld, "kv_reshard[%zu]: expected %zu pair(s) (one per prefill and decode pool%s), got %zu", k, k,
+                p->partial ? " with a rank on this node" : "", p->nreshard);
+  return true;
+}
+
+/* One side of a pair as the independent checker sees it. The heads rule
+ * (tp / dcp head groups and the KV heads divide one another) and equal cp
+ * on both chunked sides are what the compiler's map builder requires. */
+static bool side_layout(Ld *ld, const Plan *p, const PlanModel *M, const char *name, const char *path,
+                        RsLayout *l) {
+  const PlanPool *P = &p->pools[find_pool(p, name)];
+  memset(l, 0, sizeof *l);
+  l->pool = P->name;
+  l->model_id = "plan";
+  l->tp = P->size[CO_TP];
+  l->pp = P->size[CO_PP];
+  l->cp = P->size[CO_CP];
+  l->dp = P->size[CO_DP];
+  l->dcp = P->size[CO_DCP];
+  l->layers = M->layers;
+  l->layer_partition = P->layer_partition;
+  l->kv_heads = M->kv_heads;
+  l->kv_bytes_per_head_token = M->head_bytes;
+  int64_t e = l->tp / l->dcp;
+  if (l->kv_heads % e != 0 && e % l->kv_heads != 0)
+    return fail(ld, "%s: pool `%s` has tp / dcp = %lld head groups for %lld KV heads; neither divides the other",
+                path, P->name, (long long)e, (long long)l->kv_heads);
+  return true;
+}
+
+/* The chunk ids of a range list at the pair's input_tokens T: each range
+ * must start and end on a boundary of the nchunks zigzag chunks
+ * ([floor(j*T/n), floor((j+1)*T/n))), and at most RS_MAX_CHUNK_IDS chunks
+ * in all. T >= nchunks, so no chunk is empty and the ids are unique. */
+static bool range_chunks(Ld *ld, const PlanTransfer *X, int64_t T, int64_t n, const char *path, RsTokens *t) {
+  int64_t prev = -1;
+  for (size_t k = 0; k < X->nranges; k++) {
+    int64_t a = X->ranges[k][0], b = X->ranges[k][1], ja, jb, sa, sb;
+    /* the chunk holding token a: floor(((a + 1) * n - 1) / T) */
+    bool ok = b <= T && a < b && ck_mul(a + 1, n, &ja) && ck_mul(b, n, &jb);
+    if (ok) {
+      ja = (ja - 1) / T;
+      jb = (jb - 1) / T + 1;
+      ok = ck_mul(ja, T, &sa) && ck_mul(jb, T, &sb) && sa / n == a && sb / n == b && ja >= prev;
+    }
+    if (!ok)
+      return fail(ld, "%s.tokens.ranges[%zu]: expected whole chunks of %lld tokens' %lld zigzag chunks, in order, "
+                      "got [%lld, %lld]",
+                  path, k, (long long)T, (long long)n, (long long)a, (long long)b);
+    for (int64_t j = ja; j < jb; j++) {
+      if (t->nids == RS_MAX_CHUNK_IDS)
+        return fail(ld, "%s.tokens.ranges: expected at most %d chunks, got more", path, RS_MAX_CHUNK_IDS);
+      t->ids[t->nids++] = j;
+    }
+    prev = jb;
+  }
+  if (t->nids == 0) return fail(ld, "%s.tokens.ranges: expected at least one range, got none", path);
+  return true;
+}
+
+/* A plan transfer as the checker's RsTransfer. */
+static bool to_rs(Ld *ld, const PlanReshard *R, const PlanTransfer *X, int64_t nchunks, const char *path,
+                  RsTransfer *x) {
+  memset(x, 0, sizeof *x);
+  x->src = X->src;
+  x->dst = X->dst;
+  x->layer_begin = X->layers[0];
+  x->layer_end = X->layers[1];
+  x->head_begin = X->kv_heads[0];
+  x->head_end = X->kv_heads[1];
+  x->bytes_per_token = X->bytes_per_token;
+  x->tokens.nchunks = 1;
+  x->tokens.nids = 1;
+  x->tokens.stride = X->stride;
+  x->tokens.offset = X->offset;
+  if (X->tokens != PT_RANGES) return true;
+  if (nchunks < 2) return fail(ld, "%s.tokens: expected \"all\" or a stride (no pool of the pair has cp > 1), got ranges", path);
+  if (!R->has_request || R->input_tokens < nchunks)
+    return fail(ld, "%s.tokens: ranges need the pair's request.input_tokens, at least the %lld chunks", path,
+                (long long)nchunks);
+  x->tokens.nchunks = nchunks;
+  x->tokens.nids = 0;
+  return range_chunks(ld, X, R->input_tokens, nchunks, path, &x->tokens);
+}
+
+/* Proves pair i with the independent checker (reshard_check.c): every cell
+ * each decode rank holds arrives exactly once, from a prefill rank that owns
+ * it, with bytes_per_token that of its layers and heads; and the pair's
+ * request bytes are its transfers' bytes at input_tokens. */
+static bool prove_pair(Ld *ld, const Plan *p, const PlanModel *M, size_t i) {
+  const PlanReshard *R = &p->reshard[i];
+  char path[48], why[256];
+  snprintf(path, sizeof path, "kv_reshard[%zu]", i);
+  RsLayout src, dst;
+  if (!side_layout(ld, p, M, R->prefill, path, &src) || !side_layout(ld, p, M, R->decode, path, &dst)) return false;
+  if (src.cp > 1 && dst.cp > 1 && src.cp != dst.cp)
+    return fail(ld, "%s: pools `%s` and `%s` cut tokens into different zigzag chunks (cp %lld and %lld)", path,
+                R->prefill, R->decode, (long long)src.cp, (long long)dst.cp);
+  int64_t nchunks = 2 * (src.cp > dst.cp ? src.cp : dst.cp);
+  RsMap m;
+  memset(&m, 0, sizeof m);
+  m.src_ranks = rs_replica_ranks(&src);
+  m.dst_ranks = rs_replica_ranks(&dst);
+  m.xfers.items = rp_calloc(R->ntransfers ? R->ntransfers : 1, sizeof *m.xfers.items);
+  m.xfers.len = m.xfers.cap = R->ntransfers;
+  bool ok = true;
+  for (size_t k = 0; k < R->ntransfers && ok; k++) {
+    char xp[96];
+    snprintf(xp, sizeof xp, "%s.transfers[%zu]", path, k);
+    ok = to_rs(ld, R, &R->transfers[k], nchunks > 2 ? nchunks : 1, xp, &m.xfers.items[k]);
+  }
+  if (ok && !rs_check_map(&src, &dst, &m, why, sizeof why))
+    ok = fail(ld, "%s.transfers: not an exact cover of pool `%s`'s KV from pool `%s`: %s", path, R->decode,
+              R->prefill, why);
+  int64_t bytes = 0;
+  for (size_t k = 0; k < R->ntransfers && ok && R->has_request; k++) {
+    int64_t b = rs_plan_xfer_bytes(&R->transfers[k], R->input_tokens);
+    if (b < 0 || !ck_add(bytes, b, &bytes))
+      ok = fail(ld, "%s.request.bytes: the transfers' bytes at %lld tokens overflow", path,
+                (long long)R->input_tokens);
+  }
+  if (ok && R->has_request && bytes != R->bytes)
+    ok = fail(ld, "%s.request.bytes: expected %lld (the transfers' bytes at %lld tokens), got %lld", path,
+              (long long)bytes, (long long)R->input_tokens, (long long)R->bytes);
+  free(m.xfers.items);
+  return ok;
+}
+
+/* Everything above, after the structural checks. */
+static bool check_model(Ld *ld, Plan *p) {
+  PlanModel M;
+  if (!derive_model(ld, p, &M)) return false;
+  for (size_t i = 0; i < p->npools; i++)
+    if (!check_pool_sizes(ld, p, &M, i) || !check_expert_map(ld, p, &M, i)) return false;
+  if (!check_coords(ld, p)) return false;
+  for (int64_t r = 0; r < p->nranks; r++)
+    if (!check_rank_shards(ld, p, &M, r)) return false;
+  if (!derive_head_bytes(ld, p, &M)) return false;
+  for (int64_t r = 0; r < p->nranks; r++)
+    if (!check_rank_kv(ld, p, &M, r)) return false;
+  if (!check_memory(ld, p)) return false;
+  if (!check_pairs(ld, p)) return false;
+  /* A node file that does not show the KV heads cannot be proven; the
+   * whole plan it was split from can. */
+  for (size_t i = 0; i < p->nreshard && M.kv_heads > 0; i++)
+    if (!prove_pair(ld, p, &M, i)) return false;
   return true;
 }
 
@@ -1279,7 +1838,9 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
     p->partial = true;
     p->partial_node = (int32_t)pj_integer_value(node);
   }
-  if (!get_int(&ld, root, "", "world_size", 1, INT32_MAX, &p->world_size)) goto done;
+  if (!get_int(&ld, root, "", "world_size", 1, p->partial ? PLAN_MAX_WORLD_SPLIT : INT32_MAX,
+               &p->world_size))
+    goto done;
   if (!load_hardware(&ld, p, root) || !load_nodes(&ld, p, root) || !load_pools(&ld, p, root) || !load_ranks(&ld, p, root) ||
       !load_groups(&ld, p, root) || !load_reshard(&ld, p, root) ||
       !load_estimates(&ld, p, root) || !load_diags(&ld, p, root))
@@ -1302,7 +1863,7 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
       goto done;
     }
   }
-  ok = check_consistency(&ld, p);
+  ok = check_consistency(&ld, p) && check_model(&ld, p);
 done:
   pj_free(&doc);
   if (!ok) {
@@ -1313,12 +1874,21 @@ done:
   return p;
 }
 
+/* A plan file: a regular file of at most PLAN_MAX_BYTES (rp_read_file
+ * refuses a FIFO, which would block, and a device, which may never end),
+ * or standard input for "-". */
 Plan *plan_load(const char *path, const char *spec_path, char **err) {
   char *text;
   size_t len;
-  int e = rp_read_file(path, SIZE_MAX / 2, &text, &len);
+  int e = rp_read_file(path, PLAN_MAX_BYTES, &text, &len);
   if (e) {
-    *err = rp_sprintf("%s: cannot read the plan: %s", path, rp_strerror(e));
+    if (e == RP_ENOTREG)
+      *err = rp_sprintf("%s: cannot read the plan: not a regular file (%s)", path, rp_file_kind(path));
+    else if (e == EFBIG)
+      *err = rp_sprintf("%s: cannot read the plan: over %zu bytes, the largest plan the loader reads "
+                        "(docs/plan.md, \"Loader caps\")", path, (size_t)PLAN_MAX_BYTES);
+    else
+      *err = rp_sprintf("%s: cannot read the plan: %s", path, rp_strerror(e));
     return NULL;
   }
   Plan *p = plan_load_mem(path, text, len, spec_path, err);

@@ -743,6 +743,23 @@ void rs_plan_free(RsPlan *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* Zigzag context parallelism cuts a request into 2 x cp chunks; with
+ * fewer input tokens than chunks some chunks are empty, and the plan's
+ * token ranges (written at input_tokens) could not say which chunk each
+ * is, so the loader could not prove the map. */
+static bool rs__enough_tokens(Diags *d, const RsPair *q, int64_t T) {
+  int64_t cp = q->src.cp > q->dst.cp ? q->src.cp : q->dst.cp;
+  if (cp <= 1 || T <= 0 || T >= 2 * cp) return true;
+  const RsLayout *side = q->src.cp >= q->dst.cp ? &q->src : &q->dst;
+  Diag *g = diag_at(d, DIAG_E0410, side->loc,
+                    "pool `%s` splits each request into %lld zigzag chunks (cp %lld), but "
+                    "workload.input_tokens is %lld",
+                    side->pool ? side->pool : "?", (long long)(2 * cp), (long long)cp, (long long)T);
+  diag_help(g, "use cp of at most %lld, or describe requests of at least %lld input tokens",
+            (long long)(T / 2 > 0 ? T / 2 : 1), (long long)(2 * cp));
+  return false;
+}
+
 bool rs_plan_build(Diags *d, const Spec *s, const Layout *L, RsPlan *out) {
   memset(out, 0, sizeof *out);
   RP_VEC(RsPair) v = {0};
@@ -757,10 +774,10 @@ bool rs_plan_build(Diags *d, const Spec *s, const Layout *L, RsPlan *out) {
       q.decode = b;
       rs__side(s, L, a, &q.src, &q.src_node, &q.src_dom);
       rs__side(s, L, b, &q.dst, &q.dst_node, &q.dst_dom);
-      if (!rs_map_build(d, &q.src, &q.dst, &q.map)) {
+      int64_t T = s->workload.input_tokens.set ? s->workload.input_tokens.v : 0;
+      if (!rs_map_build(d, &q.src, &q.dst, &q.map) || !rs__enough_tokens(d, &q, T)) {
         ok = false;
       } else {
-        int64_t T = s->workload.input_tokens.set ? s->workload.input_tokens.v : 0;
         const HardwareSpec *h = &s->hardware;
         double up = h->scale_up.bandwidth.v > 0 ? h->scale_up.bandwidth.v : 1;
         double so = h->scale_out.bandwidth.v > 0 ? h->scale_out.bandwidth.v : 1;

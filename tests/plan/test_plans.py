@@ -439,6 +439,27 @@ try:
     check(ok_groups, "node files: exactly the groups their ranks belong to")
     check(ok_load, "node files: the loader accepts each")
 
+    # node files whose ranks do not show the whole model load too: tp 16 over
+    # two nodes (node 0 lacks the last tp rank, so the KV heads), and the file
+    # of an idle node of a MoE plan (no rank at all, so neither heads nor
+    # experts), made from a node file as `--split-by-node` writes one
+    d = os.path.join(tmp, "split-tp16")
+    p = run("compile", os.path.join(SRC, "tests", "golden", "ok", "rule-tp-across-domain-allowed.yaml"),
+            "-o", os.path.join(tmp, "tp16.json"), "--split-by-node", d)
+    files = sorted(os.listdir(d)) if p.returncode == 0 else []
+    bad = [f for f in files if run("explain", os.path.join(d, f), "--summary").returncode != 0]
+    check(len(files) == 2 and not bad, "node files of tp 16 over two nodes: the loader accepts each", (p.stderr[-300:], bad))
+    d = os.path.join(tmp, "split-qwen")
+    p = run("compile", os.path.join(EX, "qwen3-235b-ep.yaml"), "-o", os.path.join(tmp, "qwen.json"), "--split-by-node", d)
+    idle = json.load(open(os.path.join(d, "node-1.plan.json"))) if p.returncode == 0 else {}
+    if idle:
+        idle.update(node=2, nodes=[{"node": 2, "gpus": 8, "ranks": []}], ranks=[], groups=[], kv_reshard=[])
+        path = os.path.join(tmp, "idle.json")
+        open(path, "w").write(json.dumps(idle))
+        p = run("explain", path, "--summary")
+    check(idle and p.returncode == 0 and "this file holds node 2 only (0 ranks)" in p.stdout,
+          "the node file of an idle node of a MoE plan loads", p.stderr)
+
     # node files stay small at scale: the 1,024-GPU plan on 128 nodes
     split2 = os.path.join(tmp, "split2")
     p = run("compile", os.path.join(EX, "deepseek-v3-1024.yaml"), "-o", os.path.join(tmp, "ds.json"),
@@ -490,6 +511,262 @@ try:
     check(p.returncode == 2 and "cannot read" in p.stderr, "loader: missing file exits 2")
     p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--spec", spec405)
     check(p.returncode == 1 and "compiled from another spec" in p.stderr, "loader: --spec of another spec is refused")
+
+    # ---- loader: the rules the compiler guarantees (docs/plan.md, "Loader checks") ----
+    def mutate(src, fn):
+        """The plan at src, changed by fn (on the parsed document), as text."""
+        doc = json.load(open(src))
+        fn(doc)
+        return json.dumps(doc)
+
+    def refused(what, text, want_msg, args=()):
+        path = os.path.join(tmp, "damaged.json")
+        open(path, "w").write(text)
+        p = run("explain", path, *args)
+        check(p.returncode == 1 and want_msg in p.stderr, f"loader: {what} is refused", p.stderr)
+
+    def set_all(key, f):
+        return lambda d: [x.__setitem__(key, f(x[key])) for x in d["kv_reshard"][0]["transfers"]]
+
+    P70 = os.path.join(EX, "llama-3.1-70b-pd.plan.json")
+    cpdcp = os.path.join(tmp, "cp-dcp.json")
+    p = run("compile", os.path.join(SRC, "tests", "runtime", "kv-cp-to-dcp.yaml"), "-o", cpdcp)
+    check(p.returncode == 0 and run("explain", cpdcp, "--reshard").returncode == 0,
+          "loader: a cp2 -> dcp2 plan (token ranges and strides) loads and is proven", p.stderr)
+    xs0 = "kv_reshard[0].transfers: not an exact cover of pool `decode`'s KV from pool `prefill`: "
+    guarantee_cases = [
+        # a disaggregated plan moves KV: one non-empty pair per prefill and decode pool
+        ("an empty kv_reshard", mutate(P70, lambda d: d.__setitem__("kv_reshard", [])),
+         "kv_reshard: expected a pair `prefill` -> `decode` (a prefill and a decode pool), got 0 pair(s)"),
+        ("a pair without transfers", mutate(P70, lambda d: d["kv_reshard"][0].__setitem__("transfers", [])),
+         "kv_reshard[0].transfers: expected the transfers that fill pool `decode`'s KV, got none"),
+        ("a second copy of the pair", mutate(P70, lambda d: d["kv_reshard"].append(d["kv_reshard"][0])),
+         "kv_reshard[1]: expected 1 pair(s) (one per prefill and decode pool), got 2"),
+        ("a pair on an aggregated plan", mutate(os.path.join(EX, "llama-3.1-8b-agg.plan.json"),
+                                                lambda d: d["kv_reshard"].append({"prefill": "main", "decode": "main", "transfers": []})),
+         "kv_reshard[0].prefill: expected a pool of role prefill, got pool `main` of role both"),
+        # bytes_per_token: what the ranks' KV shards hold, per layer and head
+        ("every bytes_per_token halved", mutate(P70, set_all("bytes_per_token", lambda b: b // 2)),
+         xs0 + "transfer 0: bytes_per_token 20480, expected 40960"),
+        ("every bytes_per_token and the request's bytes halved",
+         mutate(P70, lambda d: (set_all("bytes_per_token", lambda b: b // 2)(d),
+                                d["kv_reshard"][0]["request"].update(bytes=655360000, bytes_scale_out=655360000))),
+         xs0 + "transfer 0: bytes_per_token 20480, expected 40960"),
+        ("transfers and ranks' bytes_per_token halved",
+         mutate(P70, lambda d: (set_all("bytes_per_token", lambda b: b // 2)(d),
+                                [r["kv"].__setitem__("bytes_per_token", r["kv"]["bytes_per_token"] // 2) for r in d["ranks"]])),
+         "ranks[0].kv.blocks: expected 325565 (memory.kv_cache 106681326208 over blocks of 16 tokens x 20480 bytes), got 162782"),
+        ("one rank's bytes_per_token off", mutate(P70, lambda d: d["ranks"][17]["kv"].__setitem__("bytes_per_token", 81921)),
+         "ranks[17].kv.bytes_per_token: expected 81920 (80 layers x 2 kv heads x 512 bytes, as ranks[0] holds), got 81921"),
+        ("a huge bytes_per_token", mutate(P70, lambda d: d["kv_reshard"][0]["transfers"][3].__setitem__("bytes_per_token", 2**62)),
+         xs0 + "transfer 3: bytes_per_token 4611686018427387904, expected 40960"),
+        ("one transfer's bytes_per_token unlike its pair's others",
+         mutate(P70, lambda d: d["kv_reshard"][0]["transfers"][5].__setitem__("bytes_per_token", 40961)),
+         xs0 + "transfer 5: bytes_per_token 40961, expected 40960"),
+        ("request bytes unlike the transfers'",
+         mutate(P70, lambda d: d["kv_reshard"][0]["request"].update(bytes=2, bytes_scale_up=1, bytes_scale_out=1)),
+         "kv_reshard[0].request.bytes: expected 1310720000 (the transfers' bytes at 4000 tokens), got 2"),
+        # the independent checker proves each map an exact cover
+        ("a transfer dropped", mutate(P70, lambda d: d["kv_reshard"][0]["transfers"].pop(7)),
+         xs0 + "destination rank 3 never receives layer 0 head 7 token 0"),
+        ("a transfer twice", mutate(P70, lambda d: d["kv_reshard"][0]["transfers"].append(d["kv_reshard"][0]["transfers"][0])),
+         xs0 + "destination rank 0 receives layer 0 head 0 token 0 (T=2) twice"),
+        ("a transfer from a rank without the head", mutate(P70, lambda d: d["kv_reshard"][0]["transfers"][0].__setitem__("src", 1)),
+         xs0 + "transfer 0: source rank 1 sends layer 0 head 0 token 0 (T=2), which it does not own"),
+        ("a transfer to a rank without the head", mutate(P70, lambda d: (d["kv_reshard"][0]["transfers"][0].__setitem__("dst", 1),)),
+         xs0 + "transfer 0: destination rank 1 receives layer 0 head 0 token 0 (T=2), which it does not hold"),
+        ("a transfer a layer short", mutate(P70, lambda d: d["kv_reshard"][0]["transfers"][2].update(layers=[0, 79], bytes_per_token=40448)),
+         xs0 + "destination rank 1 never receives layer 79 head 2"),
+        ("a token range off a chunk boundary",
+         mutate(cpdcp, lambda d: d["kv_reshard"][0]["transfers"][0]["tokens"].__setitem__("ranges", [[0, 17], [48, 64]])),
+         "kv_reshard[0].transfers[0].tokens.ranges[0]: expected whole chunks of 64 tokens' 4 zigzag chunks, in order, got [0, 17]"),
+        ("a token range of another chunk",
+         mutate(cpdcp, lambda d: d["kv_reshard"][0]["transfers"][0]["tokens"].__setitem__("ranges", [[0, 16], [32, 48]])),
+         "kv_reshard[0].transfers: not an exact cover of pool `decode`'s KV from pool `prefill`: transfer 0: "
+         "source rank 0 sends layer 0 head 0 token"),
+        ("the wrong residue", mutate(cpdcp, lambda d: d["kv_reshard"][0]["transfers"][0]["tokens"].__setitem__("offset", 1)),
+         "which it does not hold"),
+        ("ranges without the request's input_tokens", mutate(cpdcp, lambda d: d["kv_reshard"][0].pop("request")),
+         "kv_reshard[0].transfers[0].tokens: ranges need the pair's request.input_tokens, at least the 4 chunks"),
+        # expert maps: ids in range, every expert held
+        ("an expert map with an out-of-range expert",
+         mutate(os.path.join(EX, "hook-eplb.plan.json"), lambda d: d["pools"][0]["expert_map"]["ep_ranks"][0].__setitem__(16, 900)),
+         "pools[0].expert_map: 136 slots cannot hold 901 experts"),
+        ("an expert map without expert 123",
+         mutate(os.path.join(EX, "hook-eplb.plan.json"), lambda d: d["pools"][0]["expert_map"]["ep_ranks"][0].__setitem__(16, 122)),
+         "pools[0].expert_map: expert 123 of 128 is on no ep rank"),
+        # pool sizes
+        ("ep * etp * edp unlike tp * cp * dp", mutate(P70, lambda d: d["pools"][1].__setitem__("edp", 2)),
+         "pools[1].edp: expected etp * ep * edp = tp * cp * dp = 4, got 4 * 1 * 2"),
+        ("dcp on a pool without copies of a KV head", mutate(P70, lambda d: d["pools"][1].__setitem__("dcp", 2)),
+         "pools[1].dcp: expected a divisor of tp 4 of at most 1 (tp / kv_heads: the tp ranks that hold copies of one KV head), got 2"),
+        ("dcp not dividing tp", mutate(cpdcp, lambda d: d["pools"][1].__setitem__("dcp", 3)),
+         "pools[1].dcp: expected a divisor of tp 8 of at most 2"),
+        # coordinates name one place each (a fuzz_plan_mutate finding: two ranks of one place)
+        ("two ranks at one (tp, cp, dp, pp)", mutate(P70, lambda d: d["ranks"][23]["coords"].__setitem__("tp", 2)),
+         "ranks[23].coords: (tp, cp, dp, pp) = (2, 0, 0, 0) is another rank's of instance 1 of pool `decode`"),
+        ("two ranks at one (etp, ep, edp)", mutate(os.path.join(EX, "qwen3-235b-ep.plan.json"),
+                                                   lambda d: d["ranks"][1]["coords"].__setitem__("ep", 0)),
+         "ranks[1].coords: (etp, ep, edp) = (0, 0, 0) is another rank's of pp stage 0 of instance 0 of pool `main`"),
+        ("coords.dcp other than tp mod dcp", mutate(cpdcp, lambda d: d["ranks"][9]["coords"].__setitem__("dcp", 0)),
+         "ranks[9].coords.dcp: expected tp mod dcp = 1, got 0"),
+        # nodes
+        ("duplicate local_rank on a node", mutate(P70, lambda d: d["ranks"][1].__setitem__("local_rank", 0)),
+         "ranks[1].local_rank: expected 1 (its index among node 0's ranks), got 0"),
+        ("swapped local_ranks", mutate(P70, lambda d: (d["ranks"][9].__setitem__("local_rank", 2), d["ranks"][10].__setitem__("local_rank", 1))),
+         "ranks[9].local_rank: expected 1 (its index among node 1's ranks), got 2"),
+        ("a node's ranks out of order", mutate(P70, lambda d: d["nodes"][0].__setitem__("ranks", [1, 0, 2, 3, 4, 5, 6, 7])),
+         "ranks[1].local_rank: expected 0 (its index among node 0's ranks), got 1"),
+        ("nodes of different sizes", mutate(P70, lambda d: d["nodes"][3].__setitem__("gpus", 16)),
+         "nodes[3].gpus: expected 8 (every node has hardware.gpus_per_node GPUs, as nodes[0]), got 16"),
+        # layers
+        ("a layer shard past the model", mutate(P70, lambda d: d["ranks"][0]["shard"].__setitem__("layers", [0, 81])),
+         "ranks[0].shard.layers: expected [0, 80] (pp stage 0 of pool `prefill`, 80 layers), got [0, 81]"),
+        ("a layer shard of another stage", mutate(os.path.join(EX, "llama-3.1-405b-pp.plan.json"),
+                                                  lambda d: d["ranks"][8]["shard"].__setitem__("layers", [0, 63])),
+         "ranks[8].shard.layers: expected [63, 126] (pp stage 1 of pool `main`, 126 layers), got [0, 63]"),
+        ("pools of different layer counts", mutate(P70, lambda d: d["pools"][1].__setitem__("layer_partition", [81])),
+         "kv_reshard[0]: pools `prefill` and `decode` hold different models: 80 and 81 layers"),
+        ("a last-stage layer shard past the model", mutate(os.path.join(EX, "llama-3.1-405b-pp.plan.json"),
+                                                           lambda d: d["ranks"][8]["shard"].__setitem__("layers", [63, 127])),
+         "ranks[8].shard.layers: expected [63, 126] (pp stage 1 of pool `main`, 126 layers), got [63, 127]"),
+        ("a kv_heads shard past the model", mutate(P70, lambda d: d["ranks"][16]["shard"].__setitem__("kv_heads", [0, 3])),
+         "ranks[16].shard.kv_heads: expected [0, 2] (tp rank 0 of 4 over 8 KV heads), got [0, 3]"),
+        # the memory ledger: one per pool and pp stage, adding up to capacity
+        ("a huge kv_cache", mutate(P70, lambda d: d["ranks"][5]["memory"].__setitem__("kv_cache", 2**62)),
+         "ranks[5].kv.blocks: expected 7036874417766 (memory.kv_cache 4611686018427387904 over blocks of 16 tokens x 40960 bytes), got 162782"),
+        ("a kv_cache over capacity, blocks to match",
+         mutate(P70, lambda d: (d["ranks"][5]["memory"].__setitem__("kv_cache", 2**40 * 40960 * 16),
+                                d["ranks"][5]["kv"].__setitem__("blocks", 2**40))),
+         "ranks[5].memory: expected weights + kv_cache + activations + workspace + reserved = capacity 141000000000, got"),
+        ("one rank's ledger unlike its stage's", mutate(P70, lambda d: d["ranks"][5]["memory"].update(
+            activations=d["ranks"][5]["memory"]["activations"] + 1, workspace=d["ranks"][5]["memory"]["workspace"] - 1)),
+         "ranks[5].memory.activations: expected 329792128 (as ranks[0]: pool `prefill` pp stage 0 has one ledger), got 329792129"),
+        ("another GPU's capacity", mutate(P70, lambda d: [r["memory"].update(capacity=r["memory"]["capacity"] + 1,
+                                                                             reserved=r["memory"]["reserved"] + 1)
+                                                          for r in d["ranks"][16:]]),
+         "ranks[16].memory.capacity: expected 141000000000 (every GPU of the plan, as ranks[0]), got 141000000001"),
+        # scale_up_domain
+        ("scale_up_domain missing", mutate(P70, lambda d: d.pop("scale_up_domain")), "scale_up_domain: missing"),
+        ("scale_up_domain against the hardware", mutate(P70, lambda d: d.__setitem__("scale_up_domain", 4)),
+         "scale_up_domain: expected 8 (hardware.scale_up.domain), got 4"),
+    ]
+    for what, text, want_msg in guarantee_cases:
+        refused(what, text, want_msg)
+    # a model without experts: ep 1 and etp = tp. The compiler ignores ep and
+    # etp on a dense model (W0204) and writes a plan that loads; the same
+    # plan edited to carry them is refused.
+    spec = open(os.path.join(EX, "llama-3.1-70b-pd.yaml")).read()
+    for extra, edit, msg_edit in (("      ep: 2\n      etp: 2\n", {"ep": 2, "etp": 2}, "coords.etp: expected 0..1, got 2"),
+                                  ("      etp: 2\n", {"etp": 2}, "coords.etp: expected 0..1, got 2")):
+        y = os.path.join(tmp, "dense-ep.yaml")
+        open(y, "w").write(spec.replace("      tp: 4\n", "      tp: 4\n" + extra, 1))
+        out = os.path.join(tmp, "dense-ep.json")
+        what = "expert sizes on a dense pool (" + " ".join(extra.split()) + ")"
+        p = run("compile", y, "-o", out)
+        ok = p.returncode == 0 and "W0204" in p.stderr
+        if ok:
+            j = json.load(open(out))
+            ok = j["pools"][1]["ep"] == 1 and j["pools"][1]["etp"] == 4 and run("explain", out).returncode == 0
+            # Edited by hand, the ranks' expert coordinates no longer match
+            # the pool: refused at the first place that shows it.
+            j["pools"][1].update(edit)
+            refused(what, json.dumps(j), msg_edit)
+        check(ok, what + ": compile warns W0204, writes ep 1 and etp = tp, and the plan loads", p.stderr)
+
+    # ---- loader: sizes bounded before allocation, the file read with a cap -------------
+    import resource
+
+    def run_limited(*args, mem=1 << 30):
+        """RP under an address-space limit of mem bytes. An AddressSanitizer
+        build reserves terabytes of shadow memory and cannot start under one;
+        there the limit is left off (the normal build's run checks it)."""
+        def lim():
+            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        return subprocess.run([RP, *args], capture_output=True, text=True, preexec_fn=lim if limit_works else None,
+                              timeout=60, env=dict(os.environ, NO_COLOR="1"))
+    limit_works = True
+    limit_works = run_limited("--version", mem=256 << 20).returncode == 0
+    big = [
+        ("gpus 2147483647 on every node (no table of that many GPUs)",
+         mutate(P70, lambda d: [n.__setitem__("gpus", 2147483647) for n in d["nodes"]]), 0, ""),
+        ("slots_per_rank 2147483647", mutate(os.path.join(EX, "hook-eplb.plan.json"),
+                                             lambda d: d["pools"][0]["expert_map"].__setitem__("slots_per_rank", 2147483647)),
+         1, "pools[0].expert_map.ep_ranks[0]: expected a list of 2147483647 experts (slots_per_rank), got a list of another length"),
+    ]
+    def many_worlds(d):
+        """A node file of a 4,194,304-rank world (the cap) with 4,000 more
+        world groups: expanded, 64 GB of spans."""
+        n = 4194304
+        d["world_size"] = n
+        d["pools"][0].update(replicas=n // d["pools"][0]["instance_size"], ranks=[0, n])
+        w = d["groups"][-1]
+        w["span"] = [0, n]
+        d["groups"] += [dict(w, id=w["id"] + 1 + k) for k in range(4000)]
+    n1 = os.path.join(split, "node-1.plan.json")
+    nw = len(json.load(open(n1))["groups"])
+    big.append(("4,000 more world groups written as spans", mutate(n1, many_worlds), 1,
+                f"groups[{nw}].span: only the one world group is written as a span, got a second world group"))
+    big.append(("a tp group written as a span",
+                 mutate(P70, lambda d: (d["groups"][0].pop("ranks"), d["groups"][0].__setitem__("span", [0, 8]))), 1,
+                 "groups[0].span: only the one world group is written as a span, got a group of another kind"))
+    split405 = json.load(open(os.path.join(split, "node-1.plan.json")))
+    split405["world_size"] = 2147483647
+    big.append(("world_size 2147483647 in a node file", json.dumps(split405), 1,
+                "world_size: expected 1..4194304, got 2147483647"))
+    for what, text, rc, msg in big:
+        path = os.path.join(tmp, "big.json")
+        open(path, "w").write(text)
+        p = run_limited("explain", path, "--summary")
+        check(p.returncode == rc and msg in p.stderr, f"loader: {what}: exit {rc} within 1 GiB", p.stderr[-500:])
+    p = run_limited("explain", "/dev/zero", "--summary", mem=256 << 20)
+    check(p.returncode == 2 and "/dev/zero: cannot read the plan: not a regular file (a character device)" in p.stderr,
+          "loader: /dev/zero is refused without reading it", p.stderr)
+    p = run("explain", tmp)
+    check(p.returncode == 2 and "not a regular file (a directory)" in p.stderr, "loader: a directory is refused", p.stderr)
+    fifo = os.path.join(tmp, "plan.fifo")
+    os.mkfifo(fifo)
+    p = run("explain", fifo, timeout=20)
+    check(p.returncode == 2 and f"{fifo}: cannot read the plan: not a regular file (a FIFO)" in p.stderr,
+          "loader: a FIFO is refused, not waited on", p.stderr)
+    huge = os.path.join(tmp, "huge.json")
+    with open(huge, "wb") as f:
+        f.truncate((512 << 20) + 1)
+    p = run_limited("explain", huge, mem=256 << 20)
+    check(p.returncode == 2 and "over 536870912 bytes, the largest plan the loader reads" in p.stderr,
+          "loader: a file over 512 MiB is refused before it is read", p.stderr)
+    os.unlink(huge)
+    p = subprocess.run([RP, "explain", "-", "--summary"], stdin=open(P70), capture_output=True, text=True)
+    check(p.returncode == 0 and "world: 24 ranks" in p.stdout, "loader: a plan on standard input (-) still loads", p.stderr)
+
+    # ---- explain: plan strings never reach the terminal raw ------------------------------
+    esc = good.replace('"name":"prefill"', '"name":"pre\\u001b]0;pwned\\u0007fill"') \
+              .replace('"pool":"prefill"', '"pool":"pre\\u001b]0;pwned\\u0007fill"') \
+              .replace('"prefill":"prefill"', '"prefill":"pre\\u001b]0;pwned\\u0007fill"') \
+              .replace('"message":"the plan', '"message":"\\u001b[2J\\u009b31mthe plan')
+    path = os.path.join(tmp, "escapes.json")
+    open(path, "w").write(esc)
+    outs = [run("explain", path, *a) for a in ([], ["--summary"], ["--rank", "0"], ["--groups", "tp"], ["--memory"],
+                                                 ["--reshard"])]
+    check(all(p.returncode == 0 for p in outs), "explain: a plan with control characters in its strings loads",
+          [p.stderr for p in outs])
+    raw = [c for p in outs for c in p.stdout if ord(c) < 0x20 and c != "\n" or 0x7f <= ord(c) < 0xa0]
+    check(not raw and "pre\\x1b]0;pwned\\x07fill" in outs[1].stdout and "\\x1b[2J\\xc2\\x9b31mthe plan" in outs[1].stdout
+          and "kv_reshard pre\\x1b]0;pwned\\x07fill -> decode" in outs[5].stdout,
+          "explain: control characters in pool names and messages are printed escaped", repr(outs[1].stdout[:600]))
+    p = run("explain", path, "--summary", "--format", "json")
+    check(p.returncode == 0 and "\\u001b]0;pwned" in p.stdout.lower() and "\x1b" not in p.stdout,
+          "explain --format json: control characters escaped by the JSON writer", p.stdout[:300])
+    path8 = os.path.join(tmp, "not-utf8.json")
+    open(path8, "wb").write(good.encode().replace(b'"name":"prefill"', b'"name":"pre\xfffill"', 1))
+    p = run("explain", path8, "--summary", "--format", "json")
+    check(p.returncode == 1 and "not a valid plan (JSON: invalid UTF-8 in a string)" in p.stderr,
+          "loader: a string that is not UTF-8 is refused (explain's JSON view would drop it)", p.stderr)
+    bad = esc.replace('"decode":"decode","transfers"', '"decode":"\\u001b[2Jx","transfers"', 1)
+    open(path, "w").write(bad)
+    p = run("explain", path)
+    check(p.returncode == 1 and "kv_reshard[0].decode: pool `\\x1b[2Jx` is not in pools[]" in p.stderr
+          and "\x1b" not in p.stderr, "loader: an error naming a plan string escapes it", p.stderr)
 
     # ---- explain views -------------------------------------------------------------
     plan = os.path.join(EX, "llama-3.1-70b-pd.plan.json")

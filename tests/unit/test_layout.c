@@ -442,8 +442,10 @@ static void test_build_errors(void) {
   TSpec t;
   Diags d;
   diags_init(&d);
-  /* etp*ep must divide tp*cp*dp */
+  /* etp*ep must divide tp*cp*dp (on a MoE model: a dense one ignores
+   * them, W0204) */
   tspec_init(&t, 1, 8, 8);
+  t.s.model.moe.present = true;
   PoolSpec *p = tspec_pool(&t, "both", ROLE_BOTH, 1, 4, 1);
   p->ep = si(3);
   T_CHECK(lay_build(&d, &t.s, NULL) == NULL);
@@ -457,6 +459,7 @@ static void test_build_errors(void) {
   T_EQ_INT(d.list.items[d.list.len - 1]->code, DIAG_E0304);
   /* expert pp groups differ: order with pp inside dp and edp != dp */
   tspec_init(&t, 1, 8, 8);
+  t.s.model.moe.present = true;
   t.s.deployment.order = (SStr){"tp-cp-ep-pp-dp", {"t.yaml", 4, 10}, true};
   p = tspec_pool(&t, "both", ROLE_BOTH, 1, 2, 2);
   p->dp = si(2); /* etp 1, ep 1: edp 4 != dp 2 */
@@ -466,6 +469,26 @@ static void test_build_errors(void) {
   p->ep = si(2);
   Layout *L = lay_build(&d, &t.s, NULL);
   T_CHECK(L != NULL);
+  lay_free(L);
+  diags_free(&d);
+}
+
+/* ep and etp set on a dense model have no effect (W0204): the layout uses
+ * ep 1 and etp = tp, as the plan loader requires of a dense pool. */
+static void test_build_dense_ignores_ep(void) {
+  TSpec t;
+  Diags d;
+  diags_init(&d);
+  tspec_init(&t, 1, 8, 8);
+  PoolSpec *p = tspec_pool(&t, "both", ROLE_BOTH, 1, 4, 1);
+  p->ep = si(3);
+  p->etp = si(2);
+  Layout *L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L != NULL);
+  if (L) {
+    T_EQ_INT(L->pools[0].size[CO_EP], 1);
+    T_EQ_INT(L->pools[0].size[CO_ETP], 4);
+  }
   lay_free(L);
   diags_free(&d);
 }
@@ -480,6 +503,7 @@ static void test_build_overflow(void) {
   diags_init(&d);
   /* ep * etp = 2^62 * 4 wraps to 0: it used to be `tcd % 0`. */
   tspec_init(&t, 1, 8, 8);
+  t.s.model.moe.present = true;
   PoolSpec *p = tspec_pool(&t, "both", ROLE_BOTH, 1, 8, 1);
   p->ep = si((int64_t)1 << 62);
   p->etp = si(4);
@@ -597,6 +621,7 @@ int main(void) {
   T_RUN(test_build_pd);
   T_RUN(test_build_gqa_replication_and_pp);
   T_RUN(test_build_errors);
+  T_RUN(test_build_dense_ignores_ep);
   T_RUN(test_build_overflow);
   T_RUN(test_placement_validate);
   T_DONE();

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -20,12 +21,16 @@
 #include "rp_config.h"
 #include "t.h"
 
-/* Two nodes of 8: prefill 1 x (tp 4, pp 2), decode 2 x tp 4 (dcp 2). */
+/* Two nodes of 8: prefill 1 x (tp 4, pp 2), decode 2 x tp 4 (dcp 2). The
+ * model has 2 KV heads instead of Llama-3.1-8B's 8, so that tp 4 holds each
+ * head twice and dcp 2 splits those copies' tokens (E0213 otherwise). */
 static const char spec_text[] =
     "version: 1\n"
     "name: plan-test\n"
     "model:\n"
     "  preset: llama-3.1-8b\n"
+    "  attention:\n"
+    "    kv_heads: 2\n"
     "hardware:\n"
     "  preset: h100-sxm\n"
     "  nodes: 2\n"
@@ -456,6 +461,83 @@ static const char moe_text[] =
     "      dp: 2\n"
     "      ep: 8\n";
 
+/* plan_escape: what a terminal acts on is written out, one \\xHH per byte
+ * (C0 controls, DEL, C1 controls in UTF-8, bytes that are not UTF-8);
+ * printable ASCII and other UTF-8 stay as they are. */
+static void test_escape(void) {
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"prefill", "prefill"},
+      {"a\x1b[2Jb", "a\\x1b[2Jb"},
+      {"\t\n\r\x07", "\\x09\\x0a\\x0d\\x07"},
+      {"del\x7f", "del\\x7f"},
+      {"c1 \xc2\x9b" "31m", "c1 \\xc2\\x9b31m"}, /* U+009B, CSI */
+      {"nbsp \xc2\xa0 \xc3\xa9", "nbsp \xc2\xa0 \xc3\xa9"}, /* U+00A0, e-acute */
+      {"\xe2\x82\xac \xf0\x9f\x98\x80", "\xe2\x82\xac \xf0\x9f\x98\x80"},
+      {"bad \xff \xe2\x82", "bad \\xff \\xe2\\x82"}, /* not UTF-8, cut short */
+      {"\\x1b", "\\x1b"},                              /* already text */
+      {"", ""},
+  };
+  for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
+    char *e = plan_escape(cases[i].in);
+    T_CHECK(strcmp(e, cases[i].out) == 0);
+    free(e);
+  }
+}
+
+/* Plan strings are UTF-8 (RFC 8259 8.1): bytes that are not, overlong
+ * forms, surrogates and sequences cut short are refused by the reader;
+ * well-formed ones pass it (and then fail later: not an object). */
+static void test_utf8(void) {
+  static const char *const bad[] = {"\"a\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xe2\x82\"",
+                                    "\"\xf4\x90\x80\x80\"", "\"\x80\"", "\"\xe0\x9f\xbf\""};
+  static const char *const good[] = {"\"\xc3\xa9\"", "\"\xe2\x82\xac\"", "\"\xf0\x9f\x98\x80\"",
+                                     "\"\xc2\x9b\""};
+  char *err = NULL;
+  for (size_t i = 0; i < RP_ARRAY_LEN(bad); i++) {
+    Plan *p = plan_load_mem("plan.json", bad[i], strlen(bad[i]), NULL, &err);
+    T_CHECK(p == NULL && err && strstr(err, "(JSON: invalid UTF-8 in a string)"));
+    free(err);
+  }
+  for (size_t i = 0; i < RP_ARRAY_LEN(good); i++) {
+    Plan *p = plan_load_mem("plan.json", good[i], strlen(good[i]), NULL, &err);
+    T_CHECK(p == NULL && err && strstr(err, "expected a JSON object at the top, got a string"));
+    free(err);
+  }
+}
+
+/* Files the loader refuses to read: a device, a directory, a FIFO (opened
+ * without blocking), and one over PLAN_MAX_BYTES (a sparse file: no data is
+ * read). Each message names the file. */
+static void test_read_refusals(void) {
+  char *err = NULL;
+  Plan *p = plan_load("/dev/zero", NULL, &err);
+  T_CHECK(p == NULL && err && strcmp(err, "/dev/zero: cannot read the plan: not a regular file (a character device)") == 0);
+  free(err);
+  p = plan_load("/", NULL, &err);
+  T_CHECK(p == NULL && err && strstr(err, "/: cannot read the plan: not a regular file (a directory)"));
+  free(err);
+  char dir[] = "/tmp/test_plan_XXXXXX";
+  T_CHECK(mkdtemp(dir) != NULL);
+  char *fifo = rp_sprintf("%s/plan.fifo", dir), *big = rp_sprintf("%s/big.json", dir);
+  T_CHECK(mkfifo(fifo, 0600) == 0);
+  p = plan_load(fifo, NULL, &err);
+  T_CHECK(p == NULL && err && strstr(err, "plan.fifo: cannot read the plan: not a regular file (a FIFO)"));
+  free(err);
+  int fd = open(big, O_WRONLY | O_CREAT, 0600);
+  T_CHECK(fd >= 0 && ftruncate(fd, (off_t)PLAN_MAX_BYTES + 1) == 0);
+  close(fd);
+  p = plan_load(big, NULL, &err);
+  T_CHECK(p == NULL && err && strstr(err, "big.json: cannot read the plan: over 536870912 bytes"));
+  free(err);
+  unlink(fifo);
+  unlink(big);
+  rmdir(dir);
+  free(fifo);
+  free(big);
+}
+
 static void test_expert_map(void) {
   Diags d;
   diags_init(&d);
@@ -636,6 +718,9 @@ int main(void) {
   T_RUN(test_errors);
   T_RUN(test_atomic_write);
   T_RUN(test_mutations);
+  T_RUN(test_escape);
+  T_RUN(test_utf8);
+  T_RUN(test_read_refusals);
   T_RUN(test_expert_map);
   T_RUN(test_estimates_need_slo);
   T_RUN(test_compile_call);

@@ -460,6 +460,36 @@ static void test_checker_catches(void) {
   rs_map_free(&m);
 }
 
+/* The checker's own bounds, now that it checks plans from files: a map
+ * whose cells exceed RS_CHECK_MAX_CELLS, chunk counts whose lcm overflows,
+ * or a byte count whose product overflows is refused with a reason, not
+ * computed; a map just under the cap is proven, one destination rank's
+ * cells at a time. */
+static void test_checker_bounds(void) {
+  RsLayout p = llama("prefill"), d = llama("decode");
+  p.tp = 8;
+  d.tp = 8;
+  RsMap m = build_ok(&p, &d);
+  char why[512];
+  T_CHECK(rs_check_map(&p, &d, &m, why, sizeof why));
+  /* 8 ranks x 80 layers x 8 heads x T: over the cap at T = 2^16 + 1. */
+  T_CHECK(!rs_check_map_at(&p, &d, &m, ((int64_t)1 << 16) + 1, why, sizeof why));
+  T_CHECK(strstr(why, "too many cells to check") != NULL);
+  /* 5120 cells a token: at T = 2^12, 2^26 * 5/16 cells, under the cap. */
+  T_CHECK(rs_check_map_at(&p, &d, &m, (int64_t)1 << 12, why, sizeof why));
+  RsLayout q = p;
+  q.cp = (int64_t)1 << 40;
+  T_CHECK(!rs_check_map(&q, &d, &m, why, sizeof why));
+  T_CHECK(strstr(why, "no usable lcm") != NULL);
+  /* 80 layers x 1 head x 2^62 bytes overflows: refused, not wrapped. */
+  m.xfers.items[0].bytes_per_token = INT64_MAX;
+  RsLayout big = p;
+  big.kv_bytes_per_head_token = INT64_MAX / 2 + 1;
+  T_CHECK(!rs_check_map(&big, &d, &m, why, sizeof why));
+  T_CHECK(strstr(why, "bytes_per_token 9223372036854775807, expected -1") != NULL);
+  rs_map_free(&m);
+}
+
 /* Node preference: a destination takes its cells from a replica on its own
  * node when there is one. */
 static void test_node_preference(void) {
@@ -858,6 +888,7 @@ int main(void) {
   T_RUN(test_non_pow2);
   T_RUN(test_errors);
   T_RUN(test_checker_catches);
+  T_RUN(test_checker_bounds);
   T_RUN(test_node_preference);
   T_RUN(test_cost_and_slo);
   T_RUN(test_global_rank);
