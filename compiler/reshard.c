@@ -31,7 +31,6 @@
 #include "plan.h"
 #include "spec.h"
 
-int64_t rs_replica_ranks(const RsLayout *l) { return l->tp * l->cp * l->pp; }
 
 static int64_t rs__heads(const RsLayout *l) { return l->mla ? 1 : l->kv_heads; }
 
@@ -245,9 +244,6 @@ static bool rs__box_meet(const RsBox *a, const RsBox *b, RsBox *out) {
 }
 
 /* Tokens p < x with p = o (mod s). */
-static int64_t rs__below(int64_t x, int64_t s, int64_t o) {
-  return x > o ? (x - o - 1) / s + 1 : 0;
-}
 
 static int64_t rs__chunk_start(int64_t j, int64_t T, int64_t k) {
   int64_t jt;
@@ -260,7 +256,7 @@ int64_t rs_tokens_count(const RsTokens *t, int64_t T) {
   for (int i = 0; i < t->nids; i++) {
     int64_t a = rs__chunk_start(t->ids[i], T, t->nchunks);
     int64_t b = rs__chunk_start(t->ids[i] + 1, T, t->nchunks);
-    n += rs__below(b, t->stride, t->offset) - rs__below(a, t->stride, t->offset);
+    n += rs_below(b, t->stride, t->offset) - rs_below(a, t->stride, t->offset);
   }
   return n;
 }
@@ -796,22 +792,6 @@ bool rs_plan_build(Diags *d, const Spec *s, const Layout *L, RsPlan *out) {
   out->npairs = v.len;
   if (!ok) rs_plan_free(out);
   return ok;
-}
-
-int64_t rs_plan_xfer_bytes(const PlanTransfer *x, int64_t n_tokens) {
-  int64_t count = -1, b;
-  if (x->tokens == PT_ALL) {
-    if (n_tokens > 0) count = n_tokens;
-  } else if (x->tokens == PT_STRIDE) {
-    if (n_tokens > 0) count = rs__below(n_tokens, x->stride, x->offset);
-  } else {
-    int64_t st = x->stride > 0 ? x->stride : 1, off = x->stride > 0 ? x->offset : 0;
-    count = 0;
-    for (size_t j = 0; j < x->nranges; j++)
-      count += rs__below(x->ranges[j][1], st, off) - rs__below(x->ranges[j][0], st, off);
-  }
-  if (count < 0 || !ck_mul(count, x->bytes_per_token, &b)) return -1;
-  return b;
 }
 
 void rs_explain(FILE *out, const Plan *p, int64_t n_tokens_opt) {

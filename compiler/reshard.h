@@ -81,8 +81,10 @@ typedef struct {
   int64_t src_ranks, dst_ranks;
 } RsMap;
 
-/* Ranks of one attention replica: tp * cp * pp. */
+/* Ranks of one attention replica: tp * cp * pp (reshard_plan.c). */
 int64_t rs_replica_ranks(const RsLayout *l);
+/* Tokens t in [0, x) with t mod s == o (s > 0, 0 <= o < s). */
+int64_t rs_below(int64_t x, int64_t s, int64_t o);
 
 /* Checks one side on its own (positive sizes, dcp divides tp, heads divisible
  * by tp/dcp or the reverse, layer partition). Reports E04xx against l->loc
@@ -178,7 +180,8 @@ bool rs_plan_build(Diags *d, const struct Spec *s, const struct Layout *L, RsPla
 void rs_plan_free(RsPlan *p);
 
 
-/* Bytes one plan transfer moves for a request of n_tokens tokens; -1 when
+/* Bytes one plan transfer moves for a request of n_tokens tokens (in
+ * reshard_plan.c, with the plan library); -1 when
  * its token set is "all" or a stride class and n_tokens is 0, or on
  * overflow. A range list is counted as written (the plan's input_tokens). */
 struct PlanTransfer;

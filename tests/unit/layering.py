@@ -5,9 +5,10 @@
   API, and only ytree.c and parse.c include the YAML tree header;
 - Lua is reached only through the hook sandbox (compiler/hooks.c,
   hook_sandbox.c, hook_result.c and their private hook_run.h);
-- the runtime shares only the plan loader, util, outfile and diag with the compiler:
-  no runtime file includes the spec, YAML, Lua or later-stage headers;
-- the plan loader needs libc only (no Jansson, libyaml or Lua).
+- the plan library (meson.build's plan_src: util, outfile, the plan loader
+  and the KV-map checker) needs libc only and no compiler stage;
+- the runtime links the plan library and nothing else of the compiler, and
+  includes only its public headers (util.h, outfile.h, plan.h).
 """
 import pathlib
 import re
@@ -37,11 +38,26 @@ for f in sorted((root / "compiler").glob("*.[ch]")):
         fail(f"{f.relative_to(root)} includes ytree.h; only ytree.c and parse.c may")
     if any(i in ("lua.h", "lauxlib.h", "lualib.h") for i in inc) and f.name not in SANDBOX:
         fail(f"{f.relative_to(root)} includes Lua; only the hook sandbox ({', '.join(sorted(SANDBOX))}) may")
-plan_inc = includes(root / "compiler" / "plan_load.c")
-for i in plan_inc:
-    if i in ("jansson.h", "yaml.h", "ytree.h", "lua.h", "lauxlib.h", "spec.h", "hooks.h"):
-        fail(f"compiler/plan_load.c includes {i}; the plan loader needs libc only")
-allowed_from_compiler = {"util.h", "outfile.h", "diag.h", "plan.h", "rp_config.h"}
+# The plan library (meson.build, plan_src): what the runtime links of
+# compiler/, libc only, and nothing of the compiler's stages.
+meson = (root / "meson.build").read_text()
+block = re.search(r"plan_src = files\((.*?)\)", meson, re.S)
+plan_files = re.findall(r"'compiler/([\w.]+\.c)'", block.group(1)) if block else []
+if not plan_files:
+    fail("meson.build: no plan_src list (the plan library)")
+plan_headers = {"util.h", "outfile.h", "plan.h", "reshard.h", "diag.h", "rp_config.h"}
+for name in plan_files:
+    for i in includes(root / "compiler" / name):
+        if i in ("jansson.h", "yaml.h", "ytree.h", "lua.h", "lauxlib.h", "lualib.h"):
+            fail(f"compiler/{name} (plan library) includes {i}; the plan library needs libc only")
+        elif i.endswith(".h") and (root / "compiler" / i).exists() and i not in plan_headers:
+            fail(f"compiler/{name} (plan library) includes compiler/{i}, a compiler stage's header")
+# The runtime links the plan library only (runtime_deps in meson.build), and
+# includes only its public headers.
+deps = re.search(r"^runtime_deps = \[(.*?)\]", meson, re.M)
+if not deps or "rankplan_dep" in deps.group(1) or "plan_dep" not in deps.group(1):
+    fail("meson.build: runtime_deps must link plan_dep and not the compiler library (rankplan_dep)")
+allowed_from_compiler = {"util.h", "outfile.h", "plan.h", "rp_config.h"}
 compiler_headers = {p.name for p in (root / "compiler").glob("*.h")}
 for f in sorted((root / "runtime").glob("*.[ch]")):
     for i in includes(f):
