@@ -23,6 +23,7 @@
 #include <dirent.h>
 
 #include "compile.h"
+#include "outfile.h"
 #include "plan_invariants.h"
 #include "rp_config.h"
 
