@@ -317,6 +317,71 @@ static json_t *json_reshard(const Plan *p, int64_t n_tokens_opt) {
   return a;
 }
 
+void plan_explain_reshard(FILE *out, const Plan *p, int64_t n_tokens_opt) {
+  if (p->nreshard == 0) {
+    fprintf(out, "kv_reshard: none (no prefill -> decode pool pair)\n");
+    return;
+  }
+  for (size_t i = 0; i < p->nreshard; i++) {
+    const PlanReshard *R = &p->reshard[i];
+    /* Without --tokens, the bytes are those of the plan's own request. */
+    int64_t n_tokens = n_tokens_opt > 0 ? n_tokens_opt : R->has_request ? R->input_tokens : 0;
+    fprintf(out, "kv_reshard %s -> %s: %zu transfers (ranks relative to the serving attention replica)\n",
+            R->prefill, R->decode, R->ntransfers);
+    fprintf(out, "  %5s    %-5s %-11s %-10s %-24s %12s %14s\n", "src", "dst", "layers", "kv_heads",
+            "tokens", "bytes/token", "bytes");
+    int64_t total = 0;
+    bool known = true;
+    for (size_t k = 0; k < R->ntransfers; k++) {
+      const PlanTransfer *x = &R->transfers[k];
+      char layers[32], heads[32], tok[64], bytes[32];
+      snprintf(layers, sizeof layers, "[%lld,%lld)", (long long)x->layers[0], (long long)x->layers[1]);
+      snprintf(heads, sizeof heads, "[%lld,%lld)", (long long)x->kv_heads[0], (long long)x->kv_heads[1]);
+      if (x->tokens == PT_ALL) {
+        snprintf(tok, sizeof tok, "all");
+      } else if (x->tokens == PT_STRIDE) {
+        snprintf(tok, sizeof tok, "p%%%lld==%lld", (long long)x->stride, (long long)x->offset);
+      } else {
+        /* A range list, possibly intersected with a stride class. */
+        int64_t st = x->stride > 0 ? x->stride : 1, off = x->stride > 0 ? x->offset : 0;
+        size_t n = 0;
+        for (size_t j = 0; j < x->nranges; j++)
+          if (n < sizeof tok)
+            n += (size_t)snprintf(tok + n, sizeof tok - n, "%s[%lld,%lld)", j ? "," : "",
+                                  (long long)x->ranges[j][0], (long long)x->ranges[j][1]);
+        if (n < sizeof tok && st > 1)
+          n += (size_t)snprintf(tok + n, sizeof tok - n, " & p%%%lld==%lld", (long long)st,
+                                (long long)off);
+        if (n >= sizeof tok) snprintf(tok + sizeof tok - 4, 4, "...");
+      }
+      int64_t b = rs_plan_xfer_bytes(x, n_tokens);
+      if (b >= 0) {
+        snprintf(bytes, sizeof bytes, "%lld", (long long)b);
+        if (!ck_add(total, b, &total)) known = false;
+      } else {
+        snprintf(bytes, sizeof bytes, "-");
+        known = false;
+      }
+      fprintf(out, "  %5lld -> %-5lld %-11s %-10s %-24s %12lld %14s\n", (long long)x->src,
+              (long long)x->dst, layers, heads, tok, (long long)x->bytes_per_token, bytes);
+    }
+    if (known) {
+      char hb[32];
+      fprintf(out, "  total %lld bytes (%s) per request of %lld tokens\n", (long long)total,
+              rp_fmt_bytes(total, hb, sizeof hb), (long long)n_tokens);
+    }
+    if (R->has_request) {
+      char hu[32], ho[32];
+      fprintf(out,
+              "  at input_tokens %lld: scale-up %s in %.3f ms, scale-out %s in %.3f ms; "
+              "transfer %.3f ms\n",
+              (long long)R->input_tokens, rp_fmt_bytes(R->bytes_scale_up, hu, sizeof hu),
+              R->time_scale_up_ms, rp_fmt_bytes(R->bytes_scale_out, ho, sizeof ho),
+              R->time_scale_out_ms, R->time_ms);
+    }
+  }
+}
+
 /* A shallow copy of p for the text views, with every string that comes from
  * the plan (its path, compiler, pool names and roles, kv_reshard pool names,
  * diagnostics) escaped by plan_escape(): a plan cannot write terminal
@@ -379,7 +444,7 @@ static void text_views(FILE *out, const Plan *p, const PlanRank *R, const Explai
   if (R) { SEP(); text_rank(out, p, R); }
   if (o->groups) { SEP(); text_groups(out, p, o->kind); }
   if (o->memory) { SEP(); text_memory(out, p); }
-  if (o->reshard) { SEP(); rs_explain(out, p, o->tokens); }
+  if (o->reshard) { SEP(); plan_explain_reshard(out, p, o->tokens); }
 #undef SEP
 }
 

@@ -283,5 +283,11 @@ typedef struct {
  * memory, reshard. Returns false (after printing "explain: ..." to err)
  * when o->rank is not in the plan. */
 bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o);
+/* `rankplan explain PLAN --reshard`: prints every pair's transfers, one per
+ * line: src -> dst, layers, kv heads, tokens, bytes per token and bytes per
+ * request of n_tokens_opt tokens (when 0: the plan's own input_tokens, from
+ * the pair's `request`; without either, bytes only for range lists), then
+ * the pair's bytes and transfer time per link class at input_tokens. */
+void plan_explain_reshard(FILE *out, const Plan *p, int64_t n_tokens_opt);
 
 #endif

@@ -187,12 +187,6 @@ void rs_plan_free(RsPlan *p);
 struct PlanTransfer;
 int64_t rs_plan_xfer_bytes(const struct PlanTransfer *x, int64_t n_tokens);
 
-/* `rankplan explain PLAN --reshard`: prints every pair's transfers, one per
- * line: src -> dst, layers, kv heads, tokens, bytes per token and bytes per
- * request of n_tokens_opt tokens (when 0: the plan's own input_tokens, from
- * the pair's `request`; without either, bytes only for range lists), then
- * the pair's bytes and transfer time per link class at input_tokens. */
-void rs_explain(FILE *out, const struct Plan *p, int64_t n_tokens_opt);
 
 /* ---- reshard_check.c: the independent checker ---- */
 

@@ -864,7 +864,7 @@ static void test_explain(void) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
-  rs_explain(f, &p, 4000);
+  plan_explain_reshard(f, &p, 4000);
   fclose(f);
   T_CHECK(strstr(text, "kv_reshard prefill -> decode: 4 transfers") != NULL);
   T_CHECK(strstr(text, "    0 -> 0     [0,80)      [0,1)      all") != NULL);
