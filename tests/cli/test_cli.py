@@ -184,32 +184,13 @@ def not_regular_inputs():
                   and "TOKEN-do-not-print" not in q.stderr, f"hook `{hook}` refused with E0601 ({want})")
 
 
-BIG_SPEC = """version: 1
-name: big
-model:
-  preset: llama-3.1-70b
-hardware:
-  preset: h200-sxm
-  nodes: 4096
-  gpus_per_node: 8
-workload:
-  input_tokens: 4000
-  output_tokens: 500
-slo:
-  ttft: 600 ms
-  tpot: 40 ms
-deployment:
-  mode: disaggregated
-  pools:
-    - name: prefill
-      role: prefill
-      replicas: 2048
-      tp: 8
-    - name: decode
-      role: decode
-      replicas: 4096
-      tp: 4
-"""
+def big_spec():
+    """The bundled 70B example at 32,768 ranks: a plan that takes a while to
+    write, so that a signal can arrive while its temporary exists."""
+    text = open(os.path.join(SRC, "plans", "examples", "llama-3.1-70b-pd.yaml")).read()
+    text = text.replace("  nodes: 4\n", "  nodes: 4096\n")
+    text = text.replace("      replicas: 2\n      tp: 8\n", "      replicas: 2048\n      tp: 8\n")
+    return text.replace("      replicas: 2\n      tp: 4\n", "      replicas: 4096\n      tp: 4\n")
 
 
 def output_files():
@@ -269,7 +250,7 @@ def output_files():
         check(not left, f"no temporary left after the runs ({left})")
         # SIGINT while a large plan is being written: no temporary is left.
         big = os.path.join(tmp, "big.yaml")
-        open(big, "w").write(BIG_SPEC)
+        open(big, "w").write(big_spec())
         out = os.path.join(tmp, "big", "plan.json")
         os.mkdir(os.path.join(tmp, "big"))
         p = subprocess.Popen([RP, "compile", big, "-o", out], env=dict(os.environ, **cat),

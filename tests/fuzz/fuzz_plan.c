@@ -22,19 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size ? size : 1);
   if (!text) return 0;
   if (size) memcpy(text, data, size);
-  char *err = NULL;
-  Plan *p = plan_load_mem("fuzz.plan.json", text, size, NULL, &err);
-  /* Exactly one of a plan and a message. */
-  CHECK((p != NULL) != (err != NULL));
-  if (err) CHECK(err[0] != '\0');
-  if (p) {
-    check_plan(p);
-    check_memory_ledger(p);
-    check_kv_bytes(p);
-    explain_all(p, devnull);
-  }
-  plan_free(p);
-  free(err);
+  load_and_check("fuzz.plan.json", text, size, devnull);
   free(text);
   return 0;
 }

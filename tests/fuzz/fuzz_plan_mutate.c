@@ -179,18 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = sb_take(&sb);
   const char *keep = getenv("FUZZ_PLAN_MUTATE_WRITE");
   if (keep && rp_write_file_atomic(keep, text, len) != 0) abort();
-  char *err = NULL;
-  Plan *p = plan_load_mem("mutated.plan.json", text, len, NULL, &err);
-  CHECK((p != NULL) != (err != NULL));
-  if (err) CHECK(err[0] != '\0');
-  if (p) {
-    check_plan(p);
-    check_memory_ledger(p);
-    check_kv_bytes(p);
-    explain_all(p, devnull);
-  }
-  plan_free(p);
-  free(err);
+  load_and_check("mutated.plan.json", text, len, devnull);
   free(text);
   free(val);
   free(set);

@@ -147,4 +147,21 @@ static void check_kv_bytes(const Plan *p) {
   }
 }
 
+/* Loads text as a plan: exactly one of a plan and a message; a plan that
+ * loads holds every invariant above and prints in every explain view. */
+static void load_and_check(const char *name, const char *text, size_t len, FILE *devnull) {
+  char *err = NULL;
+  Plan *p = plan_load_mem(name, text, len, NULL, &err);
+  CHECK((p != NULL) != (err != NULL));
+  if (err) CHECK(err[0] != '\0');
+  if (p) {
+    check_plan(p);
+    check_memory_ledger(p);
+    check_kv_bytes(p);
+    explain_all(p, devnull);
+  }
+  plan_free(p);
+  free(err);
+}
+
 #endif
