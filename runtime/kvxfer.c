@@ -493,12 +493,12 @@ static RtResult fill_layers(GReq *q, int64_t lb, int64_t le) {
  * A decode rank copies its region back to the host once the request's
  * groups have completed and verifies it there. */
 static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
-                               const RtPlan *rp, int rank, RtComm *world,
+                               int rank, RtComm *world,
                                int world_group, RtKvPool *pool,
                                const RtKvOpts *o, RtKvStats *st) {
   st->grouped = true;
   const PlanRank *me = &pl->ranks[rank];
-  const RtGroup *wg = &rp->groups[world_group];
+  const PlanGroup *wg = &pl->groups[world_group];
   int64_t T = o->input_tokens;
   RtResult r = RT_OK;
   OpList L = {0};
@@ -759,16 +759,16 @@ bool rt_sched_times(double *run, double *wait) {
 }
 
 static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
-                       const RtPlan *rp, int rank, RtComm *world,
+                       int rank, RtComm *world,
                        int world_group, RtKvPool *pool, const RtKvOpts *o,
                        RtKvStats *st);
 
 RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
-                   const RtPlan *rp, int rank, RtComm *world, int world_group,
+                   int rank, RtComm *world, int world_group,
                    RtKvPool *pool, const RtKvOpts *o, RtKvStats *st) {
   double r0 = 0, w0 = 0, r1 = 0, w1 = 0;
   bool have = rt_sched_times(&r0, &w0);
-  RtResult r = kv_run(be, state, pl, rp, rank, world, world_group, pool, o, st);
+  RtResult r = kv_run(be, state, pl, rank, world, world_group, pool, o, st);
   if (have && rt_sched_times(&r1, &w1)) {
     st->cpu_run_secs = r1 - r0;
     st->cpu_wait_secs = w1 - w0;
@@ -779,7 +779,7 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
 }
 
 static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
-                       const RtPlan *rp, int rank, RtComm *world,
+                       int rank, RtComm *world,
                        int world_group, RtKvPool *pool, const RtKvOpts *o,
                        RtKvStats *st) {
   memset(st, 0, sizeof *st);
@@ -799,17 +799,16 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
                   (long long)o->input_tokens,
                   (long long)(ranges_T > 1 ? ranges_T : 1), RT_KV_MAX_TOKENS,
                   (long long)ranges_T);
-  bool host_be = strcmp(be->name, "host") == 0;
   const char *ge = getenv("RANKRUN_KV_GROUPED");
   if (be->p2p_post && be->p2p_wait && be->copy_ref &&
-      (!host_be || (ge && strcmp(ge, "1") == 0)))
-    return kv_run_grouped(be, state, pl, rp, rank, world, world_group, pool, o,
+      (be->kv_grouped || (ge && strcmp(ge, "1") == 0)))
+    return kv_run_grouped(be, state, pl, rank, world, world_group, pool, o,
                           st);
   const PlanRank *me = &pl->ranks[rank];
   const PlanPool *MP = &pl->pools[me->pool];
-  const RtGroup *wg = &rp->groups[world_group];
+  const PlanGroup *wg = &pl->groups[world_group];
   int64_t T = o->input_tokens;
-  bool host = strcmp(be->name, "host") == 0;
+  bool host = be->host_memory;
   /* The largest transfer sizes the one wire buffer; every transfer of a
    * pair has the pair's cell size (check_cell_sizes), which packs it. */
   int64_t maxb = 0, bph = 0;

@@ -37,11 +37,10 @@
 extern char **environ;
 
 /* ---------------------------------------------------------------------------
- * Plan reader: the shared loader (compiler/plan_load.c) checks the plan;
- * this keeps the few facts the runtime needs. */
+ * Plan reader: the shared loader (compiler/plan_load.c) checks the plan. */
 
-RtResult rt_plan_load(const char *path, RtPlan *p) {
-  memset(p, 0, sizeof *p);
+RtResult rt_plan_open(const char *path, Plan **out) {
+  *out = NULL;
   char *err = NULL;
   if (access(path, R_OK) != 0) /* allocates nothing, unlike fopen */
     return rt_err(RT_ERR_SYS, "cannot read plan `%s`: %s", path,
@@ -52,52 +51,8 @@ RtResult rt_plan_load(const char *path, RtPlan *p) {
     free(err);
     return r;
   }
-  p->world_size = (int)pl->world_size;
-  p->nnodes = (int)pl->nnodes;
-  p->ranks = rp_calloc((size_t)p->world_size, sizeof *p->ranks);
-  for (int i = 0; i < p->world_size; i++)
-    p->ranks[i] = (RtRank){i, -1, -1, -1, NULL};
-  for (int64_t i = 0; i < pl->nranks; i++) {
-    const PlanRank *R = &pl->ranks[i];
-    /* Node numbers are positions in nodes[] for the runtime. */
-    int node = -1;
-    for (size_t n = 0; n < pl->nnodes; n++)
-      if (pl->nodes[n].node == R->node) node = (int)n;
-    p->ranks[R->rank] = (RtRank){R->rank, node, R->local_rank, R->device,
-                                 rp_strdup(pl->pools[R->pool].name)};
-  }
-  p->full = pl;
-  p->ngroups = (int)pl->ngroups;
-  p->groups = rp_calloc((size_t)p->ngroups + 1, sizeof *p->groups);
-  for (int i = 0; i < p->ngroups; i++) {
-    const PlanGroup *G = &pl->groups[i];
-    RtGroup *g = &p->groups[i];
-    g->id = rp_sprintf("%d", G->id);
-    g->kind = rp_strdup(plan_kind_name(G->kind));
-    g->nranks = G->n;
-    g->ranks = rp_malloc(sizeof(int) * (size_t)G->n);
-    for (int k = 0; k < G->n; k++) g->ranks[k] = G->ranks[k];
-  }
+  *out = pl;
   return RT_OK;
-}
-
-void rt_plan_free(RtPlan *p) {
-  for (int i = 0; p->ranks && i < p->world_size; i++) free(p->ranks[i].pool);
-  for (int i = 0; i < p->ngroups; i++) {
-    free(p->groups[i].id);
-    free(p->groups[i].kind);
-    free(p->groups[i].ranks);
-  }
-  free(p->ranks);
-  free(p->groups);
-  if (p->full) plan_free(p->full);
-  memset(p, 0, sizeof *p);
-}
-
-int rt_group_index(const RtGroup *g, int r) {
-  for (int i = 0; i < g->nranks; i++)
-    if (g->ranks[i] == r) return i;
-  return -1;
 }
 
 /* ---------------------------------------------------------------------------
@@ -172,18 +127,18 @@ done:
 /* The KV part of a worker (issue 9): allocate the ledger's memory, run the
  * requests through kv_reshard, post memory and transfer figures as
  * `mem/RANK` and `kv/RANK`. */
-static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
+static RtResult worker_kv(const RtLaunchOpts *o, const Plan *plan,
                           const RtBackend *be, void *state, RtStore *st,
                           int rank, RtComm **comms, const int *groups, int ng) {
-  const Plan *pl = plan->full;
+  const Plan *pl = plan;
   int wi = -1;
   for (int i = 0; i < ng; i++)
-    if (strcmp(plan->groups[groups[i]].kind, "world") == 0) wi = i;
+    if (plan->groups[groups[i]].kind == GK_WORLD) wi = i;
   if (wi < 0)
     return rt_err(RT_ERR_INVALID, "the plan has no world group for rank %d",
                   rank);
   RtKvPool pool;
-  double scale = strcmp(be->name, "host") == 0 ? o->mem_scale : 1.0;
+  double scale = be->host_memory ? o->mem_scale : 1.0;
   RTCHECK(rt_kvpool_alloc(be, state, &pl->ranks[rank], scale, &pool));
   char key[64], *val = rp_sprintf("%lld %lld %lld %lld",
                                   (long long)pool.planned_weights,
@@ -198,8 +153,7 @@ static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
   RtKvStats ks;
   memset(&ks, 0, sizeof ks);
   if (r == RT_OK)
-    r = rt_kv_run(be, state, pl, plan, rank, comms[wi], groups[wi], &pool, &ko,
-                  &ks);
+    r = rt_kv_run(be, state, pl, rank, comms[wi], groups[wi], &pool, &ko, &ks);
   if (r == RT_OK) {
     StrBuf sb;
     sb_init(&sb);
@@ -213,23 +167,20 @@ static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
   return r;
 }
 
-int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
+int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   signal(SIGPIPE, SIG_IGN);
   if (o->test_ignore_sigterm) signal(SIGTERM, SIG_IGN);
   const char *rs = getenv("RANK");
   char *end = NULL;
   long rank = rs ? strtol(rs, &end, 10) : -1;
   if (!rs || !end || *end || rank < 0 || rank >= plan->world_size ||
-      plan->ranks[rank].node != o->node) {
+      rt_rank_node(plan, rank) != o->node) {
     fprintf(stderr, "rankrun: worker: bad RANK `%s` for node %d\n",
             rs ? rs : "", o->node);
     return RP_EXIT_USAGE;
   }
-  const RtBackend *be = rt_backend_find(o->backend);
-  if (!be) {
-    fprintf(stderr, "rankrun: unknown backend `%s`\n", o->backend);
-    return RP_EXIT_USAGE;
-  }
+  const RtBackend *be = o->be;
+  const PlanRank *me = plan_find_rank(plan, rank);
   RtStore st = {-1, o->timeout};
   RtResult r = RT_OK;
   void *state = NULL;
@@ -253,8 +204,8 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   if (r != RT_OK) goto fail;
   RTCHECKGOTO(rt_local_addr(st.fd, host, sizeof host), r, fail);
   RTCHECKGOTO(rt_store_wait(&st, "job", o->timeout, &job, NULL), r, fail);
-  RtBackendCtx ctx = {plan, (int)rank, plan->ranks[rank].local_rank,
-                      plan->ranks[rank].device, &st, host, o->timeout, job};
+  RtBackendCtx ctx = {plan, (int)rank, me->local_rank, me->device, &st, host,
+                      o->timeout, job};
   RTCHECKGOTO(be->init(&ctx, &state), r, fail);
   for (int i = 0; i < ng; i++)
     RTCHECKGOTO(be->group_create(state, groups[i], &comms[i]), r, fail);
@@ -338,7 +289,7 @@ static void on_signal(int s) { got_signal = s; }
 
 typedef struct {
   const RtLaunchOpts *o;
-  const RtPlan *plan;
+  const Plan *plan;
   RtStore st;
   bool store_ok;
   RtReport rep;
@@ -482,7 +433,7 @@ static bool env_skip(const char *e) {
 /* Builds the worker's environment: the launcher's, minus the variables it
  * sets itself. Other RANKRUN_* settings (RANKRUN_HOST_SHM,
  * RANKRUN_KV_GROUPED) pass through: the workers read them. */
-static char **worker_env(const Launch *L, const RtRank *rk) {
+static char **worker_env(const Launch *L, const PlanRank *rk) {
   size_t n = 0;
   while (environ[n]) n++;
   char **env = rp_calloc(n + 8, sizeof *env);
@@ -494,12 +445,12 @@ static char **worker_env(const Launch *L, const RtRank *rk) {
   env[k++] = dup_env("RANK", num);
   snprintf(num, sizeof num, "%d", rk->local_rank);
   env[k++] = dup_env("LOCAL_RANK", num);
-  snprintf(num, sizeof num, "%d", L->plan->world_size);
+  snprintf(num, sizeof num, "%d", (int)L->plan->world_size);
   env[k++] = dup_env("WORLD_SIZE", num);
   snprintf(num, sizeof num, "%d", rk->device);
   env[k++] = dup_env("RANKRUN_DEVICE", num);
-  if (strcmp(L->o->backend, "nccl") == 0)
-    env[k++] = dup_env("CUDA_VISIBLE_DEVICES", num);
+  if (L->o->be->visible_devices_env)
+    env[k++] = dup_env(L->o->be->visible_devices_env, num);
   env[k] = NULL;
   return env;
 }
@@ -597,11 +548,11 @@ static void collect_copy(Launch *L, double deadline) {
     double left = deadline - rt_now();
     if (!L->store_ok ||
         rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) != RT_OK)
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent no memory copy figure");
     else if (!rt_copy_record_decode(v, L->o->probe_copy_bytes,
                                     &L->rep.copy_gbs[r]))
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent a malformed memory copy figure");
     free(v);
   }
@@ -614,16 +565,14 @@ static void collect_kv(Launch *L, double deadline) {
   k->have = true;
   k->requests = L->o->requests;
   k->input_tokens = L->o->input_tokens;
-  k->mem_scale = strcmp(L->o->backend, "host") == 0 ? L->o->mem_scale : 1.0;
+  k->mem_scale = L->o->be->host_memory ? L->o->mem_scale : 1.0;
   k->req_bytes = rp_calloc((size_t)k->requests + 1, sizeof *k->req_bytes);
   k->req_secs = rp_calloc((size_t)k->requests + 1, sizeof *k->req_secs);
   for (int c = 0; c < 2; c++) {
     k->req_link_bytes[c] = rp_calloc((size_t)k->requests + 1, sizeof(int64_t));
     k->req_link_secs[c] = rp_calloc((size_t)k->requests + 1, sizeof(double));
   }
-  k->reference = strcmp(L->o->backend, "host") == 0
-                     ? "memcpy"
-                     : "device-to-device copy";
+  k->reference = L->o->be->copy_ref_kind;
   /* The memcpy reference: every sender's memcpy of the messages it sent,
    * summed like the send times (bytes over summed seconds). */
   double memcpy_secs = 0;
@@ -648,7 +597,7 @@ static void collect_kv(Launch *L, double deadline) {
     v = NULL;
     double left = deadline - rt_now();
     if (rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) != RT_OK) {
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent no KV transfer figures");
       free(v);
       return;
@@ -658,7 +607,7 @@ static void collect_kv(Launch *L, double deadline) {
      * rather than summed (signed sums could overflow). */
     RtKvStats ks;
     if (!rt_kv_stats_decode(v, k->requests, &ks)) {
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent malformed KV transfer figures");
       free(v);
       return;
@@ -701,28 +650,25 @@ static void print_dry_run(const Launch *L) {
   StrBuf sb;
   sb_init(&sb);
   sb_printf(&sb, "rankrun: dry run of node %d of %d (world size %d, backend %s, "
-                 "rendezvous %s:%d)\n", L->o->node, L->plan->nnodes,
-         L->plan->world_size, L->o->backend, L->o->rdzv_host, L->o->rdzv_port);
+                 "rendezvous %s:%d)\n", L->o->node, (int)L->plan->nnodes,
+         (int)L->plan->world_size, L->o->backend, L->o->rdzv_host, L->o->rdzv_port);
   if (L->o->node == 0)
     sb_printf(&sb, "would start the rendezvous store on %s:%d\n", L->o->rdzv_host,
            L->o->rdzv_port);
   for (int i = 0; i < L->rep.nlocal; i++) {
-    const RtRank *rk = &L->plan->ranks[L->rep.local[i].rank];
+    const PlanRank *rk = plan_find_rank(L->plan, L->rep.local[i].rank);
     sb_printf(&sb, "would start rank %d: RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d",
-           rk->rank, rk->rank, rk->local_rank, L->plan->world_size);
-    if (strcmp(L->o->backend, "nccl") == 0)
-      sb_printf(&sb, " CUDA_VISIBLE_DEVICES=%d", rk->device);
-    char *pool = rt_escape_dup(rk->pool);
+           rk->rank, rk->rank, rk->local_rank, (int)L->plan->world_size);
+    if (L->o->be->visible_devices_env)
+      sb_printf(&sb, " %s=%d", L->o->be->visible_devices_env, rk->device);
+    char *pool = rt_escape_dup(L->plan->pools[rk->pool].name);
     sb_printf(&sb, " device=%d pool=%s groups=", rk->device, pool);
     free(pool);
     int k = 0;
     for (int g = 0; g < L->plan->ngroups; g++) {
       if (rt_group_index(&L->plan->groups[g], rk->rank) < 0) continue;
-      char *kind = rt_escape_dup(L->plan->groups[g].kind);
-      char *id = rt_escape_dup(L->plan->groups[g].id);
-      sb_printf(&sb, "%s%s:%s", k++ ? "," : "", kind, id);
-      free(kind);
-      free(id);
+      sb_printf(&sb, "%s%s:%d", k++ ? "," : "",
+                plan_kind_name(L->plan->groups[g].kind), L->plan->groups[g].id);
     }
     sb_printf(&sb, "\n");
   }
@@ -785,12 +731,13 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
  * shared-memory rings against /dev/shm's free space and MemAvailable. */
 static RtResult node_fits(const Launch *L) {
   const RtLaunchOpts *o = L->o;
-  if (strcmp(o->backend, "host") != 0) return RT_OK;
-  RtNodeFit f = {o->node, 0, o->mem_scale, 0, rt_host_ring_bytes(),
-                 rt_fs_free("/dev/shm"), rt_host_mem_available()};
+  if (!o->be->host_memory) return RT_OK;
+  RtNodeFit f = {o->node, 0, o->mem_scale, 0, 0, rt_fs_free("/dev/shm"),
+                 rt_host_mem_available()};
   if (o->requests > 0)
-    f.ledger = rt_node_planned_bytes(L->plan->full, o->node, o->mem_scale);
-  if (rt_host_shm_on()) f.rings = rt_host_node_rings(L->plan, o->node);
+    f.ledger = rt_node_planned_bytes(L->plan, o->node, o->mem_scale);
+  if (o->be->shm_segments)
+    f.rings = o->be->shm_segments(L->plan, o->node, &f.ring_bytes);
   return rt_node_fit_check(&f);
 }
 
@@ -811,7 +758,7 @@ static int by_local_rank(const void *a, const void *b) {
   return (x->local_rank > y->local_rank) - (x->local_rank < y->local_rank);
 }
 
-int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
+int rt_launch(const RtLaunchOpts *o, const Plan *plan) {
   double t0 = rt_now();
   Launch L;
   memset(&L, 0, sizeof L);
@@ -821,32 +768,33 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
   L.rep.plan_path = o->plan_path;
   L.rep.backend = o->backend;
   L.rep.node = o->node;
-  L.rep.nnodes = plan->nnodes;
-  L.rep.world_size = plan->world_size;
+  L.rep.nnodes = (int)plan->nnodes;
+  L.rep.world_size = (int)plan->world_size;
   L.rep.fail_rank = -1;
-  L.rep.ngroups = plan->ngroups;
+  L.rep.ngroups = (int)plan->ngroups;
   L.rep.groups = rp_calloc((size_t)plan->ngroups + 1, sizeof *L.rep.groups);
   for (int i = 0; i < plan->ngroups; i++) {
     L.rep.groups[i].id = plan->groups[i].id;
     L.rep.groups[i].kind = plan->groups[i].kind;
-    L.rep.groups[i].nranks = plan->groups[i].nranks;
-    for (int k = 1; k < plan->groups[i].nranks; k++)
-      if (plan->ranks[plan->groups[i].ranks[k]].node !=
-          plan->ranks[plan->groups[i].ranks[0]].node)
+    L.rep.groups[i].nranks = plan->groups[i].n;
+    for (int k = 1; k < plan->groups[i].n; k++)
+      if (rt_rank_node(plan, plan->groups[i].ranks[k]) !=
+          rt_rank_node(plan, plan->groups[i].ranks[0]))
         L.rep.groups[i].cross_node = true;
   }
-  if (o->node < 0 || o->node >= plan->nnodes) {
+  if (o->node < 0 || o->node >= (int)plan->nnodes) {
     fprintf(stderr, "rankrun: node %d is not in the plan: expected 0 to %d\n",
-            o->node, plan->nnodes - 1);
+            o->node, (int)plan->nnodes - 1);
     free(L.rep.groups);
     return RP_EXIT_USAGE;
   }
   L.rep.local = rp_calloc((size_t)plan->world_size, sizeof *L.rep.local);
-  for (int r = 0; r < plan->world_size; r++)
-    if (plan->ranks[r].node == o->node)
+  for (int64_t i = 0; i < plan->nranks; i++) {
+    const PlanRank *R = &plan->ranks[i];
+    if (rt_rank_node(plan, R->rank) == o->node)
       L.rep.local[L.rep.nlocal++] = (RtRankStatus){
-          r, plan->ranks[r].local_rank, plan->ranks[r].device, 0, false, -1, 0,
-          false, 0, 0, 0, 0};
+          R->rank, R->local_rank, R->device, 0, false, -1, 0, false, 0, 0, 0, 0};
+  }
   qsort(L.rep.local, (size_t)L.rep.nlocal, sizeof *L.rep.local, by_local_rank);
   if (o->dry_run) {
     print_dry_run(&L);
@@ -911,7 +859,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
                            "requests %d tokens %lld scale %.17g kv-grouped %s "
                            "kv-chunk %s",
-                           plan->full->spec_sha256, plan->world_size, o->backend,
+                           plan->spec_sha256, (int)plan->world_size, o->backend,
                            (long long)o->preflight_bytes, o->soak, o->requests,
                            (long long)o->input_tokens, o->mem_scale,
                            kg ? kg : "-", kc ? kc : "-");
@@ -945,7 +893,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     if (L.have_fail) return finish(&L, srv, t0);
   }
   /* Every launcher joins before any rank starts. */
-  for (int n = 0; n < plan->nnodes; n++) {
+  for (int n = 0; n < (int)plan->nnodes; n++) {
     snprintf(key, sizeof key, "node/%d", n);
     /* Short waits, so that a SIGTERM during the join is seen at once. */
     char *v = NULL;
@@ -988,7 +936,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
   /* Start the ranks. Everything exec needs is built before fork. */
   char **argv = worker_argv(&L);
   for (int i = 0; i < L.rep.nlocal && !got_signal; i++) {
-    char **env = worker_env(&L, &plan->ranks[L.rep.local[i].rank]);
+    char **env = worker_env(&L, plan_find_rank(plan, L.rep.local[i].rank));
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -1052,7 +1000,7 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     snprintf(key, sizeof key, "end/%d", o->node);
     rt_store_set(&L.st, key, "ok", 2);
     double deadline = rt_now() + o->timeout;
-    for (int n = 0; n < plan->nnodes && !L.have_fail;) {
+    for (int n = 0; n < (int)plan->nnodes && !L.have_fail;) {
       char *v = NULL;
       snprintf(key, sizeof key, "end/%d", n);
       r = rt_store_get(&L.st, key, &v, NULL);

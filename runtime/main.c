@@ -198,24 +198,24 @@ int main(int argc, char **argv) {
   if (!o.plan_path) return bad_usage("%s", "missing PLAN");
   if (!worker && o.probe_copy_bytes > 0 && !o.probe_path)
     return bad_usage("%s", "--probe-copy-bytes needs --probe FILE");
-  if (!worker && o.probe_path && o.probe_copy_bytes == 0)
-    o.probe_copy_bytes = strcmp(o.backend, "nccl") == 0 ? RT_PROBE_COPY_DEVICE
-                                                        : RT_PROBE_COPY_HOST;
   if (o.node < 0) return bad_usage("%s", "missing --node N");
   const char *outs[] = {o.report_path, o.probe_path}, *which;
   for (size_t i = 0; i < 2; i++)
     if (outs[i] && rp_out_is_input(outs[i], (const char *const[]){o.plan_path}, 1, &which))
       return bad_usage("%s `%s` is the plan `%s`; writing it would destroy the plan",
                        i ? "--probe" : "--report", outs[i], which);
-  if (!rt_backend_find(o.backend)) {
+  o.be = rt_backend_find(o.backend);
+  if (!o.be) {
     fprintf(stderr, "rankrun: unknown backend `%s`: expected one of %s\n",
             o.backend, rt_backend_names());
-    if (strcmp(o.backend, "nccl") == 0)
-      fprintf(stderr, "rankrun: this build has no NCCL (meson found none)\n");
+    const char *note = rt_backend_absent_note(o.backend);
+    if (note) fprintf(stderr, "rankrun: %s\n", note);
     return RP_EXIT_USAGE;
   }
-  RtPlan plan;
-  RtResult r = rt_plan_load(o.plan_path, &plan);
+  if (!worker && o.probe_path && o.probe_copy_bytes == 0)
+    o.probe_copy_bytes = o.be->probe_copy_bytes;
+  Plan *plan = NULL;
+  RtResult r = rt_plan_open(o.plan_path, &plan);
   if (r != RT_OK) {
     fprintf(stderr, "rankrun: %s\n", rt_errmsg());
     return r == RT_ERR_SYS ? RP_EXIT_USAGE : RP_EXIT_INPUT;
@@ -223,33 +223,33 @@ int main(int argc, char **argv) {
   if (rdzv) {
     if (rt_parse_hostport(rdzv, &o.rdzv_host, &o.rdzv_port) != RT_OK) {
       fprintf(stderr, "rankrun: %s\n", rt_errmsg());
-      rt_plan_free(&plan);
+      plan_free(plan);
       return RP_EXIT_USAGE;
     }
-  } else if (plan.nnodes > 1 && !o.dry_run) {
+  } else if (plan->nnodes > 1 && !o.dry_run) {
     fprintf(stderr, "rankrun: the plan has %d nodes: --rendezvous HOST:PORT "
-            "is needed so that launchers find node 0\n", plan.nnodes);
-    rt_plan_free(&plan);
+            "is needed so that launchers find node 0\n", (int)plan->nnodes);
+    plan_free(plan);
     return RP_EXIT_USAGE;
   } else {
     o.rdzv_host = rp_strdup("127.0.0.1");
     o.rdzv_port = 0;
   }
-  if (o.rdzv_port == 0 && plan.nnodes > 1 && !o.dry_run) {
+  if (o.rdzv_port == 0 && plan->nnodes > 1 && !o.dry_run) {
     fprintf(stderr, "rankrun: --rendezvous port 0 only works for a one-node "
             "plan (other nodes could not find it)\n");
     free(o.rdzv_host);
-    rt_plan_free(&plan);
+    plan_free(plan);
     return RP_EXIT_USAGE;
   }
   /* Token ranges in kv_reshard were computed for one request length: the
    * default input length is theirs, and another one is refused. */
   int64_t ranges_T = -1;
-  const Plan *pl = plan.full;
+  const Plan *pl = plan;
   if (o.requests > 0 && rt_kv_plan_check(pl, &ranges_T) != RT_OK) {
     fprintf(stderr, "rankrun: %s: %s\n", o.plan_path, rt_errmsg());
     free(o.rdzv_host);
-    rt_plan_free(&plan);
+    plan_free(plan);
     return RP_EXIT_INPUT;
   }
   if (o.input_tokens < 0) o.input_tokens = ranges_T > 0 ? ranges_T : 64;
@@ -258,14 +258,14 @@ int main(int argc, char **argv) {
             "plan's kv_reshard ranges were computed for\n",
             (long long)o.input_tokens, (long long)ranges_T);
     free(o.rdzv_host);
-    rt_plan_free(&plan);
+    plan_free(plan);
     return RP_EXIT_USAGE;
   }
   if (o.requests > 0 && pl->nreshard == 0)
     fprintf(stderr, "rankrun: note: the plan has no kv_reshard (no prefill and "
             "decode pools): --requests only allocates the ledger's memory\n");
-  int code = worker ? rt_worker_main(&o, &plan) : rt_launch(&o, &plan);
+  int code = worker ? rt_worker_main(&o, plan) : rt_launch(&o, plan);
   free(o.rdzv_host);
-  rt_plan_free(&plan);
+  plan_free(plan);
   return code;
 }
