@@ -758,185 +758,178 @@ static int by_local_rank(const void *a, const void *b) {
   return (x->local_rank > y->local_rank) - (x->local_rank < y->local_rank);
 }
 
-int rt_launch(const RtLaunchOpts *o, const Plan *plan) {
-  double t0 = rt_now();
-  Launch L;
-  memset(&L, 0, sizeof L);
-  L.o = o;
-  L.plan = plan;
-  L.st.fd = -1;
-  L.rep.plan_path = o->plan_path;
-  L.rep.backend = o->backend;
-  L.rep.node = o->node;
-  L.rep.nnodes = (int)plan->nnodes;
-  L.rep.world_size = (int)plan->world_size;
-  L.rep.fail_rank = -1;
-  L.rep.ngroups = (int)plan->ngroups;
-  L.rep.groups = rp_calloc((size_t)plan->ngroups + 1, sizeof *L.rep.groups);
+/* The report's groups (id, kind, size, whether they span nodes) and this
+ * node's ranks, by local rank. */
+static void launch_init(Launch *L, const RtLaunchOpts *o, const Plan *plan) {
+  memset(L, 0, sizeof *L);
+  L->o = o;
+  L->plan = plan;
+  L->st.fd = -1;
+  L->rep.plan_path = o->plan_path;
+  L->rep.backend = o->backend;
+  L->rep.node = o->node;
+  L->rep.nnodes = (int)plan->nnodes;
+  L->rep.world_size = (int)plan->world_size;
+  L->rep.fail_rank = -1;
+  L->rep.ngroups = (int)plan->ngroups;
+  L->rep.groups = rp_calloc((size_t)plan->ngroups + 1, sizeof *L->rep.groups);
   for (int i = 0; i < plan->ngroups; i++) {
-    L.rep.groups[i].id = plan->groups[i].id;
-    L.rep.groups[i].kind = plan->groups[i].kind;
-    L.rep.groups[i].nranks = plan->groups[i].n;
-    for (int k = 1; k < plan->groups[i].n; k++)
-      if (rt_rank_node(plan, plan->groups[i].ranks[k]) !=
-          rt_rank_node(plan, plan->groups[i].ranks[0]))
-        L.rep.groups[i].cross_node = true;
+    const PlanGroup *G = &plan->groups[i];
+    L->rep.groups[i].id = G->id;
+    L->rep.groups[i].kind = G->kind;
+    L->rep.groups[i].nranks = G->n;
+    for (int k = 1; k < G->n; k++)
+      if (rt_rank_node(plan, G->ranks[k]) != rt_rank_node(plan, G->ranks[0]))
+        L->rep.groups[i].cross_node = true;
   }
-  if (o->node < 0 || o->node >= (int)plan->nnodes) {
-    fprintf(stderr, "rankrun: node %d is not in the plan: expected 0 to %d\n",
-            o->node, (int)plan->nnodes - 1);
-    free(L.rep.groups);
-    return RP_EXIT_USAGE;
-  }
-  L.rep.local = rp_calloc((size_t)plan->world_size, sizeof *L.rep.local);
+}
+
+static void local_ranks(Launch *L) {
+  const Plan *plan = L->plan;
+  L->rep.local = rp_calloc((size_t)plan->world_size, sizeof *L->rep.local);
   for (int64_t i = 0; i < plan->nranks; i++) {
     const PlanRank *R = &plan->ranks[i];
-    if (rt_rank_node(plan, R->rank) == o->node)
-      L.rep.local[L.rep.nlocal++] = (RtRankStatus){
+    if (rt_rank_node(plan, R->rank) == L->o->node)
+      L->rep.local[L->rep.nlocal++] = (RtRankStatus){
           R->rank, R->local_rank, R->device, 0, false, -1, 0, false, 0, 0, 0, 0};
   }
-  qsort(L.rep.local, (size_t)L.rep.nlocal, sizeof *L.rep.local, by_local_rank);
-  if (o->dry_run) {
-    print_dry_run(&L);
-    free(L.rep.local);
-    free(L.rep.groups);
-    return RP_EXIT_OK;
-  }
-  remove_stale_rings(o);
-  signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  qsort(L->rep.local, (size_t)L->rep.nlocal, sizeof *L->rep.local, by_local_rank);
+}
 
-  RtStoreServer *srv = NULL;
-  RtLaunchOpts oo = *o; /* the bound port, when 0 was asked for */
-  L.o = &oo;
+/* Records a failure of this node before any rank started, with its
+ * reason printed, and publishes it. */
+static void fail_early(Launch *L, int node, const char *why) {
+  fprintf(stderr, "rankrun: %s\n", why);
+  set_fail(L, -1, node, -1, 0, why);
+}
+
+/* Connects to the store (node 0 starts it first, binding the port in
+ * *oo) and claims `node/N`. False when the launch cannot go on. */
+static bool join_store(Launch *L, RtLaunchOpts *oo, RtStoreServer **srv) {
+  const RtLaunchOpts *o = L->o;
   if (o->node == 0) {
-    RtResult r = rt_store_server_start(o->rdzv_host, o->rdzv_port, o->timeout, &srv);
-    if (r != RT_OK) {
-      fprintf(stderr, "rankrun: cannot start the rendezvous store: %s\n",
-              rt_errmsg());
-      set_fail(&L, -1, o->node, -1, 0, rt_errmsg());
-      return finish(&L, NULL, t0);
+    if (rt_store_server_start(o->rdzv_host, o->rdzv_port, o->timeout, srv) != RT_OK) {
+      fprintf(stderr, "rankrun: cannot start the rendezvous store: %s\n", rt_errmsg());
+      set_fail(L, -1, o->node, -1, 0, rt_errmsg());
+      return false;
     }
-    oo.rdzv_port = rt_store_server_port(srv);
+    oo->rdzv_port = rt_store_server_port(*srv);
   }
-  double join_deadline = t0 + o->timeout;
-  RtResult r = rt_store_connect(&L.st, oo.rdzv_host, oo.rdzv_port, o->timeout,
-                                o->timeout);
-  if (r != RT_OK) {
+  L->o = oo;
+  if (rt_store_connect(&L->st, oo->rdzv_host, oo->rdzv_port, o->timeout,
+                       o->timeout) != RT_OK) {
     fprintf(stderr, "rankrun: node %d: %s\n", o->node, rt_errmsg());
-    set_fail(&L, -1, 0, -1, 0, rt_errmsg());
-    return finish(&L, srv, t0);
+    set_fail(L, -1, 0, -1, 0, rt_errmsg());
+    return false;
   }
-  L.store_ok = true;
+  L->store_ok = true;
   char key[64], val[64];
   snprintf(key, sizeof key, "node/%d", o->node);
   snprintf(val, sizeof val, "%d", (int)getpid());
-  r = rt_store_create(&L.st, key, val, strlen(val));
-  if (r != RT_OK) {
-    char *why = r == RT_ERR_EXISTS
-                    ? rp_sprintf("duplicate node %d: another launcher already "
-                                 "joined as node %d", o->node, o->node)
-                    : rp_strdup(rt_errmsg());
-    fprintf(stderr, "rankrun: %s\n", why);
-    set_fail(&L, -1, o->node, -1, 0, why);
+  RtResult r = rt_store_create(&L->st, key, val, strlen(val));
+  if (r == RT_OK) return true;
+  char *why = r == RT_ERR_EXISTS
+                  ? rp_sprintf("duplicate node %d: another launcher already "
+                               "joined as node %d", o->node, o->node)
+                  : rp_strdup(rt_errmsg());
+  fail_early(L, o->node, why);
+  free(why);
+  /* A duplicate must not stop the deployment it tried to join. */
+  L->store_ok = false;
+  return false;
+}
+
+/* Every launcher must run the same plan with the same options as node 0:
+ * ranks of different nodes that disagree on sizes would exchange
+ * garbage. The settings that change the KV schedule (RANKRUN_KV_GROUPED,
+ * RANKRUN_KV_CHUNK) count as options: ranks that cut a bucket
+ * differently could wait for each other until the deadline. Node 0 also
+ * draws the deployment id. False when the launch cannot go on. */
+static bool agree_config(Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  const char *kg = getenv("RANKRUN_KV_GROUPED"), *kc = getenv("RANKRUN_KV_CHUNK");
+  char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
+                         "requests %d tokens %lld scale %.17g kv-grouped %s "
+                         "kv-chunk %s",
+                         L->plan->spec_sha256, (int)L->plan->world_size, o->backend,
+                         (long long)o->preflight_bytes, o->soak, o->requests,
+                         (long long)o->input_tokens, o->mem_scale,
+                         kg ? kg : "-", kc ? kc : "-");
+  char *theirs = NULL;
+  RtResult r;
+  if (o->node == 0) {
+    /* A deployment id that no other run on this machine shares. */
+    unsigned long long rnd = 0;
+    FILE *u = fopen("/dev/urandom", "rb");
+    if (!u || fread(&rnd, sizeof rnd, 1, u) != 1)
+      rnd = (unsigned long long)getpid() ^ (unsigned long long)(rt_now() * 1e9);
+    if (u) fclose(u);
+    L->job = rp_sprintf("%016llx", rnd);
+    r = rt_store_set(&L->st, "job", L->job, strlen(L->job));
+    if (r == RT_OK) r = rt_store_set(&L->st, "config", cfg, strlen(cfg));
+  } else {
+    r = rt_store_wait(&L->st, "config", o->timeout, &theirs, NULL);
+    if (r == RT_OK) r = rt_store_get(&L->st, "job", &L->job, NULL);
+  }
+  if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
+    char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
+                           "expected `%s`, got `%s`", o->node, theirs, cfg);
+    set_fail(L, -1, o->node, -1, 0, why);
+    fprintf(stderr, "rankrun: %s\n", L->rep.fail_reason);
     free(why);
-    /* A duplicate must not stop the deployment it tried to join. */
-    L.store_ok = false;
-    return finish(&L, srv, t0);
+    publish_fail(L);
+  } else if (r != RT_OK) {
+    set_fail(L, -1, 0, -1, 0, rt_errmsg());
   }
-  /* Every launcher must run the same plan with the same options as node 0:
-   * ranks of different nodes that disagree on sizes would exchange
-   * garbage. The settings that change the KV schedule (RANKRUN_KV_GROUPED,
-   * RANKRUN_KV_CHUNK) count as options: ranks that cut a bucket
-   * differently could wait for each other until the deadline. */
-  {
-    const char *kg = getenv("RANKRUN_KV_GROUPED"), *kc = getenv("RANKRUN_KV_CHUNK");
-    char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
-                           "requests %d tokens %lld scale %.17g kv-grouped %s "
-                           "kv-chunk %s",
-                           plan->spec_sha256, (int)plan->world_size, o->backend,
-                           (long long)o->preflight_bytes, o->soak, o->requests,
-                           (long long)o->input_tokens, o->mem_scale,
-                           kg ? kg : "-", kc ? kc : "-");
-    char *theirs = NULL;
-    if (o->node == 0) {
-      /* A deployment id that no other run on this machine shares. */
-      unsigned long long rnd = 0;
-      FILE *u = fopen("/dev/urandom", "rb");
-      if (!u || fread(&rnd, sizeof rnd, 1, u) != 1)
-        rnd = (unsigned long long)getpid() ^ (unsigned long long)(rt_now() * 1e9);
-      if (u) fclose(u);
-      L.job = rp_sprintf("%016llx", rnd);
-      r = rt_store_set(&L.st, "job", L.job, strlen(L.job));
-      if (r == RT_OK) r = rt_store_set(&L.st, "config", cfg, strlen(cfg));
-    } else {
-      r = rt_store_wait(&L.st, "config", o->timeout, &theirs, NULL);
-      if (r == RT_OK) r = rt_store_get(&L.st, "job", &L.job, NULL);
-    }
-    if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
-      char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
-                             "expected `%s`, got `%s`", o->node, theirs, cfg);
-      set_fail(&L, -1, o->node, -1, 0, why);
-      fprintf(stderr, "rankrun: %s\n", L.rep.fail_reason);
-      free(why);
-      publish_fail(&L);
-    } else if (r != RT_OK) {
-      set_fail(&L, -1, 0, -1, 0, rt_errmsg());
-    }
-    free(cfg);
-    free(theirs);
-    if (L.have_fail) return finish(&L, srv, t0);
-  }
-  /* Every launcher joins before any rank starts. */
-  for (int n = 0; n < (int)plan->nnodes; n++) {
+  free(cfg);
+  free(theirs);
+  return !L->have_fail;
+}
+
+/* Every launcher joins before any rank starts. False (the failure
+ * published) when a node never joins or a signal comes first. */
+static bool wait_nodes(Launch *L, double join_deadline) {
+  const RtLaunchOpts *o = L->o;
+  for (int n = 0; n < (int)L->plan->nnodes; n++) {
+    char key[64], *v = NULL;
     snprintf(key, sizeof key, "node/%d", n);
     /* Short waits, so that a SIGTERM during the join is seen at once. */
-    char *v = NULL;
+    RtResult r;
     do {
       double left = join_deadline - rt_now();
-      r = rt_store_wait(&L.st, key, left > 0.25 ? 0.25 : (left > 0 ? left : 0),
+      r = rt_store_wait(&L->st, key, left > 0.25 ? 0.25 : (left > 0 ? left : 0),
                         &v, NULL);
     } while (r == RT_ERR_TIMEOUT && rt_now() < join_deadline && !got_signal);
     free(v);
-    if (r == RT_OK) L.joined++;
+    if (r == RT_OK) L->joined++;
     if (got_signal && r != RT_OK) {
       char *why = rp_sprintf("launcher of node %d received signal %d while "
                              "waiting for node %d to join", o->node,
                              (int)got_signal, n);
-      set_fail(&L, -1, o->node, -1, (int)got_signal, why);
+      set_fail(L, -1, o->node, -1, (int)got_signal, why);
       free(why);
-      publish_fail(&L);
-      return finish(&L, srv, t0);
+      publish_fail(L);
+      return false;
     }
     if (r != RT_OK) {
       char *why = rp_sprintf("node %d never joined the rendezvous within "
                              "%.1f s", n, o->timeout);
-      fprintf(stderr, "rankrun: %s\n", why);
-      set_fail(&L, -1, n, -1, 0, why);
+      fail_early(L, n, why);
       free(why);
-      publish_fail(&L);
-      return finish(&L, srv, t0);
+      publish_fail(L);
+      return false;
     }
     if (got_signal) break;
   }
-  /* A plan that does not fit this machine fails before any rank starts. */
-  if (node_fits(&L) != RT_OK) {
-    char *why = rp_strdup(rt_errmsg());
-    fprintf(stderr, "rankrun: %s\n", why);
-    set_fail(&L, -1, o->node, -1, 0, why);
-    free(why);
-    publish_fail(&L);
-    return finish(&L, srv, t0);
-  }
-  /* Start the ranks. Everything exec needs is built before fork. */
-  char **argv = worker_argv(&L);
-  for (int i = 0; i < L.rep.nlocal && !got_signal; i++) {
-    char **env = worker_env(&L, plan_find_rank(plan, L.rep.local[i].rank));
+  return true;
+}
+
+/* Forks and executes one worker per local rank. Everything exec needs is
+ * built before fork. */
+static void start_ranks(Launch *L) {
+  char **argv = worker_argv(L);
+  for (int i = 0; i < L->rep.nlocal && !got_signal; i++) {
+    char **env = worker_env(L, plan_find_rank(L->plan, L->rep.local[i].rank));
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -948,86 +941,147 @@ int rt_launch(const RtLaunchOpts *o, const Plan *plan) {
     }
     free_strv(env);
     if (pid < 0) {
-      set_fail(&L, L.rep.local[i].rank, o->node, -1, 0, "fork failed");
-      publish_fail(&L);
+      set_fail(L, L->rep.local[i].rank, L->o->node, -1, 0, "fork failed");
+      publish_fail(L);
       break;
     }
-    L.rep.local[i].pid = pid;
-    if (!o->quiet)
-      fprintf(stderr, "rankrun: node %d: started rank %d pid %d\n", o->node,
-              L.rep.local[i].rank, (int)pid);
+    L->rep.local[i].pid = pid;
+    if (!L->o->quiet)
+      fprintf(stderr, "rankrun: node %d: started rank %d pid %d\n", L->o->node,
+              L->rep.local[i].rank, (int)pid);
   }
   free_strv(argv);
-  for (int i = 0; i < L.rep.nlocal; i++)
-    if (L.rep.local[i].pid == 0) L.rep.local[i].exited = true;
-  if (L.have_fail || got_signal) start_stop(&L);
+  for (int i = 0; i < L->rep.nlocal; i++)
+    if (L->rep.local[i].pid == 0) L->rep.local[i].exited = true;
+  if (L->have_fail || got_signal) start_stop(L);
+}
 
-  /* Supervise. */
+/* Supervises the local ranks until every one has exited (shared fate:
+ * the opening comment). */
+static void supervise(Launch *L) {
+  const RtLaunchOpts *o = L->o;
   double next_store = 0;
   for (;;) {
-    reap(&L);
+    reap(L);
     double now = rt_now();
-    if (got_signal && !L.stopping) {
+    if (got_signal && !L->stopping) {
       char *why = rp_sprintf("launcher of node %d received signal %d",
                              o->node, (int)got_signal);
-      if (!L.have_fail) {
-        set_fail(&L, -1, o->node, -1, (int)got_signal, why);
-        L.fail_is_cause = true;
-        publish_fail(&L);
+      if (!L->have_fail) {
+        set_fail(L, -1, o->node, -1, (int)got_signal, why);
+        L->fail_is_cause = true;
+        publish_fail(L);
       }
       free(why);
-      start_stop(&L);
+      start_stop(L);
     }
-    if (L.have_fail && !L.stopping) start_stop(&L);
-    if (L.have_fail && !L.fail_published &&
-        now - L.secondary_t > RT_SECONDARY_WAIT)
-      publish_fail(&L);
-    if (now >= next_store && L.store_ok && !L.fail_is_cause) {
+    if (L->have_fail && !L->stopping) start_stop(L);
+    if (L->have_fail && !L->fail_published &&
+        now - L->secondary_t > RT_SECONDARY_WAIT)
+      publish_fail(L);
+    if (now >= next_store && L->store_ok && !L->fail_is_cause) {
       next_store = now + RT_STORE_POLL_S;
-      if (read_fail(&L)) start_stop(&L);
+      if (read_fail(L)) start_stop(L);
     }
-    if (L.stopping && !L.killed && now - L.stop_t > o->grace) {
-      signal_all(&L, SIGKILL);
-      L.killed = true;
+    if (L->stopping && !L->killed && now - L->stop_t > o->grace) {
+      signal_all(L, SIGKILL);
+      L->killed = true;
     }
-    if (all_exited(&L)) {
-      if (!L.have_fail || L.fail_published || !L.store_ok) break;
+    if (all_exited(L) && (!L->have_fail || L->fail_published || !L->store_ok))
+      break;
+    sleep_s(RT_POLL_S);
+  }
+}
+
+/* Locally fine: waits for every node to end, or for a failure. */
+static void wait_end(Launch *L) {
+  char key[64];
+  snprintf(key, sizeof key, "end/%d", L->o->node);
+  rt_store_set(&L->st, key, "ok", 2);
+  double deadline = rt_now() + L->o->timeout;
+  for (int n = 0; n < (int)L->plan->nnodes && !L->have_fail;) {
+    char *v = NULL;
+    snprintf(key, sizeof key, "end/%d", n);
+    RtResult r = rt_store_get(&L->st, key, &v, NULL);
+    free(v);
+    if (r == RT_OK) {
+      n++;
+      continue;
+    }
+    if (read_fail(L)) break;
+    if (r != RT_ERR_NOTFOUND || rt_now() > deadline || got_signal) {
+      set_fail(L, -1, n, -1, 0, "node did not finish");
+      break;
     }
     sleep_s(RT_POLL_S);
   }
+}
+
+/* After every node ended: the figures ranks posted, the calibration file
+ * (node 0), and every group's preflight result. */
+static void collect(Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  if (!L->have_fail) collect_preflight(L, rt_now() + o->timeout);
+  if (!L->have_fail && o->requests > 0) collect_kv(L, rt_now() + o->timeout);
+  if (!L->have_fail && o->probe_copy_bytes > 0)
+    collect_copy(L, rt_now() + o->timeout);
+  if (!L->have_fail && o->probe_path && o->node == 0 &&
+      rt_write_calibration(&L->rep, L->plan, o->probe_path) != RT_OK) {
+    fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+    set_fail(L, -1, o->node, -1, 0, rt_errmsg());
+  }
+  for (int i = 0; i < L->plan->ngroups && !L->have_fail; i++)
+    if (!L->rep.groups[i].have || !L->rep.groups[i].ok)
+      set_fail(L, -1, o->node, -1, 0, "a group's preflight result is missing");
+}
+
+static void on_signals(void) {
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+int rt_launch(const RtLaunchOpts *o, const Plan *plan) {
+  double t0 = rt_now();
+  Launch L;
+  launch_init(&L, o, plan);
+  if (o->node < 0 || o->node >= (int)plan->nnodes) {
+    fprintf(stderr, "rankrun: node %d is not in the plan: expected 0 to %d\n",
+            o->node, (int)plan->nnodes - 1);
+    free(L.rep.groups);
+    return RP_EXIT_USAGE;
+  }
+  local_ranks(&L);
+  if (o->dry_run) {
+    print_dry_run(&L);
+    free(L.rep.local);
+    free(L.rep.groups);
+    return RP_EXIT_OK;
+  }
+  remove_stale_rings(o);
+  on_signals();
+  RtStoreServer *srv = NULL;
+  RtLaunchOpts oo = *o; /* the bound port, when 0 was asked for */
+  if (!join_store(&L, &oo, &srv) || !agree_config(&L) ||
+      !wait_nodes(&L, t0 + o->timeout))
+    return finish(&L, srv, t0);
+  /* A plan that does not fit this machine fails before any rank starts. */
+  if (node_fits(&L) != RT_OK) {
+    char *why = rp_strdup(rt_errmsg());
+    fail_early(&L, o->node, why);
+    free(why);
+    publish_fail(&L);
+    return finish(&L, srv, t0);
+  }
+  start_ranks(&L);
+  supervise(&L);
   if (!L.have_fail && L.store_ok) {
-    /* Locally fine: wait for every node to end, or for a failure. */
-    snprintf(key, sizeof key, "end/%d", o->node);
-    rt_store_set(&L.st, key, "ok", 2);
-    double deadline = rt_now() + o->timeout;
-    for (int n = 0; n < (int)plan->nnodes && !L.have_fail;) {
-      char *v = NULL;
-      snprintf(key, sizeof key, "end/%d", n);
-      r = rt_store_get(&L.st, key, &v, NULL);
-      free(v);
-      if (r == RT_OK) {
-        n++;
-        continue;
-      }
-      if (read_fail(&L)) break;
-      if (r != RT_ERR_NOTFOUND || rt_now() > deadline || got_signal) {
-        set_fail(&L, -1, n, -1, 0, "node did not finish");
-        break;
-      }
-      sleep_s(RT_POLL_S);
-    }
-    if (!L.have_fail) collect_preflight(&L, rt_now() + o->timeout);
-    if (!L.have_fail && o->requests > 0) collect_kv(&L, rt_now() + o->timeout);
-    if (!L.have_fail && o->probe_copy_bytes > 0)
-      collect_copy(&L, rt_now() + o->timeout);
-    if (!L.have_fail && o->probe_path && o->node == 0 &&
-        rt_write_calibration(&L.rep, plan, o->probe_path) != RT_OK) {
-      fprintf(stderr, "rankrun: %s\n", rt_errmsg());
-      set_fail(&L, -1, o->node, -1, 0, rt_errmsg());
-    }
-    for (int i = 0; i < plan->ngroups && !L.have_fail; i++)
-      if (!L.rep.groups[i].have || !L.rep.groups[i].ok)
-        set_fail(&L, -1, o->node, -1, 0, "a group's preflight result is missing");
+    wait_end(&L);
+    collect(&L);
   }
   return finish(&L, srv, t0);
 }
