@@ -27,22 +27,23 @@ int cli_output_not_input(const char *cmd, const char *opt, const char *out,
                          out, which);
 }
 
-int cli_opt_value(const char *cmd, int argc, char **argv, int *i,
-                  const char *name, const char **value) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return 0;
-  if (a[n] == '=') {
-    *value = a + n + 1;
-    return 1;
-  }
-  if (a[n] != '\0') return 0;
-  if (*i + 1 >= argc) {
-    cli_usage_error(cmd, "option '%s' needs a value", name);
-    return -1;
-  }
-  *value = argv[++*i];
-  return 1;
+int cli_usage_msg(const char *cmd, const char *msg) {
+  return cli_usage_error(cmd, "%s", msg);
+}
+
+int cli_help(void *usage_text, const RpOpt *opt, const char *value) {
+  (void)opt;
+  (void)value;
+  fputs(usage_text, stdout);
+  return RP_EXIT_OK;
+}
+
+int cli_parse(const char *cmd, const char *usage_text, const RpOpt *opts,
+              size_t nopts, int argc, char **argv, const char **arg,
+              const char *arg_name) {
+  RpOptSpec s = {cmd, opts, nopts, cli_usage_msg, NULL, arg, arg_name,
+                 (void *)usage_text};
+  return rp_opts_parse(&s, argc, argv, 1);
 }
 
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {

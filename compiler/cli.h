@@ -8,6 +8,7 @@
 #define RANKPLAN_CLI_H
 
 #include "diag.h"
+#include "opts.h"
 
 int cmd_check(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
@@ -22,11 +23,18 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) RP_PRINTF(2, 3);
 int cli_output_not_input(const char *cmd, const char *opt, const char *out,
                          const char *const *inputs, size_t n);
 
-/* Matches "--name VALUE" or "--name=VALUE" at argv[*i]; on a match stores
- * the value, advances *i past it and returns 1; returns -1 when the value
- * is missing (after printing a usage error), 0 when argv[*i] is not it. */
-int cli_opt_value(const char *cmd, int argc, char **argv, int *i,
-                  const char *name, const char **value);
+/* The options of every subcommand go through the plan library's parser
+ * (opts.h). cli_usage_msg is its usage_error for rankplan (msg as
+ * cli_usage_error prints it); cli_help its --help handler, with the usage
+ * text as the spec's ctx: prints it to stdout and stops with exit 0. */
+int cli_usage_msg(const char *cmd, const char *msg);
+int cli_help(void *usage_text, const RpOpt *opt, const char *value);
+/* Parses argv[1 ..] of subcommand cmd with its options; the one SPEC or
+ * PLAN argument (arg_name) lands in *arg. Returns RP_OPT_GO or the exit
+ * code to return. */
+int cli_parse(const char *cmd, const char *usage_text, const RpOpt *opts,
+              size_t nopts, int argc, char **argv, const char **arg,
+              const char *arg_name);
 
 /* Parses a non-negative decimal integer option value; false when invalid. */
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);

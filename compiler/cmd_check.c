@@ -157,29 +157,14 @@ static void print_json_with_ledger(Diags *d, const LedgerRows *rows, FILE *out) 
 int cmd_check(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL;
   bool quiet = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int r;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      fputs(check_usage, stdout);
-      return RP_EXIT_OK;
-    }
-    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-      quiet = true;
-      continue;
-    }
-    if ((r = cli_opt_value("check", argc, argv, &i, "--format", &fmt_s))) {
-      if (r < 0) return RP_EXIT_USAGE;
-      continue;
-    }
-    if ((r = cli_opt_value("check", argc, argv, &i, "--catalog", &catalog))) {
-      if (r < 0) return RP_EXIT_USAGE;
-      continue;
-    }
-    if (a[0] == '-' && a[1] != '\0') return cli_usage_error("check", "unknown option '%s'", a);
-    if (path) return cli_usage_error("check", "expected one SPEC, got '%s' and '%s'", path, a);
-    path = a;
-  }
+  const RpOpt opts[] = {
+      {"--help", "-h", false, NULL, NULL, cli_help, NULL},
+      {"--quiet", "-q", false, NULL, &quiet, NULL, NULL},
+      {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
+      {"--catalog", NULL, true, &catalog, NULL, NULL, NULL},
+  };
+  int pr = cli_parse("check", check_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
+  if (pr != RP_OPT_GO) return pr;
   DiagFormat fmt;
   if (!diag_format_parse(fmt_s, &fmt))
     return cli_usage_error("check", "unknown format '%s' (expected text, json or sarif)", fmt_s);

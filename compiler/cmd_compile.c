@@ -43,25 +43,15 @@ static const char compile_usage[] =
 
 int cmd_compile(int argc, char **argv) {
   const char *path = NULL, *out = NULL, *split = NULL, *fmt_s = "text", *catalog = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int r;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      fputs(compile_usage, stdout);
-      return RP_EXIT_OK;
-    }
-    if ((r = cli_opt_value("compile", argc, argv, &i, "-o", &out)) ||
-        (r = cli_opt_value("compile", argc, argv, &i, "--output", &out)) ||
-        (r = cli_opt_value("compile", argc, argv, &i, "--split-by-node", &split)) ||
-        (r = cli_opt_value("compile", argc, argv, &i, "--format", &fmt_s)) ||
-        (r = cli_opt_value("compile", argc, argv, &i, "--catalog", &catalog))) {
-      if (r < 0) return RP_EXIT_USAGE;
-      continue;
-    }
-    if (a[0] == '-' && a[1] != '\0') return cli_usage_error("compile", "unknown option '%s'", a);
-    if (path) return cli_usage_error("compile", "expected one SPEC, got '%s' and '%s'", path, a);
-    path = a;
-  }
+  const RpOpt opts[] = {
+      {"--help", "-h", false, NULL, NULL, cli_help, NULL},
+      {"--output", "-o", true, &out, NULL, NULL, NULL},
+      {"--split-by-node", NULL, true, &split, NULL, NULL, NULL},
+      {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
+      {"--catalog", NULL, true, &catalog, NULL, NULL, NULL},
+  };
+  int pr = cli_parse("compile", compile_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
+  if (pr != RP_OPT_GO) return pr;
   DiagFormat fmt;
   if (!diag_format_parse(fmt_s, &fmt))
     return cli_usage_error("compile", "unknown format '%s' (expected text, json or sarif)", fmt_s);

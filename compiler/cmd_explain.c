@@ -42,28 +42,19 @@ int cmd_explain(int argc, char **argv) {
   ExplainOpts o;
   memset(&o, 0, sizeof o);
   o.rank = -1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int r;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      fputs(explain_usage, stdout);
-      return RP_EXIT_OK;
-    }
-    if (strcmp(a, "--summary") == 0) { o.summary = true; continue; }
-    if (strcmp(a, "--memory") == 0) { o.memory = true; continue; }
-    if (strcmp(a, "--reshard") == 0) { o.reshard = true; continue; }
-    if ((r = cli_opt_value("explain", argc, argv, &i, "--rank", &rank_s)) ||
-        (r = cli_opt_value("explain", argc, argv, &i, "--groups", &kind_s)) ||
-        (r = cli_opt_value("explain", argc, argv, &i, "--format", &fmt)) ||
-        (r = cli_opt_value("explain", argc, argv, &i, "--spec", &spec)) ||
-        (r = cli_opt_value("explain", argc, argv, &i, "--tokens", &tokens_s))) {
-      if (r < 0) return RP_EXIT_USAGE;
-      continue;
-    }
-    if (a[0] == '-' && a[1] != '\0') return cli_usage_error("explain", "unknown option '%s'", a);
-    if (path) return cli_usage_error("explain", "expected one PLAN, got '%s' and '%s'", path, a);
-    path = a;
-  }
+  const RpOpt opts[] = {
+      {"--help", "-h", false, NULL, NULL, cli_help, NULL},
+      {"--summary", NULL, false, NULL, &o.summary, NULL, NULL},
+      {"--memory", NULL, false, NULL, &o.memory, NULL, NULL},
+      {"--reshard", NULL, false, NULL, &o.reshard, NULL, NULL},
+      {"--rank", NULL, true, &rank_s, NULL, NULL, NULL},
+      {"--groups", NULL, true, &kind_s, NULL, NULL, NULL},
+      {"--format", NULL, true, &fmt, NULL, NULL, NULL},
+      {"--spec", NULL, true, &spec, NULL, NULL, NULL},
+      {"--tokens", NULL, true, &tokens_s, NULL, NULL, NULL},
+  };
+  int pr = cli_parse("explain", explain_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "PLAN");
+  if (pr != RP_OPT_GO) return pr;
   if (!path) return cli_usage_error("explain", "missing PLAN");
   if (strcmp(fmt, "text") == 0) o.json = false;
   else if (strcmp(fmt, "json") == 0) o.json = true;

@@ -102,34 +102,19 @@ int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
   const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL;
   bool explain = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int r;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      fputs(search_usage, stdout);
-      return RP_EXIT_OK;
-    }
-    if (strcmp(a, "--explain") == 0) {
-      explain = true;
-      continue;
-    }
-    struct { const char *name; const char **dst; } opts[] = {
-        {"--format", &fmt_s}, {"--catalog", &catalog}, {"--calibration", &calib},
-        {"--top", &top_s},    {"--max-candidates", &max_s}, {"--gpus", &gpus_s},
-        {"-o", &plan},
-    };
-    bool matched = false;
-    for (size_t j = 0; j < RP_ARRAY_LEN(opts) && !matched; j++) {
-      if ((r = cli_opt_value("search", argc, argv, &i, opts[j].name, opts[j].dst))) {
-        if (r < 0) return RP_EXIT_USAGE;
-        matched = true;
-      }
-    }
-    if (matched) continue;
-    if (a[0] == '-' && a[1] != '\0') return cli_usage_error("search", "unknown option '%s'", a);
-    if (path) return cli_usage_error("search", "expected one SPEC, got '%s' and '%s'", path, a);
-    path = a;
-  }
+  const RpOpt opts[] = {
+      {"--help", "-h", false, NULL, NULL, cli_help, NULL},
+      {"--explain", NULL, false, NULL, &explain, NULL, NULL},
+      {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
+      {"--catalog", NULL, true, &catalog, NULL, NULL, NULL},
+      {"--calibration", NULL, true, &calib, NULL, NULL, NULL},
+      {"--top", NULL, true, &top_s, NULL, NULL, NULL},
+      {"--max-candidates", NULL, true, &max_s, NULL, NULL, NULL},
+      {"--gpus", NULL, true, &gpus_s, NULL, NULL, NULL},
+      {"-o", NULL, true, &plan, NULL, NULL, NULL},
+  };
+  int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
+  if (pr != RP_OPT_GO) return pr;
   bool json = false;
   if (strcmp(fmt_s, "json") == 0) json = true;
   else if (strcmp(fmt_s, "text") != 0)

@@ -37,7 +37,13 @@ const char *rt_backend_names(void) {
 #endif
 }
 
-RtResult rt_preflight(const RtBackend *be, void *state, const RtPlan *plan,
+const char *rt_backend_absent_note(const char *name) {
+  if (strcmp(name, "nccl") == 0)
+    return "this build has no NCCL (meson found none)";
+  return NULL;
+}
+
+RtResult rt_preflight(const RtBackend *be, void *state, const Plan *plan,
                       int rank, RtComm **comms, const int *groups, int n,
                       int64_t bytes, RtPreflight *out) {
   size_t count = (size_t)(bytes / 4);
@@ -53,13 +59,13 @@ RtResult rt_preflight(const RtBackend *be, void *state, const RtPlan *plan,
     goto done;
   }
   for (int i = 0; i < n; i++) {
-    const RtGroup *g = &plan->groups[groups[i]];
+    const PlanGroup *g = &plan->groups[groups[i]];
     RtPreflight *pf = &out[i];
     memset(pf, 0, sizeof *pf);
     pf->group = groups[i];
     /* Check: the sum of rank ids over the group, known from the plan. */
     int64_t mine = rank, expect = 0, got = 0;
-    for (int k = 0; k < g->nranks; k++) expect += g->ranks[k];
+    for (int k = 0; k < g->n; k++) expect += g->ranks[k];
     RTCHECKGOTO(be->from_host(state, dev_ids, &mine, sizeof mine), r, done);
     RTCHECKGOTO(be->all_reduce(comms[i], dev_ids, dev_ids, 1, RT_I64, RT_SUM),
                 r, done);
@@ -67,8 +73,8 @@ RtResult rt_preflight(const RtBackend *be, void *state, const RtPlan *plan,
     pf->ok = got == expect;
     if (!pf->ok) {
       r = rt_err(RT_ERR_CHECK,
-                 "all-reduce of rank ids in group `%s` (%s) is wrong: "
-                 "expected %lld, got %lld", g->id, g->kind,
+                 "all-reduce of rank ids in group `%d` (%s) is wrong: "
+                 "expected %lld, got %lld", g->id, plan_kind_name(g->kind),
                  (long long)expect, (long long)got);
       goto done;
     }
@@ -96,8 +102,8 @@ RtResult rt_preflight(const RtBackend *be, void *state, const RtPlan *plan,
     pf->latency_s = (rt_now() - t1) / RT_LAT_ITERS;
     if (pf->seconds > 0) {
       pf->algbw_gbs = (double)pf->bytes * pf->iters / pf->seconds / 1e9;
-      pf->busbw_gbs = g->nranks > 1 ? pf->algbw_gbs * 2.0 *
-                                          (g->nranks - 1) / g->nranks
+      pf->busbw_gbs = g->n > 1 ? pf->algbw_gbs * 2.0 *
+                                          (g->n - 1) / g->n
                                     : 0.0;
     }
   }

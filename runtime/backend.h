@@ -22,18 +22,18 @@
 
 #include "rp_config.h"
 
-#include "launcher.h"
 #include "rt.h"
+#include "rtplan.h"
 #include "store.h"
 
-#define RT_BACKEND_VERSION 3
+#define RT_BACKEND_VERSION 4
 
 typedef enum { RT_I64 = 0, RT_F32 = 1 } RtDtype;
 typedef enum { RT_SUM = 0, RT_MAX = 1 } RtRedOp;
 
 /* What a backend is initialised with. */
 typedef struct {
-  const RtPlan *plan;
+  const Plan *plan;
   int rank;          /* global rank */
   int local_rank;    /* rank index on this node */
   int device;        /* plan device id; with nccl, CUDA_VISIBLE_DEVICES is
@@ -62,6 +62,13 @@ typedef struct {
  * operations in one group). */
 #define RT_P2P_MAX 1024
 
+/* Default bytes of the --probe memory copy: above the last-level cache of
+ * the device, so that the copy measures memory, not cache (an H100's L2 is
+ * 50 MB, NVIDIA H100 Tensor Core GPU Architecture whitepaper; the H200
+ * uses the same GH100 die; the host figure is above the 32 MiB L3 of the
+ * build machine, `lscpu`). */
+#define RT_PROBE_COPY_DEVICE (INT64_C(256) << 20)
+#define RT_PROBE_COPY_HOST (INT64_C(64) << 20)
 typedef struct {
   int version;      /* RT_BACKEND_VERSION */
   const char *name; /* "host", "nccl" */
@@ -142,12 +149,46 @@ typedef struct {
    * cudaMemGetInfo), so that a rank whose ledger does not fit fails before
    * it allocates, naming the planned and the free bytes. */
   RtResult (*mem_info)(void *state, int64_t *free_bytes, int64_t *total_bytes);
+
+  /* Capabilities; version 4. What differs between backends is said here,
+   * never by comparing names, so that a new backend states its own. */
+
+  /* mem_alloc returns host memory of the calling process. Then the KV pool
+   * is written in place (its pages are touched at allocation so that the
+   * memory really exists, and a request's region is the pool itself, with
+   * no staging buffer), --host-memory-scale scales what a rank allocates,
+   * and the launcher checks a node's ledger against MemAvailable before
+   * it starts ranks. false: device memory, allocated as planned. */
+  bool host_memory;
+  /* The environment variable that makes the rank's planned device the
+   * only one the rank sees (its value is the device number), or NULL when
+   * the backend uses none. "CUDA_VISIBLE_DEVICES" on nccl. */
+  const char *visible_devices_env;
+  /* Bytes of the --probe memory copy when --probe-copy-bytes is not given
+   * (RT_PROBE_COPY_DEVICE or RT_PROBE_COPY_HOST). */
+  int64_t probe_copy_bytes;
+  /* What copy_ref measures, as the report names the KV benchmark's
+   * reference ("memcpy", "device-to-device copy"). */
+  const char *copy_ref_kind;
+  /* The KV executor takes the grouped path (p2p_post, straight from and
+   * into the pool) by default; false: one message at a time through a host
+   * buffer unless RANKRUN_KV_GROUPED=1. */
+  bool kv_grouped;
+  /* Shared-memory segments the backend makes on plan node `node` (0 when
+   * it makes none there, e.g. turned off by RANKRUN_HOST_SHM=0), and the
+   * bytes of /dev/shm each takes (*seg_bytes, set whatever the count), so
+   * that a node whose segments cannot fit fails before any rank starts.
+   * NULL when the backend uses no shared memory. */
+  int64_t (*shm_segments)(const Plan *pl, int node, int64_t *seg_bytes);
 } RtBackend;
 
 /* The registry: every backend compiled into this binary. */
 const RtBackend *rt_backend_find(const char *name);
 /* Comma-separated names, for help text. */
 const char *rt_backend_names(void);
+/* A note on why backend `name` is not in this build (a line for the
+ * user), or NULL when the name is no backend this project knows. */
+const char *rt_backend_absent_note(const char *name);
 
 extern const RtBackend rt_backend_host;
 
@@ -164,7 +205,7 @@ int64_t rt_host_ring_bytes(void);
 /* Rings the host backend makes on plan node `node`: one per direction of
  * each pair of its ranks that shares a group (every ordered pair of the
  * node's ranks when it has over 4,096). */
-int64_t rt_host_node_rings(const RtPlan *pl, int node);
+int64_t rt_host_node_rings(const Plan *pl, int node);
 
 /* Shared-memory rings are named /rankrun-JOB-PID-START-FROM-TO: the
  * deployment id, the process id of the launcher whose ranks use them and
@@ -209,7 +250,7 @@ typedef struct {
 /* Runs the preflight on every communicator of this rank, in group order:
  * an all-reduce of rank ids checked against the expected sum, then a timed
  * all-reduce of `bytes` bytes. out[i] matches comms[i]. */
-RtResult rt_preflight(const RtBackend *be, void *state, const RtPlan *plan,
+RtResult rt_preflight(const RtBackend *be, void *state, const Plan *plan,
                       int rank, RtComm **comms, const int *groups, int n,
                       int64_t bytes, RtPreflight *out);
 

@@ -69,7 +69,7 @@ typedef struct {
 } Ring;
 
 typedef struct {
-  const RtPlan *plan;
+  const Plan *plan;
   int rank;
   double timeout;
   RtStore *store;
@@ -180,7 +180,7 @@ static Ring *ring_map(const char *name, bool create) {
 }
 
 /* Whether ranks a and b share a plan group. */
-static bool share_group(const RtPlan *pl, int a, int b) {
+static bool share_group(const Plan *pl, int a, int b) {
   for (int g = 0; g < pl->ngroups; g++)
     if (rt_group_index(&pl->groups[g], a) >= 0 &&
         rt_group_index(&pl->groups[g], b) >= 0)
@@ -196,11 +196,11 @@ int64_t rt_host_ring_bytes(void) { return (int64_t)ring_size(); }
  * the upper bound fails the fit check just as the exact count would. */
 #define RINGS_EXACT_MAX 4096
 
-int64_t rt_host_node_rings(const RtPlan *pl, int node) {
+int64_t rt_host_node_rings(const Plan *pl, int node) {
   int *local = rp_malloc(sizeof(int) * ((size_t)pl->world_size + 1));
   int64_t nl = 0, rings = 0;
   for (int r = 0; r < pl->world_size; r++)
-    local[r] = pl->ranks[r].node == node ? (int)nl++ : -1;
+    local[r] = rt_rank_node(pl, r) == node ? (int)nl++ : -1;
   if (nl > RINGS_EXACT_MAX) {
     free(local);
     return nl * (nl - 1);
@@ -208,9 +208,9 @@ int64_t rt_host_node_rings(const RtPlan *pl, int node) {
   unsigned char *pair = rp_calloc((size_t)(nl * nl) + 1, 1);
   int *mem = rp_malloc(sizeof(int) * ((size_t)nl + 1));
   for (int g = 0; g < pl->ngroups; g++) {
-    const RtGroup *G = &pl->groups[g];
+    const PlanGroup *G = &pl->groups[g];
     int m = 0; /* the group's members on this node */
-    for (int i = 0; i < G->nranks && m < nl; i++)
+    for (int i = 0; i < G->n && m < nl; i++)
       if (local[G->ranks[i]] >= 0) mem[m++] = local[G->ranks[i]];
     for (int i = 0; i < m; i++)
       for (int j = 0; j < m; j++) {
@@ -224,6 +224,11 @@ int64_t rt_host_node_rings(const RtPlan *pl, int node) {
   free(pair);
   free(local);
   return rings;
+}
+
+static int64_t host_shm_segments(const Plan *pl, int node, int64_t *seg_bytes) {
+  *seg_bytes = rt_host_ring_bytes();
+  return rt_host_shm_on() ? rt_host_node_rings(pl, node) : 0;
 }
 
 struct RtComm {
@@ -266,10 +271,10 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
   /* Our receive rings, before our address is published: a peer that can
    * see the address can open the ring. A ring that cannot be made leaves
    * that pair on TCP. */
-  const RtRank *me = &ctx->plan->ranks[ctx->rank];
+  int my_node = rt_rank_node(ctx->plan, ctx->rank);
   for (int p = 0; p < ctx->plan->world_size && hs->job[0] && hs->has_owner &&
                   shm_wanted(); p++) {
-    if (p == ctx->rank || ctx->plan->ranks[p].node != me->node ||
+    if (p == ctx->rank || rt_rank_node(ctx->plan, p) != my_node ||
         !share_group(ctx->plan, ctx->rank, p))
       continue;
     char name[128];
@@ -333,7 +338,7 @@ static uint32_t get32(const unsigned char *p) {
  * shared memory on). Without it the pair stays on TCP. */
 static void open_tx(HostState *hs, int peer) {
   if (!hs->job[0] || !hs->has_owner || !shm_wanted() ||
-      hs->plan->ranks[peer].node != hs->plan->ranks[hs->rank].node)
+      rt_rank_node(hs->plan, peer) != rt_rank_node(hs->plan, hs->rank))
     return;
   char name[128];
   rt_ring_name(name, sizeof name, hs->job, &hs->owner, hs->rank, peer);
@@ -404,20 +409,20 @@ static RtResult host_accept(HostState *hs, int want, double deadline) {
 
 static RtResult host_group_create(void *state, int group, RtComm **out) {
   HostState *hs = state;
-  const RtGroup *g = &hs->plan->groups[group];
+  const PlanGroup *g = &hs->plan->groups[group];
   int me = rt_group_index(g, hs->rank);
   if (me < 0)
-    return rt_err(RT_ERR_INVALID, "rank %d is not in group `%s`", hs->rank,
+    return rt_err(RT_ERR_INVALID, "rank %d is not in group `%d`", hs->rank,
                   g->id);
   double deadline = rt_now() + hs->timeout;
   /* Dial lower ranks first: connects complete in the peer's backlog, so no
    * rank ever waits on another rank's accept order. */
-  for (int i = 0; i < g->nranks; i++) {
+  for (int i = 0; i < g->n; i++) {
     int peer = g->ranks[i];
     if (peer < hs->rank && hs->fd[peer] < 0)
       RTCHECK(host_dial(hs, peer, deadline));
   }
-  for (int i = 0; i < g->nranks; i++) {
+  for (int i = 0; i < g->n; i++) {
     int peer = g->ranks[i];
     if (peer > hs->rank && hs->fd[peer] < 0)
       RTCHECK(host_accept(hs, peer, deadline));
@@ -425,10 +430,10 @@ static RtResult host_group_create(void *state, int group, RtComm **out) {
   RtComm *c = rp_calloc(1, sizeof *c);
   c->hs = hs;
   c->group = group;
-  c->n = g->nranks;
+  c->n = g->n;
   c->me = me;
-  c->fds = rp_malloc(sizeof(int) * (size_t)g->nranks);
-  for (int i = 0; i < g->nranks; i++)
+  c->fds = rp_malloc(sizeof(int) * (size_t)g->n);
+  for (int i = 0; i < g->n; i++)
     c->fds[i] = i == me ? -1 : hs->fd[g->ranks[i]];
   *out = c;
   return RT_OK;
@@ -605,8 +610,8 @@ static RtResult chan_sendrecv(HostState *hs, int to, const void *sbuf,
 }
 
 static RtResult peer_err(const RtComm *c, int idx, RtResult r) {
-  const RtGroup *g = &c->hs->plan->groups[c->group];
-  return rt_err(r, "group `%s` (%s): rank %d: %s", g->id, g->kind,
+  const PlanGroup *g = &c->hs->plan->groups[c->group];
+  return rt_err(r, "group `%d` (%s): rank %d: %s", g->id, plan_kind_name(g->kind),
                 g->ranks[idx], rt_errmsg());
 }
 
@@ -614,7 +619,7 @@ static RtResult host_send(RtComm *c, const void *buf, size_t bytes, int peer) {
   if (peer < 0 || peer >= c->n || peer == c->me)
     return rt_err(RT_ERR_INVALID, "bad peer index %d in a group of %d", peer,
                   c->n);
-  const RtGroup *g = &c->hs->plan->groups[c->group];
+  const PlanGroup *g = &c->hs->plan->groups[c->group];
   RtResult r = chan_sendrecv(c->hs, g->ranks[peer], buf, bytes, -1, NULL, 0,
                              deadline_of(c));
   return r == RT_OK ? r : peer_err(c, peer, r);
@@ -624,7 +629,7 @@ static RtResult host_recv(RtComm *c, void *buf, size_t bytes, int peer) {
   if (peer < 0 || peer >= c->n || peer == c->me)
     return rt_err(RT_ERR_INVALID, "bad peer index %d in a group of %d", peer,
                   c->n);
-  const RtGroup *g = &c->hs->plan->groups[c->group];
+  const PlanGroup *g = &c->hs->plan->groups[c->group];
   RtResult r = chan_sendrecv(c->hs, -1, NULL, 0, g->ranks[peer], buf, bytes,
                              deadline_of(c));
   return r == RT_OK ? r : peer_err(c, peer, r);
@@ -634,7 +639,7 @@ static RtResult host_recv(RtComm *c, void *buf, size_t bytes, int peer) {
 static RtResult ring_step(RtComm *c, const void *s, size_t sn, void *r,
                           size_t rn) {
   int right = (c->me + 1) % c->n, left = (c->me + c->n - 1) % c->n;
-  const RtGroup *g = &c->hs->plan->groups[c->group];
+  const PlanGroup *g = &c->hs->plan->groups[c->group];
   RtResult res = chan_sendrecv(c->hs, g->ranks[right], s, sn, g->ranks[left],
                                r, rn, deadline_of(c));
   return res == RT_OK ? res : peer_err(c, left, res);
@@ -717,7 +722,7 @@ static RtResult host_all_to_all(RtComm *c, const void *send, void *recv,
   memmove(rb + (size_t)c->me * bytes, sb + (size_t)c->me * bytes, bytes);
   for (int s = 1; s < n; s++) {
     int to = (c->me + s) % n, from = (c->me - s + n) % n;
-    const RtGroup *g = &c->hs->plan->groups[c->group];
+    const PlanGroup *g = &c->hs->plan->groups[c->group];
     RtResult r = chan_sendrecv(c->hs, g->ranks[to], sb + (size_t)to * bytes,
                                bytes, g->ranks[from], rb + (size_t)from * bytes,
                                bytes, deadline_of(c));
@@ -769,11 +774,11 @@ static RtResult host_p2p_post(RtComm *c, const RtP2p *ops, int n) {
       uint64_t gb = ((uint64_t)get32(h) << 32) | get32(h + 4);
       uint64_t gt = ((uint64_t)get32(h + 8) << 32) | get32(h + 12);
       if (r == RT_OK && (gb != b || gt != (uint64_t)ops[i].tag)) {
-        const RtGroup *g = &c->hs->plan->groups[c->group];
-        return rt_err(RT_ERR_PROTO, "group `%s` (%s): point-to-point mismatch "
+        const PlanGroup *g = &c->hs->plan->groups[c->group];
+        return rt_err(RT_ERR_PROTO, "group `%d` (%s): point-to-point mismatch "
                       "with rank %d: it sent %llu bytes with tag %lld, this "
                       "rank posted a receive of %llu bytes with tag %lld",
-                      g->id, g->kind, g->ranks[ops[i].peer],
+                      g->id, plan_kind_name(g->kind), g->ranks[ops[i].peer],
                       (unsigned long long)gb, (long long)gt,
                       (unsigned long long)b, (long long)ops[i].tag);
       }
@@ -843,4 +848,10 @@ const RtBackend rt_backend_host = {
     .p2p_post = host_p2p_post,
     .p2p_wait = host_p2p_wait,
     .copy_ref = host_copy_ref,
+    .host_memory = true,
+    .visible_devices_env = NULL,
+    .probe_copy_bytes = RT_PROBE_COPY_HOST,
+    .copy_ref_kind = "memcpy",
+    .kv_grouped = false,
+    .shm_segments = host_shm_segments,
 };

@@ -32,7 +32,7 @@
 #endif
 
 typedef struct {
-  const RtPlan *plan;
+  const Plan *plan;
   int rank;
   double timeout;
   RtStore *store;
@@ -88,20 +88,20 @@ static void last_error(const RtComm *c, char *buf, size_t n) {
 
 static RtResult nccl_fail(RtComm *c, ncclResult_t e, const char *what) {
   set_broken(c);
-  const RtGroup *g = &c->ns->plan->groups[c->group];
+  const PlanGroup *g = &c->ns->plan->groups[c->group];
   char last[256];
   last_error(c, last, sizeof last);
   return rt_err(e == ncclRemoteError || e == ncclSystemError ? RT_ERR_CLOSED
                                                               : RT_ERR_SYS,
-                "group `%s` (%s): %s: %s%s", g->id, g->kind, what,
+                "group `%d` (%s): %s: %s%s", g->id, plan_kind_name(g->kind), what,
                 ncclGetErrorString(e), last);
 }
 
 static RtResult late(RtComm *c, const char *what) {
   set_broken(c);
-  const RtGroup *g = &c->ns->plan->groups[c->group];
-  return rt_err(RT_ERR_TIMEOUT, "group `%s` (%s): %s did not finish within "
-                "%.1f s", g->id, g->kind, what, c->ns->timeout);
+  const PlanGroup *g = &c->ns->plan->groups[c->group];
+  return rt_err(RT_ERR_TIMEOUT, "group `%d` (%s): %s did not finish within "
+                "%.1f s", g->id, plan_kind_name(g->kind), what, c->ns->timeout);
 }
 
 static void pause_us(long us) {
@@ -228,10 +228,10 @@ static RtResult nccl_init(const RtBackendCtx *ctx, void **state) {
 
 static RtResult nccl_group_create(void *state, int group, RtComm **out) {
   NcclState *ns = state;
-  const RtGroup *g = &ns->plan->groups[group];
+  const PlanGroup *g = &ns->plan->groups[group];
   int me = rt_group_index(g, ns->rank);
   if (me < 0)
-    return rt_err(RT_ERR_INVALID, "rank %d is not in group `%s`", ns->rank,
+    return rt_err(RT_ERR_INVALID, "rank %d is not in group `%d`", ns->rank,
                   g->id);
   ncclUniqueId id;
   char key[64];
@@ -247,7 +247,7 @@ static RtResult nccl_group_create(void *state, int group, RtComm **out) {
     RTCHECK(rt_store_wait(ns->store, key, ns->timeout, &v, &vl));
     if (vl != sizeof id) {
       free(v);
-      return rt_err(RT_ERR_PROTO, "nccl id of group `%s` has %zu bytes, "
+      return rt_err(RT_ERR_PROTO, "nccl id of group `%d` has %zu bytes, "
                     "expected %zu", g->id, vl, sizeof id);
     }
     memcpy(&id, v, sizeof id);
@@ -256,7 +256,7 @@ static RtResult nccl_group_create(void *state, int group, RtComm **out) {
   RtComm *c = rp_calloc(1, sizeof *c);
   c->ns = ns;
   c->group = group;
-  c->n = g->nranks;
+  c->n = g->n;
   c->me = me;
   /* Non-blocking: the call returns ncclInProgress at once and init goes on
    * in the background, polled below against the deadline. Init is
@@ -265,7 +265,7 @@ static RtResult nccl_group_create(void *state, int group, RtComm **out) {
    * not yet created always has all its members in it. */
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
-  ncclResult_t e = ncclCommInitRankConfig(&c->comm, g->nranks, id, me, &cfg);
+  ncclResult_t e = ncclCommInitRankConfig(&c->comm, g->n, id, me, &cfg);
   RtResult r = RT_OK;
   if (e != ncclSuccess && e != ncclInProgress)
     r = nccl_fail(c, e, "ncclCommInitRankConfig");
@@ -310,9 +310,9 @@ static int nccl_comm_index(const RtComm *c) { return c->me; }
 /* A communicator that failed is good for comm_destroy only (backend.h). */
 static RtResult usable(RtComm *c, const char *what) {
   if (!c->broken) return RT_OK;
-  const RtGroup *g = &c->ns->plan->groups[c->group];
-  return rt_err(RT_ERR_SYS, "group `%s` (%s): %s on a communicator that "
-                "failed before", g->id, g->kind, what);
+  const PlanGroup *g = &c->ns->plan->groups[c->group];
+  return rt_err(RT_ERR_SYS, "group `%d` (%s): %s on a communicator that "
+                "failed before", g->id, plan_kind_name(g->kind), what);
 }
 
 static RtResult enqueued(RtComm *c, ncclResult_t e, const char *what) {
@@ -534,4 +534,10 @@ const RtBackend rt_backend_nccl = {
     .p2p_wait = nccl_p2p_wait,
     .copy_ref = nccl_copy_ref,
     .mem_info = nccl_mem_info,
+    .host_memory = false,
+    .visible_devices_env = "CUDA_VISIBLE_DEVICES",
+    .probe_copy_bytes = RT_PROBE_COPY_DEVICE,
+    .copy_ref_kind = "device-to-device copy",
+    .kv_grouped = true,
+    .shm_segments = NULL,
 };

@@ -110,15 +110,15 @@ typedef struct {
 } RtKvStats;
 
 /* Runs every request through the plan's kv_reshard on this rank. A
- * backend with p2p_post (nccl) takes the grouped path: per layer group and
+ * backend with p2p_post whose kv_grouped is set (nccl) takes the grouped path: per layer group and
  * link class, one group of sends and receives with every peer, straight
- * from and into the KV pool; the host backend sends one message at a time
+ * from and into the KV pool; others (host) send one message at a time
  * through a host buffer unless RANKRUN_KV_GROUPED=1. world is
  * this rank's communicator of the plan's world group (index world_group in
  * plan->groups). On a verification failure returns RT_ERR_CHECK with the
  * message naming (request, layer, kv head, token, byte). */
 RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
-                   const RtPlan *rp, int rank, RtComm *world, int world_group,
+                   int rank, RtComm *world, int world_group,
                    RtKvPool *pool, const RtKvOpts *o, RtKvStats *st);
 void rt_kv_stats_free(RtKvStats *st);
 

@@ -87,7 +87,7 @@ RtResult rt_kvpool_alloc(const RtBackend *be, void *state, const PlanRank *R,
   }
   /* Touch the pages (host) so that the memory is really there; on a
    * device this is one memset-like copy per page-sized chunk. */
-  if (strcmp(be->name, "host") == 0) {
+  if (be->host_memory) {
     memset(out->weights, 0, (size_t)out->weights_bytes);
     memset(out->kv, 0, (size_t)out->kv_bytes);
   }

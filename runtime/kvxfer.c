@@ -10,9 +10,11 @@
  * Invariants: every rank walks requests in order and, within a request,
  * layer groups in order and in each the transfer list in plan order
  * (sorted by dst); a rank acts only on the transfers whose src or dst it
- * is. One total order of sends and receives on every rank makes the
- * schedule deadlock-free: the earliest unfinished message always has both
- * ends ready. Ownership used to verify is
+ * is. One walk (kv_walk) gives both executors, the per-message path and
+ * the grouped one, that order; each says only how it sends and receives
+ * a unit of work (KvExec). One total order of sends and receives on every
+ * rank makes the schedule deadlock-free: the earliest unfinished message
+ * always has both ends ready. Ownership used to verify is
  * recomputed from the decode rank's own shard and coordinates, not taken
  * from the map, so a wrong map is caught, not trusted.
  *
@@ -360,6 +362,17 @@ static RtResult verify_region(const PlanPool *MP, const PlanRank *me, int rank,
   return RT_OK;
 }
 
+/* The per-request arrays of st, zeroed, for n requests. */
+static void stats_alloc(RtKvStats *st, int n) {
+  st->nreq = n;
+  st->req_bytes = rp_calloc((size_t)n + 1, sizeof *st->req_bytes);
+  st->req_secs = rp_calloc((size_t)n + 1, sizeof *st->req_secs);
+  for (int c = 0; c < 2; c++) {
+    st->req_link_bytes[c] = rp_calloc((size_t)n + 1, sizeof(int64_t));
+    st->req_link_secs[c] = rp_calloc((size_t)n + 1, sizeof(double));
+  }
+}
+
 void rt_kv_stats_free(RtKvStats *st) {
   free(st->req_bytes);
   free(st->req_secs);
@@ -379,299 +392,6 @@ static void geom_of(const PlanRank *R, int64_t T, int64_t bph, Region *g) {
   g->h1 = R->shard[SH_KV_HEADS][1];
   g->T = T;
   g->bph = bph;
-}
-
-/* The operations of one (request, layer group, link class) bucket on this
- * rank, with where each one ends in the sender's and the receiver's
- * region, so that a piece contiguous with the previous one in both joins
- * it instead of becoming another message, and the chunk each belongs to.
- *
- * Chunks: a bucket can hold more pieces than one p2p_post takes
- * (RT_P2P_MAX), so it is posted in chunks, and every rank must cut at the
- * same places: a group on one rank whose matching operations sit in two
- * groups on a peer, one of them also waiting on a third rank, can
- * deadlock (NCCL runs a group's operations together and promises no
- * progress across groups). So a piece's chunk is its index among all the
- * bucket's pieces, every rank's included, over the chunk size (RT_P2P_MAX;
- * RANKRUN_KV_CHUNK sets a smaller one, for tests): the same on both ends
- * of the piece. Pieces join only within a chunk, so both ends also join
- * the same pieces, and a rank has at most a chunk's worth of operations in
- * one group. An operation's tag packs its chunk (high 24 bits) and its
- * first piece's index (low 40 bits), so a backend that checks tags (host)
- * also catches two ranks cutting the same bucket differently. */
-typedef struct {
-  RtP2p *ops;
-  int64_t *src_end, *dst_end, *chunks;
-  int n, cap;
-  int64_t chunk; /* pieces per chunk */
-} OpList;
-
-static int64_t op_tag(int64_t chunk, int64_t piece) {
-  return (int64_t)((((uint64_t)chunk << 40) | ((uint64_t)piece & ((UINT64_C(1) << 40) - 1))) &
-                   INT64_MAX);
-}
-
-static void ops_add(OpList *L, int64_t piece, bool send, int peer,
-                    unsigned char *base, int64_t soff, int64_t doff,
-                    int64_t bytes) {
-  int64_t chunk = piece / L->chunk;
-  if (L->n > 0) {
-    RtP2p *q = &L->ops[L->n - 1];
-    if (L->chunks[L->n - 1] == chunk && q->send == send && q->peer == peer &&
-        L->src_end[L->n - 1] == soff && L->dst_end[L->n - 1] == doff) {
-      q->bytes += (size_t)bytes;
-      L->src_end[L->n - 1] += bytes;
-      L->dst_end[L->n - 1] += bytes;
-      return;
-    }
-  }
-  if (L->n == L->cap) {
-    L->cap = L->cap ? 2 * L->cap : 64;
-    L->ops = rp_realloc(L->ops, (size_t)L->cap * sizeof *L->ops);
-    L->src_end = rp_realloc(L->src_end, (size_t)L->cap * sizeof *L->src_end);
-    L->dst_end = rp_realloc(L->dst_end, (size_t)L->cap * sizeof *L->dst_end);
-    L->chunks = rp_realloc(L->chunks, (size_t)L->cap * sizeof *L->chunks);
-  }
-  L->chunks[L->n] = chunk;
-  L->ops[L->n] = (RtP2p){send, peer, base + (send ? soff : doff), (size_t)bytes,
-                         op_tag(chunk, piece)};
-  L->src_end[L->n] = soff + bytes;
-  L->dst_end[L->n] = doff + bytes;
-  L->n++;
-}
-
-/* State of one request on this rank in the grouped path. */
-typedef struct {
-  const RtBackend *be;
-  void *state;
-  const PlanPool *MP;
-  const PlanRank *me;
-  const RtKvOpts *o;
-  int64_t k;
-  Region g;
-  unsigned char *host;  /* host copy of the region: fill and verify */
-  unsigned char *kv;    /* the region in the pool (backend memory) */
-  bool *filled;         /* per layer of the region */
-} GReq;
-
-/* Fills the layers of [lb, le) this rank holds and has not filled yet in
- * the host copy, then copies them into the pool in one from_host call
- * (they are one contiguous span: layers are filled in increasing order).
- * The test-only corruption flips its byte here, on the sending side. */
-static RtResult fill_layers(GReq *q, int64_t lb, int64_t le) {
-  const Region *g = &q->g;
-  int64_t a = lb > g->l0 ? lb : g->l0, b = le < g->l1 ? le : g->l1, first = -1;
-  for (int64_t l = a; l < b; l++) {
-    if (q->filled[l - g->l0]) continue;
-    if (first < 0) first = l;
-    for (int64_t h = g->h0; h < g->h1; h++)
-      for (int64_t p = 0; p < g->T; p++) {
-        if (!owns_token(q->MP, q->me, g->T, p)) continue;
-        unsigned char *c = q->host + cell_off(g, l, h, p);
-        fill_cell(c, (size_t)g->bph, cell_seed(q->k, l, h, p));
-        const int64_t *x = q->o->corrupt;
-        if (x[0] == q->k && x[1] == l && x[2] == h && x[3] == p && x[4] >= 0 &&
-            x[4] < g->bph)
-          c[x[4]] ^= 0xA5;
-      }
-    q->filled[l - g->l0] = true;
-  }
-  if (first < 0) return RT_OK;
-  size_t off = cell_off(g, first, g->h0, 0), end = cell_off(g, b, g->h0, 0);
-  return q->be->from_host(q->state, q->kv + off, q->host + off, end - off);
-}
-
-/* The grouped path (see rt_kv_run): requests in order; within a request,
- * layer groups of RT_KV_LAYER_GROUP layers in order; within a layer
- * group, the same-node operations, then the cross-node ones, each posted
- * as one group (p2p_post) of this rank's sends or receives with every
- * peer, in plan transfer order, straight from and into the KV pool. Every
- * rank's operation list is a restriction of that one total order, so the
- * earliest unfinished bucket always has all its operations posted and
- * the schedule cannot deadlock. A prefill rank fills layer group i + 1
- * (host pattern, then one copy into the pool) while group i is in flight.
- * A decode rank copies its region back to the host once the request's
- * groups have completed and verifies it there. */
-static RtResult kv_run_grouped(const RtBackend *be, void *state, const Plan *pl,
-                               const RtPlan *rp, int rank, RtComm *world,
-                               int world_group, RtKvPool *pool,
-                               const RtKvOpts *o, RtKvStats *st) {
-  st->grouped = true;
-  const PlanRank *me = &pl->ranks[rank];
-  const RtGroup *wg = &rp->groups[world_group];
-  int64_t T = o->input_tokens;
-  RtResult r = RT_OK;
-  OpList L = {0};
-  L.chunk = RT_P2P_MAX;
-  const char *ce = getenv("RANKRUN_KV_CHUNK");
-  if (ce) {
-    char *end = NULL;
-    long v = strtol(ce, &end, 10);
-    if (!end || *end || end == ce || v < 1 || v > RT_P2P_MAX)
-      return rt_err(RT_ERR_INVALID, "RANKRUN_KV_CHUNK=`%s`: expected 1 to %d",
-                    ce, RT_P2P_MAX);
-    L.chunk = v;
-  }
-  int64_t *runs = NULL; /* per transfer of runs_of's pair: token runs */
-  size_t runs_cap = 0;
-  const PlanReshard *runs_of = NULL;
-  unsigned char *host = NULL, *scratch = NULL;
-  size_t host_bytes = 0, scratch_bytes = 0, scratch_off = 0;
-  for (int64_t k = 0; k < o->requests && r == RT_OK; k++) {
-    ReqRole rr;
-    if ((r = req_role(pl, me, k, &rr)) != RT_OK) break;
-    const PlanReshard *pair = rr.pair;
-    bool is_src = rr.is_src, is_dst = rr.is_dst;
-    if ((!is_src && !is_dst) || pair->ntransfers == 0) continue;
-    GReq q = {be, state, &pl->pools[me->pool], me, o, k, {0}, NULL,
-              pool->kv, NULL};
-    int64_t bph = 0;
-    RTCHECKGOTO(xfer_bph(&pair->transfers[0], &bph), r, done);
-    RTCHECKGOTO(region_of(me, T, bph, pool, &q.g), r, done);
-    size_t rbytes = cell_off(&q.g, q.g.l1, q.g.h0, 0);
-    if (rbytes + 1 > host_bytes) {
-      free(host);
-      host_bytes = rbytes + 1;
-      host = rp_malloc(host_bytes);
-    }
-    q.host = host;
-    memset(host, 0, rbytes);
-    /* Zero the pool's region, so that a cell nobody sent reads as zeros,
-     * not as the previous request's bytes. */
-    RTCHECKGOTO(be->from_host(state, q.kv, host, rbytes), r, done);
-    q.filled = rp_calloc((size_t)(q.g.l1 - q.g.l0) + 1, sizeof *q.filled);
-    if (pair != runs_of) { /* T is the same for every request */
-      if (pair->ntransfers > runs_cap) {
-        runs_cap = pair->ntransfers;
-        runs = rp_realloc(runs, runs_cap * sizeof *runs);
-      }
-      for (size_t j = 0; j < pair->ntransfers; j++)
-        runs[j] = xfer_runs(&pair->transfers[j], T);
-      runs_of = pair;
-    }
-    int64_t lmax = 0;
-    for (size_t j = 0; j < pair->ntransfers; j++)
-      if (pair->transfers[j].layers[1] > lmax) lmax = pair->transfers[j].layers[1];
-    double t_req = rt_now();
-    if (is_src) r = fill_layers(&q, 0, RT_KV_LAYER_GROUP);
-    for (int64_t lb = 0; lb < lmax && r == RT_OK; lb += RT_KV_LAYER_GROUP) {
-      int64_t le = lb + RT_KV_LAYER_GROUP < lmax ? lb + RT_KV_LAYER_GROUP : lmax;
-      bool next_filled = false;
-      for (int lc = 0; lc < 2 && r == RT_OK; lc++) {
-        L.n = 0;
-        int64_t piece = 0; /* index among the bucket's pieces, all ranks' */
-        for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
-          const PlanTransfer *x = &pair->transfers[j];
-          int64_t a = x->layers[0] > lb ? x->layers[0] : lb;
-          int64_t b = x->layers[1] < le ? x->layers[1] : le;
-          if (a >= b) continue;
-          int64_t sg, dg;
-          if ((r = xfer_ends(pl, &rr, x, &sg, &dg)) != RT_OK) break;
-          if ((pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1) != lc) continue;
-          if (sg != rank && dg != rank) {
-            piece += (b - a) * (x->kv_heads[1] - x->kv_heads[0]) * runs[j];
-            continue;
-          }
-          if ((r = check_in_region(&q.g, x, rank)) != RT_OK) break;
-          bool send = sg == rank;
-          int64_t other = send ? dg : sg;
-          Region og;
-          geom_of(&pl->ranks[other], T, bph, &og);
-          const Region *gs = send ? &q.g : &og, *gd = send ? &og : &q.g;
-          int peer = rt_group_index(wg, (int)other);
-          for (int64_t l = a; l < b; l++)
-            for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
-              for (int64_t p = 0; p < T;) {
-                if (!xfer_has(x, p)) {
-                  p++;
-                  continue;
-                }
-                int64_t p1 = p + 1;
-                while (p1 < T && xfer_has(x, p1)) p1++;
-                ops_add(&L, piece++, send, peer, q.kv,
-                        (int64_t)cell_off(gs, l, h, p),
-                        (int64_t)cell_off(gd, l, h, p), (p1 - p) * bph);
-                p = p1;
-              }
-        }
-        for (int i0 = 0, n = 0; i0 < L.n && r == RT_OK; i0 += n) {
-          for (n = 1; i0 + n < L.n && L.chunks[i0 + n] == L.chunks[i0]; n++) {
-          }
-          RTCHECKGOTO(be->p2p_post(world, L.ops + i0, n), r, req_done);
-          /* Fill the next layer group while this one is on the wire. */
-          if (is_src && !next_filled) {
-            next_filled = true;
-            RTCHECKGOTO(fill_layers(&q, le, le + RT_KV_LAYER_GROUP), r, req_done);
-          }
-          double secs = 0;
-          RTCHECKGOTO(be->p2p_wait(world, &secs), r, req_done);
-          int64_t nb = 0;
-          for (int i = i0; i < i0 + n; i++) nb += (int64_t)L.ops[i].bytes;
-          if (is_src) {
-            count_sent(st, lc, k, nb, secs);
-            /* The reference: the same messages copied within this rank's
-             * memory (device to device on nccl), right after the transfer,
-             * into a buffer of at least a host ring's size written
-             * round-robin, as the per-message path's memcpy is: one small
-             * destination used over and over would stay in cache and
-             * measure the cache. The buffer is written once, untimed,
-             * when made, so that no first-touch page fault is timed. */
-            for (int i = i0; i < i0 + n; i++) {
-              size_t ob = L.ops[i].bytes;
-              if (ob > scratch_bytes) {
-                if (scratch) be->mem_free(state, scratch);
-                scratch_bytes = ob > RT_HOST_RING_BYTES ? ob : RT_HOST_RING_BYTES;
-                scratch = be->mem_alloc(state, scratch_bytes);
-                if (!scratch) {
-                  scratch_bytes = 0;
-                  r = rt_err(RT_ERR_SYS, "cannot allocate a %zu-byte buffer for "
-                             "the reference copy", ob);
-                  goto req_done;
-                }
-                for (size_t off = 0; off < scratch_bytes; off += ob) {
-                  double untimed = 0;
-                  size_t m = scratch_bytes - off < ob ? scratch_bytes - off : ob;
-                  RTCHECKGOTO(be->copy_ref(state, scratch + off, L.ops[i].buf,
-                                           m, &untimed), r, req_done);
-                }
-                scratch_off = 0;
-              }
-              if (scratch_off + ob > scratch_bytes) scratch_off = 0;
-              double cs = 0;
-              RTCHECKGOTO(be->copy_ref(state, scratch + scratch_off,
-                                       L.ops[i].buf, ob, &cs), r, req_done);
-              scratch_off += ob;
-              st->memcpy_secs += cs;
-              st->memcpy_bytes += (int64_t)ob;
-            }
-          } else {
-            st->bytes_recv += nb;
-            st->req_bytes[k] += nb;
-          }
-        }
-      }
-      if (r == RT_OK && is_src && !next_filled)
-        r = fill_layers(&q, le, le + RT_KV_LAYER_GROUP);
-    }
-    if (r == RT_OK && is_dst) {
-      st->req_secs[k] = rt_now() - t_req;
-      r = be->to_host(state, host, q.kv, rbytes);
-      if (r == RT_OK) r = verify_region(q.MP, me, rank, k, &q.g, host, st);
-    }
-  req_done:
-    free(q.filled);
-  }
-  if (r == RT_OK && st->memcpy_secs > 0)
-    st->memcpy_gbs = (double)st->memcpy_bytes / st->memcpy_secs / 1e9;
-done:
-  if (scratch) be->mem_free(state, scratch);
-  free(host);
-  free(L.ops);
-  free(L.src_end);
-  free(L.dst_end);
-  free(L.chunks);
-  free(runs);
-  return r;
 }
 
 void rt_kv_stats_encode(const RtKvStats *st, StrBuf *sb) {
@@ -717,13 +437,7 @@ bool rt_kv_stats_decode(const char *text, int requests, RtKvStats *st) {
   st->bytes_cross_node = bc;
   st->cells_verified = cells;
   st->grouped = grouped == 1;
-  st->nreq = nreq;
-  st->req_bytes = rp_calloc((size_t)nreq + 1, sizeof *st->req_bytes);
-  st->req_secs = rp_calloc((size_t)nreq + 1, sizeof *st->req_secs);
-  for (int c = 0; c < 2; c++) {
-    st->req_link_bytes[c] = rp_calloc((size_t)nreq + 1, sizeof(int64_t));
-    st->req_link_secs[c] = rp_calloc((size_t)nreq + 1, sizeof(double));
-  }
+  stats_alloc(st, nreq);
   const char *q = text + off;
   for (int i = 0; ok && i < nreq; i++) {
     long long rb, b0, b1;
@@ -758,17 +472,602 @@ bool rt_sched_times(double *run, double *wait) {
   return ok;
 }
 
+/* ---------------------------------------------------------------------------
+ * The walk over the plan's transfers, which both executors share.
+ *
+ * Every rank walks requests in order; within a request, layer groups of
+ * RT_KV_LAYER_GROUP layers in order; within a layer group, one bucket per
+ * link class (grouped path: same-node transfers, then cross-node ones) or
+ * one bucket of every transfer (per-message path); within a bucket, the
+ * pair's transfers in plan order, each cut to the layer group. Every
+ * rank's sends and receives are a restriction of that one total order,
+ * so the earliest unfinished message (or bucket) always has both ends
+ * ready and the schedule cannot deadlock. Layer groups outermost: a
+ * prefill rank with several receivers sends each of them layer group i
+ * before any of them group i + 1, so that they drain in parallel.
+ *
+ * What an executor does with a unit of work is said by its KvExec. */
+
+typedef struct KvWalk KvWalk;
+
+typedef struct {
+  /* Once per request this rank serves, before the request's timer
+   * starts: points w->host at the request's region in host memory (rbytes
+   * long, the fill and the verification read it) and zeroes it. */
+  RtResult (*begin)(KvWalk *w);
+  /* Each transfer x of the current bucket, cut to layers [a, b), with
+   * global ends sg and dg; mine: this rank is one of them (x then lies in
+   * its region). j is x's index in the pair. */
+  RtResult (*xfer)(KvWalk *w, size_t j, const PlanTransfer *x, int64_t a,
+                   int64_t b, int64_t sg, int64_t dg, bool mine);
+  /* After the bucket of link class lc (NULL: nothing to do). */
+  RtResult (*bucket_end)(KvWalk *w, int lc);
+  /* After each layer group (NULL: nothing to do). */
+  RtResult (*group_end)(KvWalk *w);
+  /* On a receiving rank, before verification: brings the received
+   * region into w->host (NULL: it is there already). */
+  RtResult (*fetch)(KvWalk *w);
+} KvExec;
+
+struct KvWalk {
+  const RtBackend *be;
+  void *state;
+  const Plan *pl;
+  int rank;
+  const PlanRank *me;
+  const PlanPool *MP;
+  const PlanGroup *wg; /* the world group: peers are indices in it */
+  RtComm *world;
+  RtKvPool *pool;
+  const RtKvOpts *o;
+  RtKvStats *st;
+  int64_t T;
+  int nclasses;        /* buckets per layer group: 2 by link class, or 1 */
+  const KvExec *ex;
+  void *ex_state;
+  /* the current request */
+  int64_t k;
+  ReqRole rr;
+  Region g;
+  int64_t bph;
+  size_t rbytes;
+  unsigned char *host; /* the region in host memory (KvExec.begin) */
+  bool *filled;        /* per layer of the region */
+  int64_t lb, le;      /* the current layer group [lb, le) */
+};
+
+/* Link class of a transfer between global ranks a and b: 0 same node,
+ * 1 cross node. */
+static int link_class(const Plan *pl, int64_t a, int64_t b) {
+  return pl->ranks[a].node == pl->ranks[b].node ? 0 : 1;
+}
+
+/* Whether --test-corrupt names byte `at` of cell (request k, l, h, p). */
+static bool corrupt_at(const RtKvOpts *o, int64_t k, int64_t l, int64_t h,
+                       int64_t p, int64_t bph) {
+  const int64_t *x = o->corrupt;
+  return x[0] == k && x[1] == l && x[2] == h && x[3] == p && x[4] >= 0 &&
+         x[4] < bph;
+}
+
+/* Fills layer l of the current request's region at base with the pattern,
+ * every cell this rank owns; corrupt: with the test corruption applied. */
+static void fill_layer(const KvWalk *w, unsigned char *base, int64_t l,
+                       bool corrupt) {
+  const Region *g = &w->g;
+  for (int64_t h = g->h0; h < g->h1; h++)
+    for (int64_t p = 0; p < g->T; p++) {
+      if (!owns_token(w->MP, w->me, g->T, p)) continue;
+      unsigned char *c = base + cell_off(g, l, h, p);
+      fill_cell(c, (size_t)g->bph, cell_seed(w->k, l, h, p));
+      if (corrupt && corrupt_at(w->o, w->k, l, h, p, g->bph))
+        c[w->o->corrupt[4]] ^= 0xA5;
+    }
+}
+
+static RtResult walk_bucket(KvWalk *w, int lc) {
+  const PlanReshard *pair = w->rr.pair;
+  for (size_t j = 0; j < pair->ntransfers; j++) {
+    const PlanTransfer *x = &pair->transfers[j];
+    int64_t a = x->layers[0] > w->lb ? x->layers[0] : w->lb;
+    int64_t b = x->layers[1] < w->le ? x->layers[1] : w->le;
+    if (a >= b) continue;
+    int64_t sg, dg;
+    RTCHECK(xfer_ends(w->pl, &w->rr, x, &sg, &dg));
+    if (w->nclasses > 1 && link_class(w->pl, sg, dg) != lc) continue;
+    bool mine = sg == w->rank || dg == w->rank;
+    if (mine) RTCHECK(check_in_region(&w->g, x, w->rank));
+    RTCHECK(w->ex->xfer(w, j, x, a, b, sg, dg, mine));
+  }
+  return RT_OK;
+}
+
+static RtResult walk_layers(KvWalk *w) {
+  const PlanReshard *pair = w->rr.pair;
+  int64_t lmax = 0;
+  for (size_t j = 0; j < pair->ntransfers; j++)
+    if (pair->transfers[j].layers[1] > lmax) lmax = pair->transfers[j].layers[1];
+  for (w->lb = 0; w->lb < lmax; w->lb += RT_KV_LAYER_GROUP) {
+    w->le = w->lb + RT_KV_LAYER_GROUP < lmax ? w->lb + RT_KV_LAYER_GROUP : lmax;
+    for (int lc = 0; lc < w->nclasses; lc++) {
+      RTCHECK(walk_bucket(w, lc));
+      if (w->ex->bucket_end) RTCHECK(w->ex->bucket_end(w, lc));
+    }
+    if (w->ex->group_end) RTCHECK(w->ex->group_end(w));
+  }
+  return RT_OK;
+}
+
+/* One request this rank sends or receives: its region, the layer groups,
+ * then on a receiving rank the request's time and the verification. */
+static RtResult walk_request(KvWalk *w) {
+  RTCHECK(xfer_bph(&w->rr.pair->transfers[0], &w->bph));
+  RTCHECK(region_of(w->me, w->T, w->bph, w->pool, &w->g));
+  w->rbytes = cell_off(&w->g, w->g.l1, w->g.h0, 0);
+  w->filled = rp_calloc((size_t)(w->g.l1 - w->g.l0) + 1, sizeof *w->filled);
+  RtResult r = w->ex->begin(w);
+  double t_req = rt_now();
+  if (r == RT_OK) r = walk_layers(w);
+  if (r == RT_OK && w->rr.is_dst) {
+    w->st->req_secs[w->k] = rt_now() - t_req;
+    if (w->ex->fetch) r = w->ex->fetch(w);
+    if (r == RT_OK)
+      r = verify_region(w->MP, w->me, w->rank, w->k, &w->g, w->host, w->st);
+  }
+  free(w->filled);
+  w->filled = NULL;
+  return r;
+}
+
+static RtResult kv_walk(KvWalk *w) {
+  for (w->k = 0; w->k < w->o->requests; w->k++) {
+    RTCHECK(req_role(w->pl, w->me, w->k, &w->rr));
+    if ((!w->rr.is_src && !w->rr.is_dst) || w->rr.pair->ntransfers == 0)
+      continue;
+    RTCHECK(walk_request(w));
+  }
+  if (w->st->memcpy_secs > 0)
+    w->st->memcpy_gbs = (double)w->st->memcpy_bytes / w->st->memcpy_secs / 1e9;
+  return RT_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * The grouped path (p2p_post): per bucket, one group of this rank's sends
+ * and receives with every peer, straight from and into the KV pool. A
+ * prefill rank fills layer group i + 1 (host pattern, then one copy into
+ * the pool) while group i is in flight. A decode rank copies its region
+ * back to the host once the request's groups have completed and verifies
+ * it there.
+ *
+ * Chunks: a bucket can hold more pieces than one p2p_post takes
+ * (RT_P2P_MAX), so it is posted in chunks, and every rank must cut at the
+ * same places: a group on one rank whose matching operations sit in two
+ * groups on a peer, one of them also waiting on a third rank, can
+ * deadlock (NCCL runs a group's operations together and promises no
+ * progress across groups). So a piece's chunk is its index among all the
+ * bucket's pieces, every rank's included, over the chunk size (RT_P2P_MAX;
+ * RANKRUN_KV_CHUNK sets a smaller one, for tests): the same on both ends
+ * of the piece. Pieces join only within a chunk, so both ends also join
+ * the same pieces, and a rank has at most a chunk's worth of operations in
+ * one group. An operation's tag packs its chunk (high 24 bits) and its
+ * first piece's index (low 40 bits), so a backend that checks tags (host)
+ * also catches two ranks cutting the same bucket differently. */
+
+/* The operations of one bucket on this rank, with where each one ends in
+ * the sender's and the receiver's region, so that a piece contiguous with
+ * the previous one in both joins it instead of becoming another message,
+ * and the chunk each belongs to. */
+typedef struct {
+  RtP2p *ops;
+  int64_t *src_end, *dst_end, *chunks;
+  int n, cap;
+  int64_t chunk; /* pieces per chunk */
+} OpList;
+
+static int64_t op_tag(int64_t chunk, int64_t piece) {
+  return (int64_t)((((uint64_t)chunk << 40) | ((uint64_t)piece & ((UINT64_C(1) << 40) - 1))) &
+                   INT64_MAX);
+}
+
+static void ops_add(OpList *L, int64_t piece, bool send, int peer,
+                    unsigned char *base, int64_t soff, int64_t doff,
+                    int64_t bytes) {
+  int64_t chunk = piece / L->chunk;
+  if (L->n > 0) {
+    RtP2p *q = &L->ops[L->n - 1];
+    if (L->chunks[L->n - 1] == chunk && q->send == send && q->peer == peer &&
+        L->src_end[L->n - 1] == soff && L->dst_end[L->n - 1] == doff) {
+      q->bytes += (size_t)bytes;
+      L->src_end[L->n - 1] += bytes;
+      L->dst_end[L->n - 1] += bytes;
+      return;
+    }
+  }
+  if (L->n == L->cap) {
+    L->cap = L->cap ? 2 * L->cap : 64;
+    L->ops = rp_realloc(L->ops, (size_t)L->cap * sizeof *L->ops);
+    L->src_end = rp_realloc(L->src_end, (size_t)L->cap * sizeof *L->src_end);
+    L->dst_end = rp_realloc(L->dst_end, (size_t)L->cap * sizeof *L->dst_end);
+    L->chunks = rp_realloc(L->chunks, (size_t)L->cap * sizeof *L->chunks);
+  }
+  L->chunks[L->n] = chunk;
+  L->ops[L->n] = (RtP2p){send, peer, base + (send ? soff : doff), (size_t)bytes,
+                         op_tag(chunk, piece)};
+  L->src_end[L->n] = soff + bytes;
+  L->dst_end[L->n] = doff + bytes;
+  L->n++;
+}
+
+typedef struct {
+  OpList L;
+  int64_t piece;        /* index among the bucket's pieces, all ranks' */
+  int64_t *runs;        /* per transfer of runs_of's pair: token runs */
+  size_t runs_cap;
+  const PlanReshard *runs_of;
+  unsigned char *host;  /* host copy of the region: fill and verify */
+  size_t host_bytes;
+  unsigned char *scratch; /* the reference copy's destination */
+  size_t scratch_bytes, scratch_off;
+  bool next_filled;     /* the next layer group is filled already */
+} Grouped;
+
+/* Fills the layers of [lb, le) this rank holds and has not filled yet in
+ * the host copy, then copies them into the pool in one from_host call
+ * (they are one contiguous span: layers are filled in increasing order).
+ * The test-only corruption flips its byte here, on the sending side. */
+static RtResult fill_layers(KvWalk *w, int64_t lb, int64_t le) {
+  const Region *g = &w->g;
+  int64_t a = lb > g->l0 ? lb : g->l0, b = le < g->l1 ? le : g->l1, first = -1;
+  for (int64_t l = a; l < b; l++) {
+    if (w->filled[l - g->l0]) continue;
+    if (first < 0) first = l;
+    fill_layer(w, w->host, l, true);
+    w->filled[l - g->l0] = true;
+  }
+  if (first < 0) return RT_OK;
+  size_t off = cell_off(g, first, g->h0, 0), end = cell_off(g, b, g->h0, 0);
+  return w->be->from_host(w->state, (unsigned char *)w->pool->kv + off,
+                          w->host + off, end - off);
+}
+
+static RtResult g_begin(KvWalk *w) {
+  Grouped *G = w->ex_state;
+  if (w->rbytes + 1 > G->host_bytes) {
+    free(G->host);
+    G->host_bytes = w->rbytes + 1;
+    G->host = rp_malloc(G->host_bytes);
+  }
+  w->host = G->host;
+  memset(w->host, 0, w->rbytes);
+  /* Zero the pool's region, so that a cell nobody sent reads as zeros,
+   * not as the previous request's bytes. */
+  RTCHECK(w->be->from_host(w->state, w->pool->kv, w->host, w->rbytes));
+  const PlanReshard *pair = w->rr.pair;
+  if (pair != G->runs_of) { /* T is the same for every request */
+    if (pair->ntransfers > G->runs_cap) {
+      G->runs_cap = pair->ntransfers;
+      G->runs = rp_realloc(G->runs, G->runs_cap * sizeof *G->runs);
+    }
+    for (size_t j = 0; j < pair->ntransfers; j++)
+      G->runs[j] = xfer_runs(&pair->transfers[j], w->T);
+    G->runs_of = pair;
+  }
+  G->L.n = 0;
+  G->piece = 0;
+  G->next_filled = false;
+  return w->rr.is_src ? fill_layers(w, 0, RT_KV_LAYER_GROUP) : RT_OK;
+}
+
+/* A transfer of the bucket: this rank's pieces (maximal token runs per
+ * layer and kv head) become operations; another rank's only count. */
+static RtResult g_xfer(KvWalk *w, size_t j, const PlanTransfer *x, int64_t a,
+                       int64_t b, int64_t sg, int64_t dg, bool mine) {
+  Grouped *G = w->ex_state;
+  if (!mine) {
+    G->piece += (b - a) * (x->kv_heads[1] - x->kv_heads[0]) * G->runs[j];
+    return RT_OK;
+  }
+  bool send = sg == w->rank;
+  int64_t other = send ? dg : sg, T = w->T;
+  Region og;
+  geom_of(&w->pl->ranks[other], T, w->bph, &og);
+  const Region *gs = send ? &w->g : &og, *gd = send ? &og : &w->g;
+  int peer = rt_group_index(w->wg, (int)other);
+  for (int64_t l = a; l < b; l++)
+    for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+      for (int64_t p = 0; p < T;) {
+        if (!xfer_has(x, p)) {
+          p++;
+          continue;
+        }
+        int64_t p1 = p + 1;
+        while (p1 < T && xfer_has(x, p1)) p1++;
+        ops_add(&G->L, G->piece++, send, peer, w->pool->kv,
+                (int64_t)cell_off(gs, l, h, p), (int64_t)cell_off(gd, l, h, p),
+                (p1 - p) * w->bph);
+        p = p1;
+      }
+  return RT_OK;
+}
+
+/* The reference of one sent operation: the same bytes copied within this
+ * rank's memory (device to device on nccl), right after the transfer,
+ * into a buffer of at least a host ring's size written round-robin, as
+ * the per-message path's memcpy is: one small destination used over and
+ * over would stay in cache and measure the cache. The buffer is written
+ * once, untimed, when made, so that no first-touch page fault is timed. */
+static RtResult g_reference(KvWalk *w, const RtP2p *op) {
+  Grouped *G = w->ex_state;
+  size_t ob = op->bytes;
+  if (ob > G->scratch_bytes) {
+    if (G->scratch) w->be->mem_free(w->state, G->scratch);
+    G->scratch_bytes = ob > RT_HOST_RING_BYTES ? ob : RT_HOST_RING_BYTES;
+    G->scratch = w->be->mem_alloc(w->state, G->scratch_bytes);
+    if (!G->scratch) {
+      G->scratch_bytes = 0;
+      return rt_err(RT_ERR_SYS, "cannot allocate a %zu-byte buffer for the "
+                    "reference copy", ob);
+    }
+    for (size_t off = 0; off < G->scratch_bytes; off += ob) {
+      double untimed = 0;
+      size_t m = G->scratch_bytes - off < ob ? G->scratch_bytes - off : ob;
+      RTCHECK(w->be->copy_ref(w->state, G->scratch + off, op->buf, m, &untimed));
+    }
+    G->scratch_off = 0;
+  }
+  if (G->scratch_off + ob > G->scratch_bytes) G->scratch_off = 0;
+  double cs = 0;
+  RTCHECK(w->be->copy_ref(w->state, G->scratch + G->scratch_off, op->buf, ob,
+                          &cs));
+  G->scratch_off += ob;
+  w->st->memcpy_secs += cs;
+  w->st->memcpy_bytes += (int64_t)ob;
+  return RT_OK;
+}
+
+/* Posts the bucket's operations chunk by chunk, each one group, and
+ * counts what moved. */
+static RtResult g_bucket_end(KvWalk *w, int lc) {
+  Grouped *G = w->ex_state;
+  OpList *L = &G->L;
+  for (int i0 = 0, n = 0; i0 < L->n; i0 += n) {
+    for (n = 1; i0 + n < L->n && L->chunks[i0 + n] == L->chunks[i0]; n++) {
+    }
+    RTCHECK(w->be->p2p_post(w->world, L->ops + i0, n));
+    /* Fill the next layer group while this one is on the wire. */
+    if (w->rr.is_src && !G->next_filled) {
+      G->next_filled = true;
+      RTCHECK(fill_layers(w, w->le, w->le + RT_KV_LAYER_GROUP));
+    }
+    double secs = 0;
+    RTCHECK(w->be->p2p_wait(w->world, &secs));
+    int64_t nb = 0;
+    for (int i = i0; i < i0 + n; i++) nb += (int64_t)L->ops[i].bytes;
+    if (w->rr.is_src) {
+      count_sent(w->st, lc, w->k, nb, secs);
+      for (int i = i0; i < i0 + n; i++) RTCHECK(g_reference(w, &L->ops[i]));
+    } else {
+      w->st->bytes_recv += nb;
+      w->st->req_bytes[w->k] += nb;
+    }
+  }
+  L->n = 0;
+  G->piece = 0;
+  return RT_OK;
+}
+
+static RtResult g_group_end(KvWalk *w) {
+  Grouped *G = w->ex_state;
+  bool fill = w->rr.is_src && !G->next_filled;
+  G->next_filled = false;
+  return fill ? fill_layers(w, w->le, w->le + RT_KV_LAYER_GROUP) : RT_OK;
+}
+
+static RtResult g_fetch(KvWalk *w) {
+  return w->be->to_host(w->state, w->host, w->pool->kv, w->rbytes);
+}
+
+static const KvExec grouped_exec = {g_begin, g_xfer, g_bucket_end, g_group_end,
+                                    g_fetch};
+
+/* Pieces per chunk: RT_P2P_MAX, or RANKRUN_KV_CHUNK (tests). */
+static RtResult chunk_size(int64_t *chunk) {
+  *chunk = RT_P2P_MAX;
+  const char *ce = getenv("RANKRUN_KV_CHUNK");
+  if (!ce) return RT_OK;
+  char *end = NULL;
+  long v = strtol(ce, &end, 10);
+  if (!end || *end || end == ce || v < 1 || v > RT_P2P_MAX)
+    return rt_err(RT_ERR_INVALID, "RANKRUN_KV_CHUNK=`%s`: expected 1 to %d", ce,
+                  RT_P2P_MAX);
+  *chunk = v;
+  return RT_OK;
+}
+
+static RtResult kv_run_grouped(KvWalk *w) {
+  w->st->grouped = true;
+  Grouped G;
+  memset(&G, 0, sizeof G);
+  RTCHECK(chunk_size(&G.L.chunk));
+  w->nclasses = 2;
+  w->ex = &grouped_exec;
+  w->ex_state = &G;
+  RtResult r = kv_walk(w);
+  if (G.scratch) w->be->mem_free(w->state, G.scratch);
+  free(G.host);
+  free(G.L.ops);
+  free(G.L.src_end);
+  free(G.L.dst_end);
+  free(G.L.chunks);
+  free(G.runs);
+  return r;
+}
+
+/* ---------------------------------------------------------------------------
+ * The per-message path: one message per transfer and layer group, packed
+ * into a wire buffer (staged through device memory on a backend whose
+ * memory is not the host's). On a backend with host memory a request's
+ * region is the start of the KV pool; otherwise it is a host buffer of one
+ * request's shard (made at the first request this rank serves). */
+
+typedef struct {
+  bool host;            /* the backend's memory is host memory */
+  unsigned char *buf;   /* the wire buffer, host memory */
+  void *dev;            /* its staging copy in backend memory (!host) */
+  unsigned char *region; /* the request's region */
+  /* Destination of the reference memcpy: pre-faulted (memset), as the
+   * rings' pages are, and written round-robin through as many bytes as
+   * one ring holds (or one message, when larger), as a ring is; a
+   * destination that stayed in the core's cache would measure the cache,
+   * not a copy between processes. */
+  unsigned char *ref;
+  size_t ref_bytes, ref_off;
+} Msgs;
+
+static RtResult m_begin(KvWalk *w) {
+  Msgs *M = w->ex_state;
+  if (!M->region) M->region = rp_malloc(w->rbytes + 1);
+  w->host = M->region;
+  memset(w->host, 0, w->rbytes);
+  return RT_OK;
+}
+
+/* Prefill ranks fill a layer when the first transfer needs it, one layer
+ * group at a time, so that sending group i overlaps filling group i+1
+ * (the receiver drains group i meanwhile); the message is packed from the
+ * region, the test-only corruption flipping its byte in the packed copy. */
+static RtResult m_send(KvWalk *w, const PlanTransfer *x, int64_t lb,
+                       int64_t le, int64_t sg, int64_t dg) {
+  Msgs *M = w->ex_state;
+  const Region *g = &w->g;
+  int64_t nb = 0, bph = w->bph;
+  for (int64_t l = lb; l < le; l++) {
+    if (w->filled[l - g->l0]) continue;
+    fill_layer(w, M->region, l, false);
+    w->filled[l - g->l0] = true;
+  }
+  for (int64_t l = lb; l < le; l++)
+    for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+      for (int64_t p = 0; p < w->T; p++) {
+        if (!xfer_has(x, p)) continue;
+        memcpy(M->buf + nb, M->region + cell_off(g, l, h, p), (size_t)bph);
+        if (corrupt_at(w->o, w->k, l, h, p, bph))
+          M->buf[nb + w->o->corrupt[4]] ^= 0xA5;
+        nb += bph;
+      }
+  RtResult r = RT_OK;
+  if (!M->host) r = w->be->from_host(w->state, M->dev, M->buf, (size_t)nb);
+  /* The benchmark's reference: a plain memcpy of the same message between
+   * two pre-faulted host buffers, timed just before the send, so that both
+   * see the same load on the machine. */
+  if (M->ref_off + (size_t)nb > M->ref_bytes) M->ref_off = 0;
+  double tm = rt_now();
+  memcpy(M->ref + M->ref_off, M->buf, (size_t)nb);
+  w->st->memcpy_secs += rt_now() - tm;
+  M->ref_off += (size_t)nb;
+  w->st->memcpy_bytes += nb;
+  double t0 = rt_now();
+  if (r == RT_OK)
+    r = w->be->send(w->world, M->host ? (void *)M->buf : M->dev, (size_t)nb,
+                    rt_group_index(w->wg, (int)dg));
+  count_sent(w->st, link_class(w->pl, sg, dg), w->k, nb, rt_now() - t0);
+  return r;
+}
+
+static RtResult m_recv(KvWalk *w, const PlanTransfer *x, int64_t lb,
+                       int64_t le, int64_t sg) {
+  Msgs *M = w->ex_state;
+  int64_t bph = w->bph;
+  int64_t nb = (le - lb) * (x->kv_heads[1] - x->kv_heads[0]) *
+               xfer_tokens(x, w->T) * bph;
+  void *wire = M->host ? (void *)M->buf : M->dev;
+  RTCHECK(w->be->recv(w->world, wire, (size_t)nb, rt_group_index(w->wg, (int)sg)));
+  if (!M->host) RTCHECK(w->be->to_host(w->state, M->buf, M->dev, (size_t)nb));
+  int64_t off = 0;
+  for (int64_t l = lb; l < le; l++)
+    for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
+      for (int64_t p = 0; p < w->T; p++) {
+        if (!xfer_has(x, p)) continue;
+        memcpy(M->region + cell_off(&w->g, l, h, p), M->buf + off, (size_t)bph);
+        off += bph;
+      }
+  w->st->bytes_recv += nb;
+  w->st->req_bytes[w->k] += nb;
+  return RT_OK;
+}
+
+static RtResult m_xfer(KvWalk *w, size_t j, const PlanTransfer *x, int64_t a,
+                       int64_t b, int64_t sg, int64_t dg, bool mine) {
+  (void)j;
+  if (!mine) return RT_OK;
+  return sg == w->rank ? m_send(w, x, a, b, sg, dg) : m_recv(w, x, a, b, sg);
+}
+
+static const KvExec msgs_exec = {m_begin, m_xfer, NULL, NULL, NULL};
+
+/* Bytes of the largest message of any transfer at T tokens: the size of
+ * the one wire buffer. Every transfer of a pair has the pair's cell size
+ * (check_cell_sizes), which packs it. */
+static RtResult max_message(const Plan *pl, int64_t T, int64_t *maxb) {
+  int64_t bph = 0;
+  CkState ck = {true};
+  *maxb = 0;
+  for (size_t i = 0; i < pl->nreshard; i++)
+    for (size_t j = 0; j < pl->reshard[i].ntransfers; j++) {
+      const PlanTransfer *x = &pl->reshard[i].transfers[j];
+      RTCHECK(xfer_bph(x, &bph));
+      int64_t b = ckm(&ck, ckm(&ck, ckm(&ck, x->layers[1] - x->layers[0],
+                                        x->kv_heads[1] - x->kv_heads[0]),
+                               xfer_tokens(x, T)), bph);
+      if (b > *maxb) *maxb = b;
+    }
+  if (!ck.ok || (uint64_t)*maxb >= SIZE_MAX / 2)
+    return rt_err(RT_ERR_INVALID, "a kv_reshard transfer at %lld tokens "
+                  "overflows a 64-bit byte count", (long long)T);
+  return RT_OK;
+}
+
+static RtResult kv_run_msgs(KvWalk *w) {
+  int64_t maxb = 0;
+  RTCHECK(max_message(w->pl, w->T, &maxb));
+  Msgs M;
+  memset(&M, 0, sizeof M);
+  M.host = w->be->host_memory;
+  M.buf = rp_malloc((size_t)maxb + 1);
+  M.ref_bytes = (size_t)maxb > RT_HOST_RING_BYTES ? (size_t)maxb : RT_HOST_RING_BYTES;
+  M.ref = rp_malloc(M.ref_bytes + 1);
+  memset(M.ref, 0, M.ref_bytes + 1);
+  memset(M.buf, 0, (size_t)maxb + 1);
+  M.dev = M.host ? NULL : w->be->mem_alloc(w->state, (size_t)maxb + 1);
+  M.region = M.host ? w->pool->kv : NULL;
+  RtResult r = RT_OK;
+  if (!M.host && !M.dev)
+    r = rt_err(RT_ERR_SYS, "cannot allocate a %lld-byte transfer buffer",
+               (long long)maxb);
+  w->nclasses = 1;
+  w->ex = &msgs_exec;
+  w->ex_state = &M;
+  if (r == RT_OK) r = kv_walk(w);
+  /* Read the reference copy back so that it cannot be optimised away. */
+  volatile unsigned char sink = M.ref[M.ref_bytes / 2];
+  (void)sink;
+  if (M.dev) w->be->mem_free(w->state, M.dev);
+  if (!M.host) free(M.region);
+  free(M.ref);
+  free(M.buf);
+  return r;
+}
+
 static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
-                       const RtPlan *rp, int rank, RtComm *world,
-                       int world_group, RtKvPool *pool, const RtKvOpts *o,
-                       RtKvStats *st);
+                       int rank, RtComm *world, int world_group,
+                       RtKvPool *pool, const RtKvOpts *o, RtKvStats *st);
 
 RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
-                   const RtPlan *rp, int rank, RtComm *world, int world_group,
+                   int rank, RtComm *world, int world_group,
                    RtKvPool *pool, const RtKvOpts *o, RtKvStats *st) {
   double r0 = 0, w0 = 0, r1 = 0, w1 = 0;
   bool have = rt_sched_times(&r0, &w0);
-  RtResult r = kv_run(be, state, pl, rp, rank, world, world_group, pool, o, st);
+  RtResult r = kv_run(be, state, pl, rank, world, world_group, pool, o, st);
   if (have && rt_sched_times(&r1, &w1)) {
     st->cpu_run_secs = r1 - r0;
     st->cpu_wait_secs = w1 - w0;
@@ -779,17 +1078,10 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
 }
 
 static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
-                       const RtPlan *rp, int rank, RtComm *world,
-                       int world_group, RtKvPool *pool, const RtKvOpts *o,
-                       RtKvStats *st) {
+                       int rank, RtComm *world, int world_group,
+                       RtKvPool *pool, const RtKvOpts *o, RtKvStats *st) {
   memset(st, 0, sizeof *st);
-  st->nreq = o->requests;
-  st->req_bytes = rp_calloc((size_t)o->requests + 1, sizeof *st->req_bytes);
-  st->req_secs = rp_calloc((size_t)o->requests + 1, sizeof *st->req_secs);
-  for (int c = 0; c < 2; c++) {
-    st->req_link_bytes[c] = rp_calloc((size_t)o->requests + 1, sizeof(int64_t));
-    st->req_link_secs[c] = rp_calloc((size_t)o->requests + 1, sizeof(double));
-  }
+  stats_alloc(st, o->requests);
   if (pl->nreshard == 0 || o->requests <= 0) return RT_OK;
   int64_t ranges_T = -1;
   RTCHECK(rt_kv_plan_check(pl, &ranges_T));
@@ -799,173 +1091,14 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
                   (long long)o->input_tokens,
                   (long long)(ranges_T > 1 ? ranges_T : 1), RT_KV_MAX_TOKENS,
                   (long long)ranges_T);
-  bool host_be = strcmp(be->name, "host") == 0;
+  const PlanRank *me = &pl->ranks[rank];
+  KvWalk w = {.be = be, .state = state, .pl = pl, .rank = rank, .me = me,
+              .MP = &pl->pools[me->pool], .wg = &pl->groups[world_group],
+              .world = world, .pool = pool, .o = o, .st = st,
+              .T = o->input_tokens};
   const char *ge = getenv("RANKRUN_KV_GROUPED");
   if (be->p2p_post && be->p2p_wait && be->copy_ref &&
-      (!host_be || (ge && strcmp(ge, "1") == 0)))
-    return kv_run_grouped(be, state, pl, rp, rank, world, world_group, pool, o,
-                          st);
-  const PlanRank *me = &pl->ranks[rank];
-  const PlanPool *MP = &pl->pools[me->pool];
-  const RtGroup *wg = &rp->groups[world_group];
-  int64_t T = o->input_tokens;
-  bool host = strcmp(be->name, "host") == 0;
-  /* The largest transfer sizes the one wire buffer; every transfer of a
-   * pair has the pair's cell size (check_cell_sizes), which packs it. */
-  int64_t maxb = 0, bph = 0;
-  CkState ck = {true};
-  for (size_t i = 0; i < pl->nreshard; i++)
-    for (size_t j = 0; j < pl->reshard[i].ntransfers; j++) {
-      const PlanTransfer *x = &pl->reshard[i].transfers[j];
-      RTCHECK(xfer_bph(x, &bph));
-      int64_t b = ckm(&ck, ckm(&ck, ckm(&ck, x->layers[1] - x->layers[0],
-                                        x->kv_heads[1] - x->kv_heads[0]),
-                               xfer_tokens(x, T)), bph);
-      if (b > maxb) maxb = b;
-    }
-  if (!ck.ok || (uint64_t)maxb >= SIZE_MAX / 2)
-    return rt_err(RT_ERR_INVALID, "a kv_reshard transfer at %lld tokens "
-                  "overflows a 64-bit byte count", (long long)T);
-  /* On the host backend a request's region is the start of the KV pool;
-   * on a device backend the pool is device memory, so the region is a host
-   * buffer of one request's shard (made at the first request this rank
-   * serves) and transfers go through a device staging buffer. */
-  unsigned char *buf = rp_malloc((size_t)maxb + 1);
-  /* Destination of the reference memcpy: pre-faulted (memset), as the
-   * rings' pages are, and written round-robin through as many bytes as
-   * one ring holds (or one message, when larger), as a ring is; a
-   * destination that stayed in the core's cache would measure the cache,
-   * not a copy between processes. */
-  size_t ref_bytes = (size_t)maxb > RT_HOST_RING_BYTES ? (size_t)maxb
-                                                        : RT_HOST_RING_BYTES;
-  size_t ref_off = 0;
-  unsigned char *ref = rp_malloc(ref_bytes + 1);
-  memset(ref, 0, ref_bytes + 1);
-  memset(buf, 0, (size_t)maxb + 1);
-  void *dev = host ? NULL : be->mem_alloc(state, (size_t)maxb + 1);
-  unsigned char *region = host ? pool->kv : NULL;
-  RtResult r = RT_OK;
-  if (!host && !dev) {
-    r = rt_err(RT_ERR_SYS, "cannot allocate a %lld-byte transfer buffer",
-               (long long)maxb);
-    goto done;
-  }
-  for (int64_t k = 0; k < o->requests && r == RT_OK; k++) {
-    ReqRole rr;
-    if ((r = req_role(pl, me, k, &rr)) != RT_OK) break;
-    const PlanReshard *pair = rr.pair;
-    bool is_src = rr.is_src, is_dst = rr.is_dst;
-    if (!is_src && !is_dst) continue;
-    if (pair->ntransfers == 0) continue;
-    RTCHECKGOTO(xfer_bph(&pair->transfers[0], &bph), r, done);
-    Region g;
-    RTCHECKGOTO(region_of(me, T, bph, pool, &g), r, done);
-    size_t rbytes = cell_off(&g, g.l1, g.h0, 0);
-    if (!region) region = rp_malloc(rbytes + 1);
-    memset(region, 0, rbytes);
-    /* Prefill ranks fill a layer when the first transfer needs it, one
-     * layer group at a time, so that sending group i overlaps filling
-     * group i+1 (the receiver drains group i meanwhile). */
-    bool *filled = rp_calloc((size_t)(g.l1 - g.l0) + 1, sizeof *filled);
-    double t_req = rt_now();
-    /* Layer groups outermost, transfers in plan order inside: a prefill
-     * rank with several receivers sends each of them layer group i before
-     * any of them group i + 1, so that they drain in parallel instead of
-     * one waiting for the others' whole transfers; every rank walks the
-     * same (layer group, transfer) order, which keeps the schedule
-     * deadlock-free. */
-    int64_t lmax = 0;
-    for (size_t j = 0; j < pair->ntransfers; j++)
-      if (pair->transfers[j].layers[1] > lmax) lmax = pair->transfers[j].layers[1];
-    for (int64_t wb = 0; wb < lmax && r == RT_OK; wb += RT_KV_LAYER_GROUP) {
-      int64_t we = wb + RT_KV_LAYER_GROUP;
-      for (size_t j = 0; j < pair->ntransfers && r == RT_OK; j++) {
-        const PlanTransfer *x = &pair->transfers[j];
-        if (x->layers[1] <= wb || x->layers[0] >= we) continue;
-        int64_t sg, dg;
-        if ((r = xfer_ends(pl, &rr, x, &sg, &dg)) != RT_OK) break;
-        if (sg != rank && dg != rank) continue;
-        if ((r = check_in_region(&g, x, rank)) != RT_OK) break;
-        int64_t ntok = xfer_tokens(x, T);
-        /* This transfer's layers in the window [wb, we): one message. */
-        for (int64_t lb = x->layers[0] > wb ? x->layers[0] : wb;
-             lb < x->layers[1] && lb < we && r == RT_OK; lb = we) {
-          int64_t le = x->layers[1] < we ? x->layers[1] : we;
-          int64_t nb = 0;
-          if (sg == rank) {
-            for (int64_t l = lb; l < le; l++) {
-              if (filled[l - g.l0]) continue;
-              for (int64_t h = g.h0; h < g.h1; h++)
-                for (int64_t p = 0; p < T; p++)
-                  if (owns_token(MP, me, T, p))
-                    fill_cell(region + cell_off(&g, l, h, p), (size_t)bph,
-                              cell_seed(k, l, h, p));
-              filled[l - g.l0] = true;
-            }
-            for (int64_t l = lb; l < le; l++)
-              for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
-                for (int64_t p = 0; p < T; p++) {
-                  if (!xfer_has(x, p)) continue;
-                  memcpy(buf + nb, region + cell_off(&g, l, h, p), (size_t)bph);
-                  if (o->corrupt[0] == k && o->corrupt[1] == l &&
-                      o->corrupt[2] == h && o->corrupt[3] == p &&
-                      o->corrupt[4] >= 0 && o->corrupt[4] < bph)
-                    buf[nb + o->corrupt[4]] ^= 0xA5;
-                  nb += bph;
-                }
-            if (!host) r = be->from_host(state, dev, buf, (size_t)nb);
-            /* The benchmark's reference: a plain memcpy of the same message
-             * between two pre-faulted host buffers, timed just before the
-             * send, so that both see the same load on the machine. */
-            if (ref_off + (size_t)nb > ref_bytes) ref_off = 0;
-            double tm = rt_now();
-            memcpy(ref + ref_off, buf, (size_t)nb);
-            st->memcpy_secs += rt_now() - tm;
-            ref_off += (size_t)nb;
-            st->memcpy_bytes += nb;
-            double t0 = rt_now();
-            if (r == RT_OK)
-              r = be->send(world, host ? (void *)buf : dev, (size_t)nb,
-                           rt_group_index(wg, (int)dg));
-            double dt = rt_now() - t0;
-            count_sent(st, pl->ranks[sg].node == pl->ranks[dg].node ? 0 : 1, k,
-                       nb, dt);
-          } else {
-            nb = (le - lb) * (x->kv_heads[1] - x->kv_heads[0]) * ntok * bph;
-            r = be->recv(world, host ? (void *)buf : dev, (size_t)nb,
-                         rt_group_index(wg, (int)sg));
-            if (r == RT_OK && !host) r = be->to_host(state, buf, dev, (size_t)nb);
-            if (r != RT_OK) break;
-            int64_t off = 0;
-            for (int64_t l = lb; l < le; l++)
-              for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
-                for (int64_t p = 0; p < T; p++) {
-                  if (!xfer_has(x, p)) continue;
-                  memcpy(region + cell_off(&g, l, h, p), buf + off, (size_t)bph);
-                  off += bph;
-                }
-            st->bytes_recv += nb;
-            st->req_bytes[k] += nb;
-          }
-        }
-      }
-    }
-    free(filled);
-    if (r != RT_OK) break;
-    if (is_dst) {
-      st->req_secs[k] = rt_now() - t_req;
-      r = verify_region(MP, me, rank, k, &g, region, st);
-    }
-  }
-  if (r == RT_OK && st->memcpy_secs > 0)
-    st->memcpy_gbs = (double)st->memcpy_bytes / st->memcpy_secs / 1e9;
-  /* Read the reference copy back so that it cannot be optimised away. */
-  volatile unsigned char sink = ref[ref_bytes / 2];
-  (void)sink;
-done:
-  if (dev) be->mem_free(state, dev);
-  if (!host) free(region);
-  free(ref);
-  free(buf);
-  return r;
+      (be->kv_grouped || (ge && strcmp(ge, "1") == 0)))
+    return kv_run_grouped(&w);
+  return kv_run_msgs(&w);
 }

@@ -37,11 +37,10 @@
 extern char **environ;
 
 /* ---------------------------------------------------------------------------
- * Plan reader: the shared loader (compiler/plan_load.c) checks the plan;
- * this keeps the few facts the runtime needs. */
+ * Plan reader: the shared loader (compiler/plan_load.c) checks the plan. */
 
-RtResult rt_plan_load(const char *path, RtPlan *p) {
-  memset(p, 0, sizeof *p);
+RtResult rt_plan_open(const char *path, Plan **out) {
+  *out = NULL;
   char *err = NULL;
   if (access(path, R_OK) != 0) /* allocates nothing, unlike fopen */
     return rt_err(RT_ERR_SYS, "cannot read plan `%s`: %s", path,
@@ -52,52 +51,8 @@ RtResult rt_plan_load(const char *path, RtPlan *p) {
     free(err);
     return r;
   }
-  p->world_size = (int)pl->world_size;
-  p->nnodes = (int)pl->nnodes;
-  p->ranks = rp_calloc((size_t)p->world_size, sizeof *p->ranks);
-  for (int i = 0; i < p->world_size; i++)
-    p->ranks[i] = (RtRank){i, -1, -1, -1, NULL};
-  for (int64_t i = 0; i < pl->nranks; i++) {
-    const PlanRank *R = &pl->ranks[i];
-    /* Node numbers are positions in nodes[] for the runtime. */
-    int node = -1;
-    for (size_t n = 0; n < pl->nnodes; n++)
-      if (pl->nodes[n].node == R->node) node = (int)n;
-    p->ranks[R->rank] = (RtRank){R->rank, node, R->local_rank, R->device,
-                                 rp_strdup(pl->pools[R->pool].name)};
-  }
-  p->full = pl;
-  p->ngroups = (int)pl->ngroups;
-  p->groups = rp_calloc((size_t)p->ngroups + 1, sizeof *p->groups);
-  for (int i = 0; i < p->ngroups; i++) {
-    const PlanGroup *G = &pl->groups[i];
-    RtGroup *g = &p->groups[i];
-    g->id = rp_sprintf("%d", G->id);
-    g->kind = rp_strdup(plan_kind_name(G->kind));
-    g->nranks = G->n;
-    g->ranks = rp_malloc(sizeof(int) * (size_t)G->n);
-    for (int k = 0; k < G->n; k++) g->ranks[k] = G->ranks[k];
-  }
+  *out = pl;
   return RT_OK;
-}
-
-void rt_plan_free(RtPlan *p) {
-  for (int i = 0; p->ranks && i < p->world_size; i++) free(p->ranks[i].pool);
-  for (int i = 0; i < p->ngroups; i++) {
-    free(p->groups[i].id);
-    free(p->groups[i].kind);
-    free(p->groups[i].ranks);
-  }
-  free(p->ranks);
-  free(p->groups);
-  if (p->full) plan_free(p->full);
-  memset(p, 0, sizeof *p);
-}
-
-int rt_group_index(const RtGroup *g, int r) {
-  for (int i = 0; i < g->nranks; i++)
-    if (g->ranks[i] == r) return i;
-  return -1;
 }
 
 /* ---------------------------------------------------------------------------
@@ -172,18 +127,18 @@ done:
 /* The KV part of a worker (issue 9): allocate the ledger's memory, run the
  * requests through kv_reshard, post memory and transfer figures as
  * `mem/RANK` and `kv/RANK`. */
-static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
+static RtResult worker_kv(const RtLaunchOpts *o, const Plan *plan,
                           const RtBackend *be, void *state, RtStore *st,
                           int rank, RtComm **comms, const int *groups, int ng) {
-  const Plan *pl = plan->full;
+  const Plan *pl = plan;
   int wi = -1;
   for (int i = 0; i < ng; i++)
-    if (strcmp(plan->groups[groups[i]].kind, "world") == 0) wi = i;
+    if (plan->groups[groups[i]].kind == GK_WORLD) wi = i;
   if (wi < 0)
     return rt_err(RT_ERR_INVALID, "the plan has no world group for rank %d",
                   rank);
   RtKvPool pool;
-  double scale = strcmp(be->name, "host") == 0 ? o->mem_scale : 1.0;
+  double scale = be->host_memory ? o->mem_scale : 1.0;
   RTCHECK(rt_kvpool_alloc(be, state, &pl->ranks[rank], scale, &pool));
   char key[64], *val = rp_sprintf("%lld %lld %lld %lld",
                                   (long long)pool.planned_weights,
@@ -198,8 +153,7 @@ static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
   RtKvStats ks;
   memset(&ks, 0, sizeof ks);
   if (r == RT_OK)
-    r = rt_kv_run(be, state, pl, plan, rank, comms[wi], groups[wi], &pool, &ko,
-                  &ks);
+    r = rt_kv_run(be, state, pl, rank, comms[wi], groups[wi], &pool, &ko, &ks);
   if (r == RT_OK) {
     StrBuf sb;
     sb_init(&sb);
@@ -213,23 +167,20 @@ static RtResult worker_kv(const RtLaunchOpts *o, const RtPlan *plan,
   return r;
 }
 
-int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
+int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   signal(SIGPIPE, SIG_IGN);
   if (o->test_ignore_sigterm) signal(SIGTERM, SIG_IGN);
   const char *rs = getenv("RANK");
   char *end = NULL;
   long rank = rs ? strtol(rs, &end, 10) : -1;
   if (!rs || !end || *end || rank < 0 || rank >= plan->world_size ||
-      plan->ranks[rank].node != o->node) {
+      rt_rank_node(plan, rank) != o->node) {
     fprintf(stderr, "rankrun: worker: bad RANK `%s` for node %d\n",
             rs ? rs : "", o->node);
     return RP_EXIT_USAGE;
   }
-  const RtBackend *be = rt_backend_find(o->backend);
-  if (!be) {
-    fprintf(stderr, "rankrun: unknown backend `%s`\n", o->backend);
-    return RP_EXIT_USAGE;
-  }
+  const RtBackend *be = o->be;
+  const PlanRank *me = plan_find_rank(plan, rank);
   RtStore st = {-1, o->timeout};
   RtResult r = RT_OK;
   void *state = NULL;
@@ -253,8 +204,8 @@ int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan) {
   if (r != RT_OK) goto fail;
   RTCHECKGOTO(rt_local_addr(st.fd, host, sizeof host), r, fail);
   RTCHECKGOTO(rt_store_wait(&st, "job", o->timeout, &job, NULL), r, fail);
-  RtBackendCtx ctx = {plan, (int)rank, plan->ranks[rank].local_rank,
-                      plan->ranks[rank].device, &st, host, o->timeout, job};
+  RtBackendCtx ctx = {plan, (int)rank, me->local_rank, me->device, &st, host,
+                      o->timeout, job};
   RTCHECKGOTO(be->init(&ctx, &state), r, fail);
   for (int i = 0; i < ng; i++)
     RTCHECKGOTO(be->group_create(state, groups[i], &comms[i]), r, fail);
@@ -338,7 +289,7 @@ static void on_signal(int s) { got_signal = s; }
 
 typedef struct {
   const RtLaunchOpts *o;
-  const RtPlan *plan;
+  const Plan *plan;
   RtStore st;
   bool store_ok;
   RtReport rep;
@@ -482,7 +433,7 @@ static bool env_skip(const char *e) {
 /* Builds the worker's environment: the launcher's, minus the variables it
  * sets itself. Other RANKRUN_* settings (RANKRUN_HOST_SHM,
  * RANKRUN_KV_GROUPED) pass through: the workers read them. */
-static char **worker_env(const Launch *L, const RtRank *rk) {
+static char **worker_env(const Launch *L, const PlanRank *rk) {
   size_t n = 0;
   while (environ[n]) n++;
   char **env = rp_calloc(n + 8, sizeof *env);
@@ -494,12 +445,12 @@ static char **worker_env(const Launch *L, const RtRank *rk) {
   env[k++] = dup_env("RANK", num);
   snprintf(num, sizeof num, "%d", rk->local_rank);
   env[k++] = dup_env("LOCAL_RANK", num);
-  snprintf(num, sizeof num, "%d", L->plan->world_size);
+  snprintf(num, sizeof num, "%d", (int)L->plan->world_size);
   env[k++] = dup_env("WORLD_SIZE", num);
   snprintf(num, sizeof num, "%d", rk->device);
   env[k++] = dup_env("RANKRUN_DEVICE", num);
-  if (strcmp(L->o->backend, "nccl") == 0)
-    env[k++] = dup_env("CUDA_VISIBLE_DEVICES", num);
+  if (L->o->be->visible_devices_env)
+    env[k++] = dup_env(L->o->be->visible_devices_env, num);
   env[k] = NULL;
   return env;
 }
@@ -597,11 +548,11 @@ static void collect_copy(Launch *L, double deadline) {
     double left = deadline - rt_now();
     if (!L->store_ok ||
         rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) != RT_OK)
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent no memory copy figure");
     else if (!rt_copy_record_decode(v, L->o->probe_copy_bytes,
                                     &L->rep.copy_gbs[r]))
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent a malformed memory copy figure");
     free(v);
   }
@@ -614,16 +565,14 @@ static void collect_kv(Launch *L, double deadline) {
   k->have = true;
   k->requests = L->o->requests;
   k->input_tokens = L->o->input_tokens;
-  k->mem_scale = strcmp(L->o->backend, "host") == 0 ? L->o->mem_scale : 1.0;
+  k->mem_scale = L->o->be->host_memory ? L->o->mem_scale : 1.0;
   k->req_bytes = rp_calloc((size_t)k->requests + 1, sizeof *k->req_bytes);
   k->req_secs = rp_calloc((size_t)k->requests + 1, sizeof *k->req_secs);
   for (int c = 0; c < 2; c++) {
     k->req_link_bytes[c] = rp_calloc((size_t)k->requests + 1, sizeof(int64_t));
     k->req_link_secs[c] = rp_calloc((size_t)k->requests + 1, sizeof(double));
   }
-  k->reference = strcmp(L->o->backend, "host") == 0
-                     ? "memcpy"
-                     : "device-to-device copy";
+  k->reference = L->o->be->copy_ref_kind;
   /* The memcpy reference: every sender's memcpy of the messages it sent,
    * summed like the send times (bytes over summed seconds). */
   double memcpy_secs = 0;
@@ -648,7 +597,7 @@ static void collect_kv(Launch *L, double deadline) {
     v = NULL;
     double left = deadline - rt_now();
     if (rt_store_wait(&L->st, key, left > 0 ? left : 0, &v, NULL) != RT_OK) {
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent no KV transfer figures");
       free(v);
       return;
@@ -658,7 +607,7 @@ static void collect_kv(Launch *L, double deadline) {
      * rather than summed (signed sums could overflow). */
     RtKvStats ks;
     if (!rt_kv_stats_decode(v, k->requests, &ks)) {
-      set_fail(L, r, L->plan->ranks[r].node, -1, 0,
+      set_fail(L, r, rt_rank_node(L->plan, r), -1, 0,
                "rank sent malformed KV transfer figures");
       free(v);
       return;
@@ -701,28 +650,25 @@ static void print_dry_run(const Launch *L) {
   StrBuf sb;
   sb_init(&sb);
   sb_printf(&sb, "rankrun: dry run of node %d of %d (world size %d, backend %s, "
-                 "rendezvous %s:%d)\n", L->o->node, L->plan->nnodes,
-         L->plan->world_size, L->o->backend, L->o->rdzv_host, L->o->rdzv_port);
+                 "rendezvous %s:%d)\n", L->o->node, (int)L->plan->nnodes,
+         (int)L->plan->world_size, L->o->backend, L->o->rdzv_host, L->o->rdzv_port);
   if (L->o->node == 0)
     sb_printf(&sb, "would start the rendezvous store on %s:%d\n", L->o->rdzv_host,
            L->o->rdzv_port);
   for (int i = 0; i < L->rep.nlocal; i++) {
-    const RtRank *rk = &L->plan->ranks[L->rep.local[i].rank];
+    const PlanRank *rk = plan_find_rank(L->plan, L->rep.local[i].rank);
     sb_printf(&sb, "would start rank %d: RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d",
-           rk->rank, rk->rank, rk->local_rank, L->plan->world_size);
-    if (strcmp(L->o->backend, "nccl") == 0)
-      sb_printf(&sb, " CUDA_VISIBLE_DEVICES=%d", rk->device);
-    char *pool = rt_escape_dup(rk->pool);
+           rk->rank, rk->rank, rk->local_rank, (int)L->plan->world_size);
+    if (L->o->be->visible_devices_env)
+      sb_printf(&sb, " %s=%d", L->o->be->visible_devices_env, rk->device);
+    char *pool = rt_escape_dup(L->plan->pools[rk->pool].name);
     sb_printf(&sb, " device=%d pool=%s groups=", rk->device, pool);
     free(pool);
     int k = 0;
     for (int g = 0; g < L->plan->ngroups; g++) {
       if (rt_group_index(&L->plan->groups[g], rk->rank) < 0) continue;
-      char *kind = rt_escape_dup(L->plan->groups[g].kind);
-      char *id = rt_escape_dup(L->plan->groups[g].id);
-      sb_printf(&sb, "%s%s:%s", k++ ? "," : "", kind, id);
-      free(kind);
-      free(id);
+      sb_printf(&sb, "%s%s:%d", k++ ? "," : "",
+                plan_kind_name(L->plan->groups[g].kind), L->plan->groups[g].id);
     }
     sb_printf(&sb, "\n");
   }
@@ -785,12 +731,13 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
  * shared-memory rings against /dev/shm's free space and MemAvailable. */
 static RtResult node_fits(const Launch *L) {
   const RtLaunchOpts *o = L->o;
-  if (strcmp(o->backend, "host") != 0) return RT_OK;
-  RtNodeFit f = {o->node, 0, o->mem_scale, 0, rt_host_ring_bytes(),
-                 rt_fs_free("/dev/shm"), rt_host_mem_available()};
+  if (!o->be->host_memory) return RT_OK;
+  RtNodeFit f = {o->node, 0, o->mem_scale, 0, 0, rt_fs_free("/dev/shm"),
+                 rt_host_mem_available()};
   if (o->requests > 0)
-    f.ledger = rt_node_planned_bytes(L->plan->full, o->node, o->mem_scale);
-  if (rt_host_shm_on()) f.rings = rt_host_node_rings(L->plan, o->node);
+    f.ledger = rt_node_planned_bytes(L->plan, o->node, o->mem_scale);
+  if (o->be->shm_segments)
+    f.rings = o->be->shm_segments(L->plan, o->node, &f.ring_bytes);
   return rt_node_fit_check(&f);
 }
 
@@ -811,184 +758,178 @@ static int by_local_rank(const void *a, const void *b) {
   return (x->local_rank > y->local_rank) - (x->local_rank < y->local_rank);
 }
 
-int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
-  double t0 = rt_now();
-  Launch L;
-  memset(&L, 0, sizeof L);
-  L.o = o;
-  L.plan = plan;
-  L.st.fd = -1;
-  L.rep.plan_path = o->plan_path;
-  L.rep.backend = o->backend;
-  L.rep.node = o->node;
-  L.rep.nnodes = plan->nnodes;
-  L.rep.world_size = plan->world_size;
-  L.rep.fail_rank = -1;
-  L.rep.ngroups = plan->ngroups;
-  L.rep.groups = rp_calloc((size_t)plan->ngroups + 1, sizeof *L.rep.groups);
+/* The report's groups (id, kind, size, whether they span nodes) and this
+ * node's ranks, by local rank. */
+static void launch_init(Launch *L, const RtLaunchOpts *o, const Plan *plan) {
+  memset(L, 0, sizeof *L);
+  L->o = o;
+  L->plan = plan;
+  L->st.fd = -1;
+  L->rep.plan_path = o->plan_path;
+  L->rep.backend = o->backend;
+  L->rep.node = o->node;
+  L->rep.nnodes = (int)plan->nnodes;
+  L->rep.world_size = (int)plan->world_size;
+  L->rep.fail_rank = -1;
+  L->rep.ngroups = (int)plan->ngroups;
+  L->rep.groups = rp_calloc((size_t)plan->ngroups + 1, sizeof *L->rep.groups);
   for (int i = 0; i < plan->ngroups; i++) {
-    L.rep.groups[i].id = plan->groups[i].id;
-    L.rep.groups[i].kind = plan->groups[i].kind;
-    L.rep.groups[i].nranks = plan->groups[i].nranks;
-    for (int k = 1; k < plan->groups[i].nranks; k++)
-      if (plan->ranks[plan->groups[i].ranks[k]].node !=
-          plan->ranks[plan->groups[i].ranks[0]].node)
-        L.rep.groups[i].cross_node = true;
+    const PlanGroup *G = &plan->groups[i];
+    L->rep.groups[i].id = G->id;
+    L->rep.groups[i].kind = G->kind;
+    L->rep.groups[i].nranks = G->n;
+    for (int k = 1; k < G->n; k++)
+      if (rt_rank_node(plan, G->ranks[k]) != rt_rank_node(plan, G->ranks[0]))
+        L->rep.groups[i].cross_node = true;
   }
-  if (o->node < 0 || o->node >= plan->nnodes) {
-    fprintf(stderr, "rankrun: node %d is not in the plan: expected 0 to %d\n",
-            o->node, plan->nnodes - 1);
-    free(L.rep.groups);
-    return RP_EXIT_USAGE;
-  }
-  L.rep.local = rp_calloc((size_t)plan->world_size, sizeof *L.rep.local);
-  for (int r = 0; r < plan->world_size; r++)
-    if (plan->ranks[r].node == o->node)
-      L.rep.local[L.rep.nlocal++] = (RtRankStatus){
-          r, plan->ranks[r].local_rank, plan->ranks[r].device, 0, false, -1, 0,
-          false, 0, 0, 0, 0};
-  qsort(L.rep.local, (size_t)L.rep.nlocal, sizeof *L.rep.local, by_local_rank);
-  if (o->dry_run) {
-    print_dry_run(&L);
-    free(L.rep.local);
-    free(L.rep.groups);
-    return RP_EXIT_OK;
-  }
-  remove_stale_rings(o);
-  signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+}
 
-  RtStoreServer *srv = NULL;
-  RtLaunchOpts oo = *o; /* the bound port, when 0 was asked for */
-  L.o = &oo;
+static void local_ranks(Launch *L) {
+  const Plan *plan = L->plan;
+  L->rep.local = rp_calloc((size_t)plan->world_size, sizeof *L->rep.local);
+  for (int64_t i = 0; i < plan->nranks; i++) {
+    const PlanRank *R = &plan->ranks[i];
+    if (rt_rank_node(plan, R->rank) == L->o->node)
+      L->rep.local[L->rep.nlocal++] = (RtRankStatus){
+          R->rank, R->local_rank, R->device, 0, false, -1, 0, false, 0, 0, 0, 0};
+  }
+  qsort(L->rep.local, (size_t)L->rep.nlocal, sizeof *L->rep.local, by_local_rank);
+}
+
+/* Records a failure of this node before any rank started, with its
+ * reason printed, and publishes it. */
+static void fail_early(Launch *L, int node, const char *why) {
+  fprintf(stderr, "rankrun: %s\n", why);
+  set_fail(L, -1, node, -1, 0, why);
+}
+
+/* Connects to the store (node 0 starts it first, binding the port in
+ * *oo) and claims `node/N`. False when the launch cannot go on. */
+static bool join_store(Launch *L, RtLaunchOpts *oo, RtStoreServer **srv) {
+  const RtLaunchOpts *o = L->o;
   if (o->node == 0) {
-    RtResult r = rt_store_server_start(o->rdzv_host, o->rdzv_port, o->timeout, &srv);
-    if (r != RT_OK) {
-      fprintf(stderr, "rankrun: cannot start the rendezvous store: %s\n",
-              rt_errmsg());
-      set_fail(&L, -1, o->node, -1, 0, rt_errmsg());
-      return finish(&L, NULL, t0);
+    if (rt_store_server_start(o->rdzv_host, o->rdzv_port, o->timeout, srv) != RT_OK) {
+      fprintf(stderr, "rankrun: cannot start the rendezvous store: %s\n", rt_errmsg());
+      set_fail(L, -1, o->node, -1, 0, rt_errmsg());
+      return false;
     }
-    oo.rdzv_port = rt_store_server_port(srv);
+    oo->rdzv_port = rt_store_server_port(*srv);
   }
-  double join_deadline = t0 + o->timeout;
-  RtResult r = rt_store_connect(&L.st, oo.rdzv_host, oo.rdzv_port, o->timeout,
-                                o->timeout);
-  if (r != RT_OK) {
+  L->o = oo;
+  if (rt_store_connect(&L->st, oo->rdzv_host, oo->rdzv_port, o->timeout,
+                       o->timeout) != RT_OK) {
     fprintf(stderr, "rankrun: node %d: %s\n", o->node, rt_errmsg());
-    set_fail(&L, -1, 0, -1, 0, rt_errmsg());
-    return finish(&L, srv, t0);
+    set_fail(L, -1, 0, -1, 0, rt_errmsg());
+    return false;
   }
-  L.store_ok = true;
+  L->store_ok = true;
   char key[64], val[64];
   snprintf(key, sizeof key, "node/%d", o->node);
   snprintf(val, sizeof val, "%d", (int)getpid());
-  r = rt_store_create(&L.st, key, val, strlen(val));
-  if (r != RT_OK) {
-    char *why = r == RT_ERR_EXISTS
-                    ? rp_sprintf("duplicate node %d: another launcher already "
-                                 "joined as node %d", o->node, o->node)
-                    : rp_strdup(rt_errmsg());
-    fprintf(stderr, "rankrun: %s\n", why);
-    set_fail(&L, -1, o->node, -1, 0, why);
+  RtResult r = rt_store_create(&L->st, key, val, strlen(val));
+  if (r == RT_OK) return true;
+  char *why = r == RT_ERR_EXISTS
+                  ? rp_sprintf("duplicate node %d: another launcher already "
+                               "joined as node %d", o->node, o->node)
+                  : rp_strdup(rt_errmsg());
+  fail_early(L, o->node, why);
+  free(why);
+  /* A duplicate must not stop the deployment it tried to join. */
+  L->store_ok = false;
+  return false;
+}
+
+/* Every launcher must run the same plan with the same options as node 0:
+ * ranks of different nodes that disagree on sizes would exchange
+ * garbage. The settings that change the KV schedule (RANKRUN_KV_GROUPED,
+ * RANKRUN_KV_CHUNK) count as options: ranks that cut a bucket
+ * differently could wait for each other until the deadline. Node 0 also
+ * draws the deployment id. False when the launch cannot go on. */
+static bool agree_config(Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  const char *kg = getenv("RANKRUN_KV_GROUPED"), *kc = getenv("RANKRUN_KV_CHUNK");
+  char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
+                         "requests %d tokens %lld scale %.17g kv-grouped %s "
+                         "kv-chunk %s",
+                         L->plan->spec_sha256, (int)L->plan->world_size, o->backend,
+                         (long long)o->preflight_bytes, o->soak, o->requests,
+                         (long long)o->input_tokens, o->mem_scale,
+                         kg ? kg : "-", kc ? kc : "-");
+  char *theirs = NULL;
+  RtResult r;
+  if (o->node == 0) {
+    /* A deployment id that no other run on this machine shares. */
+    unsigned long long rnd = 0;
+    FILE *u = fopen("/dev/urandom", "rb");
+    if (!u || fread(&rnd, sizeof rnd, 1, u) != 1)
+      rnd = (unsigned long long)getpid() ^ (unsigned long long)(rt_now() * 1e9);
+    if (u) fclose(u);
+    L->job = rp_sprintf("%016llx", rnd);
+    r = rt_store_set(&L->st, "job", L->job, strlen(L->job));
+    if (r == RT_OK) r = rt_store_set(&L->st, "config", cfg, strlen(cfg));
+  } else {
+    r = rt_store_wait(&L->st, "config", o->timeout, &theirs, NULL);
+    if (r == RT_OK) r = rt_store_get(&L->st, "job", &L->job, NULL);
+  }
+  if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
+    char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
+                           "expected `%s`, got `%s`", o->node, theirs, cfg);
+    set_fail(L, -1, o->node, -1, 0, why);
+    fprintf(stderr, "rankrun: %s\n", L->rep.fail_reason);
     free(why);
-    /* A duplicate must not stop the deployment it tried to join. */
-    L.store_ok = false;
-    return finish(&L, srv, t0);
+    publish_fail(L);
+  } else if (r != RT_OK) {
+    set_fail(L, -1, 0, -1, 0, rt_errmsg());
   }
-  /* Every launcher must run the same plan with the same options as node 0:
-   * ranks of different nodes that disagree on sizes would exchange
-   * garbage. The settings that change the KV schedule (RANKRUN_KV_GROUPED,
-   * RANKRUN_KV_CHUNK) count as options: ranks that cut a bucket
-   * differently could wait for each other until the deadline. */
-  {
-    const char *kg = getenv("RANKRUN_KV_GROUPED"), *kc = getenv("RANKRUN_KV_CHUNK");
-    char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
-                           "requests %d tokens %lld scale %.17g kv-grouped %s "
-                           "kv-chunk %s",
-                           plan->full->spec_sha256, plan->world_size, o->backend,
-                           (long long)o->preflight_bytes, o->soak, o->requests,
-                           (long long)o->input_tokens, o->mem_scale,
-                           kg ? kg : "-", kc ? kc : "-");
-    char *theirs = NULL;
-    if (o->node == 0) {
-      /* A deployment id that no other run on this machine shares. */
-      unsigned long long rnd = 0;
-      FILE *u = fopen("/dev/urandom", "rb");
-      if (!u || fread(&rnd, sizeof rnd, 1, u) != 1)
-        rnd = (unsigned long long)getpid() ^ (unsigned long long)(rt_now() * 1e9);
-      if (u) fclose(u);
-      L.job = rp_sprintf("%016llx", rnd);
-      r = rt_store_set(&L.st, "job", L.job, strlen(L.job));
-      if (r == RT_OK) r = rt_store_set(&L.st, "config", cfg, strlen(cfg));
-    } else {
-      r = rt_store_wait(&L.st, "config", o->timeout, &theirs, NULL);
-      if (r == RT_OK) r = rt_store_get(&L.st, "job", &L.job, NULL);
-    }
-    if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
-      char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
-                             "expected `%s`, got `%s`", o->node, theirs, cfg);
-      set_fail(&L, -1, o->node, -1, 0, why);
-      fprintf(stderr, "rankrun: %s\n", L.rep.fail_reason);
-      free(why);
-      publish_fail(&L);
-    } else if (r != RT_OK) {
-      set_fail(&L, -1, 0, -1, 0, rt_errmsg());
-    }
-    free(cfg);
-    free(theirs);
-    if (L.have_fail) return finish(&L, srv, t0);
-  }
-  /* Every launcher joins before any rank starts. */
-  for (int n = 0; n < plan->nnodes; n++) {
+  free(cfg);
+  free(theirs);
+  return !L->have_fail;
+}
+
+/* Every launcher joins before any rank starts. False (the failure
+ * published) when a node never joins or a signal comes first. */
+static bool wait_nodes(Launch *L, double join_deadline) {
+  const RtLaunchOpts *o = L->o;
+  for (int n = 0; n < (int)L->plan->nnodes; n++) {
+    char key[64], *v = NULL;
     snprintf(key, sizeof key, "node/%d", n);
     /* Short waits, so that a SIGTERM during the join is seen at once. */
-    char *v = NULL;
+    RtResult r;
     do {
       double left = join_deadline - rt_now();
-      r = rt_store_wait(&L.st, key, left > 0.25 ? 0.25 : (left > 0 ? left : 0),
+      r = rt_store_wait(&L->st, key, left > 0.25 ? 0.25 : (left > 0 ? left : 0),
                         &v, NULL);
     } while (r == RT_ERR_TIMEOUT && rt_now() < join_deadline && !got_signal);
     free(v);
-    if (r == RT_OK) L.joined++;
+    if (r == RT_OK) L->joined++;
     if (got_signal && r != RT_OK) {
       char *why = rp_sprintf("launcher of node %d received signal %d while "
                              "waiting for node %d to join", o->node,
                              (int)got_signal, n);
-      set_fail(&L, -1, o->node, -1, (int)got_signal, why);
+      set_fail(L, -1, o->node, -1, (int)got_signal, why);
       free(why);
-      publish_fail(&L);
-      return finish(&L, srv, t0);
+      publish_fail(L);
+      return false;
     }
     if (r != RT_OK) {
       char *why = rp_sprintf("node %d never joined the rendezvous within "
                              "%.1f s", n, o->timeout);
-      fprintf(stderr, "rankrun: %s\n", why);
-      set_fail(&L, -1, n, -1, 0, why);
+      fail_early(L, n, why);
       free(why);
-      publish_fail(&L);
-      return finish(&L, srv, t0);
+      publish_fail(L);
+      return false;
     }
     if (got_signal) break;
   }
-  /* A plan that does not fit this machine fails before any rank starts. */
-  if (node_fits(&L) != RT_OK) {
-    char *why = rp_strdup(rt_errmsg());
-    fprintf(stderr, "rankrun: %s\n", why);
-    set_fail(&L, -1, o->node, -1, 0, why);
-    free(why);
-    publish_fail(&L);
-    return finish(&L, srv, t0);
-  }
-  /* Start the ranks. Everything exec needs is built before fork. */
-  char **argv = worker_argv(&L);
-  for (int i = 0; i < L.rep.nlocal && !got_signal; i++) {
-    char **env = worker_env(&L, &plan->ranks[L.rep.local[i].rank]);
+  return true;
+}
+
+/* Forks and executes one worker per local rank. Everything exec needs is
+ * built before fork. */
+static void start_ranks(Launch *L) {
+  char **argv = worker_argv(L);
+  for (int i = 0; i < L->rep.nlocal && !got_signal; i++) {
+    char **env = worker_env(L, plan_find_rank(L->plan, L->rep.local[i].rank));
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -1000,86 +941,147 @@ int rt_launch(const RtLaunchOpts *o, const RtPlan *plan) {
     }
     free_strv(env);
     if (pid < 0) {
-      set_fail(&L, L.rep.local[i].rank, o->node, -1, 0, "fork failed");
-      publish_fail(&L);
+      set_fail(L, L->rep.local[i].rank, L->o->node, -1, 0, "fork failed");
+      publish_fail(L);
       break;
     }
-    L.rep.local[i].pid = pid;
-    if (!o->quiet)
-      fprintf(stderr, "rankrun: node %d: started rank %d pid %d\n", o->node,
-              L.rep.local[i].rank, (int)pid);
+    L->rep.local[i].pid = pid;
+    if (!L->o->quiet)
+      fprintf(stderr, "rankrun: node %d: started rank %d pid %d\n", L->o->node,
+              L->rep.local[i].rank, (int)pid);
   }
   free_strv(argv);
-  for (int i = 0; i < L.rep.nlocal; i++)
-    if (L.rep.local[i].pid == 0) L.rep.local[i].exited = true;
-  if (L.have_fail || got_signal) start_stop(&L);
+  for (int i = 0; i < L->rep.nlocal; i++)
+    if (L->rep.local[i].pid == 0) L->rep.local[i].exited = true;
+  if (L->have_fail || got_signal) start_stop(L);
+}
 
-  /* Supervise. */
+/* Supervises the local ranks until every one has exited (shared fate:
+ * the opening comment). */
+static void supervise(Launch *L) {
+  const RtLaunchOpts *o = L->o;
   double next_store = 0;
   for (;;) {
-    reap(&L);
+    reap(L);
     double now = rt_now();
-    if (got_signal && !L.stopping) {
+    if (got_signal && !L->stopping) {
       char *why = rp_sprintf("launcher of node %d received signal %d",
                              o->node, (int)got_signal);
-      if (!L.have_fail) {
-        set_fail(&L, -1, o->node, -1, (int)got_signal, why);
-        L.fail_is_cause = true;
-        publish_fail(&L);
+      if (!L->have_fail) {
+        set_fail(L, -1, o->node, -1, (int)got_signal, why);
+        L->fail_is_cause = true;
+        publish_fail(L);
       }
       free(why);
-      start_stop(&L);
+      start_stop(L);
     }
-    if (L.have_fail && !L.stopping) start_stop(&L);
-    if (L.have_fail && !L.fail_published &&
-        now - L.secondary_t > RT_SECONDARY_WAIT)
-      publish_fail(&L);
-    if (now >= next_store && L.store_ok && !L.fail_is_cause) {
+    if (L->have_fail && !L->stopping) start_stop(L);
+    if (L->have_fail && !L->fail_published &&
+        now - L->secondary_t > RT_SECONDARY_WAIT)
+      publish_fail(L);
+    if (now >= next_store && L->store_ok && !L->fail_is_cause) {
       next_store = now + RT_STORE_POLL_S;
-      if (read_fail(&L)) start_stop(&L);
+      if (read_fail(L)) start_stop(L);
     }
-    if (L.stopping && !L.killed && now - L.stop_t > o->grace) {
-      signal_all(&L, SIGKILL);
-      L.killed = true;
+    if (L->stopping && !L->killed && now - L->stop_t > o->grace) {
+      signal_all(L, SIGKILL);
+      L->killed = true;
     }
-    if (all_exited(&L)) {
-      if (!L.have_fail || L.fail_published || !L.store_ok) break;
+    if (all_exited(L) && (!L->have_fail || L->fail_published || !L->store_ok))
+      break;
+    sleep_s(RT_POLL_S);
+  }
+}
+
+/* Locally fine: waits for every node to end, or for a failure. */
+static void wait_end(Launch *L) {
+  char key[64];
+  snprintf(key, sizeof key, "end/%d", L->o->node);
+  rt_store_set(&L->st, key, "ok", 2);
+  double deadline = rt_now() + L->o->timeout;
+  for (int n = 0; n < (int)L->plan->nnodes && !L->have_fail;) {
+    char *v = NULL;
+    snprintf(key, sizeof key, "end/%d", n);
+    RtResult r = rt_store_get(&L->st, key, &v, NULL);
+    free(v);
+    if (r == RT_OK) {
+      n++;
+      continue;
+    }
+    if (read_fail(L)) break;
+    if (r != RT_ERR_NOTFOUND || rt_now() > deadline || got_signal) {
+      set_fail(L, -1, n, -1, 0, "node did not finish");
+      break;
     }
     sleep_s(RT_POLL_S);
   }
+}
+
+/* After every node ended: the figures ranks posted, the calibration file
+ * (node 0), and every group's preflight result. */
+static void collect(Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  if (!L->have_fail) collect_preflight(L, rt_now() + o->timeout);
+  if (!L->have_fail && o->requests > 0) collect_kv(L, rt_now() + o->timeout);
+  if (!L->have_fail && o->probe_copy_bytes > 0)
+    collect_copy(L, rt_now() + o->timeout);
+  if (!L->have_fail && o->probe_path && o->node == 0 &&
+      rt_write_calibration(&L->rep, L->plan, o->probe_path) != RT_OK) {
+    fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+    set_fail(L, -1, o->node, -1, 0, rt_errmsg());
+  }
+  for (int i = 0; i < L->plan->ngroups && !L->have_fail; i++)
+    if (!L->rep.groups[i].have || !L->rep.groups[i].ok)
+      set_fail(L, -1, o->node, -1, 0, "a group's preflight result is missing");
+}
+
+static void on_signals(void) {
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+int rt_launch(const RtLaunchOpts *o, const Plan *plan) {
+  double t0 = rt_now();
+  Launch L;
+  launch_init(&L, o, plan);
+  if (o->node < 0 || o->node >= (int)plan->nnodes) {
+    fprintf(stderr, "rankrun: node %d is not in the plan: expected 0 to %d\n",
+            o->node, (int)plan->nnodes - 1);
+    free(L.rep.groups);
+    return RP_EXIT_USAGE;
+  }
+  local_ranks(&L);
+  if (o->dry_run) {
+    print_dry_run(&L);
+    free(L.rep.local);
+    free(L.rep.groups);
+    return RP_EXIT_OK;
+  }
+  remove_stale_rings(o);
+  on_signals();
+  RtStoreServer *srv = NULL;
+  RtLaunchOpts oo = *o; /* the bound port, when 0 was asked for */
+  if (!join_store(&L, &oo, &srv) || !agree_config(&L) ||
+      !wait_nodes(&L, t0 + o->timeout))
+    return finish(&L, srv, t0);
+  /* A plan that does not fit this machine fails before any rank starts. */
+  if (node_fits(&L) != RT_OK) {
+    char *why = rp_strdup(rt_errmsg());
+    fail_early(&L, o->node, why);
+    free(why);
+    publish_fail(&L);
+    return finish(&L, srv, t0);
+  }
+  start_ranks(&L);
+  supervise(&L);
   if (!L.have_fail && L.store_ok) {
-    /* Locally fine: wait for every node to end, or for a failure. */
-    snprintf(key, sizeof key, "end/%d", o->node);
-    rt_store_set(&L.st, key, "ok", 2);
-    double deadline = rt_now() + o->timeout;
-    for (int n = 0; n < plan->nnodes && !L.have_fail;) {
-      char *v = NULL;
-      snprintf(key, sizeof key, "end/%d", n);
-      r = rt_store_get(&L.st, key, &v, NULL);
-      free(v);
-      if (r == RT_OK) {
-        n++;
-        continue;
-      }
-      if (read_fail(&L)) break;
-      if (r != RT_ERR_NOTFOUND || rt_now() > deadline || got_signal) {
-        set_fail(&L, -1, n, -1, 0, "node did not finish");
-        break;
-      }
-      sleep_s(RT_POLL_S);
-    }
-    if (!L.have_fail) collect_preflight(&L, rt_now() + o->timeout);
-    if (!L.have_fail && o->requests > 0) collect_kv(&L, rt_now() + o->timeout);
-    if (!L.have_fail && o->probe_copy_bytes > 0)
-      collect_copy(&L, rt_now() + o->timeout);
-    if (!L.have_fail && o->probe_path && o->node == 0 &&
-        rt_write_calibration(&L.rep, plan, o->probe_path) != RT_OK) {
-      fprintf(stderr, "rankrun: %s\n", rt_errmsg());
-      set_fail(&L, -1, o->node, -1, 0, rt_errmsg());
-    }
-    for (int i = 0; i < plan->ngroups && !L.have_fail; i++)
-      if (!L.rep.groups[i].have || !L.rep.groups[i].ok)
-        set_fail(&L, -1, o->node, -1, 0, "a group's preflight result is missing");
+    wait_end(&L);
+    collect(&L);
   }
   return finish(&L, srv, t0);
 }

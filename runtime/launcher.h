@@ -1,6 +1,6 @@
 /*
- * launcher.h: the runtime's view of a plan, the launcher (one per node) and
- * the worker (one process per rank).
+ * launcher.h: the launcher (one per node) and the worker (one process per
+ * rank); the plan is the loader's (rtplan.h).
  *
  * Process model: `rankrun PLAN --node N` is the launcher of node N. Node 0's
  * launcher also runs the rendezvous store. Each launcher forks one child per
@@ -14,48 +14,17 @@
 #ifndef RANKRUN_LAUNCHER_H
 #define RANKRUN_LAUNCHER_H
 
+#include "backend.h"
 #include "rt.h"
-
-/* The parts of a plan the runtime reads (architecture.md, "Plan file"). */
-typedef struct {
-  char *id;   /* the plan's group id, as text */
-  char *kind; /* tp, dp, pp, ..., world */
-  int nranks;
-  int *ranks; /* global ranks, in the plan's order */
-} RtGroup;
-
-typedef struct {
-  int rank, node, local_rank, device;
-  char *pool; /* pool name */
-} RtRank;
-
-struct Plan;
-
-typedef struct {
-  struct Plan *full; /* the shared loader's plan, for KV work (kv.h) */
-  int world_size;
-  int nnodes;
-  RtRank *ranks;   /* indexed by global rank */
-  int ngroups;
-  RtGroup *groups; /* in the plan's order */
-} RtPlan;
-
-/* Loads a plan through the shared loader (compiler/plan.h: plan_load),
- * which checks it, and keeps what the runtime needs. Node numbers become
- * positions in the plan's nodes[]; a rank absent from a --split-by-node
- * plan has node -1. Errors: RT_ERR_SYS when unreadable, RT_ERR_INVALID
- * with the loader's message otherwise. */
-RtResult rt_plan_load(const char *path, RtPlan *p);
-void rt_plan_free(RtPlan *p);
-/* Index of rank r inside group g, or -1. */
-int rt_group_index(const RtGroup *g, int r);
+#include "rtplan.h"
 
 typedef struct {
   const char *plan_path;
   int node;
   char *rdzv_host;  /* rendezvous store address */
   int rdzv_port;
-  const char *backend;
+  const char *backend;     /* its name, as given */
+  const RtBackend *be;     /* that backend (rt_backend_find) */
   double timeout;   /* join and operation timeout, seconds */
   double grace;     /* SIGTERM then SIGKILL after this many seconds */
   double soak;      /* after preflight, keep running collectives this long */
@@ -77,13 +46,6 @@ typedef struct {
                                the SIGKILL after the grace period is seen */
 } RtLaunchOpts;
 
-/* Default bytes of the --probe memory copy: above the last-level cache of
- * the device, so that the copy measures memory, not cache (an H100's L2 is
- * 50 MB, NVIDIA H100 Tensor Core GPU Architecture whitepaper; the H200
- * uses the same GH100 die; the host figure is above the 32 MiB L3 of the
- * build machine, `lscpu`). */
-#define RT_PROBE_COPY_DEVICE (INT64_C(256) << 20)
-#define RT_PROBE_COPY_HOST (INT64_C(64) << 20)
 /* Timed copies of the probe (after one untimed copy); the median counts. */
 #define RT_PROBE_COPY_ITERS 5
 
@@ -92,14 +54,19 @@ typedef struct {
  * which lands in *gbs (0 otherwise). */
 bool rt_copy_record_decode(const char *text, int64_t bytes, double *gbs);
 
+/* Loads a plan through the shared loader (compiler/plan.h: plan_load),
+ * which checks it. Errors: RT_ERR_SYS when unreadable, RT_ERR_INVALID with
+ * the loader's message otherwise. Free *out with plan_free. */
+RtResult rt_plan_open(const char *path, Plan **out);
+
 /* Runs the launcher of one node to completion. Returns the process exit
  * code: 0, 3 (runtime failure), or 2 (the plan does not fit the options). */
-int rt_launch(const RtLaunchOpts *o, const RtPlan *plan);
+int rt_launch(const RtLaunchOpts *o, const Plan *plan);
 
 /* Runs one rank (the hidden worker mode). Returns the exit code: 0, 1 (a
  * preflight check gave a wrong result), 3 (peer, store or timeout failure),
  * 70 (internal). */
-int rt_worker_main(const RtLaunchOpts *o, const RtPlan *plan);
+int rt_worker_main(const RtLaunchOpts *o, const Plan *plan);
 
 /* Worker exit codes the launcher interprets. */
 enum {

@@ -5,6 +5,7 @@
  * docs/runtime.md for the user's view.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "backend.h"
 #include "kv.h"
 #include "launcher.h"
+#include "opts.h"
 #include "outfile.h"
 #include "plan.h"
 #include "rp_config.h"
@@ -79,193 +81,213 @@ static int bad_usage(const char *fmt, ...) {
   return RP_EXIT_USAGE;
 }
 
-int main(int argc, char **argv) {
-  json_set_alloc_funcs(rp_malloc, free); /* as rankplan: exit 70 when out of memory */
+/* The parser's usage errors (opts.h), in rankrun's style. */
+static int usage_msg(const char *cmd, const char *msg) {
+  (void)cmd;
+  return bad_usage("%s", msg);
+}
+
+/* What the command line says. */
+typedef struct {
   RtLaunchOpts o;
-  memset(&o, 0, sizeof o);
-  o.node = -1;
-  o.backend = "host";
-  o.timeout = 30;
-  o.grace = 2;
-  o.preflight_bytes = 1 << 20;
-  o.mem_scale = 1.0;
-  o.input_tokens = -1;
-  o.corrupt[0] = -1;
-  bool worker = false;
-  const char *rdzv = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-    double v;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return RP_EXIT_OK;
-    } else if (strcmp(a, "--version") == 0) {
-      printf("rankrun %s\n", RP_VERSION);
-      return RP_EXIT_OK;
-    } else if (strcmp(a, "--worker") == 0) {
-      worker = true;
-    } else if (strcmp(a, "--dry-run") == 0) {
-      o.dry_run = true;
-    } else if (strcmp(a, "--quiet") == 0) {
-      o.quiet = true;
-    } else if (strcmp(a, "--test-ignore-sigterm") == 0) {
-      o.test_ignore_sigterm = true;
-    } else if (!next && (strcmp(a, "--node") == 0 || strcmp(a, "--rendezvous") == 0 ||
-                         strcmp(a, "--backend") == 0 || strcmp(a, "--timeout") == 0 ||
-                         strcmp(a, "--grace") == 0 || strcmp(a, "--soak") == 0 ||
-                         strcmp(a, "--preflight-bytes") == 0 || strcmp(a, "--report") == 0 ||
-                         strcmp(a, "--probe") == 0 || strcmp(a, "--probe-copy-bytes") == 0 ||
-                         strcmp(a, "--requests") == 0 || strcmp(a, "--input-tokens") == 0 ||
-                         strcmp(a, "--host-memory-scale") == 0 ||
-                         strcmp(a, "--test-corrupt") == 0)) {
-      return bad_usage("option `%s` needs a value", a);
-    } else if (strcmp(a, "--node") == 0) {
-      if (!parse_num(next, 0, 1 << 20, &v) || v != (int)v)
-        return bad_usage("bad --node `%s`: expected a node number", next);
-      o.node = (int)v;
-      i++;
-    } else if (strcmp(a, "--rendezvous") == 0) {
-      rdzv = next;
-      i++;
-    } else if (strcmp(a, "--backend") == 0) {
-      o.backend = next;
-      i++;
-    } else if (strcmp(a, "--timeout") == 0) {
-      if (!parse_num(next, 0.1, 86400, &v))
-        return bad_usage("bad --timeout `%s`: expected 0.1 to 86400 seconds", next);
-      o.timeout = v;
-      i++;
-    } else if (strcmp(a, "--grace") == 0) {
-      if (!parse_num(next, 0, 3600, &v))
-        return bad_usage("bad --grace `%s`: expected 0 to 3600 seconds", next);
-      o.grace = v;
-      i++;
-    } else if (strcmp(a, "--soak") == 0) {
-      if (!parse_num(next, 0, 86400, &v))
-        return bad_usage("bad --soak `%s`: expected 0 to 86400 seconds", next);
-      o.soak = v;
-      i++;
-    } else if (strcmp(a, "--preflight-bytes") == 0) {
-      if (!parse_num(next, 4, 1 << 30, &v) || v != (double)(int64_t)v)
-        return bad_usage("bad --preflight-bytes `%s`: expected 4 to 1073741824", next);
-      o.preflight_bytes = (int64_t)v;
-      i++;
-    } else if (strcmp(a, "--requests") == 0) {
-      if (!parse_num(next, 0, 1 << 20, &v) || v != (int)v)
-        return bad_usage("bad --requests `%s`: expected 0 to 1048576", next);
-      o.requests = (int)v;
-      i++;
-    } else if (strcmp(a, "--input-tokens") == 0) {
-      if (!parse_num(next, 1, RT_KV_MAX_TOKENS, &v) || v != (int)v)
-        return bad_usage("bad --input-tokens `%s`: expected 1 to %d", next,
-                         RT_KV_MAX_TOKENS);
-      o.input_tokens = (int64_t)v;
-      i++;
-    } else if (strcmp(a, "--host-memory-scale") == 0) {
-      if (!parse_num(next, 1e-9, 1, &v))
-        return bad_usage("bad --host-memory-scale `%s`: expected above 0, at most 1", next);
-      o.mem_scale = v;
-      i++;
-    } else if (strcmp(a, "--test-corrupt") == 0) {
-      long long c[5];
-      if (sscanf(next, "%lld:%lld:%lld:%lld:%lld", &c[0], &c[1], &c[2], &c[3], &c[4]) != 5 ||
-          c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] < 0 || c[4] < 0)
-        return bad_usage("bad --test-corrupt `%s`: expected REQUEST:LAYER:HEAD:TOKEN:BYTE", next);
-      for (int k = 0; k < 5; k++) o.corrupt[k] = c[k];
-      i++;
-    } else if (strcmp(a, "--report") == 0) {
-      o.report_path = next;
-      i++;
-    } else if (strcmp(a, "--probe") == 0) {
-      o.probe_path = next;
-      i++;
-    } else if (strcmp(a, "--probe-copy-bytes") == 0) {
-      if (!parse_num(next, 4096, (double)(INT64_C(1) << 40), &v) ||
-          v != (double)(int64_t)v)
-        return bad_usage("bad --probe-copy-bytes `%s`: expected 4096 to "
-                         "1099511627776", next);
-      o.probe_copy_bytes = (int64_t)v;
-      i++;
-    } else if (a[0] == '-') {
-      return bad_usage("unknown option `%s`", a);
-    } else if (!o.plan_path) {
-      o.plan_path = a;
-    } else {
-      return bad_usage("unexpected argument `%s`: one PLAN only", a);
-    }
-  }
-  if (!o.plan_path) return bad_usage("%s", "missing PLAN");
-  if (!worker && o.probe_copy_bytes > 0 && !o.probe_path)
+  bool worker;
+  const char *rdzv;
+} Cli;
+
+/* A numeric option: its range, whether it is a whole number, what the
+ * error says is expected, and where it lands in RtLaunchOpts. */
+typedef enum { NUM_INT, NUM_I64, NUM_DOUBLE } NumType;
+typedef struct {
+  double lo, hi;
+  bool whole;
+  const char *expect;
+  NumType type;
+  size_t off;
+} NumOpt;
+
+static int opt_num(void *ctx, const RpOpt *opt, const char *v) {
+  const NumOpt *n = opt->data;
+  double x;
+  if (!parse_num(v, n->lo, n->hi, &x) || (n->whole && x != (double)(int64_t)x))
+    return bad_usage("bad %s `%s`: %s", opt->name, v, n->expect);
+  char *dst = (char *)&((Cli *)ctx)->o + n->off;
+  if (n->type == NUM_INT) *(int *)dst = (int)x;
+  else if (n->type == NUM_I64) *(int64_t *)dst = (int64_t)x;
+  else *(double *)dst = x;
+  return RP_OPT_GO;
+}
+
+static int opt_corrupt(void *ctx, const RpOpt *opt, const char *v) {
+  (void)opt;
+  long long c[5];
+  if (sscanf(v, "%lld:%lld:%lld:%lld:%lld", &c[0], &c[1], &c[2], &c[3], &c[4]) != 5 ||
+      c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] < 0 || c[4] < 0)
+    return bad_usage("bad --test-corrupt `%s`: expected REQUEST:LAYER:HEAD:TOKEN:BYTE", v);
+  for (int k = 0; k < 5; k++) ((Cli *)ctx)->o.corrupt[k] = c[k];
+  return RP_OPT_GO;
+}
+
+static int opt_help(void *ctx, const RpOpt *opt, const char *v) {
+  (void)ctx, (void)opt, (void)v;
+  usage(stdout);
+  return RP_EXIT_OK;
+}
+
+static int opt_version(void *ctx, const RpOpt *opt, const char *v) {
+  (void)ctx, (void)opt, (void)v;
+  printf("rankrun %s\n", RP_VERSION);
+  return RP_EXIT_OK;
+}
+
+static int opt_plan(void *ctx, const char *a) {
+  Cli *c = ctx;
+  if (c->o.plan_path) return bad_usage("unexpected argument `%s`: one PLAN only", a);
+  c->o.plan_path = a;
+  return RP_OPT_GO;
+}
+
+_Static_assert(RT_KV_MAX_TOKENS == 16777216, "--input-tokens' message below");
+#define NUM(field, type, lo, hi, whole, expect)                               \
+  &(const NumOpt) { lo, hi, whole, expect, type, offsetof(RtLaunchOpts, field) }
+
+/* Parses the command line into c (defaults first). Returns RP_OPT_GO or
+ * the exit code. */
+static int parse_cli(int argc, char **argv, Cli *c) {
+  memset(c, 0, sizeof *c);
+  RtLaunchOpts *o = &c->o;
+  o->node = -1;
+  o->backend = "host";
+  o->timeout = 30;
+  o->grace = 2;
+  o->preflight_bytes = 1 << 20;
+  o->mem_scale = 1.0;
+  o->input_tokens = -1;
+  o->corrupt[0] = -1;
+  const RpOpt opts[] = {
+      {"--help", "-h", false, NULL, NULL, opt_help, NULL},
+      {"--version", NULL, false, NULL, NULL, opt_version, NULL},
+      {"--worker", NULL, false, NULL, &c->worker, NULL, NULL},
+      {"--dry-run", NULL, false, NULL, &o->dry_run, NULL, NULL},
+      {"--quiet", NULL, false, NULL, &o->quiet, NULL, NULL},
+      {"--test-ignore-sigterm", NULL, false, NULL, &o->test_ignore_sigterm, NULL, NULL},
+      {"--node", NULL, true, NULL, NULL, opt_num,
+       NUM(node, NUM_INT, 0, 1 << 20, true, "expected a node number")},
+      {"--rendezvous", NULL, true, &c->rdzv, NULL, NULL, NULL},
+      {"--backend", NULL, true, &o->backend, NULL, NULL, NULL},
+      {"--timeout", NULL, true, NULL, NULL, opt_num,
+       NUM(timeout, NUM_DOUBLE, 0.1, 86400, false, "expected 0.1 to 86400 seconds")},
+      {"--grace", NULL, true, NULL, NULL, opt_num,
+       NUM(grace, NUM_DOUBLE, 0, 3600, false, "expected 0 to 3600 seconds")},
+      {"--soak", NULL, true, NULL, NULL, opt_num,
+       NUM(soak, NUM_DOUBLE, 0, 86400, false, "expected 0 to 86400 seconds")},
+      {"--preflight-bytes", NULL, true, NULL, NULL, opt_num,
+       NUM(preflight_bytes, NUM_I64, 4, 1 << 30, true, "expected 4 to 1073741824")},
+      {"--requests", NULL, true, NULL, NULL, opt_num,
+       NUM(requests, NUM_INT, 0, 1 << 20, true, "expected 0 to 1048576")},
+      {"--input-tokens", NULL, true, NULL, NULL, opt_num,
+       NUM(input_tokens, NUM_I64, 1, RT_KV_MAX_TOKENS, true, "expected 1 to 16777216")},
+      {"--host-memory-scale", NULL, true, NULL, NULL, opt_num,
+       NUM(mem_scale, NUM_DOUBLE, 1e-9, 1, false, "expected above 0, at most 1")},
+      {"--test-corrupt", NULL, true, NULL, NULL, opt_corrupt, NULL},
+      {"--report", NULL, true, &o->report_path, NULL, NULL, NULL},
+      {"--probe", NULL, true, &o->probe_path, NULL, NULL, NULL},
+      {"--probe-copy-bytes", NULL, true, NULL, NULL, opt_num,
+       NUM(probe_copy_bytes, NUM_I64, 4096, (double)(INT64_C(1) << 40), true,
+           "expected 4096 to 1099511627776")},
+  };
+  RpOptSpec spec = {"rankrun", opts, RP_ARRAY_LEN(opts), usage_msg, opt_plan,
+                    NULL, "PLAN", c};
+  return rp_opts_parse(&spec, argc, argv, 1);
+}
+
+/* What the options need of each other and of this build. */
+static int check_cli(Cli *c) {
+  RtLaunchOpts *o = &c->o;
+  if (!o->plan_path) return bad_usage("%s", "missing PLAN");
+  if (!c->worker && o->probe_copy_bytes > 0 && !o->probe_path)
     return bad_usage("%s", "--probe-copy-bytes needs --probe FILE");
-  if (!worker && o.probe_path && o.probe_copy_bytes == 0)
-    o.probe_copy_bytes = strcmp(o.backend, "nccl") == 0 ? RT_PROBE_COPY_DEVICE
-                                                        : RT_PROBE_COPY_HOST;
-  if (o.node < 0) return bad_usage("%s", "missing --node N");
-  const char *outs[] = {o.report_path, o.probe_path}, *which;
+  if (o->node < 0) return bad_usage("%s", "missing --node N");
+  const char *outs[] = {o->report_path, o->probe_path}, *which;
   for (size_t i = 0; i < 2; i++)
-    if (outs[i] && rp_out_is_input(outs[i], (const char *const[]){o.plan_path}, 1, &which))
+    if (outs[i] && rp_out_is_input(outs[i], (const char *const[]){o->plan_path}, 1, &which))
       return bad_usage("%s `%s` is the plan `%s`; writing it would destroy the plan",
                        i ? "--probe" : "--report", outs[i], which);
-  if (!rt_backend_find(o.backend)) {
+  o->be = rt_backend_find(o->backend);
+  if (!o->be) {
     fprintf(stderr, "rankrun: unknown backend `%s`: expected one of %s\n",
-            o.backend, rt_backend_names());
-    if (strcmp(o.backend, "nccl") == 0)
-      fprintf(stderr, "rankrun: this build has no NCCL (meson found none)\n");
+            o->backend, rt_backend_names());
+    const char *note = rt_backend_absent_note(o->backend);
+    if (note) fprintf(stderr, "rankrun: %s\n", note);
     return RP_EXIT_USAGE;
   }
-  RtPlan plan;
-  RtResult r = rt_plan_load(o.plan_path, &plan);
+  if (!c->worker && o->probe_path && o->probe_copy_bytes == 0)
+    o->probe_copy_bytes = o->be->probe_copy_bytes;
+  return RP_OPT_GO;
+}
+
+/* The rendezvous address: --rendezvous, or 127.0.0.1 and a free port for
+ * a one-node plan. */
+static int rendezvous(Cli *c, const Plan *plan) {
+  RtLaunchOpts *o = &c->o;
+  if (c->rdzv) {
+    if (rt_parse_hostport(c->rdzv, &o->rdzv_host, &o->rdzv_port) != RT_OK) {
+      fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+      return RP_EXIT_USAGE;
+    }
+  } else if (plan->nnodes > 1 && !o->dry_run) {
+    fprintf(stderr, "rankrun: the plan has %d nodes: --rendezvous HOST:PORT "
+            "is needed so that launchers find node 0\n", (int)plan->nnodes);
+    return RP_EXIT_USAGE;
+  } else {
+    o->rdzv_host = rp_strdup("127.0.0.1");
+    o->rdzv_port = 0;
+  }
+  if (o->rdzv_port == 0 && plan->nnodes > 1 && !o->dry_run) {
+    fprintf(stderr, "rankrun: --rendezvous port 0 only works for a one-node "
+            "plan (other nodes could not find it)\n");
+    return RP_EXIT_USAGE;
+  }
+  return RP_OPT_GO;
+}
+
+/* Token ranges in kv_reshard were computed for one request length: the
+ * default input length is theirs, and another one is refused. */
+static int request_length(RtLaunchOpts *o, const Plan *pl) {
+  int64_t ranges_T = -1;
+  if (o->requests > 0 && rt_kv_plan_check(pl, &ranges_T) != RT_OK) {
+    fprintf(stderr, "rankrun: %s: %s\n", o->plan_path, rt_errmsg());
+    return RP_EXIT_INPUT;
+  }
+  if (o->input_tokens < 0) o->input_tokens = ranges_T > 0 ? ranges_T : 64;
+  if (o->requests > 0 && ranges_T > 0 && o->input_tokens < ranges_T) {
+    fprintf(stderr, "rankrun: --input-tokens %lld is below the %lld tokens the "
+            "plan's kv_reshard ranges were computed for\n",
+            (long long)o->input_tokens, (long long)ranges_T);
+    return RP_EXIT_USAGE;
+  }
+  if (o->requests > 0 && pl->nreshard == 0)
+    fprintf(stderr, "rankrun: note: the plan has no kv_reshard (no prefill and "
+            "decode pools): --requests only allocates the ledger's memory\n");
+  return RP_OPT_GO;
+}
+
+int main(int argc, char **argv) {
+  json_set_alloc_funcs(rp_malloc, free); /* as rankplan: exit 70 when out of memory */
+  Cli c;
+  int code = parse_cli(argc, argv, &c);
+  if (code == RP_OPT_GO) code = check_cli(&c);
+  if (code != RP_OPT_GO) return code;
+  Plan *plan = NULL;
+  RtResult r = rt_plan_open(c.o.plan_path, &plan);
   if (r != RT_OK) {
     fprintf(stderr, "rankrun: %s\n", rt_errmsg());
     return r == RT_ERR_SYS ? RP_EXIT_USAGE : RP_EXIT_INPUT;
   }
-  if (rdzv) {
-    if (rt_parse_hostport(rdzv, &o.rdzv_host, &o.rdzv_port) != RT_OK) {
-      fprintf(stderr, "rankrun: %s\n", rt_errmsg());
-      rt_plan_free(&plan);
-      return RP_EXIT_USAGE;
-    }
-  } else if (plan.nnodes > 1 && !o.dry_run) {
-    fprintf(stderr, "rankrun: the plan has %d nodes: --rendezvous HOST:PORT "
-            "is needed so that launchers find node 0\n", plan.nnodes);
-    rt_plan_free(&plan);
-    return RP_EXIT_USAGE;
-  } else {
-    o.rdzv_host = rp_strdup("127.0.0.1");
-    o.rdzv_port = 0;
-  }
-  if (o.rdzv_port == 0 && plan.nnodes > 1 && !o.dry_run) {
-    fprintf(stderr, "rankrun: --rendezvous port 0 only works for a one-node "
-            "plan (other nodes could not find it)\n");
-    free(o.rdzv_host);
-    rt_plan_free(&plan);
-    return RP_EXIT_USAGE;
-  }
-  /* Token ranges in kv_reshard were computed for one request length: the
-   * default input length is theirs, and another one is refused. */
-  int64_t ranges_T = -1;
-  const Plan *pl = plan.full;
-  if (o.requests > 0 && rt_kv_plan_check(pl, &ranges_T) != RT_OK) {
-    fprintf(stderr, "rankrun: %s: %s\n", o.plan_path, rt_errmsg());
-    free(o.rdzv_host);
-    rt_plan_free(&plan);
-    return RP_EXIT_INPUT;
-  }
-  if (o.input_tokens < 0) o.input_tokens = ranges_T > 0 ? ranges_T : 64;
-  if (o.requests > 0 && ranges_T > 0 && o.input_tokens < ranges_T) {
-    fprintf(stderr, "rankrun: --input-tokens %lld is below the %lld tokens the "
-            "plan's kv_reshard ranges were computed for\n",
-            (long long)o.input_tokens, (long long)ranges_T);
-    free(o.rdzv_host);
-    rt_plan_free(&plan);
-    return RP_EXIT_USAGE;
-  }
-  if (o.requests > 0 && pl->nreshard == 0)
-    fprintf(stderr, "rankrun: note: the plan has no kv_reshard (no prefill and "
-            "decode pools): --requests only allocates the ledger's memory\n");
-  int code = worker ? rt_worker_main(&o, &plan) : rt_launch(&o, &plan);
-  free(o.rdzv_host);
-  rt_plan_free(&plan);
+  code = rendezvous(&c, plan);
+  if (code == RP_OPT_GO) code = request_length(&c.o, plan);
+  if (code == RP_OPT_GO)
+    code = c.worker ? rt_worker_main(&c.o, plan) : rt_launch(&c.o, plan);
+  free(c.o.rdzv_host);
+  plan_free(plan);
   return code;
 }

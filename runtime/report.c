@@ -23,7 +23,7 @@ static const char *sig_name(int s) {
 
 /* Per-kind totals: number of groups, how many passed, bandwidth range. */
 typedef struct {
-  const char *kind;
+  GroupKind kind;
   int groups, ok, measured;
   double min_bus, max_bus;
 } KindSum;
@@ -34,7 +34,7 @@ static int kind_sums(const RtReport *r, KindSum **out) {
   for (int i = 0; i < r->ngroups; i++) {
     const RtGroupResult *g = &r->groups[i];
     int k = 0;
-    while (k < nk && strcmp(ks[k].kind, g->kind) != 0) k++;
+    while (k < nk && ks[k].kind != g->kind) k++;
     if (k == nk) {
       ks[nk].kind = g->kind;
       ks[nk].min_bus = -1;
@@ -182,8 +182,10 @@ char *rt_report_json(const RtReport *r) {
   for (int i = 0; i < r->ngroups; i++) {
     const RtGroupResult *g = &r->groups[i];
     json_t *x = json_object();
-    json_object_set_new(x, "id", json_string(g->id));
-    json_object_set_new(x, "kind", json_string(g->kind));
+    char id[16];
+    snprintf(id, sizeof id, "%d", (int)g->id);
+    json_object_set_new(x, "id", json_string(id));
+    json_object_set_new(x, "kind", json_string(plan_kind_name(g->kind)));
     json_object_set_new(x, "ranks", json_integer(g->nranks));
     json_object_set_new(x, "checked", json_boolean(g->have));
     json_object_set_new(x, "ok", json_boolean(g->have && g->ok));
@@ -206,7 +208,7 @@ char *rt_report_json(const RtReport *r) {
     json_object_set_new(x, "ok", json_integer(ks[k].ok));
     json_object_set_new(x, "min_busbw_gbs", ks[k].measured ? json_real(ks[k].min_bus) : json_null());
     json_object_set_new(x, "max_busbw_gbs", ks[k].measured ? json_real(ks[k].max_bus) : json_null());
-    json_object_set_new(byk, ks[k].kind, x);
+    json_object_set_new(byk, plan_kind_name(ks[k].kind), x);
   }
   free(ks);
   json_object_set_new(pf, "by_kind", byk);
@@ -298,9 +300,8 @@ char *rt_report_text(const RtReport *r) {
     sb_puts(&sb, "preflight (all-reduce of rank ids, then bandwidth):\n");
   if (!have) nk = 0;
   for (int k = 0; k < nk; k++) {
-    char *kind = rt_escape_dup(ks[k].kind); /* the plan's text */
-    sb_printf(&sb, "  %-10s %d/%d groups ok", kind, ks[k].ok, ks[k].groups);
-    free(kind);
+    sb_printf(&sb, "  %-10s %d/%d groups ok", plan_kind_name(ks[k].kind),
+              ks[k].ok, ks[k].groups);
     if (ks[k].measured)
       sb_printf(&sb, ", bus bandwidth %.3f to %.3f GB/s", ks[k].min_bus,
                 ks[k].max_bus);
@@ -436,7 +437,7 @@ static void calib_put(RtReport *r, json_t *o, const char *name, double v, char *
   json_object_set_new(o, name, json_real(c));
 }
 
-RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path) {
+RtResult rt_write_calibration(RtReport *r, const Plan *plan, const char *path) {
   double *lat[2], *bus[2];
   int n[2] = {0, 0};
   for (int c = 0; c < 2; c++) {
@@ -455,8 +456,8 @@ RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path)
   json_object_set_new(o, "format", json_string("rankplan.calibration/1"));
   char *src = rp_sprintf("rankrun --probe, backend %s, %d ranks on %d node(s), "
                          "%d groups inside a node and %d across nodes measured",
-                         r->backend ? r->backend : "?", plan->world_size,
-                         plan->nnodes, n[0], n[1]);
+                         r->backend ? r->backend : "?", (int)plan->world_size,
+                         (int)plan->nnodes, n[0], n[1]);
   json_object_set_new(o, "source", json_string(src));
   free(src);
   static const char *const lat_keys[2] = {"scale_up_latency_s", "scale_out_latency_s"};
@@ -464,7 +465,7 @@ RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path)
   static const char *const where[2] = {"inside a node", "across nodes"};
   static const char *const nominal_key[2] = {"hardware.scale_up.bandwidth",
                                              "hardware.scale_out.bandwidth"};
-  const PlanHardware *hw = plan->full ? &plan->full->hardware : NULL;
+  const PlanHardware *hw = &plan->hardware;
   for (int c = 0; c < 2; c++) {
     if (n[c]) {
       double med = median(lat[c], n[c]);
@@ -472,7 +473,7 @@ RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path)
                 rp_sprintf("median per-hop latency of %d all-reduce group(s) %s: "
                            "%g s", n[c], where[c], med));
     }
-    double nominal = !hw ? 0 : c == 0 ? hw->scale_up_bandwidth : hw->scale_out_bandwidth;
+    double nominal = c == 0 ? hw->scale_up_bandwidth : hw->scale_out_bandwidth;
     if (nb[c] && nominal > 0) {
       double med = median(bus[c], nb[c]);
       double eff = med * 1e9 / nominal;
@@ -486,7 +487,7 @@ RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path)
     free(lat[c]);
     free(bus[c]);
   }
-  if (r->copy_bytes > 0 && r->copy_gbs && hw && hw->hbm_bandwidth > 0) {
+  if (r->copy_bytes > 0 && r->copy_gbs && hw->hbm_bandwidth > 0) {
     int nr = 0;
     for (int i = 0; i < r->world_size; i++) nr += r->copy_gbs[i] > 0;
     double med = copy_median(r);

@@ -6,8 +6,8 @@
 #ifndef RANKRUN_REPORT_H
 #define RANKRUN_REPORT_H
 
-#include "launcher.h"
 #include "rt.h"
+#include "rtplan.h"
 
 typedef struct {
   int rank, local_rank, device;
@@ -48,7 +48,8 @@ typedef struct {
 } RtKvReport;
 
 typedef struct {
-  const char *id, *kind;
+  int32_t id;     /* the plan's group id */
+  GroupKind kind;
   int nranks;
   bool have;    /* a result came back */
   bool ok;      /* the all-reduce of rank ids was right */
@@ -115,7 +116,7 @@ char *rt_report_text(const RtReport *r);
  *  - hbm_efficiency: the median over ranks of the memory copy bandwidth
  *    (copy_gbs) over the plan's hardware.hbm_bandwidth, clamped likewise.
  * Only what was measured is written. */
-RtResult rt_write_calibration(RtReport *r, const RtPlan *plan, const char *path);
+RtResult rt_write_calibration(RtReport *r, const Plan *plan, const char *path);
 
 /* Writes JSON to path and text to path + ".txt", both atomically. */
 RtResult rt_report_write(const RtReport *r, const char *path);

@@ -80,11 +80,12 @@ int main(int argc, char **argv) {
     check(false, "rendezvous store", rt_errmsg());
     return 1;
   }
-  int solo[1] = {0}, pair[2] = {0, 1};
-  char id0[] = "0", id1[] = "1", k0[] = "world", k1[] = "tp";
-  RtGroup groups[2] = {{id0, k0, 1, solo}, {id1, k1, 2, pair}};
-  RtRank ranks[2] = {{0, 0, 0, 0, NULL}, {1, 0, 1, 1, NULL}};
-  RtPlan plan = {NULL, 2, 1, ranks, 2, groups};
+  int32_t solo[1] = {0}, pair[2] = {0, 1};
+  PlanGroup groups[2] = {{.id = 0, .kind = GK_WORLD, .pool = -1, .instance = -1, .n = 1, .ranks = solo},
+                         {.id = 1, .kind = GK_TP, .n = 2, .ranks = pair}};
+  PlanRank ranks[2] = {{.rank = 0, .local_rank = 0, .device = 0},
+                       {.rank = 1, .local_rank = 1, .device = 1}};
+  Plan plan = {.world_size = 2, .nnodes = 1, .nranks = 2, .ranks = ranks, .ngroups = 2, .groups = groups};
   RtBackendCtx ctx = {&plan, 0, 0, 0, &st, "127.0.0.1", timeout, "0"};
   const RtBackend *be = &rt_backend_nccl;
   void *state = NULL;

@@ -223,20 +223,24 @@ static void test_plan_check_token_ranges(void) {
  * group. 6 ranks, 0-3 on node 0 and 4-5 on node 1; groups {0,1}, {2,3},
  * {1,4} (across nodes: no ring), {4,5}, and {0,1} again (counted once). */
 static void test_node_rings(void) {
-  RtRank ranks[6];
+  PlanRank ranks[6];
   for (int r = 0; r < 6; r++)
-    ranks[r] = (RtRank){r, r < 4 ? 0 : 1, r % 4, r % 4, NULL};
-  int g0[] = {0, 1}, g1[] = {2, 3}, g2[] = {1, 4}, g3[] = {4, 5}, g4[] = {0, 1};
-  RtGroup groups[] = {{NULL, NULL, 2, g0}, {NULL, NULL, 2, g1},
-                      {NULL, NULL, 2, g2}, {NULL, NULL, 2, g3},
-                      {NULL, NULL, 2, g4}};
-  RtPlan pl = {NULL, 6, 2, ranks, 5, groups};
+    ranks[r] = (PlanRank){.rank = r, .node = r < 4 ? 0 : 1, .local_rank = r % 4,
+                          .device = r % 4};
+  int32_t g0[] = {0, 1}, g1[] = {2, 3}, g2[] = {1, 4}, g3[] = {4, 5}, g4[] = {0, 1};
+  PlanGroup groups[] = {{.n = 2, .ranks = g0}, {.n = 2, .ranks = g1},
+                        {.n = 2, .ranks = g2}, {.n = 2, .ranks = g3},
+                        {.n = 2, .ranks = g4}};
+  Plan pl = {.world_size = 6, .nnodes = 2, .nranks = 6, .ranks = ranks,
+             .ngroups = 5, .groups = groups};
   T_EQ_INT(rt_host_node_rings(&pl, 0), 4);
   T_EQ_INT(rt_host_node_rings(&pl, 1), 2);
   /* A world group: every ordered pair of a node. */
-  int w[] = {0, 1, 2, 3, 4, 5};
-  RtGroup all[] = {{NULL, NULL, 6, w}};
-  RtPlan pw = {NULL, 6, 2, ranks, 1, all};
+  int32_t w[] = {0, 1, 2, 3, 4, 5};
+  PlanGroup all[] = {{.kind = GK_WORLD, .n = 6, .ranks = w}};
+  Plan pw = pl;
+  pw.ngroups = 1;
+  pw.groups = all;
   T_EQ_INT(rt_host_node_rings(&pw, 0), 12);
   T_EQ_INT(rt_host_node_rings(&pw, 1), 2);
   T_CHECK(rt_host_ring_bytes() > (int64_t)RT_HOST_RING_BYTES);

@@ -4,6 +4,9 @@
  * Anyone who can reach the store can write them, so the decoders take
  * untrusted text: a record that does not parse, is cut short, has extra
  * text, or holds counts no run can give is refused, never summed.
+ *
+ * Also the option parser both binaries use (compiler/opts.h): rankrun's
+ * options go through it, so its rules are tested here with the runtime.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 
 #include "kv.h"
 #include "launcher.h"
+#include "opts.h"
 #include "t.h"
 
 /* A rank's figures for 2 requests, encoded. */
@@ -145,9 +149,137 @@ static void test_copy_record(void) {
   }
 }
 
+/* ---- the option parser (opts.h) ---------------------------------------- */
+
+static char last_error[256];
+static int errors;
+
+static int record_error(const char *cmd, const char *msg) {
+  snprintf(last_error, sizeof last_error, "%s: %s", cmd, msg);
+  errors++;
+  return 2;
+}
+
+static int seen_node;
+static const char *seen_value;
+
+static int take_node(void *ctx, const RpOpt *opt, const char *v) {
+  (void)opt;
+  seen_node = atoi(v);
+  seen_value = v;
+  return *(int *)ctx; /* RP_OPT_GO, or a code that stops the parse */
+}
+
+typedef struct {
+  const char *out, *fmt, *arg;
+  bool quiet;
+} Got;
+
+/* Parses argv (NULL-terminated, argv[0] the command) with a small table:
+ * --output/-o VALUE, --format VALUE, --quiet/-q, --node VALUE (handler). */
+static int parse(const char **argv, Got *g, int stop) {
+  int argc = 0;
+  while (argv[argc]) argc++;
+  memset(g, 0, sizeof *g);
+  last_error[0] = 0;
+  errors = 0;
+  seen_node = -1;
+  seen_value = NULL;
+  const RpOpt opts[] = {
+      {"--output", "-o", true, &g->out, NULL, NULL, NULL},
+      {"--format", NULL, true, &g->fmt, NULL, NULL, NULL},
+      {"--quiet", "-q", false, NULL, &g->quiet, NULL, NULL},
+      {"--node", NULL, true, NULL, NULL, take_node, NULL},
+  };
+  RpOptSpec spec = {"cmd", opts, sizeof opts / sizeof *opts, record_error, NULL,
+                    &g->arg, "SPEC", &stop};
+  return rp_opts_parse(&spec, argc, (char **)argv, 1);
+}
+
+static void test_opts_forms(void) {
+  Got g;
+  /* --opt VALUE and --opt=VALUE alike, for long names and aliases. */
+  const char *a1[] = {"cmd", "--output", "x.json", "--format=json", "s.yaml", NULL};
+  T_EQ_INT(parse(a1, &g, RP_OPT_GO), RP_OPT_GO);
+  T_EQ_STR(g.out, "x.json");
+  T_EQ_STR(g.fmt, "json");
+  T_EQ_STR(g.arg, "s.yaml");
+  const char *a2[] = {"cmd", "s.yaml", "--output=x.json", "-q", "--format", "text", NULL};
+  T_EQ_INT(parse(a2, &g, RP_OPT_GO), RP_OPT_GO);
+  T_EQ_STR(g.out, "x.json");
+  T_EQ_STR(g.fmt, "text");
+  T_CHECK(g.quiet);
+  const char *a3[] = {"cmd", "-o", "a", "-o=b", NULL};
+  T_EQ_INT(parse(a3, &g, RP_OPT_GO), RP_OPT_GO);
+  T_EQ_STR(g.out, "b"); /* the last one wins */
+  T_CHECK(g.arg == NULL);
+  /* An empty attached value is a value; so is one that looks like an
+   * option, after a name that takes one. */
+  const char *a4[] = {"cmd", "--output=", "--format", "--quiet", NULL};
+  T_EQ_INT(parse(a4, &g, RP_OPT_GO), RP_OPT_GO);
+  T_EQ_STR(g.out, "");
+  T_EQ_STR(g.fmt, "--quiet");
+  T_CHECK(!g.quiet);
+  /* A lone - is an argument (standard input). */
+  const char *a5[] = {"cmd", "-", NULL};
+  T_EQ_INT(parse(a5, &g, RP_OPT_GO), RP_OPT_GO);
+  T_EQ_STR(g.arg, "-");
+  T_EQ_INT(errors, 0);
+}
+
+static void test_opts_handlers(void) {
+  Got g;
+  const char *a1[] = {"cmd", "--node=3", NULL};
+  T_EQ_INT(parse(a1, &g, RP_OPT_GO), RP_OPT_GO);
+  T_EQ_INT(seen_node, 3);
+  const char *a2[] = {"cmd", "--node", "5", "--output", "x", NULL};
+  T_EQ_INT(parse(a2, &g, RP_OPT_GO), RP_OPT_GO);
+  T_EQ_INT(seen_node, 5);
+  T_EQ_STR(g.out, "x");
+  /* A handler's exit code stops the parse at once (--help, a bad value). */
+  const char *a3[] = {"cmd", "--node", "7", "--output", "x", NULL};
+  T_EQ_INT(parse(a3, &g, 0), 0);
+  T_EQ_INT(seen_node, 7);
+  T_CHECK(g.out == NULL);
+  T_EQ_INT(errors, 0);
+}
+
+static void test_opts_errors(void) {
+  Got g;
+  /* One wording for both binaries; the command's usage_error adds its own
+   * prefix. */
+  const char *a1[] = {"cmd", "--bogus", NULL};
+  T_EQ_INT(parse(a1, &g, RP_OPT_GO), 2);
+  T_EQ_STR(last_error, "cmd: unknown option '--bogus'");
+  const char *a2[] = {"cmd", "s.yaml", "--output", NULL};
+  T_EQ_INT(parse(a2, &g, RP_OPT_GO), 2);
+  T_EQ_STR(last_error, "cmd: option '--output' needs a value");
+  const char *a3[] = {"cmd", "-o", NULL};
+  T_EQ_INT(parse(a3, &g, RP_OPT_GO), 2);
+  T_EQ_STR(last_error, "cmd: option '-o' needs a value");
+  /* Whole names only; a flag takes no attached value. */
+  const char *a4[] = {"cmd", "--outputs=x", NULL};
+  T_EQ_INT(parse(a4, &g, RP_OPT_GO), 2);
+  T_EQ_STR(last_error, "cmd: unknown option '--outputs=x'");
+  const char *a5[] = {"cmd", "--quiet=1", NULL};
+  T_EQ_INT(parse(a5, &g, RP_OPT_GO), 2);
+  T_EQ_STR(last_error, "cmd: unknown option '--quiet=1'");
+  const char *a6[] = {"cmd", "a", "b", NULL};
+  T_EQ_INT(parse(a6, &g, RP_OPT_GO), 2);
+  T_EQ_STR(last_error, "cmd: expected one SPEC, got 'a' and 'b'");
+  /* The first error stops the parse: nothing after it is taken. */
+  const char *a7[] = {"cmd", "--bogus", "--node", "9", NULL};
+  T_EQ_INT(parse(a7, &g, RP_OPT_GO), 2);
+  T_EQ_INT(seen_node, -1);
+  T_EQ_INT(errors, 1);
+}
+
 int main(void) {
   T_RUN(test_kv_round_trip);
   T_RUN(test_kv_refused);
   T_RUN(test_copy_record);
+  T_RUN(test_opts_forms);
+  T_RUN(test_opts_handlers);
+  T_RUN(test_opts_errors);
   T_DONE();
 }

@@ -8,7 +8,7 @@
 - the plan library (meson.build's plan_src: util, outfile, the plan loader
   and the KV-map checker) needs libc only and no compiler stage;
 - the runtime links the plan library and nothing else of the compiler, and
-  includes only its public headers (util.h, outfile.h, plan.h).
+  includes only its public headers (util.h, outfile.h, opts.h, plan.h).
 """
 import pathlib
 import re
@@ -45,7 +45,7 @@ block = re.search(r"plan_src = files\((.*?)\)", meson, re.S)
 plan_files = re.findall(r"'compiler/([\w.]+\.c)'", block.group(1)) if block else []
 if not plan_files:
     fail("meson.build: no plan_src list (the plan library)")
-plan_headers = {"util.h", "outfile.h", "plan.h", "reshard.h", "diag.h", "rp_config.h"}
+plan_headers = {"util.h", "outfile.h", "opts.h", "plan.h", "reshard.h", "diag.h", "rp_config.h"}
 for name in plan_files:
     for i in includes(root / "compiler" / name):
         if i in ("jansson.h", "yaml.h", "ytree.h", "lua.h", "lauxlib.h", "lualib.h"):
@@ -57,7 +57,7 @@ for name in plan_files:
 deps = re.search(r"^runtime_deps = \[(.*?)\]", meson, re.M)
 if not deps or "rankplan_dep" in deps.group(1) or "plan_dep" not in deps.group(1):
     fail("meson.build: runtime_deps must link plan_dep and not the compiler library (rankplan_dep)")
-allowed_from_compiler = {"util.h", "outfile.h", "plan.h", "rp_config.h"}
+allowed_from_compiler = {"util.h", "outfile.h", "opts.h", "plan.h", "rp_config.h"}
 compiler_headers = {p.name for p in (root / "compiler").glob("*.h")}
 for f in sorted((root / "runtime").glob("*.[ch]")):
     for i in includes(f):
