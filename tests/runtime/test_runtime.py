@@ -288,7 +288,7 @@ def duplicate_node():
 
 # --- text from the store or a plan reaches the terminal escaped -----------------------
 @scenario("escapes")
-def escapes():
+def escape_test():
     """A hostile store client publishes a failure whose reason holds
     terminal escapes, a bell, a carriage return and a newline; a plan's pool
     name holds an escape. Everything rankrun prints (stderr, the text
@@ -384,7 +384,7 @@ def store_abuse():
 # --- stale shared-memory rings of killed launchers ---------------------------------
 @scenario("stale-rings", serial="kills a launcher and starts one that removes every dead launcher's rings "
                                 "in /dev/shm, other scenarios' included")
-def stale_rings():
+def stale_ring_test():
     """A launcher killed with SIGKILL leaves its ranks' rings in /dev/shm;
     the next launcher removes them at its start, recognising them by the
     owner's pid and start time in their names. Rings of a live launcher stay;
