@@ -1,293 +1,217 @@
 #!/usr/bin/env python3
-"""Multi-process tests of `rankrun`: CLI contract, example plans on the host
-backend, two launchers as two nodes (loopback, and two network namespaces
-where the machine allows it), shared fate on SIGKILL, SIGTERM forwarding,
-join timeout, port in use, duplicate node; hostile store clients (pipelined
-GETs, idle connections in every slot, escapes in published text), stale
-shared-memory rings of a killed launcher, damaged kv_reshard maps.
+"""Multi-process tests of `rankrun`, as named scenarios: CLI contract,
+example plans on the host backend, two launchers as two nodes (loopback, and
+two network namespaces where the machine allows it), shared fate on SIGKILL,
+SIGTERM forwarding, join timeout, port in use, duplicate node; hostile store
+clients (pipelined GETs, idle connections in every slot, escapes in
+published text), stale shared-memory rings of a killed launcher, damaged
+kv_reshard maps, KV transfers on both KV paths, the calibration loop, and
+the nccl backend on the stand-in CUDA runtime and NCCL (tests/fakegpu).
 
-Plans are compiled at test time with $RANKPLAN from plans/examples/*.yaml
-and tests/runtime/*.yaml. Plans with more than 16 ranks are not run here
-(every rank is a process on this machine)."""
+  test_runtime.py --list              the scenarios, one a line
+  test_runtime.py --scenario NAME...  run those (tests/meson.build registers
+                                      one meson test per scenario)
+  test_runtime.py --all               every scenario, one after another
+  test_runtime.py --check-list NAME:P...  the names and parallel flags
+                                      (1 or 0) meson registers match these
+
+Each scenario compiles its plans at test time with $RANKPLAN from
+plans/examples/*.yaml and tests/runtime/*.yaml into its own temporary
+directory, takes its rendezvous ports from the OS, and ends with a line
+`N passed, M failed`. Plans with more than 16 ranks are not run on the host
+backend's preflight here (every rank is a process on this machine).
+Helpers: rtlib.py."""
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-RR = os.environ["RANKRUN"]
-RP = os.environ["RANKPLAN"]
-SRC = os.environ["SRCROOT"]
-MAX_RANKS = 16
-fails = 0
-TMP = tempfile.mkdtemp(prefix="rankrun-test-")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rtlib  # noqa: E402
+from rtlib import (AGG, CTL, DCP, GROUPED, KV_MAX_RANKS, MAX_RANKS, PD, RP, RR, RRF, SMALL, SRC,  # noqa: E402
+                   Launcher, alive, check, compile_plan, decode_cells, examples, fake_env, fake_nodes,
+                   fakegpu_section, free_port, launch0, load_json, need_plan, proc_start, rings_of,
+                   rss_kib, run, run_nodes, run_nodes_grouped, skip, start_nodes, store_frame,
+                   store_request, tmp, write_json)
+
+SCENARIOS = {}
 
 
-def check(cond, what, detail=""):
-    global fails
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        fails += 1
-        if detail:
-            print("     " + str(detail).replace("\n", "\n     ")[:4000])
+def scenario(name, serial=None):
+    """Registers a scenario. serial: why it cannot run next to others
+    (meson's is_parallel: false), or None."""
+    def reg(fn):
+        SCENARIOS[name] = (fn, serial)
+        return fn
+    return reg
 
 
-def skip(what, why):
-    print(f"skip {what}: {why}")
-
-
-def run(*args, timeout=120, **kw):
-    return subprocess.run([RR, *args], capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def write_json(obj, name):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        json.dump(obj, f)
-    return path
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def compile_plan(spec):
-    out = os.path.join(TMP, os.path.basename(spec).replace(".yaml", ".json"))
-    p = subprocess.run([RP, "compile", spec, "-o", out], capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        return None, p.stderr
-    return out, ""
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose; its parent reaps it.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-class Launcher:
-    """One `rankrun PLAN --node N` process whose stderr is read as it comes,
-    so that the test can wait for "preflight ok" lines and learn rank pids."""
-
-    def __init__(self, plan, node, port, *extra, prefix=()):
-        self.report = os.path.join(TMP, f"report-{os.path.basename(plan)}-{node}-{port}.json")
-        args = [*prefix, RR, plan, "--node", str(node), "--rendezvous", f"127.0.0.1:{port}",
-                "--report", self.report, *extra]
-        self.t0 = time.monotonic()
-        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.err = []
-        self.out = ""
-        self.pids = {}
-        self.ready = set()
-        self.cv = threading.Condition()
-        self.th = threading.Thread(target=self._read, daemon=True)
-        self.th.start()
-        self.th2 = threading.Thread(target=self._read_out, daemon=True)
-        self.th2.start()
-
-    def _read(self):
-        for line in self.p.stderr:
-            with self.cv:
-                self.err.append(line)
-                w = line.split()
-                if "started rank" in line:
-                    self.pids[int(w[-3])] = int(w[-1])
-                if "preflight ok" in line:
-                    self.ready.add(int(w[2].rstrip(":")))
-                self.cv.notify_all()
-
-    def _read_out(self):
-        self.out = self.p.stdout.read()
-
-    def wait_ready(self, n, timeout=60):
-        with self.cv:
-            return self.cv.wait_for(lambda: len(self.ready) >= n, timeout)
-
-    def wait(self, timeout=120):
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-        self.elapsed = time.monotonic() - self.t0
-        self.th.join(5)
-        self.th2.join(5)
-        return rc
-
-    def stderr(self):
-        return "".join(self.err)
-
-    def load_report(self):
-        try:
-            with open(self.report) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
-
-
-def run_nodes(plan, nnodes, *extra, port=None):
-    port = port or free_port()
-    ls = [Launcher(plan, n, port, *extra) for n in range(nnodes)]
-    rcs = [l.wait() for l in ls]
-    return ls, rcs
+KV = ["--requests", "3", "--input-tokens", "32", "--host-memory-scale", "0.0002", "--quiet"]
 
 
 # --- CLI contract --------------------------------------------------------------
-p = run("--help")
-check(p.returncode == 0 and "usage: rankrun" in p.stdout and "--rendezvous" in p.stdout, "rankrun --help")
-p = run("--version")
-check(p.returncode == 0 and p.stdout.startswith("rankrun "), "rankrun --version")
-p = run()
-check(p.returncode == 2, "no arguments exits 2", p.stderr)
-p = run("x.json", "--bogus")
-check(p.returncode == 2 and "unknown option" in p.stderr, "unknown option exits 2", p.stderr)
-p = run("/nonexistent/plan.json", "--node", "0")
-check(p.returncode == 2 and "/nonexistent/plan.json" in p.stderr, "unreadable plan exits 2 and names it", p.stderr)
-bad = os.path.join(TMP, "bad.json")
-with open(bad, "w") as f:
-    f.write('{"format": "rankplan.plan/1", "world_size": "four"}')
-p = run(bad, "--node", "0")
-check(p.returncode == 1 and "bad plan" in p.stderr, "invalid plan exits 1", p.stderr)
+@scenario("cli")
+def cli():
+    p = run("--help")
+    check(p.returncode == 0 and "usage: rankrun" in p.stdout and "--rendezvous" in p.stdout, "rankrun --help")
+    p = run("--version")
+    check(p.returncode == 0 and p.stdout.startswith("rankrun "), "rankrun --version")
+    p = run()
+    check(p.returncode == 2, "no arguments exits 2", p.stderr)
+    p = run("x.json", "--bogus")
+    check(p.returncode == 2 and "unknown option" in p.stderr, "unknown option exits 2", p.stderr)
+    p = run("/nonexistent/plan.json", "--node", "0")
+    check(p.returncode == 2 and "/nonexistent/plan.json" in p.stderr, "unreadable plan exits 2 and names it", p.stderr)
+    bad = os.path.join(tmp(), "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"format": "rankplan.plan/1", "world_size": "four"}')
+    p = run(bad, "--node", "0")
+    check(p.returncode == 1 and "bad plan" in p.stderr, "invalid plan exits 1", p.stderr)
 
-small, err = compile_plan(os.path.join(SRC, "tests/runtime/two-node-small.yaml"))
-if not small:
-    check(False, "compile tests/runtime/two-node-small.yaml", err)
-    sys.exit(1)
-agg, err = compile_plan(os.path.join(SRC, "plans/examples/llama-3.1-8b-agg.yaml"))
+    small = need_plan(SMALL, "compile tests/runtime/two-node-small.yaml")
+    # Port 1 is never reached: each of these is refused before the store.
+    p = run(small, "--node", "5", "--rendezvous", "127.0.0.1:1")
+    check(p.returncode == 2 and "node 5" in p.stderr, "node out of range exits 2", p.stderr)
+    p = run(small, "--node", "0")
+    check(p.returncode == 2 and "--rendezvous" in p.stderr, "multi-node plan without --rendezvous exits 2", p.stderr)
+    p = run(small, "--node", "0", "--rendezvous", "nocolon")
+    check(p.returncode == 2, "bad --rendezvous exits 2", p.stderr)
+    p = run(small, "--node", "0", "--backend", "carrier-pigeon")
+    check(p.returncode == 2 and "unknown backend" in p.stderr, "unknown backend exits 2", p.stderr)
+    p = run(small, "--node", "0", "--rendezvous", "127.0.0.1:1", "--probe", "x", "--probe-copy-bytes", "100")
+    check(p.returncode == 2 and "--probe-copy-bytes `100`" in p.stderr, "a too small --probe-copy-bytes exits 2",
+          p.stderr)
+    p = run(small, "--node", "0", "--rendezvous", "127.0.0.1:1", "--probe-copy-bytes", "1048576")
+    check(p.returncode == 2 and "needs --probe" in p.stderr, "--probe-copy-bytes without --probe exits 2", p.stderr)
 
-p = run(small, "--node", "5", "--rendezvous", "127.0.0.1:1")
-check(p.returncode == 2 and "node 5" in p.stderr, "node out of range exits 2", p.stderr)
-p = run(small, "--node", "0")
-check(p.returncode == 2 and "--rendezvous" in p.stderr, "multi-node plan without --rendezvous exits 2", p.stderr)
-p = run(small, "--node", "0", "--rendezvous", "nocolon")
-check(p.returncode == 2, "bad --rendezvous exits 2", p.stderr)
-p = run(small, "--node", "0", "--backend", "carrier-pigeon")
-check(p.returncode == 2 and "unknown backend" in p.stderr, "unknown backend exits 2", p.stderr)
-p = run(small, "--node", "0", "--rendezvous", "127.0.0.1:1", "--probe", "x", "--probe-copy-bytes", "100")
-check(p.returncode == 2 and "--probe-copy-bytes `100`" in p.stderr, "a too small --probe-copy-bytes exits 2", p.stderr)
-p = run(small, "--node", "0", "--rendezvous", "127.0.0.1:1", "--probe-copy-bytes", "1048576")
-check(p.returncode == 2 and "needs --probe" in p.stderr, "--probe-copy-bytes without --probe exits 2", p.stderr)
 
 # --- dry run ---------------------------------------------------------------------
-p = run(small, "--node", "1", "--rendezvous", "10.0.0.1:29400", "--dry-run")
-lines = [l for l in p.stdout.splitlines() if l.startswith("would start rank")]
-check(p.returncode == 0 and len(lines) == 2 and "RANK=2 LOCAL_RANK=0 WORLD_SIZE=4" in lines[0]
-      and "RANK=3 LOCAL_RANK=1 WORLD_SIZE=4" in lines[1], "dry run lists node 1's ranks and their env", p.stdout)
-check("rendezvous store" not in p.stdout, "dry run of node 1 starts no store", p.stdout)
-p = run(small, "--node", "0", "--rendezvous", "10.0.0.1:29400", "--dry-run", "--backend", "nccl")
-if p.returncode == 0:
-    check("CUDA_VISIBLE_DEVICES=0" in p.stdout and "CUDA_VISIBLE_DEVICES=1" in p.stdout
-          and "rendezvous store on 10.0.0.1:29400" in p.stdout, "dry run with nccl binds devices", p.stdout)
-else:
-    skip("dry run with nccl", "this build has no nccl backend")
+@scenario("dry-run")
+def dry_run():
+    small = need_plan(SMALL)
+    p = run(small, "--node", "1", "--rendezvous", "10.0.0.1:29400", "--dry-run")
+    lines = [l for l in p.stdout.splitlines() if l.startswith("would start rank")]
+    check(p.returncode == 0 and len(lines) == 2 and "RANK=2 LOCAL_RANK=0 WORLD_SIZE=4" in lines[0]
+          and "RANK=3 LOCAL_RANK=1 WORLD_SIZE=4" in lines[1], "dry run lists node 1's ranks and their env", p.stdout)
+    check("rendezvous store" not in p.stdout, "dry run of node 1 starts no store", p.stdout)
+    p = run(small, "--node", "0", "--rendezvous", "10.0.0.1:29400", "--dry-run", "--backend", "nccl")
+    if p.returncode == 0:
+        check("CUDA_VISIBLE_DEVICES=0" in p.stdout and "CUDA_VISIBLE_DEVICES=1" in p.stdout
+              and "rendezvous store on 10.0.0.1:29400" in p.stdout, "dry run with nccl binds devices", p.stdout)
+    else:
+        skip("dry run with nccl", "this build has no nccl backend")
+
 
 # --- nccl backend on a machine without a GPU: a clean failure ------------------------
-p = run(small, "--node", "0", "--rendezvous", "127.0.0.1:0", "--dry-run", "--backend", "nccl")
-if p.returncode == 0 and not shutil.which("nvidia-smi"):
-    p = run(agg, "--node", "0", "--backend", "nccl", "--timeout", "5")
-    check(p.returncode == 3 and "no CUDA device is visible" in p.stderr and "exit code 1" in p.stdout,
-          "nccl backend without a GPU: exit 3, the reason named", p.stderr + p.stdout)
-else:
-    skip("nccl without a GPU", "no nccl backend in this build, or a GPU is present (tests/gpu/check_nccl.sh)")
+@scenario("nccl-no-gpu")
+def nccl_no_gpu():
+    small = need_plan(SMALL)
+    agg = need_plan(AGG)
+    p = run(small, "--node", "0", "--rendezvous", "127.0.0.1:0", "--dry-run", "--backend", "nccl")
+    if p.returncode == 0 and not shutil.which("nvidia-smi"):
+        p = run(agg, "--node", "0", "--backend", "nccl", "--timeout", "5")
+        check(p.returncode == 3 and "no CUDA device is visible" in p.stderr and "exit code 1" in p.stdout,
+              "nccl backend without a GPU: exit 3, the reason named", p.stderr + p.stdout)
+    else:
+        skip("nccl without a GPU", "no nccl backend in this build, or a GPU is present (tests/gpu/check_nccl.sh)")
+
 
 # --- example plans on the host backend --------------------------------------------
-kinds_seen = set()
-examples = sorted(f for f in os.listdir(os.path.join(SRC, "plans/examples")) if f.endswith(".yaml"))
-for ex in examples + ["../../tests/runtime/two-node-small.yaml"]:
-    plan, err = compile_plan(os.path.join(SRC, "plans/examples", ex))
-    if not plan:
-        check(False, f"compile {ex}", err)
-        continue
-    with open(plan) as f:
-        pj = json.load(f)
-    if pj["world_size"] > MAX_RANKS:
-        skip(f"run {ex}", f"{pj['world_size']} ranks, over the {MAX_RANKS} processes this test starts")
-        continue
-    kinds = sorted({g["kind"] for g in pj["groups"]})
-    ls, rcs = run_nodes(plan, len(pj["nodes"]), "--quiet", "--preflight-bytes", "65536")
-    reps = [l.load_report() for l in ls]
-    ok = all(rc == 0 for rc in rcs) and all(r and r["status"] == "ok" for r in reps)
-    check(ok, f"{ex}: {pj['world_size']} ranks on {len(pj['nodes'])} node(s) run and exit 0",
-          "\n".join(l.stderr() + l.out for l in ls))
-    if not ok:
-        continue
-    r = reps[0]
-    groups = r["preflight"]["groups"]
-    check(len(groups) == len(pj["groups"]) and all(g["checked"] and g["ok"] for g in groups),
-          f"{ex}: every group's all-reduce of rank ids is right ({len(groups)} groups)")
-    check(sorted(r["preflight"]["by_kind"]) == kinds, f"{ex}: report lists every group kind ({', '.join(kinds)})")
-    multi = [g for g in groups if g["ranks"] > 1]
-    check(all(g["busbw_gbs"] > 0 and g["bytes"] == 65536 for g in multi),
-          f"{ex}: bandwidth measured on every group of 2+ ranks")
-    kinds_seen |= set(kinds)
-    with open(ls[0].report + ".txt") as f:
-        txt = f.read()
-    check("status: ok" in txt and "preflight" in txt, f"{ex}: text report written")
-check(len(kinds_seen) >= 10, f"host backend ran {len(kinds_seen)} group kinds: {', '.join(sorted(kinds_seen))}")
+@scenario("examples")
+def examples_host():
+    kinds_seen = set()
+    for ex in examples() + ["../../tests/runtime/two-node-small.yaml"]:
+        plan, err = compile_plan(os.path.join("plans/examples", ex))
+        if not plan:
+            check(False, f"compile {ex}", err)
+            continue
+        pj = load_json(plan)
+        if pj["world_size"] > MAX_RANKS:
+            skip(f"run {ex}", f"{pj['world_size']} ranks, over the {MAX_RANKS} processes this test starts")
+            continue
+        kinds = sorted({g["kind"] for g in pj["groups"]})
+        ls, rcs = run_nodes(plan, len(pj["nodes"]), "--quiet", "--preflight-bytes", "65536")
+        reps = [l.load_report() for l in ls]
+        ok = all(rc == 0 for rc in rcs) and all(r and r["status"] == "ok" for r in reps)
+        check(ok, f"{ex}: {pj['world_size']} ranks on {len(pj['nodes'])} node(s) run and exit 0",
+              "\n".join(l.stderr() + l.out for l in ls))
+        if not ok:
+            continue
+        r = reps[0]
+        groups = r["preflight"]["groups"]
+        check(len(groups) == len(pj["groups"]) and all(g["checked"] and g["ok"] for g in groups),
+              f"{ex}: every group's all-reduce of rank ids is right ({len(groups)} groups)")
+        check(sorted(r["preflight"]["by_kind"]) == kinds, f"{ex}: report lists every group kind ({', '.join(kinds)})")
+        multi = [g for g in groups if g["ranks"] > 1]
+        check(all(g["busbw_gbs"] > 0 and g["bytes"] == 65536 for g in multi),
+              f"{ex}: bandwidth measured on every group of 2+ ranks")
+        kinds_seen |= set(kinds)
+        with open(ls[0].report + ".txt") as f:
+            txt = f.read()
+        check("status: ok" in txt and "preflight" in txt, f"{ex}: text report written")
+    check(len(kinds_seen) >= 10, f"host backend ran {len(kinds_seen)} group kinds: {', '.join(sorted(kinds_seen))}")
+
 
 # The same-host path: shared-memory rings (default) against TCP only.
-if agg:
+@scenario("host-shm-tcp")
+def host_shm_tcp():
+    agg = need_plan(AGG)
     for shm in ("1", "0"):
         p = subprocess.run([RR, agg, "--node", "0", "--quiet", "--preflight-bytes", "262144"],
                            capture_output=True, text=True, timeout=120, env=dict(os.environ, RANKRUN_HOST_SHM=shm))
         check(p.returncode == 0 and "world      1/1 groups ok" in p.stdout,
               f"llama-3.1-8b-agg with RANKRUN_HOST_SHM={shm}: every group right", p.stdout + p.stderr)
 
+
 # --- shared fate: SIGKILL of a rank mid-collective ------------------------------------
-for victim_rank in (3, 0):
-    port = free_port()
-    ls = [Launcher(small, n, port, "--soak", "60", "--grace", "1") for n in range(2)]
-    ready = all(l.wait_ready(2) for l in ls)
-    check(ready, f"kill rank {victim_rank}: all ranks reached the soak", "".join(l.stderr() for l in ls))
-    pids = {**ls[0].pids, **ls[1].pids}
-    time.sleep(0.5)
-    t_kill = time.monotonic()
-    os.kill(pids[victim_rank], signal.SIGKILL)
-    rcs = [l.wait(60) for l in ls]
-    t_all = time.monotonic() - t_kill
-    left = [p for p in pids.values() if alive(p)]
-    check(rcs == [3, 3], f"kill rank {victim_rank}: both launchers exit 3", rcs)
-    # Deadline: one store poll (0.1 s) + grace (1 s) + process start-up slack.
-    check(t_all < 6.0, f"kill rank {victim_rank}: every node stopped within the deadline ({t_all:.2f} s)")
-    check(not left, f"kill rank {victim_rank}: no rank process left", left)
-    job = (ls[0].load_report() or {}).get("job")
-    rings = [f for f in os.listdir("/dev/shm") if job and f.startswith(f"rankrun-{job}-")] \
-        if os.path.isdir("/dev/shm") else []
-    check(bool(job) and not rings, f"kill rank {victim_rank}: no shared-memory ring of the run left", rings)
-    for l in ls:
-        r = l.load_report()
-        f = r and r["first_failure"]
-        check(bool(f) and f["rank"] == victim_rank and f["node"] == victim_rank // 2 and f["signal"] == 9
-              and f["signal_name"] == "KILL",
-              f"kill rank {victim_rank}: node {ls.index(l)}'s report names rank {victim_rank}, node "
-              f"{victim_rank // 2}, SIGKILL", json.dumps(f))
-        with open(l.report + ".txt") as tf:
-            txt = tf.read()
-        check(f"first failure: rank {victim_rank} on node {victim_rank // 2}, killed by signal 9" in txt,
-              f"kill rank {victim_rank}: node {ls.index(l)}'s text report names it", txt)
+@scenario("kill-rank", serial="asserts a stop deadline (6 s) that other scenarios' load on the CPUs would stretch")
+def kill_rank():
+    small = need_plan(SMALL)
+    for victim_rank in (3, 0):
+        ls = start_nodes(small, 2, "--soak", "60", "--grace", "1")
+        ready = all(l.wait_ready(2) for l in ls)
+        check(ready, f"kill rank {victim_rank}: all ranks reached the soak", "".join(l.stderr() for l in ls))
+        pids = {**ls[0].pids, **ls[1].pids}
+        time.sleep(0.5)
+        t_kill = time.monotonic()
+        os.kill(pids[victim_rank], signal.SIGKILL)
+        rcs = [l.wait(60) for l in ls]
+        t_all = time.monotonic() - t_kill
+        left = [p for p in pids.values() if alive(p)]
+        check(rcs == [3, 3], f"kill rank {victim_rank}: both launchers exit 3", rcs)
+        # Deadline: one store poll (0.1 s) + grace (1 s) + process start-up slack.
+        check(t_all < 6.0, f"kill rank {victim_rank}: every node stopped within the deadline ({t_all:.2f} s)")
+        check(not left, f"kill rank {victim_rank}: no rank process left", left)
+        job = (ls[0].load_report() or {}).get("job")
+        rings = [f for f in os.listdir("/dev/shm") if job and f.startswith(f"rankrun-{job}-")] \
+            if os.path.isdir("/dev/shm") else []
+        check(bool(job) and not rings, f"kill rank {victim_rank}: no shared-memory ring of the run left", rings)
+        for l in ls:
+            r = l.load_report()
+            f = r and r["first_failure"]
+            check(bool(f) and f["rank"] == victim_rank and f["node"] == victim_rank // 2 and f["signal"] == 9
+                  and f["signal_name"] == "KILL",
+                  f"kill rank {victim_rank}: node {ls.index(l)}'s report names rank {victim_rank}, node "
+                  f"{victim_rank // 2}, SIGKILL", json.dumps(f))
+            with open(l.report + ".txt") as tf:
+                txt = tf.read()
+            check(f"first failure: rank {victim_rank} on node {victim_rank // 2}, killed by signal 9" in txt,
+                  f"kill rank {victim_rank}: node {ls.index(l)}'s text report names it", txt)
+
 
 # --- SIGTERM to a launcher: forwarded, then SIGKILL after the grace period ------------
-if agg:
+@scenario("sigterm", serial="asserts the forwarding time (under 3 s, and the 1 s grace) on a loaded machine")
+def sigterm():
+    agg = need_plan(AGG, "compile llama-3.1-8b-agg for the sigterm test")
     for ignore in (False, True):
         extra = ["--soak", "60", "--grace", "1"] + (["--test-ignore-sigterm"] if ignore else [])
-        l = Launcher(agg, 0, free_port(), *extra)
+        l = launch0(agg, *extra)
         check(l.wait_ready(8), "sigterm: 8 ranks reached the soak", l.stderr())
         t0 = time.monotonic()
         l.p.send_signal(signal.SIGTERM)
@@ -306,78 +230,75 @@ if agg:
         f = r.get("first_failure") or {}
         check(f.get("node") == 0 and f.get("signal") == 15 and f.get("rank") is None,
               f"sigterm ({what}): report names the launcher's signal", f)
-else:
-    check(False, "compile llama-3.1-8b-agg for the sigterm test", err)
+
 
 # --- a peer that never arrives --------------------------------------------------------
-l = Launcher(small, 0, free_port(), "--timeout", "3")
-rc = l.wait(30)
-r = l.load_report() or {}
-f = r.get("first_failure") or {}
-check(rc == 3 and f.get("node") == 1 and "never joined" in f.get("reason", ""),
-      "missing node 1: node 0 exits 3 naming node 1", (rc, f, l.stderr()))
-check(2.0 <= l.elapsed <= 4.5, f"missing node 1: fails at the 3 s join timeout, within 1 s ({l.elapsed:.2f} s)")
-# Its ranks never started: the text report says so, with no pid 0.
-check("not started" in l.out and "pid 0" not in l.out and "not reaped" not in l.out,
-      "missing node 1: ranks that never started are reported as not started", l.out)
+@scenario("join-timeout", serial="asserts the join timeout to within 1 s and a prompt stop on SIGTERM")
+def join_timeout():
+    small = need_plan(SMALL)
+    l = launch0(small, "--timeout", "3")
+    rc = l.wait(30)
+    r = l.load_report() or {}
+    f = r.get("first_failure") or {}
+    check(rc == 3 and f.get("node") == 1 and "never joined" in f.get("reason", ""),
+          "missing node 1: node 0 exits 3 naming node 1", (rc, f, l.stderr()))
+    check(2.0 <= l.elapsed <= 4.5, f"missing node 1: fails at the 3 s join timeout, within 1 s ({l.elapsed:.2f} s)")
+    # Its ranks never started: the text report says so, with no pid 0.
+    check("not started" in l.out and "pid 0" not in l.out and "not reaped" not in l.out,
+          "missing node 1: ranks that never started are reported as not started", l.out)
 
-# SIGTERM while waiting for a node that never comes: the launcher stops at once.
-l = Launcher(small, 0, free_port(), "--timeout", "30")
-time.sleep(1.0)
-t0 = time.monotonic()
-l.p.send_signal(signal.SIGTERM)
-rc = l.wait(30)
-f = (l.load_report() or {}).get("first_failure") or {}
-check(rc == 3 and time.monotonic() - t0 < 3.0 and f.get("signal") == 15,
-      "sigterm during the join: exit 3 at once, not at the join timeout", (rc, f))
+    # SIGTERM while waiting for a node that never comes: the launcher stops at once.
+    l = launch0(small, "--timeout", "30")
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    l.p.send_signal(signal.SIGTERM)
+    rc = l.wait(30)
+    f = (l.load_report() or {}).get("first_failure") or {}
+    check(rc == 3 and time.monotonic() - t0 < 3.0 and f.get("signal") == 15,
+          "sigterm during the join: exit 3 at once, not at the join timeout", (rc, f))
+
 
 # --- port already in use ----------------------------------------------------------------
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(1)
-busy = s.getsockname()[1]
-p = run(small, "--node", "0", "--rendezvous", f"127.0.0.1:{busy}", "--timeout", "5")
-s.close()
-check(p.returncode == 3 and f"127.0.0.1:{busy}` is already in use" in p.stderr,
-      "rendezvous port in use: exit 3 with a clear message", p.stderr)
+@scenario("port-in-use")
+def port_in_use():
+    small = need_plan(SMALL)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    busy = s.getsockname()[1]
+    p = run(small, "--node", "0", "--rendezvous", f"127.0.0.1:{busy}", "--timeout", "5")
+    s.close()
+    check(p.returncode == 3 and f"127.0.0.1:{busy}` is already in use" in p.stderr,
+          "rendezvous port in use: exit 3 with a clear message", p.stderr)
+
 
 # --- duplicate node -------------------------------------------------------------------------
-port = free_port()
-l0 = Launcher(small, 0, port, "--soak", "3")
-l1 = Launcher(small, 1, port, "--soak", "3")
-l1.wait_ready(2)
-dup = run(small, "--node", "1", "--rendezvous", f"127.0.0.1:{port}", "--timeout", "5")
-rc0, rc1 = l0.wait(), l1.wait()
-check(dup.returncode == 3 and "duplicate node 1" in dup.stderr, "duplicate node: the second node 1 exits 3",
-      dup.stderr)
-check(rc0 == 0 and rc1 == 0, "duplicate node: the deployment it tried to join is unharmed", (rc0, rc1))
+@scenario("duplicate-node")
+def duplicate_node():
+    small = need_plan(SMALL)
+    l0, l1 = start_nodes(small, 2, "--soak", "3")
+    port = l0.port
+    l1.wait_ready(2)
+    dup = run(small, "--node", "1", "--rendezvous", f"127.0.0.1:{port}", "--timeout", "5")
+    rc0, rc1 = l0.wait(), l1.wait()
+    check(dup.returncode == 3 and "duplicate node 1" in dup.stderr, "duplicate node: the second node 1 exits 3",
+          dup.stderr)
+    check(rc0 == 0 and rc1 == 0, "duplicate node: the deployment it tried to join is unharmed", (rc0, rc1))
+
 
 # --- text from the store or a plan reaches the terminal escaped -----------------------
-def store_frame(op, key, val=b""):
-    body = bytes([op]) + len(key).to_bytes(2, "big") + key + val
-    return len(body).to_bytes(4, "big") + body
-
-
-def store_request(port, op, key, val=b""):
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(store_frame(op, key, val))
-        hdr = s.recv(5)
-        return hdr[4] if len(hdr) == 5 else None
-
-
-CTL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
-
-
+@scenario("escapes")
 def escape_test():
     """A hostile store client publishes a failure whose reason holds
     terminal escapes, a bell, a carriage return and a newline; a plan's pool
     name holds an escape. Everything rankrun prints (stderr, the text
     report, its file) shows them as \\xNN and holds no control character
     but the line ends."""
+    agg, _ = compile_plan(AGG)
     if not agg:
         return skip("escapes", "llama-3.1-8b-agg did not compile")
-    port = free_port()
-    l = Launcher(agg, 0, port, "--soak", "60", "--preflight-bytes", "65536")
+    l = launch0(agg, "--soak", "60", "--preflight-bytes", "65536")
+    port = l.port
     ready = l.wait_ready(8)
     evil = "0 0 1 0 \x1b[2J\x1b]0;owned\x07\rforged\nrankrun: fake line\xc2\x9b31m"
     st = store_request(port, 2, b"fail", evil.encode())
@@ -398,7 +319,7 @@ def escape_test():
         pool = json.load(f)["ranks"][0]["pool"]
         f.seek(0)
         text = f.read().replace(json.dumps(pool), json.dumps("p\x1b[31mool"))
-    path = os.path.join(TMP, "agg-escape.json")
+    path = os.path.join(tmp(), "agg-escape.json")
     with open(path, "w") as f:
         f.write(text)
     p = run(path, "--node", "0", "--dry-run")
@@ -406,27 +327,25 @@ def escape_test():
           "escapes: a plan's pool name is printed escaped (dry run)", (p.returncode, p.stdout[-500:], p.stderr[-500:]))
 
 
-escape_test()
+def store_request_safe(port):
+    try:
+        return store_request(port, 3, b"abuse/probe")
+    except OSError:
+        return None
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
-
-
-def store_abuse_test():
+@scenario("store-abuse", serial="measures the launcher's RSS and holds 1,024 connections to its store")
+def store_abuse():
     """Against node 0's store while it waits for node 1: a client that stores
     a 1 MiB value and pipelines 1,500 GETs of it without reading is dropped,
     and the launcher's memory does not grow by the 1.5 GB those GETs asked
     for; then 1,024 connections that each sent one valid request and went
     quiet hold every slot, and node 1 still joins and the deployment runs."""
+    small, _ = compile_plan(SMALL)
     if not small:
         return skip("store abuse", "two-node-small did not compile")
-    port = free_port()
-    l0 = Launcher(small, 0, port, "--timeout", "30", "--quiet")
+    l0 = launch0(small, "--timeout", "30", "--quiet")
+    port = l0.port
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and store_request_safe(port) is None:
         time.sleep(0.1)
@@ -462,35 +381,19 @@ def store_abuse_test():
           (rcs, l0.stderr()[-1500:], l1.stderr()[-1500:]))
 
 
-def store_request_safe(port):
-    try:
-        return store_request(port, 3, b"abuse/probe")
-    except OSError:
-        return None
-
-
-store_abuse_test()
-
 # --- stale shared-memory rings of killed launchers ---------------------------------
-def proc_start(pid):
-    """Start time of pid in clock ticks since boot (/proc/PID/stat field 22)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[19])
-
-
-def rings_of(pid):
-    return [n for n in os.listdir("/dev/shm") if re.fullmatch(rf"rankrun-[0-9a-f]{{16}}-{pid}-\d+-\d+-\d+", n)]
-
-
+@scenario("stale-rings", serial="kills a launcher and starts one that removes every dead launcher's rings "
+                                "in /dev/shm, other scenarios' included")
 def stale_ring_test():
     """A launcher killed with SIGKILL leaves its ranks' rings in /dev/shm;
     the next launcher removes them at its start, recognising them by the
     owner's pid and start time in their names. Rings of a live launcher stay;
     a ring whose pid is alive but started at another time (a reused pid) or
     whose pid is gone is removed; names of another form are left alone."""
+    agg, _ = compile_plan(AGG)
     if not agg:
         return skip("stale rings", "llama-3.1-8b-agg did not compile")
-    l = Launcher(agg, 0, free_port(), "--soak", "60", "--preflight-bytes", "65536")
+    l = launch0(agg, "--soak", "60", "--preflight-bytes", "65536")
     ready = l.wait_ready(8)
     left = rings_of(l.p.pid)
     check(ready and len(left) > 0, f"stale rings: a running launcher's rings carry its pid ({len(left)})",
@@ -528,65 +431,75 @@ def stale_ring_test():
           exists)
 
 
-stale_ring_test()
-
 # --- KV pools and verified KV-reshard transfers (issue 9) ------------------------------------
-pd, err = compile_plan(os.path.join(SRC, "tests/runtime/pd-small.yaml"))
-check(bool(pd), "compile tests/runtime/pd-small.yaml", err)
-KV = ["--requests", "3", "--input-tokens", "32", "--host-memory-scale", "0.0002", "--quiet"]
-if pd:
-    with open(pd) as f:
-        pdj = json.load(f)
+def pd_plan():
+    pd, err = compile_plan(PD)
+    check(bool(pd), "compile tests/runtime/pd-small.yaml", err)
+    if not pd:
+        raise rtlib.Abort()
+    return pd
+
+
+@scenario("kv-pd")
+def kv_pd():
+    pd = pd_plan()
+    pdj = load_json(pd)
     ls, rcs = run_nodes(pd, 2, *KV)
     reps = [l.load_report() for l in ls]
     check(rcs == [0, 0] and all(r and r["kv"] for r in reps), "pd: 3 requests moved and verified, both nodes exit 0",
           "\n".join(l.stderr() + l.out for l in ls))
-    if rcs == [0, 0]:
-        kv = reps[0]["kv"]
-        # Every decode rank owns 32 layers x 2 of 8 kv heads x 32 tokens per request (tp 4).
-        want_cells = 3 * 4 * 32 * 2 * 32
-        per_req = sum(x["bytes_per_token"] * 32 for x in pdj["kv_reshard"][0]["transfers"])
-        check(kv["cells_verified"] == want_cells, f"pd: every owned cell verified ({kv['cells_verified']})")
-        check([x["bytes"] for x in kv["per_request"]] == [per_req] * 3,
-              f"pd: per-request bytes match kv_reshard ({per_req} bytes)", kv["per_request"])
-        links = kv["links"]
-        check(links["same_node"]["bytes"] + links["cross_node"]["bytes"] == 3 * per_req
-              and links["cross_node"]["bytes"] > 0 and links["same_node"]["bytes"] > 0,
-              "pd: bytes split by link class (same node, cross node)", links)
-        mem = {m["rank"]: m for m in kv["memory"]}
-        for r in pdj["ranks"]:
-            if r["node"] != 0:
-                continue
-            m = mem.get(r["rank"])
-            planned_kv = r["kv"]["blocks"] * r["kv"]["block_tokens"] * r["kv"]["bytes_per_token"]
-            ok = m and m["planned_kv"] == planned_kv and m["planned_weights"] == r["memory"]["weights"] \
-                and abs(m["allocated_kv"] - planned_kv * 0.0002) <= 4096
-            check(bool(ok), f"pd: rank {r['rank']} allocated its ledger at scale 0.0002", m)
-        with open(ls[0].report + ".txt") as f:
-            txt = f.read()
-        check("host memory scaled by 0.0002" in txt, "pd: the text report says the memory was scaled")
-        # Per request, GB/s per link class: the request's bytes split into
-        # same node and cross node, each with its own figure, in JSON and text.
-        rl = [x.get("links", {}) for x in kv["per_request"]]
-        check(all(l["same_node"]["bytes"] + l["cross_node"]["bytes"] == per_req
-                  and l["same_node"]["bytes"] > 0 and l["cross_node"]["bytes"] > 0
-                  and l["same_node"]["gbs"] > 0 and l["cross_node"]["gbs"] > 0 for l in rl),
-              "pd: per-request bytes and GB/s per link class", rl)
-        check(sum(l["same_node"]["bytes"] for l in rl) == links["same_node"]["bytes"]
-              and sum(l["cross_node"]["bytes"] for l in rl) == links["cross_node"]["bytes"],
-              "pd: per-request link bytes add up to the totals", (rl, links))
-        check(kv.get("transfer_path") == "per message" and kv.get("reference") == "memcpy",
-              "pd: the host backend sends one message at a time, against memcpy", kv)
-        # CPU accounting of the KV phase (Linux schedstat): every rank ran,
-        # and the wait share is a fraction.
-        cpu = kv.get("cpu") or {}
-        check(cpu.get("run_s", 0) > 0 and cpu.get("runq_wait_s", -1) >= 0
-              and 0 <= (cpu.get("runq_wait_share") or 0) < 1,
-              "pd: the report gives the ranks' CPU time and run-queue wait", cpu)
-        req_lines = [l for l in txt.splitlines() if l.startswith("  request ")]
-        check(len(req_lines) == 3 and all("same node" in l and "cross node" in l and "GB/s" in l
-                                          for l in req_lines),
-              "pd: the text report gives each request's GB/s per link class", req_lines)
+    if rcs != [0, 0]:
+        return
+    kv = reps[0]["kv"]
+    # Every decode rank owns 32 layers x 2 of 8 kv heads x 32 tokens per request (tp 4).
+    want_cells = 3 * 4 * 32 * 2 * 32
+    per_req = sum(x["bytes_per_token"] * 32 for x in pdj["kv_reshard"][0]["transfers"])
+    check(kv["cells_verified"] == want_cells, f"pd: every owned cell verified ({kv['cells_verified']})")
+    check([x["bytes"] for x in kv["per_request"]] == [per_req] * 3,
+          f"pd: per-request bytes match kv_reshard ({per_req} bytes)", kv["per_request"])
+    links = kv["links"]
+    check(links["same_node"]["bytes"] + links["cross_node"]["bytes"] == 3 * per_req
+          and links["cross_node"]["bytes"] > 0 and links["same_node"]["bytes"] > 0,
+          "pd: bytes split by link class (same node, cross node)", links)
+    mem = {m["rank"]: m for m in kv["memory"]}
+    for r in pdj["ranks"]:
+        if r["node"] != 0:
+            continue
+        m = mem.get(r["rank"])
+        planned_kv = r["kv"]["blocks"] * r["kv"]["block_tokens"] * r["kv"]["bytes_per_token"]
+        ok = m and m["planned_kv"] == planned_kv and m["planned_weights"] == r["memory"]["weights"] \
+            and abs(m["allocated_kv"] - planned_kv * 0.0002) <= 4096
+        check(bool(ok), f"pd: rank {r['rank']} allocated its ledger at scale 0.0002", m)
+    with open(ls[0].report + ".txt") as f:
+        txt = f.read()
+    check("host memory scaled by 0.0002" in txt, "pd: the text report says the memory was scaled")
+    # Per request, GB/s per link class: the request's bytes split into
+    # same node and cross node, each with its own figure, in JSON and text.
+    rl = [x.get("links", {}) for x in kv["per_request"]]
+    check(all(l["same_node"]["bytes"] + l["cross_node"]["bytes"] == per_req
+              and l["same_node"]["bytes"] > 0 and l["cross_node"]["bytes"] > 0
+              and l["same_node"]["gbs"] > 0 and l["cross_node"]["gbs"] > 0 for l in rl),
+          "pd: per-request bytes and GB/s per link class", rl)
+    check(sum(l["same_node"]["bytes"] for l in rl) == links["same_node"]["bytes"]
+          and sum(l["cross_node"]["bytes"] for l in rl) == links["cross_node"]["bytes"],
+          "pd: per-request link bytes add up to the totals", (rl, links))
+    check(kv.get("transfer_path") == "per message" and kv.get("reference") == "memcpy",
+          "pd: the host backend sends one message at a time, against memcpy", kv)
+    # CPU accounting of the KV phase (Linux schedstat): every rank ran,
+    # and the wait share is a fraction.
+    cpu = kv.get("cpu") or {}
+    check(cpu.get("run_s", 0) > 0 and cpu.get("runq_wait_s", -1) >= 0
+          and 0 <= (cpu.get("runq_wait_share") or 0) < 1,
+          "pd: the report gives the ranks' CPU time and run-queue wait", cpu)
+    req_lines = [l for l in txt.splitlines() if l.startswith("  request ")]
+    check(len(req_lines) == 3 and all("same node" in l and "cross node" in l and "GB/s" in l
+                                      for l in req_lines),
+          "pd: the text report gives each request's GB/s per link class", req_lines)
+
+
+@scenario("kv-pd-faults")
+def kv_pd_faults():
+    pd = need_plan(PD)
     # A byte corrupted on purpose is found at its exact place.
     ls, rcs = run_nodes(pd, 2, *KV, "--test-corrupt", "1:3:5:7:17")
     f = (ls[0].load_report() or {}).get("first_failure") or {}
@@ -598,9 +511,8 @@ if pd:
     check(rcs == [3, 3] and "does not fit" in f.get("reason", "") and "are free" in f.get("reason", ""),
           "pd: a plan that does not fit fails before any transfer with planned and free bytes", (rcs, f))
     # A prefill rank killed mid-transfer stops everything; no decode rank is left waiting.
-    port = free_port()
-    ls = [Launcher(pd, n, port, "--requests", "100000", "--input-tokens", "8", "--host-memory-scale", "0.0002",
-                   "--grace", "1") for n in range(2)]
+    ls = start_nodes(pd, 2, "--requests", "100000", "--input-tokens", "8", "--host-memory-scale", "0.0002",
+                     "--grace", "1")
     ready = ls[0].wait_ready(4) and ls[1].wait_ready(2)
     pids = {**ls[0].pids, **ls[1].pids}
     time.sleep(0.3)
@@ -611,19 +523,22 @@ if pd:
     check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
           "pd: prefill rank killed mid-transfer: all stop, report names it, nothing left", (rcs, f, left))
 
+
 # --- damaged kv_reshard maps the plan loader accepts: refused naming the transfer -----
-def kv_map_damage_test():
+@scenario("kv-map-damage")
+def kv_map_damage():
     """A transfer whose cells differ in size from its pair's first one (its
     bytes_per_token doubled, halved, or not a multiple of its layers x heads),
     and token ranges past the --input-tokens bound, negative or empty: the
     launcher refuses the plan (exit 1) naming the transfer (the loader's
     proof of the map, or rankrun's own check behind it), before any rank
     packs a message (both KV paths), and never blames an
-    --input-tokens the user did not pass."""
+    --input-tokens the user did not pass. The plans are refused before the
+    store starts, so their rendezvous ports are never bound."""
+    pd, _ = compile_plan(PD)
     if not pd:
         return skip("kv map damage", "pd-small did not compile")
-    with open(pd) as f:
-        base = json.load(f)
+    base = load_json(pd)
     bpt = base["kv_reshard"][0]["transfers"][1]["bytes_per_token"]
     for how, val in (("doubled", bpt * 2), ("halved", bpt // 2), ("not a multiple", bpt + 1)):
         j = json.loads(json.dumps(base))
@@ -639,11 +554,10 @@ def kv_map_damage_test():
             check(p.returncode == 1 and named,
                   f"kv map: a transfer's bytes_per_token {how} ({val}) is refused naming it"
                   + (" (grouped path)" if extra else ""), (p.returncode, p.stderr[-2000:]))
-    dcp, err = compile_plan(os.path.join(SRC, "tests/runtime/kv-cp-to-dcp.yaml"))
+    dcp, err = compile_plan(DCP)
     if not dcp:
         return check(False, "kv map: compile kv-cp-to-dcp", err)
-    with open(dcp) as f:
-        base = json.load(f)
+    base = load_json(dcp)
     for rng in ([0, (1 << 24) + 1], [0, 1 << 40], [-3, 16], [16, 16]):
         j = json.loads(json.dumps(base))
         j["kv_reshard"][0]["transfers"][2]["tokens"]["ranges"][0] = rng
@@ -656,32 +570,12 @@ def kv_map_damage_test():
               (p.returncode, p.stderr[-2000:]))
 
 
-kv_map_damage_test()
-
 # --- the grouped KV path (nccl's: one group of sends and receives per layer group
 # and link class, straight from and into the pool), run on the host backend ---------
-GROUPED = ("env", "RANKRUN_KV_GROUPED=1")
-
-
-def decode_cells(pj, requests, tokens):
-    """Cells one decode replica (instance 0, attention-dp rank 0) owns for
-    `requests` requests of `tokens` tokens: its ranks' layers x kv heads x
-    the tokens its dcp rank keeps. Every request lands on one replica."""
-    dec = [r for r in pj["ranks"] if pj["pools"][1]["name"] == r["pool"] and r["instance"] == 0
-           and r["coords"]["dp"] == 0]
-    dcp = pj["pools"][1]["dcp"]
-    return requests * sum((r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
-                          (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * (tokens // dcp)
-                          for r in dec)
-
-
-def run_nodes_grouped(plan, nnodes, *extra):
-    port = free_port()
-    ls = [Launcher(plan, n, port, *extra, prefix=GROUPED) for n in range(nnodes)]
-    return ls, [l.wait() for l in ls]
-
-
-if pd:
+@scenario("grouped-pd")
+def grouped_pd():
+    pd = need_plan(PD)
+    pdj = load_json(pd)
     ls, rcs = run_nodes_grouped(pd, 2, *KV)
     kv = (ls[0].load_report() or {}).get("kv") or {}
     per_req = sum(x["bytes_per_token"] * 32 for x in pdj["kv_reshard"][0]["transfers"])
@@ -697,20 +591,30 @@ if pd:
     f = (ls[0].load_report() or {}).get("first_failure") or {}
     check(rcs == [3, 3] and "request 2, layer 9, kv head 4, token 30, byte 1" in f.get("reason", ""),
           "grouped pd: a corrupted byte fails verification naming its place", (rcs, f))
-for name in ("kv-tp-down", "kv-pp-to-pp1", "kv-cp-to-dcp", "kv-replicated", "kv-mla-dp"):
-    plan, err = compile_plan(os.path.join(SRC, "tests/runtime", name + ".yaml"))
-    if not plan:
-        check(False, f"compile {name}", err)
-        continue
-    with open(plan) as f:
-        pj = json.load(f)
-    ls, rcs = run_nodes_grouped(plan, len(pj["nodes"]), "--quiet", "--requests", "2", "--input-tokens", "64",
-                                "--host-memory-scale", "0.0003", "--preflight-bytes", "4096")
-    kv = (ls[0].load_report() or {}).get("kv") or {}
-    want = decode_cells(pj, 2, 64)
-    check(all(rc == 0 for rc in rcs) and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == want,
-          f"grouped {name}: 2 requests moved, {want} cells verified",
-          (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
+
+
+LAYOUTS = (("kv-tp-down", "tp4 -> tp2"), ("kv-pp-to-pp1", "pp2 -> pp1"),
+           ("kv-cp-to-dcp", "cp2 -> dcp2, 4 KV heads"), ("kv-replicated", "KV heads replicated on tp8"),
+           ("kv-mla-dp", "MLA, tp8 -> attention dp8"))
+LAYOUT_KV = ("--quiet", "--requests", "2", "--input-tokens", "64", "--host-memory-scale", "0.0003",
+             "--preflight-bytes", "4096")
+
+
+@scenario("grouped-layouts")
+def grouped_layouts():
+    for name, _ in LAYOUTS:
+        plan, err = compile_plan(os.path.join("tests/runtime", name + ".yaml"))
+        if not plan:
+            check(False, f"compile {name}", err)
+            continue
+        pj = load_json(plan)
+        ls, rcs = run_nodes_grouped(plan, len(pj["nodes"]), *LAYOUT_KV)
+        kv = (ls[0].load_report() or {}).get("kv") or {}
+        want = decode_cells(pj, 2, 64)
+        check(all(rc == 0 for rc in rcs) and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == want,
+              f"grouped {name}: 2 requests moved, {want} cells verified",
+              (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
+
 
 # A bucket of more pieces than one group takes is posted in chunks cut at the same places on
 # every rank (kvxfer.c, OpList): with 100 pieces per chunk, kv-cp-to-dcp's buckets (1,024
@@ -718,22 +622,19 @@ for name in ("kv-tp-down", "kv-pp-to-pp1", "kv-cp-to-dcp", "kv-replicated", "kv-
 # Each host operation carries (bytes, tag), the tag naming its chunk, so two nodes cutting
 # differently fail with a mismatch naming the peer instead of passing on a byte stream
 # where NCCL could hang.
-dcp_plan, err = compile_plan(os.path.join(SRC, "tests/runtime/kv-cp-to-dcp.yaml"))
-if dcp_plan:
+@scenario("grouped-chunks")
+def grouped_chunks():
+    dcp_plan = need_plan(DCP, "compile kv-cp-to-dcp")
     KVD = ("--quiet", "--requests", "1", "--input-tokens", "64", "--host-memory-scale", "0.0003",
            "--preflight-bytes", "4096")
-    port = free_port()
-    ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + ("RANKRUN_KV_CHUNK=100",)) for n in range(2)]
-    rcs = [l.wait() for l in ls]
+    ls, rcs = run_nodes(dcp_plan, 2, *KVD, prefix=GROUPED + ("RANKRUN_KV_CHUNK=100",))
     kv = (ls[0].load_report() or {}).get("kv") or {}
     check(rcs == [0, 0] and kv.get("transfer_path") == "grouped" and kv.get("cells_verified", 0) > 0,
           "grouped kv-cp-to-dcp: buckets posted in chunks of 100 pieces, every cell verified",
           (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
     # A node whose settings cut buckets differently is refused before any rank starts.
-    port = free_port()
-    ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + (f"RANKRUN_KV_CHUNK={c}",))
-          for n, c in ((0, 100), (1, 1000))]
-    rcs = [l.wait() for l in ls]
+    ls, rcs = run_nodes(dcp_plan, 2, *KVD,
+                        node_prefix=lambda n: GROUPED + (f"RANKRUN_KV_CHUNK={(100, 1000)[n]}",))
     errs = "".join(l.stderr() for l in ls)
     check(rcs[1] != 0 and "node 1's plan or options differ from node 0's" in errs
           and "kv-chunk 100" in errs and "kv-chunk 1000" in errs,
@@ -741,11 +642,8 @@ if dcp_plan:
           (rcs, errs[-2000:]))
     # Operations whose tags do not match their peer's fail, naming the peer (the test-only
     # skew sends every tag of node 0's ranks off by one).
-    port = free_port()
-    ls = [Launcher(dcp_plan, n, port, *KVD,
-                   prefix=GROUPED + (("RANKRUN_TEST_TAG_SKEW=1",) if n == 0 else ()))
-          for n in range(2)]
-    rcs = [l.wait() for l in ls]
+    ls, rcs = run_nodes(dcp_plan, 2, *KVD,
+                        node_prefix=lambda n: GROUPED + (("RANKRUN_TEST_TAG_SKEW=1",) if n == 0 else ()))
     # The receiving side finds the mismatch; which failure a launcher reports first is a race
     # (a sender may see its peer close first), so the ranks' own lines are checked.
     errs = "".join(l.stderr() for l in ls)
@@ -753,164 +651,169 @@ if dcp_plan:
                                       r"with rank \d+: it sent \d+ bytes with tag \d+", errs),
           "grouped: an operation whose tag does not match its peer's fails, naming the peer",
           (rcs, errs[-2000:]))
-    port = free_port()
-    ls = [Launcher(dcp_plan, n, port, *KVD, prefix=GROUPED + ("RANKRUN_KV_CHUNK=0",)) for n in range(2)]
-    rcs = [l.wait() for l in ls]
+    ls, rcs = run_nodes(dcp_plan, 2, *KVD, prefix=GROUPED + ("RANKRUN_KV_CHUNK=0",))
     f = (ls[0].load_report() or {}).get("first_failure") or {}
     check(rcs[0] != 0 and "RANKRUN_KV_CHUNK" in f.get("reason", ""),
           "grouped: a bad RANKRUN_KV_CHUNK is refused, named", (rcs, f))
-else:
-    check(False, "compile kv-cp-to-dcp", err)
+
 
 # --- calibration loop: rankrun --probe, then rankplan search --calibration --------------------
-cal = os.path.join(TMP, "calibration.json")
-port = free_port()
-ls = [Launcher(small, n, port, "--quiet", "--probe", cal) for n in range(2)]
-rcs = [l.wait() for l in ls]
-try:
-    with open(cal) as f:
-        c = json.load(f)
-except (OSError, ValueError) as e:
-    c = {"error": str(e)}
-check(rcs == [0, 0] and c.get("format") == "rankplan.calibration/1"
-      and 0 < c.get("scale_up_latency_s", 0) <= 1 and 0 < c.get("scale_out_latency_s", 0) <= 1,
-      "probe: node 0 writes scale-up and scale-out latencies", c)
-# Measured on processes of one machine, the efficiencies are far below a GPU's (hbm_efficiency
-# clamps to 0.01): the round trip searches a copy of the spec whose SLOs any layout meets, so
-# that the search runs to the end and echoes the constants it used.
-with open(os.path.join(SRC, "tests/runtime/two-node-small.yaml")) as f:
-    relaxed_text = f.read().replace("ttft: 1000 ms", "ttft: 600 s").replace("tpot: 50 ms", "tpot: 10 s")
-check("ttft: 600 s" in relaxed_text and "tpot: 10 s" in relaxed_text, "probe: the relaxed spec relaxes both SLOs")
-relaxed = os.path.join(TMP, "two-node-relaxed.yaml")
-with open(relaxed, "w") as f:
-    f.write(relaxed_text)
-p = subprocess.run([RP, "search", relaxed, "--calibration", cal,
-                    "--format", "json"], capture_output=True, text=True, timeout=120)
-try:
-    consts = json.loads(p.stdout).get("constants", {})
-except ValueError:
-    consts = {}
-check(p.returncode == 0 and all(consts.get(k) == c.get(k) for k in
-                                ("scale_up_latency_s", "scale_out_latency_s",
-                                 "scale_up_efficiency", "scale_out_efficiency", "hbm_efficiency")),
-      "probe: rankplan search --calibration reads every constant back", (consts, c, p.stderr[-2000:]))
-
-# The efficiencies are the median measured bus bandwidth of each link class (groups inside a
-# node: scale-up, across nodes: scale-out) over the plan's nominal bandwidth, clamped into the
-# range the calibration loader accepts (compiler/cost.h: [0.01, 1]).
-rep = ls[0].load_report() or {}
-with open(small) as f:
-    hwn = json.load(f)["hardware"]
-want, raw = {}, {}
-for cls, cross, nominal in (("scale_up", False, hwn["scale_up"]["bandwidth"]),
-                            ("scale_out", True, hwn["scale_out"]["bandwidth"])):
-    bus = sorted(g["busbw_gbs"] for g in rep.get("preflight", {}).get("groups", [])
-                 if g["ok"] and g["ranks"] > 1 and g["cross_node"] == cross and g["busbw_gbs"] > 0)
-    if bus:
-        want[cls + "_efficiency"] = min(1.0, max(0.01, bus[len(bus) // 2] * 1e9 / nominal))
-        raw[cls + "_efficiency"] = bus[len(bus) // 2] * 1e9 / nominal
-# hbm_efficiency: every rank timed copies of 64 MiB (the host default) within its memory; the
-# median of 2 x bytes / time over ranks, over the plan's hardware.hbm_bandwidth.
-mc = rep.get("memory_copy") or {}
-per = mc.get("per_rank_gbs") or []
-check(mc.get("bytes") == 64 << 20 and len(per) == 4 and all(isinstance(g, float) and g > 0 for g in per)
-      and mc.get("median_gbs") == sorted(per)[len(per) // 2],
-      "probe: every rank gives its memory copy bandwidth, and the report their median", mc)
-if per and hwn.get("hbm_bandwidth"):
-    med = sorted(per)[len(per) // 2]
-    want["hbm_efficiency"] = min(1.0, max(0.01, med * 1e9 / hwn["hbm_bandwidth"]))
-    raw["hbm_efficiency"] = med * 1e9 / hwn["hbm_bandwidth"]
-written = {w["name"]: w for w in (rep.get("calibration") or {}).get("written", [])}
-# On the host backend the ratio is far below a GPU link's and clamps to 0.01, so the
-# unclamped ratio the report states ("... = RATIO") is checked too.
-def stated_ratio(w):
+@scenario("probe")
+def probe():
+    small = need_plan(SMALL)
+    cal = os.path.join(tmp(), "calibration.json")
+    ls, rcs = run_nodes(small, 2, "--quiet", "--probe", cal)
     try:
-        return float(w["from"].split(" = ")[1].split(",")[0])
-    except (KeyError, IndexError, ValueError):
-        return -1.0
-check(len(raw) == 3 and all(abs(stated_ratio(written.get(k, {})) - v) <= 1e-4 * v for k, v in raw.items()),
-      "probe: the report states each unclamped ratio measured / nominal", (raw, written))
-check(len(want) == 3 and all(abs(c.get(k, -1) - v) <= 1e-4 * v for k, v in want.items())
-      and all(k in written and abs(written[k]["value"] - c[k]) <= 1e-9 and "nominal" in written[k]["from"]
-              for k in want)
-      and set(written) == set(k for k in c if k not in ("format", "source")),
-      "probe: efficiencies = measured bus bandwidth / nominal, and the report names what was written",
-      (want, c, written))
-# The search prices collectives with the calibrated efficiencies: its output changes against
-# the same search with the defaults whenever an efficiency differs from its default (0.8).
-p0 = subprocess.run([RP, "search", relaxed, "--format", "json"],
-                    capture_output=True, text=True, timeout=120)
-try:
-    d0, d1 = json.loads(p0.stdout), json.loads(p.stdout)
-except ValueError:
-    d0, d1 = {}, {}
-check(p0.returncode == 0 and d0.get("constants", {}).get("scale_up_efficiency") == 0.8
-      and (d0.get("constants") != d1.get("constants")) and d1.get("constants", {}).get("scale_up_efficiency") == c.get("scale_up_efficiency"),
-      "probe: the calibrated search runs with the measured constants, not the defaults",
-      (d0.get("constants"), d1.get("constants")))
+        with open(cal) as f:
+            c = json.load(f)
+    except (OSError, ValueError) as e:
+        c = {"error": str(e)}
+    check(rcs == [0, 0] and c.get("format") == "rankplan.calibration/1"
+          and 0 < c.get("scale_up_latency_s", 0) <= 1 and 0 < c.get("scale_out_latency_s", 0) <= 1,
+          "probe: node 0 writes scale-up and scale-out latencies", c)
+    # Measured on processes of one machine, the efficiencies are far below a GPU's (hbm_efficiency
+    # clamps to 0.01): the round trip searches a copy of the spec whose SLOs any layout meets, so
+    # that the search runs to the end and echoes the constants it used.
+    with open(os.path.join(SRC, SMALL)) as f:
+        relaxed_text = f.read().replace("ttft: 1000 ms", "ttft: 600 s").replace("tpot: 50 ms", "tpot: 10 s")
+    check("ttft: 600 s" in relaxed_text and "tpot: 10 s" in relaxed_text, "probe: the relaxed spec relaxes both SLOs")
+    relaxed = os.path.join(tmp(), "two-node-relaxed.yaml")
+    with open(relaxed, "w") as f:
+        f.write(relaxed_text)
+    p = subprocess.run([RP, "search", relaxed, "--calibration", cal,
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    try:
+        consts = json.loads(p.stdout).get("constants", {})
+    except ValueError:
+        consts = {}
+    check(p.returncode == 0 and all(consts.get(k) == c.get(k) for k in
+                                    ("scale_up_latency_s", "scale_out_latency_s",
+                                     "scale_up_efficiency", "scale_out_efficiency", "hbm_efficiency")),
+          "probe: rankplan search --calibration reads every constant back", (consts, c, p.stderr[-2000:]))
+
+    # The efficiencies are the median measured bus bandwidth of each link class (groups inside a
+    # node: scale-up, across nodes: scale-out) over the plan's nominal bandwidth, clamped into the
+    # range the calibration loader accepts (compiler/cost.h: [0.01, 1]).
+    rep = ls[0].load_report() or {}
+    hwn = load_json(small)["hardware"]
+    want, raw = {}, {}
+    for cls, cross, nominal in (("scale_up", False, hwn["scale_up"]["bandwidth"]),
+                                ("scale_out", True, hwn["scale_out"]["bandwidth"])):
+        bus = sorted(g["busbw_gbs"] for g in rep.get("preflight", {}).get("groups", [])
+                     if g["ok"] and g["ranks"] > 1 and g["cross_node"] == cross and g["busbw_gbs"] > 0)
+        if bus:
+            want[cls + "_efficiency"] = min(1.0, max(0.01, bus[len(bus) // 2] * 1e9 / nominal))
+            raw[cls + "_efficiency"] = bus[len(bus) // 2] * 1e9 / nominal
+    # hbm_efficiency: every rank timed copies of 64 MiB (the host default) within its memory; the
+    # median of 2 x bytes / time over ranks, over the plan's hardware.hbm_bandwidth.
+    mc = rep.get("memory_copy") or {}
+    per = mc.get("per_rank_gbs") or []
+    check(mc.get("bytes") == 64 << 20 and len(per) == 4 and all(isinstance(g, float) and g > 0 for g in per)
+          and mc.get("median_gbs") == sorted(per)[len(per) // 2],
+          "probe: every rank gives its memory copy bandwidth, and the report their median", mc)
+    if per and hwn.get("hbm_bandwidth"):
+        med = sorted(per)[len(per) // 2]
+        want["hbm_efficiency"] = min(1.0, max(0.01, med * 1e9 / hwn["hbm_bandwidth"]))
+        raw["hbm_efficiency"] = med * 1e9 / hwn["hbm_bandwidth"]
+    written = {w["name"]: w for w in (rep.get("calibration") or {}).get("written", [])}
+
+    # On the host backend the ratio is far below a GPU link's and clamps to 0.01, so the
+    # unclamped ratio the report states ("... = RATIO") is checked too.
+    def stated_ratio(w):
+        try:
+            return float(w["from"].split(" = ")[1].split(",")[0])
+        except (KeyError, IndexError, ValueError):
+            return -1.0
+    check(len(raw) == 3 and all(abs(stated_ratio(written.get(k, {})) - v) <= 1e-4 * v for k, v in raw.items()),
+          "probe: the report states each unclamped ratio measured / nominal", (raw, written))
+    check(len(want) == 3 and all(abs(c.get(k, -1) - v) <= 1e-4 * v for k, v in want.items())
+          and all(k in written and abs(written[k]["value"] - c[k]) <= 1e-9 and "nominal" in written[k]["from"]
+                  for k in want)
+          and set(written) == set(k for k in c if k not in ("format", "source")),
+          "probe: efficiencies = measured bus bandwidth / nominal, and the report names what was written",
+          (want, c, written))
+    # The search prices collectives with the calibrated efficiencies: its output changes against
+    # the same search with the defaults whenever an efficiency differs from its default (0.8).
+    p0 = subprocess.run([RP, "search", relaxed, "--format", "json"],
+                        capture_output=True, text=True, timeout=120)
+    try:
+        d0, d1 = json.loads(p0.stdout), json.loads(p.stdout)
+    except ValueError:
+        d0, d1 = {}, {}
+    check(p0.returncode == 0 and d0.get("constants", {}).get("scale_up_efficiency") == 0.8
+          and (d0.get("constants") != d1.get("constants"))
+          and d1.get("constants", {}).get("scale_up_efficiency") == c.get("scale_up_efficiency"),
+          "probe: the calibrated search runs with the measured constants, not the defaults",
+          (d0.get("constants"), d1.get("constants")))
+
 
 # --- KV transfers over the layout changes the reshard maps handle ----------------------------
 # tp ratio both ways (pd-small is tp2 -> tp4), pp -> pp1, cp -> dcp (token ranges
 # and residue classes), replicated KV heads, MLA with attention dp.
-for name, what in (("kv-tp-down", "tp4 -> tp2"), ("kv-pp-to-pp1", "pp2 -> pp1"),
-                   ("kv-cp-to-dcp", "cp2 -> dcp2, 4 KV heads"), ("kv-replicated", "KV heads replicated on tp8"),
-                   ("kv-mla-dp", "MLA, tp8 -> attention dp8")):
-    plan, err = compile_plan(os.path.join(SRC, "tests/runtime", name + ".yaml"))
-    if not plan:
-        check(False, f"compile {name}", err)
-        continue
-    with open(plan) as f:
-        pj = json.load(f)
-    ls, rcs = run_nodes(plan, len(pj["nodes"]), "--quiet", "--requests", "2", "--input-tokens", "64",
-                        "--host-memory-scale", "0.0003", "--preflight-bytes", "4096")
-    kv = (ls[0].load_report() or {}).get("kv") or {}
-    want = decode_cells(pj, 2, 64)
-    check(all(rc == 0 for rc in rcs) and kv.get("cells_verified") == want,
-          f"{name} ({what}): 2 requests moved, {want} cells verified", (rcs, kv.get("cells_verified"),
-                                                                        "".join(l.stderr() for l in ls)[-3000:]))
+@scenario("kv-layouts")
+def kv_layouts():
+    for name, what in LAYOUTS:
+        plan, err = compile_plan(os.path.join("tests/runtime", name + ".yaml"))
+        if not plan:
+            check(False, f"compile {name}", err)
+            continue
+        pj = load_json(plan)
+        ls, rcs = run_nodes(plan, len(pj["nodes"]), *LAYOUT_KV)
+        kv = (ls[0].load_report() or {}).get("kv") or {}
+        want = decode_cells(pj, 2, 64)
+        check(all(rc == 0 for rc in rcs) and kv.get("cells_verified") == want,
+              f"{name} ({what}): 2 requests moved, {want} cells verified", (rcs, kv.get("cells_verified"),
+                                                                            "".join(l.stderr() for l in ls)[-3000:]))
 
 
 # --- KV transfers on every example plan with prefill and decode pools --------------------
 # Issue 9 asks for every example plan; these run up to 32 ranks (several
 # launchers on this machine), so the larger disaggregated examples are covered
 # too, with the host memory scaled down.
-KV_MAX_RANKS = 32
-kv_examples = 0
-for ex in examples:
-    plan, err = compile_plan(os.path.join(SRC, "plans/examples", ex))
-    if not plan:
-        check(False, f"compile {ex}", err)
-        continue
-    with open(plan) as f:
-        pj = json.load(f)
-    if not pj.get("kv_reshard"):
-        continue
-    if pj["world_size"] > KV_MAX_RANKS:
-        skip(f"kv {ex}", f"{pj['world_size']} ranks, over the {KV_MAX_RANKS} processes this test starts")
-        continue
-    ls, rcs = run_nodes(plan, len(pj["nodes"]), "--quiet", "--requests", "2", "--input-tokens", "64",
-                        "--host-memory-scale", "0.0003", "--preflight-bytes", "4096")
-    kv = (ls[0].load_report() or {}).get("kv") or {}
-    want = decode_cells(pj, 2, 64)
-    per_req = sum(x["bytes_per_token"] * 64 for x in pj["kv_reshard"][0]["transfers"])
-    check(all(rc == 0 for rc in rcs) and want > 0 and kv.get("cells_verified") == want
-          and [x["bytes"] for x in kv.get("per_request", [])] == [per_req] * 2,
-          f"kv {ex}: {pj['world_size']} ranks, 2 requests of {per_req} bytes moved, {want} cells verified",
-          (rcs, kv.get("cells_verified"), kv.get("per_request"), "".join(l.stderr() for l in ls)[-3000:]))
-    kv_examples += 1
-check(kv_examples >= 4, f"kv transfers ran on {kv_examples} example plans")
+@scenario("kv-examples")
+def kv_examples():
+    n_examples = 0
+    for ex in examples():
+        plan, err = compile_plan(os.path.join("plans/examples", ex))
+        if not plan:
+            check(False, f"compile {ex}", err)
+            continue
+        pj = load_json(plan)
+        if not pj.get("kv_reshard"):
+            continue
+        if pj["world_size"] > KV_MAX_RANKS:
+            skip(f"kv {ex}", f"{pj['world_size']} ranks, over the {KV_MAX_RANKS} processes this test starts")
+            continue
+        ls, rcs = run_nodes(plan, len(pj["nodes"]), *LAYOUT_KV)
+        kv = (ls[0].load_report() or {}).get("kv") or {}
+        want = decode_cells(pj, 2, 64)
+        per_req = sum(x["bytes_per_token"] * 64 for x in pj["kv_reshard"][0]["transfers"])
+        check(all(rc == 0 for rc in rcs) and want > 0 and kv.get("cells_verified") == want
+              and [x["bytes"] for x in kv.get("per_request", [])] == [per_req] * 2,
+              f"kv {ex}: {pj['world_size']} ranks, 2 requests of {per_req} bytes moved, {want} cells verified",
+              (rcs, kv.get("cells_verified"), kv.get("per_request"), "".join(l.stderr() for l in ls)[-3000:]))
+        n_examples += 1
+    check(n_examples >= 4, f"kv transfers ran on {n_examples} example plans")
+
 
 # --- launchers that disagree ---------------------------------------------------------------
-port = free_port()
-l0 = Launcher(small, 0, port, "--quiet")
-l1 = Launcher(small, 1, port, "--quiet", "--preflight-bytes", "4096")
-rcs = [l0.wait(60), l1.wait(60)]
-f = (l1.load_report() or {}).get("first_failure") or {}
-check(rcs == [3, 3] and "differ from node 0" in f.get("reason", ""),
-      "options that differ between nodes are refused before ranks start", (rcs, f))
+@scenario("disagree")
+def disagree():
+    small = need_plan(SMALL)
+    ls, rcs = run_nodes(small, 2, timeout=60,
+                        node_extra=lambda n: ("--quiet",) + (("--preflight-bytes", "4096") if n else ()))
+    f = (ls[1].load_report() or {}).get("first_failure") or {}
+    check(rcs == [3, 3] and "differ from node 0" in f.get("reason", ""),
+          "options that differ between nodes are refused before ranks start", (rcs, f))
+
 
 # --- two network namespaces joined by veth ------------------------------------------------------
-def netns_test():
+@scenario("netns")
+def netns():
+    """Two launchers in two network namespaces (named after this process's
+    pid) joined by a veth pair; the store's port is fixed, in a namespace of
+    its own."""
+    small = need_plan(SMALL)
     if os.geteuid() != 0:
         return skip("network namespaces", "needs root")
     if not shutil.which("ip"):
@@ -932,11 +835,9 @@ def netns_test():
             if p.returncode != 0:
                 return skip("network namespaces", f"`{' '.join(c)}` failed: {p.stderr.strip()}")
         port = 29455
-        ls = []
-        for n in range(2):
-            l = Launcher(small, n, port, "--timeout", "20", prefix=("ip", "netns", "exec", ns[n]))
-            ls.append(l)
         # The launchers are started with the node-0 address of the veth link.
+        ls = [Launcher(small, n, port, "--timeout", "20", prefix=("ip", "netns", "exec", ns[n]), host="10.231.0.1")
+              for n in range(2)]
         rcs = [l.wait(60) for l in ls]
         check(rcs == [0, 0], "two network namespaces over veth: both nodes exit 0",
               "\n".join(l.stderr() for l in ls))
@@ -945,76 +846,18 @@ def netns_test():
             subprocess.run(["ip", "netns", "del", n], capture_output=True, timeout=30)
 
 
-# Launcher() builds 127.0.0.1 addresses; the namespace run needs the veth one.
-_orig_init = Launcher.__init__
-
-
-def _netns_init(self, plan, node, port, *extra, prefix=()):
-    _orig_init(self, plan, node, port, *extra, prefix=prefix)
-
-
-def netns_launcher_patch():
-    def init(self, plan, node, port, *extra, prefix=()):
-        self.report = os.path.join(TMP, f"report-netns-{node}.json")
-        args = [*prefix, RR, plan, "--node", str(node), "--rendezvous", f"10.231.0.1:{port}",
-                "--report", self.report, *extra]
-        self.t0 = time.monotonic()
-        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.err, self.out, self.pids, self.ready = [], "", {}, set()
-        self.cv = threading.Condition()
-        self.th = threading.Thread(target=self._read, daemon=True)
-        self.th.start()
-        self.th2 = threading.Thread(target=self._read_out, daemon=True)
-        self.th2.start()
-    Launcher.__init__ = init
-
-
-netns_launcher_patch()
-netns_test()
-Launcher.__init__ = _orig_init
-
-
 # --- the nccl backend on the stand-in ------------------------------------------------------
-# rankrun-fakegpu is rankrun built against the stand-in CUDA runtime and NCCL of
-# tests/fakegpu (docs/testing.md): backend_nccl.c's own code, with "device memory" kept
-# apart from host memory and communicators over shared memory. Each rank is a stand-in GPU
-# of RANKRUN_FAKEGPU_MEMORY bytes (allocated lazily: only the pages written cost memory).
-RRF = os.environ.get("RANKRUN_FAKEGPU_BIN")
-RR_HOST = RR
+# Each stand-in scenario runs inside fakegpu_section (rtlib.py): one at a time, and
+# checking at its end that no communicator's shared memory is left.
+FKV = ("--requests", "3", "--input-tokens", "32", "--quiet", "--preflight-bytes", "4096")
 
 
-# 256G per device: kv-cp-to-dcp's ledger (about 116 GiB a rank) fits; pd-small's too.
-def fake_env(mem="256G", **extra):
-    return ("env", f"RANKRUN_FAKEGPU_MEMORY={mem}", *(f"{k}={v}" for k, v in extra.items()))
-
-
-def fake_nodes(plan, nnodes, *extra, mem="256G", **env):
-    """Launchers of rankrun-fakegpu --backend nccl, one per node, waited for."""
-    global RR
-    RR = RRF
-    try:
-        port = free_port()
-        ls = [Launcher(plan, n, port, "--backend", "nccl", "--timeout", "60", *extra,
-                       prefix=fake_env(mem, **env)) for n in range(nnodes)]
-    finally:
-        RR = RR_HOST
-    return ls, [l.wait(120) for l in ls]
-
-
-def fake_shm():
-    return {f for f in os.listdir("/dev/shm") if f.startswith("fakegpu-nccl-")} \
-        if os.path.isdir("/dev/shm") else set()
-
-
-if not RRF or not os.path.exists(RRF):
-    check(False, "rankrun-fakegpu is built (RANKRUN_FAKEGPU_BIN)", RRF)
-else:
-    t_fake = time.monotonic()
-    shm_before = fake_shm()
+@scenario("fakegpu-preflight")
+def fakegpu_preflight():
     # (1) A one-node plan's preflight over every group.
-    if agg:
-        with open(agg) as f:
-            aggj = json.load(f)
+    agg = need_plan(AGG)
+    with fakegpu_section():
+        aggj = load_json(agg)
         ls, rcs = fake_nodes(agg, 1, "--quiet", "--preflight-bytes", "65536")
         r = ls[0].load_report() or {}
         groups = (r.get("preflight") or {}).get("groups", [])
@@ -1022,9 +865,14 @@ else:
               and all(g["busbw_gbs"] > 0 for g in groups if g["ranks"] > 1),
               f"stand-in nccl: llama-3.1-8b-agg preflight, every group's all-reduce right ({len(groups)} groups)",
               (rcs, ls[0].stderr()[-3000:]))
-    # (2) KV transfers by grouped send/recv from and into device pools.
-    FKV = ("--requests", "3", "--input-tokens", "32", "--quiet", "--preflight-bytes", "4096")
-    if pd:
+
+
+@scenario("fakegpu-pd")
+def fakegpu_pd():
+    pd = need_plan(PD)
+    pdj = load_json(pd)
+    with fakegpu_section():
+        # (2) KV transfers by grouped send/recv from and into device pools.
         ls, rcs = fake_nodes(pd, 2, *FKV)
         kv = (ls[0].load_report() or {}).get("kv") or {}
         mem = {m["rank"]: m for m in kv.get("memory", [])}
@@ -1047,13 +895,15 @@ else:
               and "16.00 GiB free of 16.00 GiB" in f.get("reason", ""),
               "stand-in nccl pd: a ledger over the device's memory is refused naming planned and free bytes",
               (rcs, f))
+
+
+@scenario("fakegpu-kill")
+def fakegpu_kill():
+    pd = need_plan(PD)
+    with fakegpu_section():
         # (6) A prefill rank killed mid-transfer: every rank stops, nothing is left.
-        rr_saved = RR
-        RR = RRF
-        port = free_port()
-        ls = [Launcher(pd, n, port, "--backend", "nccl", "--timeout", "60", "--requests", "100000",
-                       "--input-tokens", "8", "--grace", "1", prefix=fake_env()) for n in range(2)]
-        RR = rr_saved
+        ls = start_nodes(pd, 2, "--backend", "nccl", "--timeout", "60", "--requests", "100000",
+                         "--input-tokens", "8", "--grace", "1", prefix=fake_env(), rr=RRF)
         ready = ls[0].wait_ready(4) and ls[1].wait_ready(2)
         pids = {**ls[0].pids, **ls[1].pids}
         time.sleep(0.5)
@@ -1067,9 +917,13 @@ else:
         check(ready and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9 and t_all < 15,
               f"stand-in nccl pd: prefill rank killed mid-transfer, all stop in {t_all:.1f} s, nothing left",
               (ready, rcs, f, left, "".join(l.stderr() for l in ls)[-2000:]))
-    if dcp_plan:
-        with open(dcp_plan) as f:
-            dcpj = json.load(f)
+
+
+@scenario("fakegpu-dcp")
+def fakegpu_dcp():
+    dcp_plan = need_plan(DCP, "compile kv-cp-to-dcp")
+    dcpj = load_json(dcp_plan)
+    with fakegpu_section():
         ls, rcs = fake_nodes(dcp_plan, 2, "--quiet", "--requests", "1", "--input-tokens", "64",
                              "--preflight-bytes", "4096", RANKRUN_KV_CHUNK="100")
         kv = (ls[0].load_report() or {}).get("kv") or {}
@@ -1077,23 +931,84 @@ else:
         check(rcs == [0, 0] and kv.get("transfer_path") == "grouped" and kv.get("cells_verified") == want,
               f"stand-in nccl kv-cp-to-dcp: buckets in groups of 100 pieces, {want} cells verified",
               (rcs, kv.get("cells_verified"), "".join(l.stderr() for l in ls)[-3000:]))
-    # (4) --probe: hbm_efficiency from device-to-device copies.
-    cal = os.path.join(TMP, "calibration-fakegpu.json")
-    ls, rcs = fake_nodes(small, 2, "--quiet", "--preflight-bytes", "65536", "--probe", cal,
-                         "--probe-copy-bytes", str(64 << 20))
-    try:
-        with open(cal) as f:
-            c = json.load(f)
-    except (OSError, ValueError) as e:
-        c = {"error": str(e)}
-    mc = (ls[0].load_report() or {}).get("memory_copy") or {}
-    check(rcs == [0, 0] and 0 < c.get("hbm_efficiency", 0) <= 1 and mc.get("bytes") == 64 << 20
-          and len(mc.get("per_rank_gbs") or []) == 4 and all(g > 0 for g in mc["per_rank_gbs"]),
-          "stand-in nccl: --probe writes hbm_efficiency from every rank's device copies", (rcs, c, mc))
-    left = fake_shm() - shm_before
-    check(not left, "stand-in nccl: no communicator's shared memory left behind", left)
-    print(f"     (stand-in section: {time.monotonic() - t_fake:.1f} s)")
 
-shutil.rmtree(TMP, ignore_errors=True)
-print(f"{fails} failed")
-sys.exit(1 if fails else 0)
+
+@scenario("fakegpu-probe")
+def fakegpu_probe():
+    small = need_plan(SMALL)
+    with fakegpu_section():
+        # (4) --probe: hbm_efficiency from device-to-device copies.
+        cal = os.path.join(tmp(), "calibration-fakegpu.json")
+        ls, rcs = fake_nodes(small, 2, "--quiet", "--preflight-bytes", "65536", "--probe", cal,
+                             "--probe-copy-bytes", str(64 << 20))
+        try:
+            with open(cal) as f:
+                c = json.load(f)
+        except (OSError, ValueError) as e:
+            c = {"error": str(e)}
+        mc = (ls[0].load_report() or {}).get("memory_copy") or {}
+        check(rcs == [0, 0] and 0 < c.get("hbm_efficiency", 0) <= 1 and mc.get("bytes") == 64 << 20
+              and len(mc.get("per_rank_gbs") or []) == 4 and all(g > 0 for g in mc["per_rank_gbs"]),
+              "stand-in nccl: --probe writes hbm_efficiency from every rank's device copies", (rcs, c, mc))
+
+
+# --- driver ----------------------------------------------------------------------------------
+def run_scenario(name):
+    fn, _ = SCENARIOS[name]
+    rtlib.set_tmp(tempfile.mkdtemp(prefix=f"rankrun-test-{name}-"))
+    print(f"--- {name}", flush=True)
+    t0 = time.monotonic()
+    try:
+        fn()
+    except rtlib.Abort:
+        pass
+    finally:
+        rtlib.cleanup()
+    print(f"     ({name}: {time.monotonic() - t0:.1f} s)", flush=True)
+
+
+def main(argv):
+    if argv[:1] == ["--list"]:
+        for name, (_, serial) in SCENARIOS.items():
+            print(name + ("" if serial is None else "\tserial: " + serial))
+        return 0
+    if argv[:1] == ["--check-list"]:
+        # What tests/meson.build registers, NAME:1 (parallel) or NAME:0, against the registry.
+        got = dict(a.rsplit(":", 1) for a in argv[1:])
+        want = {n: "0" if s else "1" for n, (_, s) in SCENARIOS.items()}
+        bad = 0
+        for n in sorted(set(got) | set(want)):
+            if n not in got:
+                print(f"FAIL scenario `{n}` is not registered in tests/meson.build")
+            elif n not in want:
+                print(f"FAIL tests/meson.build registers `{n}`, which is no scenario")
+            elif got[n] != want[n]:
+                print(f"FAIL `{n}`: is_parallel in tests/meson.build disagrees with its scenario "
+                      f"({'serial: ' + SCENARIOS[n][1] if SCENARIOS[n][1] else 'parallel'})")
+            else:
+                continue
+            bad += 1
+        print(f"{len(set(got) | set(want)) - bad} passed, {bad} failed")
+        return 1 if bad else 0
+    if argv[:1] == ["--all"]:
+        names = list(SCENARIOS)
+    elif argv[:1] == ["--scenario"] and len(argv) > 1:
+        names = argv[1:]
+        unknown = [n for n in names if n not in SCENARIOS]
+        if unknown:
+            print(f"unknown scenario {', '.join(unknown)}; --list names them", file=sys.stderr)
+            return 2
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for n in names:
+        run_scenario(n)
+    c = rtlib.counts
+    print(f"{c['passed']} passed, {c['failed']} failed" + (f", {c['skipped']} skipped" if c["skipped"] else ""))
+    if c["failed"]:
+        return 1
+    return 77 if c["passed"] == 0 else 0  # 77: meson's skip
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
