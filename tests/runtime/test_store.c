@@ -400,7 +400,11 @@ static void test_pipelined_gets_dropped(void) {
   }
   RtStoreStats ss;
   rt_store_server_stats(s, &ss);
-  T_EQ_INT(ss.dropped_pending, 2);
+  /* Both clients are dropped: for their pending answers, or, on a loaded
+   * machine where the store's sends stall for the whole 5 s timeout first,
+   * as readers that make no progress; either way the cap held. */
+  T_EQ_INT(ss.dropped_pending + ss.dropped_idle, 2);
+  T_CHECK(ss.dropped_pending >= 1);
   T_CHECK(ss.max_pending <= (int64_t)RT_STORE_MAX_PENDING);
   /* Two pending answers at most were ever held, plus the kernel's socket
    * buffers: far below the 1.5 GB the GETs asked for. */

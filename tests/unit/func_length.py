@@ -76,4 +76,5 @@ for d in ("compiler", "runtime"):
 for n, where, name in sorted(offenders, reverse=True):
     print(f"func-length: {where}: {name} is {n} lines (at most {MAX_LINES})")
 print(f"func-length: {len(offenders)} function(s) over {MAX_LINES} lines")
+print(f"{0 if offenders else 1} passed, {1 if offenders else 0} failed")
 sys.exit(1 if offenders else 0)
