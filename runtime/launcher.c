@@ -11,7 +11,9 @@
  * SIGKILL after the grace period; no launcher exits while one of its ranks
  * is alive. A rank that exits with RT_WORKER_PEER (it lost a peer or a
  * deadline passed) is a consequence, not a cause: its launcher waits
- * RT_SECONDARY_WAIT seconds for a cause to be published before naming it.
+ * RT_SECONDARY_WAIT seconds for a cause to be published before naming it;
+ * a rank whose own check failed publishes itself as the cause before its
+ * connections close, so its peers' consequences cannot come first.
  */
 #include <errno.h>
 #include <signal.h>
@@ -266,6 +268,15 @@ fail:
     char *msg = rp_strdup(rt_errmsg());
     snprintf(key, sizeof key, "err/%ld", rank);
     rt_store_set(&st, key, msg, strlen(msg));
+    /* A failure of this rank's own (not a lost peer) is the deployment's
+     * cause: published as `fail` here, before this rank's connections
+     * close, so that no peer's "connection closed" can be published
+     * first, however slowly this rank's launcher reaps it. */
+    if (worker_exit(r) != RT_WORKER_PEER) {
+      char *f = rp_sprintf("%ld %d %d 0 %s", rank, o->node, worker_exit(r), msg);
+      rt_store_create(&st, "fail", f, strlen(f));
+      free(f);
+    }
     free(msg);
   }
   failed_comm = true;
