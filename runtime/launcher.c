@@ -169,6 +169,24 @@ static RtResult worker_kv(const RtLaunchOpts *o, const Plan *plan,
   return r;
 }
 
+/* A failed rank's message goes to the store as `err/RANK`, which the
+ * launcher puts in the report when this rank is the first failure. A
+ * failure of the rank's own (not a lost peer) is the deployment's cause:
+ * also published as `fail` here, before the rank's connections close, so
+ * that no peer's "connection closed" can be published first, however
+ * slowly this rank's launcher reaps it. */
+static void worker_publish_fail(RtStore *st, long rank, int node, RtResult r) {
+  char key[64], *msg = rp_strdup(rt_errmsg());
+  snprintf(key, sizeof key, "err/%ld", rank);
+  rt_store_set(st, key, msg, strlen(msg));
+  if (worker_exit(r) != RT_WORKER_PEER) {
+    char *f = rp_sprintf("%ld %d %d 0 %s", rank, node, worker_exit(r), msg);
+    rt_store_create(st, "fail", f, strlen(f));
+    free(f);
+  }
+  free(msg);
+}
+
 int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   signal(SIGPIPE, SIG_IGN);
   if (o->test_ignore_sigterm) signal(SIGTERM, SIG_IGN);
@@ -262,23 +280,7 @@ int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   return RT_WORKER_OK;
 fail:
   fprintf(stderr, "rankrun: rank %ld: %s\n", rank, rt_errmsg());
-  /* The launcher puts this message in the report when this rank is the
-   * first failure. */
-  if (st.fd >= 0) {
-    char *msg = rp_strdup(rt_errmsg());
-    snprintf(key, sizeof key, "err/%ld", rank);
-    rt_store_set(&st, key, msg, strlen(msg));
-    /* A failure of this rank's own (not a lost peer) is the deployment's
-     * cause: published as `fail` here, before this rank's connections
-     * close, so that no peer's "connection closed" can be published
-     * first, however slowly this rank's launcher reaps it. */
-    if (worker_exit(r) != RT_WORKER_PEER) {
-      char *f = rp_sprintf("%ld %d %d 0 %s", rank, o->node, worker_exit(r), msg);
-      rt_store_create(&st, "fail", f, strlen(f));
-      free(f);
-    }
-    free(msg);
-  }
+  if (st.fd >= 0) worker_publish_fail(&st, rank, o->node, r);
   failed_comm = true;
   for (int i = 0; i < ng; i++)
     if (comms[i]) be->comm_destroy(comms[i], failed_comm);
