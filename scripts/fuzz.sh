@@ -44,6 +44,8 @@ for name in $targets; do
   if [ "$name" = fuzz_hook ]; then seeds="$seeds $root/lua $root/tests/hooks/abuse"; fi
   # The pipeline target starts from the specs the spec target starts from.
   if [ "$name" = fuzz_pipeline ]; then seeds="$root/tests/fuzz/seeds/fuzz_spec"; fi
+  # The kept corpus of earlier campaigns (tests/fuzz/corpus/, docs/testing.md).
+  if [ -d "$root/tests/fuzz/corpus/$name" ]; then seeds="$seeds $root/tests/fuzz/corpus/$name"; fi
   echo "fuzz: $name for ${secs}s"
   # The first directory receives new inputs; the seeds are only read.
   if ! "$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \
