@@ -78,8 +78,6 @@ static const struct {
 /* Nanoseconds of hook calls run by this process (one command). */
 static int64_t total_spent_ns;
 
-int64_t hook_total_spent_ms(void) { return total_spent_ns / 1000000; }
-void hook_total_reset(void) { total_spent_ns = 0; }
 
 void hook_limits_default(HookLimits *lim) {
   lim->instructions = settings[SET_INSTRUCTIONS].def;
@@ -153,10 +151,6 @@ void hook_env_from_spec(HookEnv *env, Diags *d, const Spec *spec) {
     hook_env_set(env, d, (HookKind)k, path, p[k]->loc);
     free(path);
   }
-}
-
-bool hook_env_has(const HookEnv *env, HookKind k) {
-  return (unsigned)k < HOOK__COUNT && env->file[k].set;
 }
 
 void hook_env_free(HookEnv *env) {

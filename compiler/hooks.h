@@ -54,13 +54,6 @@ typedef struct {
 
 void hook_limits_default(HookLimits *lim);
 
-/* Milliseconds of hook calls this process has run so far, counted against
- * HookLimits.total_ms (one command is one process). Tests that run many
- * commands' worth of hooks in one process set it back with
- * hook_total_reset(). */
-int64_t hook_total_spent_ms(void);
-void hook_total_reset(void);
-
 /* The settings above, as the --help of every command that runs hooks
  * lists them (one line each; the defaults are hook_limits_default's). */
 #define HOOK_ENV_HELP                                                          \
@@ -101,7 +94,6 @@ void hook_env_set(HookEnv *env, Diags *d, HookKind k, const char *path, SrcLoc l
 /* Names every hook the spec names, each path taken relative to the
  * directory of the spec file (spec->file). */
 void hook_env_from_spec(HookEnv *env, Diags *d, const Spec *spec);
-bool hook_env_has(const HookEnv *env, HookKind k);
 void hook_env_free(HookEnv *env);
 
 /* ---- the context a hook sees (docs/hooks.md, "The context table") ---- */
