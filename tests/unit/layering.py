@@ -65,5 +65,30 @@ for f in sorted((root / "runtime").glob("*.[ch]")):
             fail(f"{f.relative_to(root)} includes {i}; the runtime reads plans, not specs or hooks")
         elif i in compiler_headers and i not in allowed_from_compiler:
             fail(f"{f.relative_to(root)} includes compiler/{i}; the runtime may use only {sorted(allowed_from_compiler)}")
+# Backend differences are members of the backend table: outside the
+# registry and the backends themselves, no runtime file compares a backend
+# name (the default `--backend host` is an assignment, not a comparison).
+for f in sorted((root / "runtime").glob("*.c")):
+    if f.name in ("backend.c", "backend_host.c", "backend_nccl.c"):
+        continue
+    for n, line in enumerate(f.read_text().splitlines(), 1):
+        if re.search(r'strcmp\([^;]*"(host|nccl)"', line):
+            fail(f"{f.relative_to(root)}:{n}: compares a backend name; add a member to runtime/backend.h")
+# No cycle among the runtime's own headers.
+rt_inc = {p.name: [i for i in includes(p) if (root / "runtime" / i).exists()]
+          for p in (root / "runtime").glob("*.h")}
+def cycle(h, path):
+    if h in path:
+        return path[path.index(h):] + [h]
+    for i in rt_inc.get(h, []):
+        c = cycle(i, path + [h])
+        if c:
+            return c
+    return None
+for h in sorted(rt_inc):
+    c = cycle(h, [])
+    if c:
+        fail("runtime headers include each other in a cycle: " + " -> ".join(c))
+        break
 print(f"layering: {bad} problem(s)")
 sys.exit(1 if bad else 0)
