@@ -255,14 +255,16 @@ def long_string_ok():
 
 
 def bad_setting():
-    with tempfile.TemporaryDirectory() as tmp:
-        p = compile_spec("plans/examples/hook-rack-spread.yaml", pathlib.Path(tmp) / "o.json", SRC,
-                         RANKPLAN_HOOK_MEMORY="lots")
-        err = p.stderr.decode("utf-8", "replace")
-        if sane(p, "bad setting") and (p.returncode != 1 or "error[E0615]" not in err):
-            fail(f"bad setting: exit {p.returncode}, expected 1 with E0615\n{err[-2000:]}")
-        else:
-            print("ok   bad setting (E0615)")
+    for var, val in (("RANKPLAN_HOOK_MEMORY", "lots"), ("RANKPLAN_HOOK_TOTAL_MS", "0"),
+                     ("RANKPLAN_HOOK_TOTAL_MS", "86400001")):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = compile_spec("plans/examples/hook-rack-spread.yaml", pathlib.Path(tmp) / "o.json", SRC,
+                             **{var: val})
+            err = p.stderr.decode("utf-8", "replace")
+            if sane(p, "bad setting") and (p.returncode != 1 or "error[E0615]" not in err or var not in err):
+                fail(f"bad setting {var}={val}: exit {p.returncode}, expected 1 with E0615 naming it\n{err[-2000:]}")
+            else:
+                print(f"ok   bad setting {var}={val} (E0615)")
 
 
 def help_names_settings():
