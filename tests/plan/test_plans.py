@@ -674,6 +674,37 @@ try:
             refused(what, json.dumps(j), msg_edit)
         check(ok, what + ": compile warns W0204, writes ep 1 and etp = tp, and the plan loads", p.stderr)
 
+    def dense_pool_as_experts(doc):
+        """Pool `decode` (tp 4, a model without experts) edited to claim ep 2
+        and etp 2 consistently everywhere else: the ranks' expert coordinates
+        (etp = tp mod 2, ep = tp div 2) and the ep and etp groups regrouped to
+        match, with every group id renumbered. Only the pool-size rule is left
+        to notice."""
+        doc["pools"][1].update(ep=2, etp=2)
+        for r in doc["ranks"]:
+            if r["pool"] == "decode":
+                r["coords"].update(etp=r["coords"]["tp"] % 2, ep=r["coords"]["tp"] // 2)
+        groups = []
+        for g in doc["groups"]:
+            if g["pool"] != "decode" or g["kind"] not in ("ep", "etp"):
+                groups.append(dict(g))
+            elif g["kind"] == "etp" or g["ranks"][0] % 4 == 0:
+                b = g["ranks"][0] - g["ranks"][0] % 4
+                pairs = ([b, b + 2], [b + 1, b + 3]) if g["kind"] == "ep" else ([b, b + 1], [b + 2, b + 3])
+                groups += [dict(g, ranks=list(m)) for m in pairs]
+        where = {}
+        for i, g in enumerate(groups):
+            g["id"] = i
+            for m in g.get("ranks", []):
+                where[(g["kind"], g["pool"], m)] = i
+        world = [g["id"] for g in groups if g["kind"] == "world"][0]
+        for r in doc["ranks"]:
+            for k in r["groups"]:
+                r["groups"][k] = world if k == "world" else where[(k, r["pool"], r["rank"])]
+        doc["groups"] = groups
+    refused("expert sizes on a dense pool, every rank and group edited to match", mutate(P70, dense_pool_as_experts),
+            "pools[1].ep: expected 1 on a model without experts (no rank holds one), got 2")
+
     # ---- loader: sizes bounded before allocation, the file read with a cap -------------
     import resource
 
