@@ -134,11 +134,16 @@ def ratio(pred, measured):
     return pred / measured
 
 
-def row_passes(r, band_ratio):
-    return r is not None and 1 / band_ratio <= r <= band_ratio
+def row_passes(r, kind):
+    """perf: not off by more than 1.5x either way; memory: within +-5%."""
+    if r is None:
+        return False
+    if kind == "memory":
+        return abs(r - 1) <= MEMORY_BAND
+    return 1 / PERF_ROW_BAND <= r <= PERF_ROW_BAND
 
 
-def make_rows(kind, entries, predict, band):
+def make_rows(kind, entries, predict):
     rows = []
     for e in entries:
         pred, why = predict(e)
@@ -146,7 +151,7 @@ def make_rows(kind, entries, predict, band):
             r = ratio(pred.get(metric), measured)
             rows.append({
                 "kind": kind, "id": e["_id"], "metric": metric, "measured": measured,
-                "predicted": pred.get(metric), "ratio": r, "pass": row_passes(r, band),
+                "predicted": pred.get(metric), "ratio": r, "pass": row_passes(r, kind),
                 "known_miss": e.get("known_miss", {}).get(metric),
                 "class": e.get("model_class", ""), "why": why,
             })
@@ -245,8 +250,8 @@ def main(argv):
     if not os.access(RANKPLAN, os.X_OK):
         print("run.py: no rankplan binary at %s (set RANKPLAN)" % RANKPLAN, file=sys.stderr)
         return 2
-    rows = make_rows("perf", load_entries("perf"), predict_perf, PERF_ROW_BAND)
-    rows += make_rows("memory", load_entries("memory"), predict_memory, 1 + MEMORY_BAND)
+    rows = make_rows("perf", load_entries("perf"), predict_perf)
+    rows += make_rows("memory", load_entries("memory"), predict_memory)
     aggs = aggregate_rows([r for r in rows if r["kind"] == "perf"])
     text = table(rows, aggs)
     if "--write-doc" in argv:
