@@ -201,11 +201,11 @@ def verdict(r):
 
 
 def table(rows, aggs):
-    out = ["| entry | metric | measured | predicted | predicted/measured | status |",
-           "|---|---|---|---|---|---|"]
+    out = ["| corpus | entry | metric | measured | predicted | predicted/measured | status |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append("| %s | %s | %s | %s | %s | %s |" % (
-            r["id"], r["metric"], fmt(r["measured"]), fmt(r["predicted"]),
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r["kind"], r["id"], r["metric"], fmt(r["measured"]), fmt(r["predicted"]),
             "-" if r["ratio"] is None else "%.2f" % r["ratio"], verdict(r)[0]))
     out += ["", "| model class | metric | rows with a prediction | median abs error | status |",
             "|---|---|---|---|---|"]
