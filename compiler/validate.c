@@ -58,6 +58,17 @@ static char *choices(int64_t limit, FitFn ok, const void *ctx) {
 static bool fit_tp(const void *ctx, int64_t v) { return tp_fits_heads(ctx, v); }
 static bool fit_div(const void *ctx, int64_t v) { return *(const int64_t *)ctx % v == 0; }
 
+/* An ep that E0206 and E0208 both accept: it divides the routed experts and
+ * ep * etp divides the instance's ranks. */
+typedef struct {
+  int64_t experts, ranks, etp;
+} EpFit;
+static bool fit_ep(const void *ctx, int64_t v) {
+  const EpFit *f = ctx;
+  int64_t eg = mul_sat(v, f->etp);
+  return f->experts % v == 0 && eg != INT64_MAX && f->ranks % eg == 0;
+}
+
 /* The "valid tp" help for a pool whose tp does not fit the heads: the list
  * within one node and, when the requested width has no valid tp, the pp
  * that keeps the instance's GPU count. */
@@ -236,9 +247,10 @@ static void rules_moe(Diags *d, const Spec *s, const PoolSpec *p) {
                       "%lld leaves %lld",
                       pname(p), (long long)E, (long long)ep, (long long)(E % ep));
     int64_t lim = ranks < E ? ranks : E;
-    char *list = choices(lim, fit_div, &E);
-    diag_help(g, "valid ep for %lld experts on the instance's %lld ranks: %s", (long long)E,
-              (long long)ranks, list);
+    EpFit fit = {E, ranks, etp};
+    char *list = choices(lim, fit_ep, &fit);
+    diag_help(g, "valid ep for %lld experts on the instance's %lld ranks at etp %lld: %s", (long long)E,
+              (long long)ranks, (long long)etp, list);
     free(list);
   }
   if (eg == INT64_MAX || ranks % eg != 0) {
