@@ -5,8 +5,9 @@
  * --calibration FILE), runs search_run() and prints the ranked table (or
  * JSON) on stdout. Diagnostics go to stderr (as JSON on stdout when the
  * search fails under --format json). Progress goes to stderr only when it
- * is a terminal. Exit 0 when a layout meets the SLOs, 1 when the input is
- * wrong or no layout meets them, 2 on usage errors or unreadable files.
+ * is a terminal. Exit 0 when a layout meets the SLOs, 4 when the spec is
+ * valid but no layout meets them (E0500/E0508 only), 1 when the input is
+ * wrong, 2 on usage errors or unreadable files.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,8 +53,9 @@ static const char search_usage[] =
     "(environment, docs/hooks.md):\n"
     HOOK_ENV_HELP
     "\n"
-    "exit: 0 a layout meets the SLOs, 1 the input is wrong or no layout meets\n"
-    "them, 2 usage error or unreadable file\n";
+    "exit: 0 a layout meets the SLOs, 4 the spec is valid but no layout meets\n"
+    "them (E0500, E0508), 1 the input is wrong, 2 usage error or unreadable\n"
+    "file\n";
 
 /* Compiles the winner: the spec with its deployment replaced by the
  * winner's pools (search_result_spec), through compile_spec_to_plan
@@ -139,7 +141,7 @@ int cmd_search(int argc, char **argv) {
   bool ok = search_run(&d, spec, &k, &so, &out);
   size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
   if (!ok) {
-    rc = RP_EXIT_INPUT;
+    rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
     goto done;
   }
   char *txt = json ? search_format_json(&out, spec, rows, explain)
