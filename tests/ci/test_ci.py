@@ -16,6 +16,9 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "golden"))
+import run as golden_run  # noqa: E402  (the golden cases' layout)
+
 RP = os.path.abspath(os.environ.get("RANKPLAN", "build/rankplan"))
 SRC = pathlib.Path(os.environ.get("SRCROOT", ".")).resolve()
 EX = SRC / "plans" / "examples"
@@ -57,23 +60,6 @@ def golden_cases():
             yield kind, n, extra
 
 
-def stage_golden(kind, name, tmp):
-    """Lays the case out as tests/golden/run.py does; returns the spec path
-    relative to tmp."""
-    src = GOLDEN / kind
-    work = pathlib.Path(tmp) / kind
-    work.mkdir(parents=True, exist_ok=True)
-    target = work / f"{name}.yaml"
-    gen = src / f"{name}.gen.py"
-    if gen.exists():
-        subprocess.run([sys.executable, str(gen), str(target)], check=True)
-    else:
-        shutil.copyfile(src / f"{name}.yaml", target)
-    if (src / name).is_dir():
-        shutil.copytree(src / name, work / name, dirs_exist_ok=True)
-    return f"{kind}/{name}.yaml"
-
-
 def verdicts(spec, extra, cwd):
     """check's exit code, and the exit code and command of the command it
     must agree with: compile, or search for a search spec."""
@@ -102,7 +88,7 @@ def test_agreement():
     counts = {"compile": 0, "search": 0, "accepted": 0, "refused": 0}
     for kind, name, extra in golden_cases():
         with tempfile.TemporaryDirectory() as tmp:
-            spec = stage_golden(kind, name, tmp)
+            spec = golden_run.stage_case(kind, name, tmp)
             c, what, k = verdicts(spec, extra, tmp)
         counts[what] += 1
         counts["accepted" if c.returncode in (0, 4) else "refused"] += 1
