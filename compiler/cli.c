@@ -46,6 +46,15 @@ int cli_parse(const char *cmd, const char *usage_text, const RpOpt *opts,
   return rp_opts_parse(&s, argc, argv, 1);
 }
 
+bool cli_slo_only(const Diags *d) {
+  if (!diags_failed(d) || d->dropped) return false;
+  for (size_t i = 0; i < d->list.len; i++) {
+    const Diag *g = d->list.items[i];
+    if (g->sev == SEV_ERROR && g->code != DIAG_E0500 && g->code != DIAG_E0508) return false;
+  }
+  return true;
+}
+
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
   if (!s || !*s) return false;
   errno = 0;

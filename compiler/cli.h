@@ -36,6 +36,11 @@ int cli_parse(const char *cmd, const char *usage_text, const RpOpt *opts,
               size_t nopts, int argc, char **argv, const char **arg,
               const char *arg_name);
 
+/* Whether d failed only because no layout meets the SLOs: it has errors,
+ * and every one kept is E0500 or E0508 (the spec is valid; `check` and
+ * `search` exit RP_EXIT_SLO then). */
+bool cli_slo_only(const Diags *d);
+
 /* Parses a non-negative decimal integer option value; false when invalid. */
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 

@@ -1,43 +1,66 @@
 /*
- * cmd_check.c: `rankplan check SPEC`, the dry-run validator.
+ * cmd_check.c: `rankplan check SPEC...`, the dry-run validator and CI gate.
  *
- * Runs parse (types, units, structure) and then the model, memory and
- * topology rules (validate.c); prints every diagnostic, not just the first.
- * Exit 0 when valid (warnings allowed), 1 when any error, 2 on usage or
- * unreadable file.
+ * Runs, per spec, parse (types, units, structure) and then every rule
+ * `rankplan compile` runs: the model, memory and topology rules
+ * (validate.c), the layout, the spec's hooks, placement, the memory ledger
+ * with expert replicas and the KV-reshard maps (compile_layout, compile.h),
+ * so a spec `check` accepts compiles. A search spec (mode search, no
+ * pools) runs the search instead, and a spec with pools gets its predicted
+ * TTFT and TPOT compared with the SLOs (W0501). Prints every diagnostic,
+ * not just the first. --deny CODE and --warnings-as-errors turn warnings
+ * (or notes) into errors.
+ *
+ * Exit (docs/ci.md): 0 every spec valid; 4 every spec valid, but for some
+ * no layout meets the SLOs (only E0500/E0508 errors, or W0501); 1 a spec
+ * is invalid; 2 a usage error or an unreadable file. The worst one wins.
  *
  * Besides the diagnostics it prints the memory ledger of every rank class
  * (pool x pp stage, memory.c): as a table on stdout in text mode (unless
  * --quiet), and under a "ledger" key added to the diagnostics object in
  * json mode (docs/memory.md documents the keys). SARIF output carries
- * diagnostics only.
+ * diagnostics only. With several specs, text output comes spec by spec;
+ * json and sarif are one document for all of them.
  */
+#include <ctype.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "compile.h"
 #include "layout.h"
+#include "search.h"
 #include "spec.h"
 #include "validate.h"
 
 static const char check_usage[] =
-    "usage: rankplan check [options] SPEC\n"
+    "usage: rankplan check [options] SPEC...\n"
     "\n"
-    "Validates a deployment spec without launching anything: YAML, types and\n"
+    "Validates deployment specs without launching anything: YAML, types and\n"
     "units, required keys, pools against the cluster, head/expert\n"
-    "divisibility, memory fit per rank, KV capacity against the context and\n"
-    "topology. Every problem is reported with its file:line:col.\n"
+    "divisibility, memory fit per rank, KV capacity against the context,\n"
+    "topology, and every later rule `rankplan compile` runs (layout, hooks,\n"
+    "placement, KV-reshard maps), so a spec check accepts compiles. A search\n"
+    "spec runs the search; a spec with pools has its predicted TTFT and TPOT\n"
+    "compared with its SLOs. Every problem is reported with its\n"
+    "file:line:col.\n"
     "\n"
     "options:\n"
     "  --format text|json|sarif  diagnostics format (default text; json is\n"
-    "                            documented in docs/errors.md; sarif is 2.1.0)\n"
+    "                            documented in docs/errors.md; sarif is 2.1.0);\n"
+    "                            json and sarif are one document for all specs\n"
     "  --catalog DIR             where `preset:` entries are looked up\n"
     "                            (default: $RANKPLAN_CATALOG or plans/catalog)\n"
+    "  --deny CODE               report diagnostic CODE (a warning or note,\n"
+    "                            e.g. W0301) as an error; repeatable\n"
+    "  --warnings-as-errors      report every warning as an error\n"
     "  -q, --quiet               print diagnostics only, no summary tables\n"
     "  -h, --help                show this help\n"
     "\n"
-    "exit: 0 valid, 1 invalid, 2 usage error or unreadable file\n";
+    "exit: 0 every spec valid; 4 valid, but for some spec no layout meets the\n"
+    "SLOs (E0500/E0508 only, or W0501); 1 a spec is invalid; 2 usage error or\n"
+    "unreadable file (docs/ci.md)\n";
 
 /* One ledger row: a pool's pp stage. */
 typedef struct {
@@ -111,12 +134,14 @@ static void print_ledger_text(const LedgerRows *rows, FILE *out) {
   }
 }
 
-static json_t *ledger_json(const LedgerRows *rows) {
-  json_t *a = json_array();
+/* Appends the ledger rows of spec `path` to the json array a. */
+static void ledger_append(json_t *a, const LedgerRows *rows, const char *path) {
   for (size_t i = 0; i < rows->len; i++) {
     const LedgerRow *r = &rows->items[i];
     const MemLedger *L = &r->L;
     json_t *o = json_object();
+    json_t *spec = json_string(path); /* NULL: the path is not UTF-8 */
+    json_object_set_new(o, "spec", spec ? spec : json_null());
     json_object_set_new(o, "pool", json_string(r->pool->name.v ? r->pool->name.v : "?"));
     json_object_set_new(o, "role", json_string(role_name((PoolRole)r->pool->role.v)));
     json_object_set_new(o, "stage", json_integer(r->stage));
@@ -142,60 +167,216 @@ static json_t *ledger_json(const LedgerRows *rows) {
     json_object_set_new(o, "max_context_fits", json_boolean(L->max_context_fits));
     json_array_append_new(a, o);
   }
-  return a;
 }
 
-/* Prints the diagnostics object of docs/errors.md with the "ledger" key
- * added: the object comes from diag.c, so the two outputs cannot drift. */
-static void print_json_with_ledger(Diags *d, const LedgerRows *rows, FILE *out) {
-  json_t *root = diags_to_json(d);
-  json_object_set_new(root, "ledger", ledger_json(rows));
-  diags_print_json_object(root, out);
-  json_decref(root);
-}
-
-int cmd_check(int argc, char **argv) {
-  const char *path = NULL, *fmt_s = "text", *catalog = NULL;
-  bool quiet = false;
-  const RpOpt opts[] = {
-      {"--help", "-h", false, NULL, NULL, cli_help, NULL},
-      {"--quiet", "-q", false, NULL, &quiet, NULL, NULL},
-      {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
-      {"--catalog", NULL, true, &catalog, NULL, NULL, NULL},
-  };
-  int pr = cli_parse("check", check_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
-  if (pr != RP_OPT_GO) return pr;
+/* The command line: the specs, the codes to deny, the flags. */
+typedef struct {
+  const char *usage;
+  RP_VEC(const char *) files;
+  bool deny[DIAG__COUNT];
+  bool werror, quiet;
+  const char *catalog;
   DiagFormat fmt;
-  if (!diag_format_parse(fmt_s, &fmt))
-    return cli_usage_error("check", "unknown format '%s' (expected text, json or sarif)", fmt_s);
-  if (!path) return cli_usage_error("check", "missing SPEC");
+} CheckArgs;
 
+static int check_help(void *ctx, const RpOpt *opt, const char *value) {
+  return cli_help((void *)((CheckArgs *)ctx)->usage, opt, value);
+}
+
+static int check_file(void *ctx, const char *arg) {
+  rp_vec_push(&((CheckArgs *)ctx)->files, arg);
+  return RP_OPT_GO;
+}
+
+static int check_deny(void *ctx, const RpOpt *opt, const char *value) {
+  RP_UNUSED(opt);
+  char up[16] = {0};
+  for (size_t i = 0; value[i] && i + 1 < sizeof up; i++) up[i] = (char)toupper((unsigned char)value[i]);
+  DiagCode c = strlen(value) < sizeof up ? diag_lookup(up) : DIAG__COUNT;
+  if (c == DIAG__COUNT) {
+    const char *codes[DIAG__COUNT];
+    for (size_t i = 0; i < DIAG__COUNT; i++) codes[i] = diag_info((DiagCode)i)->code;
+    const char *near = diag_closest(value, codes, DIAG__COUNT);
+    return cli_usage_error("check", "--deny: unknown diagnostic code '%s'%s%s%s (docs/errors.md lists them)",
+                           value, near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
+  }
+  ((CheckArgs *)ctx)->deny[c] = true;
+  return RP_OPT_GO;
+}
+
+static int check_flag(void *ctx, const RpOpt *opt, const char *value) {
+  RP_UNUSED(value);
+  CheckArgs *a = ctx;
+  if (strcmp(opt->name, "--quiet") == 0) a->quiet = true;
+  else a->werror = true;
+  return RP_OPT_GO;
+}
+
+static int check_value(void *ctx, const RpOpt *opt, const char *value) {
+  CheckArgs *a = ctx;
+  if (strcmp(opt->name, "--catalog") == 0) {
+    a->catalog = value;
+    return RP_OPT_GO;
+  }
+  if (!diag_format_parse(value, &a->fmt))
+    return cli_usage_error("check", "unknown format '%s' (expected text, json or sarif)", value);
+  return RP_OPT_GO;
+}
+
+static int check_parse_args(CheckArgs *a, int argc, char **argv) {
+  static const RpOpt opts[] = {
+      {"--help", "-h", false, NULL, NULL, check_help, NULL},
+      {"--quiet", "-q", false, NULL, NULL, check_flag, NULL},
+      {"--warnings-as-errors", NULL, false, NULL, NULL, check_flag, NULL},
+      {"--format", NULL, true, NULL, NULL, check_value, NULL},
+      {"--catalog", NULL, true, NULL, NULL, check_value, NULL},
+      {"--deny", NULL, true, NULL, NULL, check_deny, NULL},
+  };
+  RpOptSpec s = {"check", opts, RP_ARRAY_LEN(opts), cli_usage_msg, check_file, NULL, "SPEC", a};
+  int pr = rp_opts_parse(&s, argc, argv, 1);
+  if (pr != RP_OPT_GO) return pr;
+  if (a->files.len == 0) return cli_usage_error("check", "missing SPEC");
+  return RP_OPT_GO;
+}
+
+/* --deny and --warnings-as-errors: the diagnostic becomes an error, with a
+ * note saying which option made it one. Warnings past the kept 200 are
+ * counted as errors too under --warnings-as-errors. */
+static void check_promote(Diags *d, const CheckArgs *a) {
+  for (size_t i = 0; i < d->list.len; i++) {
+    Diag *g = d->list.items[i];
+    bool deny = a->deny[g->code], all = a->werror && g->sev == SEV_WARNING;
+    if (g->sev == SEV_ERROR || !(deny || all)) continue;
+    if (g->sev == SEV_WARNING) d->nwarnings--;
+    else d->nnotes--;
+    g->sev = SEV_ERROR;
+    d->nerrors++;
+    diag_note(g, "an error here because of %s", deny ? "--deny" : "--warnings-as-errors");
+  }
+  if (a->werror) {
+    d->nerrors += d->nwarnings;
+    d->nwarnings = 0;
+  }
+}
+
+/* A search spec: the search decides whether a layout meets the SLOs
+ * (E0500, E0508 when none does). */
+static void check_search(Diags *d, const Spec *s) {
+  CostConsts k;
+  cost_consts_default(&k);
+  SearchOptions o;
+  memset(&o, 0, sizeof o);
+  SearchOut out;
+  search_run(d, s, &k, &o, &out);
+  search_out_free(&out);
+}
+
+/* A spec with pools: W0501 when its predicted TTFT or TPOT misses the SLO
+ * (the plan's estimates, docs/plan.md). */
+static void check_slo(Diags *d, const Spec *s, const Layout *L) {
+  PlanEstimates e;
+  const char *why = NULL;
+  if (!compile_estimates(s, L, NULL, &e, &why)) return;
+  double ttft = s->slo.ttft.v * 1e3, tpot = s->slo.tpot.v * 1e3;
+  if (e.goodput_tok_s_per_gpu > 0) return;
+  Diag *g = diag_at(d, DIAG_W0501, s->slo.loc,
+                    "the pools' predicted TTFT %.1f ms and TPOT %.2f ms at %.0f tok/s miss the SLO "
+                    "(ttft %.0f ms, tpot %.1f ms)", e.ttft_ms, e.tpot_ms, e.throughput_tok_s, ttft, tpot);
+  diag_help(g, "`rankplan search` finds layouts that meet it; or relax `slo`, or lower "
+               "`workload.rate`");
+}
+
+/* Every rule of `rankplan compile` (compile_layout: validate, layout,
+ * hooks, placement, ledger, KV maps), or the search for a search spec. */
+static void check_rules(Diags *d, const Spec *s) {
+  if (s->deployment.mode.v == MODE_SEARCH && s->deployment.npools == 0) {
+    validate_spec(d, s);
+    if (!diags_failed(d)) check_search(d, s);
+    return;
+  }
+  Layout *L = compile_layout(s, d);
+  if (L) check_slo(d, s, L);
+  lay_free(L);
+}
+
+/* The exit code of one spec's diagnostics. */
+static int check_verdict(const Diags *d, bool unreadable) {
+  if (unreadable) return RP_EXIT_USAGE;
+  bool slo = false;
+  for (size_t i = 0; i < d->list.len; i++) {
+    const Diag *g = d->list.items[i];
+    if (g->code == DIAG_W0501 && g->sev != SEV_ERROR) slo = true;
+  }
+  if (diags_failed(d)) return cli_slo_only(d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
+  return slo ? RP_EXIT_SLO : RP_EXIT_OK;
+}
+
+/* The worse of two exit codes: usage > invalid > SLO > ok. */
+static int check_worse(int a, int b) {
+  static const int order[] = {RP_EXIT_OK, RP_EXIT_SLO, RP_EXIT_INPUT, RP_EXIT_USAGE};
+  int ra = 0, rb = 0;
+  for (int i = 0; i < 4; i++) {
+    if (order[i] == a) ra = i;
+    if (order[i] == b) rb = i;
+  }
+  return ra >= rb ? a : b;
+}
+
+/* Checks one spec: its diagnostics (text: printed now; else moved into
+ * all) and its ledger (text: printed; json: appended to ledger). */
+static int check_one(const CheckArgs *a, const char *path, Diags *all, json_t *ledger) {
   Diags d;
   diags_init(&d);
-  Spec *spec = spec_parse_file(&d, path, catalog);
-  int rc;
+  Spec *spec = spec_parse_file(&d, path, a->catalog);
   bool unreadable = false;
-  for (size_t i = 0; i < d.list.len; i++) {
-    DiagCode c = d.list.items[i]->code;
-    if (c == DIAG_E0001) unreadable = true;
-  }
-  /* Model, memory and topology rules run once parse succeeded. */
+  for (size_t i = 0; i < d.list.len; i++)
+    if (d.list.items[i]->code == DIAG_E0001) unreadable = true;
   LedgerRows rows = {0};
   if (spec && !diags_failed(&d)) {
-    validate_spec(&d, spec);
+    check_rules(&d, spec);
     if (!model_broken(&d)) ledger_rows(spec, &rows);
   }
-  FILE *out = fmt == DIAG_FMT_TEXT ? stderr : stdout;
-  if (fmt == DIAG_FMT_JSON) print_json_with_ledger(&d, &rows, out);
-  else diags_print(&d, out, fmt, fmt == DIAG_FMT_TEXT && diag_want_color(stderr));
-  if (unreadable) rc = RP_EXIT_USAGE;
-  else if (diags_failed(&d) || !spec) rc = RP_EXIT_INPUT;
-  else rc = RP_EXIT_OK;
-  if (fmt == DIAG_FMT_TEXT && !quiet) print_ledger_text(&rows, stdout);
-  if (rc == RP_EXIT_OK && fmt == DIAG_FMT_TEXT && !quiet)
-    printf("%s: ok\n", path);
+  check_promote(&d, a);
+  int rc = spec ? check_verdict(&d, unreadable) : unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
+  if (a->fmt == DIAG_FMT_TEXT) {
+    diags_print(&d, stderr, DIAG_FMT_TEXT, diag_want_color(stderr));
+    if (!a->quiet) print_ledger_text(&rows, stdout);
+    if (!a->quiet && rc == RP_EXIT_OK) printf("%s: ok\n", path);
+    if (!a->quiet && rc == RP_EXIT_SLO) printf("%s: valid, but no layout meets the SLOs\n", path);
+  } else {
+    if (ledger) ledger_append(ledger, &rows, path);
+    diags_move(all, &d);
+  }
   free(rows.items);
   spec_free(spec);
   diags_free(&d);
+  return rc;
+}
+
+int cmd_check(int argc, char **argv) {
+  CheckArgs a;
+  memset(&a, 0, sizeof a);
+  a.usage = check_usage;
+  a.fmt = DIAG_FMT_TEXT;
+  int pr = check_parse_args(&a, argc, argv);
+  if (pr != RP_OPT_GO) {
+    free(a.files.items);
+    return pr;
+  }
+  Diags all;
+  diags_init(&all);
+  json_t *ledger = a.fmt == DIAG_FMT_JSON ? json_array() : NULL;
+  int rc = RP_EXIT_OK;
+  for (size_t i = 0; i < a.files.len; i++) rc = check_worse(rc, check_one(&a, a.files.items[i], &all, ledger));
+  if (a.fmt == DIAG_FMT_JSON) {
+    json_t *root = diags_to_json(&all);
+    json_object_set_new(root, "ledger", ledger);
+    diags_print_json_object(root, stdout);
+    json_decref(root);
+  } else if (a.fmt == DIAG_FMT_SARIF) {
+    diags_print(&all, stdout, DIAG_FMT_SARIF, false);
+  }
+  diags_free(&all);
+  free(a.files.items);
   return rc;
 }

@@ -73,7 +73,7 @@ int cmd_compile(int argc, char **argv) {
   char *what = NULL;
   int werr = 0;
   if (spec && !diags_failed(&d)) {
-    CompileOpts o = {out, split, NULL, NULL};
+    CompileOpts o = {out, split, NULL};
     rc = compile_spec_to_plan(spec, &o, &d, &what, &werr);
   }
   if (unreadable) rc = RP_EXIT_USAGE;

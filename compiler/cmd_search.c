@@ -5,8 +5,9 @@
  * --calibration FILE), runs search_run() and prints the ranked table (or
  * JSON) on stdout. Diagnostics go to stderr (as JSON on stdout when the
  * search fails under --format json). Progress goes to stderr only when it
- * is a terminal. Exit 0 when a layout meets the SLOs, 1 when the input is
- * wrong or no layout meets them, 2 on usage errors or unreadable files.
+ * is a terminal. Exit 0 when a layout meets the SLOs, 4 when the spec is
+ * valid but no layout meets them (E0500/E0508 only), 1 when the input is
+ * wrong, 2 on usage errors or unreadable files.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,43 +53,22 @@ static const char search_usage[] =
     "(environment, docs/hooks.md):\n"
     HOOK_ENV_HELP
     "\n"
-    "exit: 0 a layout meets the SLOs, 1 the input is wrong or no layout meets\n"
-    "them, 2 usage error or unreadable file\n";
+    "exit: 0 a layout meets the SLOs, 4 the spec is valid but no layout meets\n"
+    "them (E0500, E0508), 1 the input is wrong, 2 usage error or unreadable\n"
+    "file\n";
 
 /* Compiles the winner: the spec with its deployment replaced by the
- * winner's pools, through compile_spec_to_plan (compile.h): the stages
- * `rankplan compile` runs, the spec's hooks included, with the search's
- * predicted figures in the plan's `estimates`. Returns an exit code. */
+ * winner's pools (search_result_spec), through compile_spec_to_plan
+ * (compile.h): the stages `rankplan compile` runs, the spec's hooks
+ * included. The plan's `estimates` come from the same evaluation the
+ * search ranked the winner by (cost_deploy_eval), so they are the row's
+ * figures. Returns an exit code. */
 static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, const char *path,
                            const CostConsts *k) {
-  Spec s = *spec;
+  Spec s;
   PoolSpec pools[2];
-  memset(pools, 0, sizeof pools);
-  SrcLoc at = spec->deployment.loc;
-  for (size_t i = 0; i < w->npools; i++) {
-    const SearchPool *sp = &w->pools[i];
-    PoolSpec *p = &pools[i];
-    p->loc = at;
-    p->name = (SStr){sp->role == ROLE_PREFILL ? "prefill" : sp->role == ROLE_DECODE ? "decode" : "serve",
-                     at, true};
-    p->role = (SEnum){(int)sp->role, at, true};
-    p->replicas = (SInt){sp->replicas, at, true};
-    p->tp = (SInt){sp->lay.tp, at, true};
-    p->pp = (SInt){sp->lay.pp, at, true};
-    p->cp = (SInt){sp->lay.cp, at, true};
-    p->dp = (SInt){sp->lay.dp, at, true};
-    p->ep = (SInt){sp->lay.ep, at, true};
-    p->etp = (SInt){sp->lay.etp, at, true};
-    p->dcp = (SInt){sp->lay.dcp, at, true};
-    p->layer_partition.loc = at;
-  }
-  s.deployment.pools = pools;
-  s.deployment.npools = w->npools;
-  s.deployment.mode.v = w->mode == SEARCH_AGGREGATED ? MODE_AGGREGATED : MODE_DISAGGREGATED;
-  /* The same stages as `rankplan compile`, hooks included (compile.h);
-   * the estimates are the search's own prediction for the winner. */
-  PlanEstimates est = {true, w->ttft * 1e3, w->tpot * 1e3, w->tok_s, w->goodput_gpu};
-  CompileOpts o = {path, NULL, k, &est};
+  search_result_spec(spec, w, pools, &s);
+  CompileOpts o = {path, NULL, k};
   char *what = NULL;
   int werr = 0;
   int rc = compile_spec_to_plan(&s, &o, d, &what, &werr);
@@ -161,7 +141,7 @@ int cmd_search(int argc, char **argv) {
   bool ok = search_run(&d, spec, &k, &so, &out);
   size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
   if (!ok) {
-    rc = RP_EXIT_INPUT;
+    rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
     goto done;
   }
   char *txt = json ? search_format_json(&out, spec, rows, explain)

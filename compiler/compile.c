@@ -150,122 +150,21 @@ static CostLayout cost_layout_of(const LayPool *P) {
   return c;
 }
 
-/* The mean context of a decode step: the whole prompt and half the output,
- * as the search assumes. */
-static double est_ctx(const CostModel *m) { return (double)m->tin + (double)m->tout / 2.0; }
-
-/* The decode batch of one instance: the largest B up to the KV memory and
- * the batch cap whose step meets the TPOT SLO (1 when none does). 0 when
- * not even one request fits in KV memory. */
-static int64_t est_decode_batch(const CostModel *m, const CostLayout *l) {
-  int64_t bmem = cost_batch_memory(m, l);
-  int64_t cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
-  int64_t hi = bmem < cap ? bmem : cap;
-  if (hi < 1) return 0;
-  CostDecode dc;
-  if (!cost_decode_step(m, l, 1, est_ctx(m), &dc) || dc.tpot > m->slo_tpot) return 1;
-  int64_t lo = 1;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo + 1) / 2;
-    if (cost_decode_step(m, l, mid, est_ctx(m), &dc) && dc.tpot <= m->slo_tpot) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-
-/* One prefill pool (x instances) and one decode pool (y instances), as
- * search.c's pair evaluation with the instance counts fixed by the spec. */
-static bool est_disagg(const CostModel *m, double rho, const LayPool *Pp, const LayPool *Pd,
-                       PlanEstimates *e, const char **why) {
-  CostLayout P = cost_layout_of(Pp), D = cost_layout_of(Pd);
-  double x = (double)Pp->replicas, y = (double)Pd->replicas;
-  CostPrefill pre;
-  if (!cost_prefill(m, &P, &pre) || !(pre.mu > 0)) {
-    *why = "the cost model cannot evaluate the prefill pool";
-    return false;
-  }
-  int64_t B = est_decode_batch(m, &D);
-  CostDecode dc;
-  if (B < 1 || !cost_decode_step(m, &D, B, est_ctx(m), &dc) || !(dc.tpot > 0)) {
-    *why = "not one request fits the decode pool's KV memory";
-    return false;
-  }
-  double tkv = cost_kv_transfer(m, &P, &D);
-  double rt = cost_md1_max_rho(pre.mu, m->slo_ttft - pre.latency - tkv);
-  double rho_p = rt > 0 && rt < rho ? rt : rho;
-  double rd = rho * (double)B / dc.tpot / (double)m->tout; /* req/s per decode instance */
-  double served = fmin(x * rho_p * pre.mu, y * rd);
-  if (m->rate > 0 && m->rate < served) served = m->rate;
-  /* Little's law: each decode instance holds served/y * tout * TPOT
-   * requests; at a smaller batch than B the step is shorter. */
-  double tpot = dc.tpot;
-  int64_t bl = cost_ceil_i64(served / y * (double)m->tout * dc.tpot);
-  if (bl < 1) bl = 1;
-  CostDecode dl;
-  if (bl < B && cost_decode_step(m, &D, bl, est_ctx(m), &dl)) tpot = dl.tpot;
-  double util = served / (x * pre.mu);
-  e->ttft_ms = (cost_md1_wait(util, pre.mu) + pre.latency + tkv) * 1e3;
-  e->tpot_ms = tpot * 1e3;
-  e->throughput_tok_s = served * (double)m->tout;
-  return true;
-}
-
-/* One pool of role both (x instances), as search.c's aggregated
- * evaluation: prefills and decode steps alternate on each instance. */
-static bool est_agg(const CostModel *m, double rho, const LayPool *Pa, PlanEstimates *e,
-                    const char **why) {
-  CostLayout A = cost_layout_of(Pa);
-  double x = (double)Pa->replicas;
-  CostPrefill pre;
-  if (!cost_prefill(m, &A, &pre) || !(pre.mu > 0)) {
-    *why = "the cost model cannot evaluate the pool";
-    return false;
-  }
-  int64_t bmem = cost_batch_memory(m, &A);
-  int64_t cap = A.dp * A.pp * (int64_t)m->k.max_batch_per_dp;
-  int64_t hi = bmem < cap ? bmem : cap;
-  if (hi < 1) {
+/* Evaluates one instance of each pool with the cost model's instance
+ * evaluation, B_memory from the pool's memory ledger: the figures the
+ * search computes for the same layout. */
+static bool est_instance(const CostModel *m, double rho, const LayPool *P, CostInstance *in,
+                         const char **why) {
+  CostLayout l = cost_layout_of(P);
+  int64_t bmem = P->role == ROLE_PREFILL ? 0 : P->requests_fit_instance;
+  if (P->role != ROLE_PREFILL && bmem < 1) {
     *why = "not one request fits the pool's KV memory";
     return false;
   }
-  /* For batch B: capacity rcap = 1 / (1/mu_p + tout / (B / tpot)), load
-   * rho_a = min(headroom, the M/D/1 rho meeting TTFT), decode steps
-   * stretched by the prefill share. The largest B meeting TPOT wins (1
-   * when none does). */
-  int64_t best = 1;
-  for (int64_t lo = 1, top = hi; lo <= top;) {
-    int64_t mid = lo + (top - lo) / 2;
-    CostDecode dc;
-    bool good = false;
-    if (cost_decode_step(m, &A, mid, est_ctx(m), &dc) && dc.tpot > 0) {
-      double rcap = 1.0 / (1.0 / pre.mu + (double)m->tout * dc.tpot / (double)mid);
-      double rt = cost_md1_max_rho(rcap, m->slo_ttft - pre.latency);
-      double ra = rt < rho ? rt : rho;
-      double up = ra * rcap / pre.mu;
-      good = ra > 0 && up < 1.0 && dc.tpot / (1.0 - up) <= m->slo_tpot;
-    }
-    if (good) {
-      best = mid;
-      lo = mid + 1;
-    } else {
-      top = mid - 1;
-    }
-  }
-  CostDecode dc;
-  if (!cost_decode_step(m, &A, best, est_ctx(m), &dc) || !(dc.tpot > 0)) {
-    *why = "the cost model cannot evaluate the pool's decode step";
+  if (!cost_instance_eval(m, P->role, &l, bmem, rho, NULL, in)) {
+    *why = "the cost model cannot evaluate the pool";
     return false;
   }
-  double rcap = 1.0 / (1.0 / pre.mu + (double)m->tout * dc.tpot / (double)best);
-  double rt = cost_md1_max_rho(rcap, m->slo_ttft - pre.latency);
-  double ra = rt > 0 && rt < rho ? rt : rho;
-  double served = x * ra * rcap;
-  if (m->rate > 0 && m->rate < served) served = m->rate;
-  double util = served / (x * rcap);
-  double up = util * rcap / pre.mu;
-  e->ttft_ms = (cost_md1_wait(util, rcap) + pre.latency) * 1e3;
-  e->tpot_ms = dc.tpot / (1.0 - up) * 1e3;
-  e->throughput_tok_s = served * (double)m->tout;
   return true;
 }
 
@@ -310,19 +209,30 @@ bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
     *why = "the cost model lacks a hardware figure or overflows";
     return false;
   }
-  double rho = spec->search.headroom.v > 0 && spec->search.headroom.v < 1 ? spec->search.headroom.v : 0.9;
+  /* The deployment's figures come from the one evaluation the search
+   * runs too (cost_deploy_eval): a search row compiles to its figures. */
+  const LayPool *pl[2] = {agg ? both : pre, dec};
+  CostInstance inst[2];
+  CostDeploy dp = {agg ? 1 : 2, {&inst[0], &inst[1]}, {0, 0}, cost_headroom(spec)};
+  for (size_t i = 0; i < dp.npools; i++) {
+    if (!est_instance(&m, dp.rho, pl[i], &inst[i], why)) return false;
+    dp.replicas[i] = pl[i]->replicas;
+  }
+  CostDeployEval ev;
+  if (!cost_deploy_eval(&m, &dp, &ev)) {
+    *why = "the cost model cannot evaluate the deployment";
+    return false;
+  }
   PlanEstimates e = {0};
-  ok = agg ? est_agg(&m, rho, both, &e, why) : est_disagg(&m, rho, pre, dec, &e, why);
-  if (!ok) return false;
+  e.ttft_ms = ev.ttft * 1e3;
+  e.tpot_ms = ev.tpot * 1e3;
+  e.throughput_tok_s = ev.tok_s;
   if (!isfinite(e.ttft_ms) || !isfinite(e.tpot_ms) || !isfinite(e.throughput_tok_s) ||
       e.ttft_ms < 0 || e.tpot_ms < 0 || e.throughput_tok_s < 0) {
     *why = "the cost model gives no finite figure for this layout";
     return false;
   }
-  /* Goodput counts the served tokens only when both SLOs hold (the
-   * search's rule, with the same tolerance for rounding). */
-  bool meets = e.ttft_ms <= m.slo_ttft * 1e3 * (1 + 1e-9) && e.tpot_ms <= m.slo_tpot * 1e3 * (1 + 1e-9);
-  e.goodput_tok_s_per_gpu = meets && L->world_size > 0 ? e.throughput_tok_s / (double)L->world_size : 0.0;
+  e.goodput_tok_s_per_gpu = ev.goodput_gpu;
   e.has = true;
   *est = e;
   return true;
@@ -338,8 +248,7 @@ int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char 
   if (!L) return RP_EXIT_INPUT;
   PlanEstimates est = {0};
   const char *why = NULL;
-  if (o->estimates) est = *o->estimates;
-  else compile_estimates(spec, L, o->consts, &est, &why);
+  compile_estimates(spec, L, o->consts, &est, &why);
   int rc = RP_EXIT_OK;
   *werr = emit_plan_files(d, spec, L, &est, o->out, o->split_dir, what);
   if (*werr) rc = RP_EXIT_USAGE;

@@ -20,7 +20,6 @@ typedef struct {
   const char *out;               /* where the plan goes (NULL: no whole plan) */
   const char *split_dir;         /* NULL: no node files */
   const CostConsts *consts;      /* for the estimates; NULL: the defaults */
-  const PlanEstimates *estimates;/* NULL: computed by compile_estimates */
 } CompileOpts;
 
 /* Runs every stage on spec and writes the plan. Returns RP_EXIT_OK when

@@ -635,6 +635,236 @@ double cost_kv_transfer(const CostModel *m, const CostLayout *pre, const CostLay
   return bytes / ((double)n * cost_link_bw(m, LINK_SCALE_OUT)) + cost_link_lat(m, LINK_SCALE_OUT);
 }
 
+/* ---- one deployment -------------------------------------------------------- */
+
+double cost_decode_ctx(const CostModel *m) { return (double)m->tin + (double)m->tout / 2.0; }
+
+double cost_headroom(const Spec *s) {
+  double h = s->search.headroom.v;
+  return h > 0.0 && h <= 1.0 ? h : 0.9;
+}
+
+/* Largest B in [1, hi] with pred(B) (pred monotone: true then false); 0
+ * when pred(1) fails. */
+typedef bool (*CostBatchPred)(const CostModel *m, int64_t B, void *arg);
+
+/* Narrows (lo, hi) around a guess by galloping away from it: a few tests
+ * when the guess is close. Invariant kept: pred(lo) holds, pred(hi) not. */
+static void cost__gallop(const CostModel *m, CostBatchPred pred, void *arg, int64_t guess,
+                         int64_t *lo, int64_t *hi) {
+  if (pred(m, guess, arg)) {
+    *lo = guess;
+    for (int64_t step = 1; *lo + step < *hi; step *= 2) {
+      if (!pred(m, *lo + step, arg)) {
+        *hi = *lo + step;
+        return;
+      }
+      *lo += step;
+    }
+  } else {
+    *hi = guess;
+    for (int64_t step = 1; *hi - step > *lo; step *= 2) {
+      if (pred(m, *hi - step, arg)) {
+        *lo = *hi - step;
+        return;
+      }
+      *hi -= step;
+    }
+  }
+}
+
+static int64_t cost__largest(const CostModel *m, int64_t hi, CostBatchPred pred, void *arg,
+                             int64_t guess) {
+  if (hi < 1 || !pred(m, 1, arg)) return 0;
+  /* Memory- or cap-bound layouts meet the SLO at the top of the range: one
+   * test instead of the bisection. */
+  if (pred(m, hi, arg)) return hi;
+  int64_t lo = 1;
+  if (guess > 1 && guess < hi) cost__gallop(m, pred, arg, guess, &lo, &hi);
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (pred(m, mid, arg)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* Whether the decode step meets the TPOT SLO at micro-batch b (the step
+ * depends on B only through ceil(B/pp)). */
+typedef struct {
+  const CostDecodePrep *prep;
+  int64_t hi; /* the largest B */
+} CostDecArg;
+
+static bool cost__pred_decode_mb(const CostModel *m, int64_t b, void *arg) {
+  const CostDecArg *a = arg;
+  int64_t pp = a->prep->l.pp;
+  int64_t B = b * pp < a->hi ? b * pp : a->hi;
+  CostDecode dc;
+  if (!cost_decode_at(m, a->prep, B, &dc)) return false;
+  return dc.tpot <= m->slo_tpot;
+}
+
+/* Aggregated instance at batch B (docs/cost-model.md, "Aggregated
+ * instances"): R_cap = 1 / (1/mu_p + tout / (B / tpot)); rho = min(headroom,
+ * the M/D/1 rho that meets TTFT); decode steps stretch by 1 / (1 - u_p),
+ * u_p = rho * R_cap / mu_p. */
+typedef struct {
+  const CostPrefill *pre;
+  const CostDecodePrep *prep;
+  double headroom;
+  double tpot_eff, rcap, rho;
+  bool ttft_bound;
+} CostAggArg;
+
+static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
+  CostDecode dc;
+  if (!cost_decode_at(m, a->prep, B, &dc)) return false;
+  double D = (double)B / dc.tpot;
+  a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
+  double rt = cost_md1_max_rho(a->rcap, m->slo_ttft - a->pre->latency);
+  a->ttft_bound = rt < a->headroom;
+  a->rho = a->ttft_bound ? rt : a->headroom;
+  double up = a->rho * a->rcap / a->pre->mu;
+  a->tpot_eff = up < 1.0 ? dc.tpot / (1.0 - up) : (double)INFINITY;
+  return a->rho > 0.0;
+}
+
+static bool cost__pred_agg(const CostModel *m, int64_t B, void *arg) {
+  CostAggArg *a = arg;
+  return cost__agg_at(m, B, a) && a->tpot_eff <= m->slo_tpot;
+}
+
+/* B for a decode or both instance: the largest batch meeting the SLO
+ * within hi, 0 when batch 1 misses it. */
+static int64_t cost__batch(const CostModel *m, CostInstance *o, const CostDecodePrep *prep,
+                           int64_t hi, double rho, int64_t guess) {
+  if (o->role == ROLE_DECODE) {
+    int64_t pp = o->lay.pp, hb = (hi + pp - 1) / pp;
+    CostDecArg da = {prep, hi};
+    int64_t bb = cost__largest(m, hb, cost__pred_decode_mb, &da, guess);
+    return bb * pp < hi ? bb * pp : hi;
+  }
+  CostAggArg a = {&o->pre, prep, rho, 0, 0, 0, false};
+  return cost__largest(m, hi, cost__pred_agg, &a, guess);
+}
+
+bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, int64_t bmem,
+                        double rho, int64_t *guess, CostInstance *out) {
+  memset(out, 0, sizeof *out);
+  out->role = role;
+  out->lay = *l;
+  if (role != ROLE_DECODE && (!cost_prefill(m, l, &out->pre) || !(out->pre.mu > 0))) return false;
+  if (role == ROLE_PREFILL) return true;
+  CostDecodePrep prep;
+  if (bmem < 1 || !cost_decode_prep(m, l, cost_decode_ctx(m), &prep)) return false;
+  out->bmem = bmem;
+  out->cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
+  int64_t B = cost__batch(m, out, &prep, bmem < out->cap ? bmem : out->cap, rho,
+                          guess ? *guess : 0);
+  /* The decode search's guess is in micro-batches, the aggregated one's
+   * in requests: each role passes back what it searched over. */
+  if (guess) *guess = role == ROLE_DECODE ? (B + l->pp - 1) / l->pp : B;
+  out->slo_ok = B >= 1;
+  out->batch = B >= 1 ? B : 1;
+  CostDecode dc;
+  if (!cost_decode_at(m, &prep, out->batch, &dc) || !(dc.tpot > 0)) return false;
+  out->tpot = dc.tpot;
+  out->dec_tok_s = (double)out->batch / dc.tpot;
+  if (role == ROLE_BOTH) {
+    CostAggArg a = {&out->pre, &prep, rho, 0, 0, 0, false};
+    cost__agg_at(m, out->batch, &a);
+    out->tpot = a.tpot_eff;
+    out->rcap = a.rcap;
+    out->rho = a.rho;
+    out->ttft_bound = a.ttft_bound;
+  }
+  return true;
+}
+
+void cost_deploy_rates(const CostModel *m, const CostDeploy *dp, CostRates *out) {
+  memset(out, 0, sizeof *out);
+  const CostInstance *a = dp->inst[0];
+  if (dp->npools == 1) {
+    out->r[0] = a->rho * a->rcap;
+    out->ttft_bound = a->ttft_bound;
+    return;
+  }
+  const CostInstance *d = dp->inst[1];
+  out->kv_transfer = cost_kv_transfer(m, &a->lay, &d->lay);
+  double rt = cost_md1_max_rho(a->pre.mu, m->slo_ttft - a->pre.latency - out->kv_transfer);
+  out->ttft_bound = rt < dp->rho;
+  out->r[0] = fmin(dp->rho, rt) * a->pre.mu;
+  out->r[1] = dp->rho * d->dec_tok_s / (double)m->tout;
+}
+
+/* Little's law: one decode instance serving `per` req/s holds per * T_out
+ * * TPOT requests; below B the step is shorter (one step of the fixed
+ * point: at that shorter step fewer still are in flight, so the figure
+ * errs towards the slower TPOT). up: the aggregated prefill share u_p, by
+ * which decode steps stretch (0 for a decode pool). */
+static double cost__stretch(double tpot, double up) {
+  return up <= 0.0 ? tpot : up < 1.0 ? tpot / (1.0 - up) : (double)INFINITY;
+}
+
+static void cost__little(const CostModel *m, const CostInstance *in, double per, double up,
+                         CostDeployEval *out) {
+  double ctx = cost_decode_ctx(m);
+  CostDecode dc;
+  out->batch = in->batch;
+  out->tpot = (double)INFINITY;
+  if (!cost_decode_step(m, &in->lay, in->batch, ctx, &dc)) return;
+  out->tpot = cost__stretch(dc.tpot, up);
+  double bl = ceil(per * (double)m->tout * out->tpot);
+  if (bl < 1.0) bl = 1.0;
+  if (bl < (double)in->batch && cost_decode_step(m, &in->lay, (int64_t)bl, ctx, &dc)) {
+    out->batch = (int64_t)bl;
+    out->tpot = cost__stretch(dc.tpot, up);
+  }
+}
+
+static void cost__finish(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+  CkState st = {true};
+  int64_t g = 0;
+  for (size_t i = 0; i < dp->npools; i++)
+    g = cka(&st, g, ckm(&st, dp->replicas[i], cost_layout_gpus(&dp->inst[i]->lay)));
+  out->gpus = st.ok ? g : INT64_MAX;
+  out->tok_s = out->served * (double)m->tout;
+  out->feasible = out->served > 0 && out->ttft <= m->slo_ttft * (1 + 1e-9) &&
+                  out->tpot <= m->slo_tpot * (1 + 1e-9);
+  out->goodput_gpu = out->feasible ? out->tok_s / (double)out->gpus : 0.0;
+}
+
+bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+  memset(out, 0, sizeof *out);
+  if (dp->npools < 1 || dp->npools > 2 || dp->replicas[0] < 1 ||
+      (dp->npools == 2 && dp->replicas[1] < 1))
+    return false;
+  cost_deploy_rates(m, dp, &out->rates);
+  const CostInstance *a = dp->inst[0], *d = dp->inst[dp->npools - 1];
+  double x = (double)dp->replicas[0], y = (double)dp->replicas[dp->npools - 1];
+  double served = x * out->rates.r[0];
+  if (dp->npools == 2) {
+    out->prefill_limited = x * out->rates.r[0] <= y * out->rates.r[1];
+    served = fmin(served, y * out->rates.r[1]);
+  }
+  if (m->rate > 0 && m->rate <= served) {
+    served = m->rate;
+    out->load_served = true;
+  }
+  out->served = served;
+  double mu = dp->npools == 2 ? a->pre.mu : a->rcap;
+  out->util = served / (x * mu);
+  out->queue = cost_md1_wait(out->util, mu);
+  out->ttft = out->queue + a->pre.latency + out->rates.kv_transfer;
+  /* Aggregated: decode steps wait while the instance prefills, a share
+   * u_p = (served / x) / mu_p of its time. */
+  double up = dp->npools == 2 ? 0.0 : served / x / a->pre.mu;
+  cost__little(m, d, served / y, up, out);
+  cost__finish(m, dp, out);
+  return true;
+}
+
 /* ---- queueing ------------------------------------------------------------- */
 
 double cost_md1_wait(double rho, double mu) {

@@ -206,6 +206,85 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
 double cost_kv_transfer(const CostModel *m, const CostLayout *pre,
                         const CostLayout *dec);
 
+/* ---- one deployment: the evaluation `search` and `compile` share -------- */
+
+/* The mean context of a decode step: the whole prompt and half the output
+ * (docs/cost-model.md, "Decode"). */
+double cost_decode_ctx(const CostModel *m);
+
+/* The headroom rho the pools are planned at: the spec's `search.headroom`
+ * (in (0, 1]) when given, else 0.9. */
+double cost_headroom(const Spec *s);
+
+/* One instance of a pool, whatever its replica count: the prefill figures
+ * (prefill and both), and for decode and both the batch B the engine is
+ * configured for: the largest B <= min(B_memory, B_cap) whose TPOT (both:
+ * effective TPOT with prefill stalls at the planned utilisation) meets the
+ * SLO. docs/cost-model.md, "Batch bounds" and "Aggregated instances". */
+typedef struct {
+  PoolRole role;
+  CostLayout lay;
+  CostPrefill pre;    /* prefill, both */
+  int64_t bmem, cap;  /* B_memory (from the caller's ledger) and B_cap */
+  int64_t batch;      /* B; 1 when even batch 1 misses the SLO (slo_ok false) */
+  bool slo_ok;        /* batch 1 meets the (effective) TPOT SLO */
+  double tpot;        /* decode: TPOT(B); both: TPOT(B) / (1 - u_p) at rho */
+  double dec_tok_s;   /* B / TPOT(B): output tokens/s at full batch */
+  double rcap, rho;   /* both: R_cap at B and the planned utilisation */
+  bool ttft_bound;    /* both: rho is the TTFT cap, below the headroom */
+} CostInstance;
+
+/* Evaluates one instance of role `role` with B_memory bmem (decode and
+ * both; the memory ledger's figure, docs/memory.md) at headroom rho.
+ * *guess (may be NULL) is a batch to start the bisection from, and is set
+ * to the answer: the search passes the answer of the layout it evaluated
+ * just before (same result, fewer steps). Returns false when the cost
+ * model cannot evaluate the layout (an overflow, no request fits: bmem < 1
+ * for decode or both). */
+bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, int64_t bmem,
+                        double rho, int64_t *guess, CostInstance *out);
+
+/* A deployment: one `both` pool, or a prefill and a decode pool, each with
+ * its instance evaluation and replica count, planned at headroom rho, at
+ * the spec's offered load (m->rate; 0: the most the pools serve). */
+typedef struct {
+  size_t npools;               /* 1: aggregated; 2: pools[0] prefill, pools[1] decode */
+  const CostInstance *inst[2];
+  int64_t replicas[2];
+  double rho;
+} CostDeploy;
+
+/* Requests/s one instance of each pool serves at its planned utilisation:
+ * prefill rho_p * mu with rho_p = min(rho, rho_ttft) (ttft_bound when the
+ * TTFT cap is lower), decode rho * B / (TPOT * T_out); aggregated
+ * rho_a * R_cap. What the search sizes x and y with. */
+typedef struct {
+  double r[2];                 /* per instance, pools' order */
+  double kv_transfer;          /* s, disaggregated */
+  bool ttft_bound;             /* the prefill utilisation is the TTFT cap */
+} CostRates;
+void cost_deploy_rates(const CostModel *m, const CostDeploy *dp, CostRates *out);
+
+/* The evaluation of a deployment (docs/cost-model.md, "One evaluation"):
+ * served = min(x r_p, y r_d) (aggregated x r_a), capped at the offered
+ * load; the decode batch each instance holds at that load by Little's law
+ * (at most B) and the TPOT at it; the queue and TTFT at the prefill
+ * utilisation; goodput per GPU when both SLOs hold. */
+typedef struct {
+  CostRates rates;
+  double served;        /* req/s */
+  double tok_s;         /* output tokens/s */
+  double util;          /* prefill (aggregated: instance) utilisation */
+  double queue, ttft, tpot; /* s */
+  int64_t batch;        /* decode requests per instance at the served load */
+  int64_t gpus;         /* all instances */
+  bool load_served;     /* m->rate > 0 and served == m->rate */
+  bool prefill_limited; /* disaggregated: x r_p <= y r_d */
+  bool feasible;        /* TTFT and TPOT within the SLOs */
+  double goodput_gpu;   /* tok_s / gpus when feasible, else 0 */
+} CostDeployEval;
+bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out);
+
 /* M/D/1 queue (Poisson arrivals, deterministic service at rate mu):
  * Pollaczek-Khinchine mean wait Wq = rho / (2 mu (1 - rho)). Infinity when
  * rho >= 1. */

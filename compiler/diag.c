@@ -115,6 +115,33 @@ Diag *diag_at(Diags *d, DiagCode code, SrcLoc loc, const char *fmt, ...) {
   return g;
 }
 
+void diags_move(Diags *into, Diags *from) {
+  for (size_t i = 0; i < from->sources.len; i++) {
+    const SourceFile *f = &from->sources.items[i];
+    diags_add_source(into, f->name, f->text, f->len);
+  }
+  for (size_t i = 0; i < from->list.len; i++) {
+    Diag *g = from->list.items[i];
+    if (into->list.len >= DIAG_MAX_KEPT) {
+      into->dropped++;
+      free(g->msg);
+      free(g->help);
+      free(g->notes);
+      free(g);
+      continue;
+    }
+    g->loc.file = diags_intern(into, g->loc.file);
+    g->seq = (unsigned)into->list.len;
+    rp_vec_push(&into->list, g);
+  }
+  from->list.len = 0;
+  into->dropped += from->dropped;
+  into->nerrors += from->nerrors;
+  into->nwarnings += from->nwarnings;
+  into->nnotes += from->nnotes;
+  diags_free(from);
+}
+
 void diag_help(Diag *g, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

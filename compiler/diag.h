@@ -97,6 +97,12 @@ Diag *diag_at(Diags *d, DiagCode code, SrcLoc loc, const char *fmt, ...)
 void diag_help(Diag *g, const char *fmt, ...) RP_PRINTF(2, 3);
 void diag_note(Diag *g, const char *fmt, ...) RP_PRINTF(2, 3);
 
+/* Moves every diagnostic, source and count of `from` into `into` (the file
+ * names re-interned there; past DIAG_MAX_KEPT they are counted, not kept)
+ * and leaves `from` empty. For commands that report several inputs, each
+ * checked with its own list, as one document. */
+void diags_move(Diags *into, Diags *from);
+
 static inline bool diags_failed(const Diags *d) { return d->nerrors > 0; }
 
 typedef enum { DIAG_FMT_TEXT, DIAG_FMT_JSON, DIAG_FMT_SARIF } DiagFormat;

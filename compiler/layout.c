@@ -68,11 +68,17 @@ bool lay_rankgen_init(RankGen *g, const char *order, int64_t tp, int64_t ep,
     }
   }
   /* A dimension left out of the order is appended (outermost) when its
-   * size is 1; Megatron-Core raises otherwise, so do we. */
+   * size is 1; Megatron-Core raises otherwise, so do we
+   * (megatron/core/parallel_state.py, RankGenerator.__init__). Where the
+   * size-1 dimensions go does not change any group. */
+  static const char *const left_out[LAY_MAX_DIMS] = {
+      "the order leaves out tp, whose size is not 1", "the order leaves out cp, whose size is not 1",
+      "the order leaves out ep, whose size is not 1", "the order leaves out dp, whose size is not 1",
+      "the order leaves out pp, whose size is not 1"};
   for (int i = 0; i < LAY_MAX_DIMS; i++) {
     if (rg__index(g, dim_names[i], 2) >= 0) continue;
     if (sizes[i] != 1) {
-      *err = "the order leaves out a dimension whose size is not 1";
+      *err = left_out[i];
       return false;
     }
     memcpy(g->name[g->ndims], dim_names[i], 3);
@@ -271,7 +277,7 @@ static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps
   if (!lay_rankgen_init(&dense, order, tp, 1, dp, pp, cp, &err)) {
     Diag *g = diag_at(d, DIAG_E0301, oloc, "rank order `%s` is not usable for pool `%s`: %s",
                       order, lp->name, err);
-    diag_help(g, "name each of tp, cp, ep, dp, pp once, innermost first, e.g. `tp-cp-ep-dp-pp`");
+    diag_help(g, "name every dimension whose size is not 1, innermost first, e.g. `tp-cp-ep-dp-pp`");
     return false;
   }
   /* tp * cp * dp divides the instance size, which lay_build checked; etp
@@ -285,7 +291,8 @@ static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps
   if (!lay_rankgen_init(&expert, order, etp, ep, lp->size[CO_EDP], pp, 1, &err)) {
     Diag *g = diag_at(d, DIAG_E0301, oloc, "rank order `%s` is not usable for the expert groups of pool `%s`: %s",
                       order, lp->name, err);
-    diag_help(g, "name each of tp, cp, ep, dp, pp once, innermost first, e.g. `tp-cp-ep-dp-pp`");
+    diag_help(g, "name every dimension whose size is not 1 (here tp is etp and dp is edp), innermost "
+                 "first, e.g. `tp-cp-ep-dp-pp`");
     return false;
   }
   int64_t dcp = lp->size[CO_DCP];

@@ -109,6 +109,10 @@ typedef struct {
   int64_t (*mem)[MEM__COUNT];
   int64_t *kv_bytes_per_token, *kv_blocks;
   int64_t kv_block_tokens;
+  /* B_memory: the requests one instance holds in KV memory at input +
+   * output tokens, the fewest over its pp stages (requests_fit * dp of the
+   * ledger, expert replicas counted). */
+  int64_t requests_fit_instance;
   /* The expert_placement hook's map (lay_set_expert_map), or none
    * (expert_slots 0, expert_map NULL): ep rank e of every instance and pp
    * stage holds the routed experts expert_map[e * expert_slots ..

@@ -341,6 +341,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
     P->kv_bytes_per_token = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_blocks = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_block_tokens = s->deployment.memory.kv_block.v > 0 ? s->deployment.memory.kv_block.v : 16;
+    P->requests_fit_instance = INT64_MAX;
     for (int64_t st = 0; st < pp; st++) {
       MemLedger m;
       memset(&m, 0, sizeof m);
@@ -359,6 +360,8 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
       e[MEM_CAPACITY] = m.capacity;
       P->kv_bytes_per_token[st] = m.kv_bytes_per_token;
       P->kv_blocks[st] = m.kv_blocks;
+      int64_t fit = ckm(&ck, m.requests_fit, P->size[CO_DP]);
+      if (fit < P->requests_fit_instance) P->requests_fit_instance = fit;
       P->kv_block_tokens = m.kv_block_tokens ? m.kv_block_tokens : P->kv_block_tokens;
       if (!ck.ok) {
         diag_at(d, DIAG_E0305, P->loc, "the memory ledger of pool `%s` stage %lld overflows",

@@ -1050,13 +1050,17 @@ int64_t pool_gpus(const PoolSpec *pl) {
   return st.ok ? n : -1;
 }
 
+/* A rank order as Megatron-Core's RankGenerator takes it: some of tp, cp,
+ * ep, dp and pp, each at most once, joined by '-', innermost first. A
+ * dimension left out is appended (outermost) when its size is 1 and is an
+ * error otherwise; the layout stage checks that against the pools (E0301). */
 static bool order_ok(const char *o) {
   static const char *const dims[] = {"tp", "cp", "ep", "dp", "pp"};
   bool seen[5] = {false};
   size_t n = strlen(o);
-  if (n != 14) return false;
-  for (size_t i = 0; i < 5; i++) {
-    if (i < 4 && o[3 * i + 2] != '-') return false;
+  if (n < 2 || n > 14 || (n + 1) % 3 != 0) return false;
+  for (size_t i = 0; 3 * i < n; i++) {
+    if (3 * i + 2 < n && o[3 * i + 2] != '-') return false;
     size_t k = 0;
     while (k < 5 && strncmp(o + 3 * i, dims[k], 2) != 0) k++;
     if (k == 5 || seen[k]) return false;
@@ -1107,9 +1111,10 @@ void spec_check_structure(Diags *d, Spec *s) {
   DeploymentSpec *dp = &s->deployment;
   if (dp->order.set && !order_ok(dp->order.v)) {
     Diag *g = diag_at(d, DIAG_E0115, dp->order.loc,
-                      "`%s` is not a rank order: expected tp, cp, ep, dp and pp, each once, joined by `-`",
-                      dp->order.v);
-    diag_help(g, "innermost first, e.g. `tp-cp-ep-dp-pp` (the default)");
+                      "`%s` is not a rank order: expected some of tp, cp, ep, dp and pp, each at most "
+                      "once, joined by `-`", dp->order.v);
+    diag_help(g, "innermost first, e.g. `tp-cp-ep-dp-pp` (the default) or `tp-pp-dp`; a dimension "
+                 "left out must have size 1");
   }
   /* pool names unique: sorted, so a hostile spec with many pools stays
    * O(n log n) */

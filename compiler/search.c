@@ -90,12 +90,7 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
 typedef struct {
   CostLayout lay;
   int64_t gpus;
-  CostPrefill pre;      /* prefill and both */
-  int64_t batch;        /* decode and both */
-  double tpot;          /* decode/both at batch (both: with prefill stalls) */
-  double dec_tok_s;     /* decode/both: output tokens/s of one instance at full load */
-  double rcap;          /* both: requests/s of one instance at full load */
-  double rho;           /* both: utilisation allowed (headroom, TTFT) */
+  CostInstance inst;    /* the cost model's evaluation of one instance */
   SearchBinding binding;
   double score;         /* tokens/s per GPU used to keep the best */
 } RoleEval;
@@ -214,104 +209,15 @@ static bool ctx_step(Ctx *c) {
   return true;
 }
 
-static double search__ctx(const CostModel *m) {
-  return (double)m->tin + (double)m->tout / 2.0;
+/* The binding constraint of a decode or both instance's batch. */
+static SearchBinding batch_binding(const CostInstance *in) {
+  return in->batch == in->bmem ? BIND_MEMORY : in->batch == in->cap ? BIND_BATCH_CAP : BIND_TPOT;
 }
 
-/* Largest B in [1, hi] with pred(B) (pred monotone: true then false); 0
- * when pred(1) fails. */
-typedef bool (*BatchPred)(const CostModel *m, const CostLayout *l, int64_t B, void *arg);
-
-static int64_t search__largest(const CostModel *m, const CostLayout *l, int64_t hi,
-                               BatchPred pred, void *arg, int64_t guess) {
-  if (hi < 1 || !pred(m, l, 1, arg)) return 0;
-  /* Memory- or cap-bound layouts meet the SLO at the top of the range: one
-   * test instead of the bisection. */
-  if (pred(m, l, hi, arg)) return hi;
-  /* Invariant: pred(lo) holds, pred(hi) does not. A guess (the answer of
-   * the layout enumerated just before, which differs only in pp) is
-   * bracketed by galloping away from it, which takes a few tests when it
-   * is close; the bisection then finishes as without it. */
-  int64_t lo = 1;
-  if (guess > 1 && guess < hi) {
-    if (pred(m, l, guess, arg)) {
-      lo = guess;
-      for (int64_t step = 1; lo + step < hi; step *= 2) {
-        if (!pred(m, l, lo + step, arg)) {
-          hi = lo + step;
-          break;
-        }
-        lo += step;
-      }
-    } else {
-      hi = guess;
-      for (int64_t step = 1; hi - step > lo; step *= 2) {
-        if (pred(m, l, hi - step, arg)) {
-          lo = hi - step;
-          break;
-        }
-        hi -= step;
-      }
-    }
-  }
-  while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (pred(m, l, mid, arg)) lo = mid;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/* Whether the step meets the TPOT SLO at micro-batch b. */
-typedef struct {
-  const CostDecodePrep *prep;
-  int64_t hi; /* the largest B */
-} DecArg;
-
-static bool pred_decode_mb(const CostModel *m, const CostLayout *l, int64_t b, void *arg) {
-  const DecArg *a = arg;
-  int64_t B = b * l->pp < a->hi ? b * l->pp : a->hi;
-  CostDecode dc;
-  if (!cost_decode_at(m, a->prep, B, &dc)) return false;
-  return dc.tpot <= m->slo_tpot;
-}
-
-/* Aggregated instance at batch B (docs/cost-model.md, "Aggregated"): the
- * instance alternates prefills (service rate mu_p) and decode steps; its
- * request capacity is Rcap = 1 / (1/mu_p + tout / (B / tpot)); it runs at
- * rho = min(headroom, the M/D/1 rho that meets TTFT); decode steps stretch
- * by 1 / (1 - u_p) where u_p = rho * Rcap / mu_p is the prefill share. */
-typedef struct {
-  const CostPrefill *pre;
-  const CostDecodePrep *prep;
-  double headroom;
-  double tpot_eff, rcap, rho;
-  bool ttft_bound;
-} AggArg;
-
-static bool agg_eval(const CostModel *m, const CostLayout *l, int64_t B, AggArg *a) {
-  RP_UNUSED(l);
-  CostDecode dc;
-  if (!cost_decode_at(m, a->prep, B, &dc)) return false;
-  double D = (double)B / dc.tpot;
-  a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
-  double w = m->slo_ttft - a->pre->latency;
-  double rt = cost_md1_max_rho(a->rcap, w);
-  a->ttft_bound = rt < a->headroom;
-  a->rho = a->ttft_bound ? rt : a->headroom;
-  double up = a->rho * a->rcap / a->pre->mu;
-  a->tpot_eff = up < 1.0 ? dc.tpot / (1.0 - up) : (double)INFINITY;
-  return a->rho > 0.0;
-}
-
-static bool pred_agg(const CostModel *m, const CostLayout *l, int64_t B, void *arg) {
-  AggArg *a = arg;
-  return agg_eval(m, l, B, a) && a->tpot_eff <= m->slo_tpot;
-}
-
-/* Evaluates one valid layout of a role; bmem is B_memory from the ledger
- * (decode and aggregated). Layouts that cannot serve (no request fits, the
- * SLO is missed at batch 1) are dropped. */
+/* Evaluates one valid layout of a role with the cost model's instance
+ * evaluation (cost_instance_eval, which `compile` runs too); bmem is
+ * B_memory from the ledger (decode and aggregated). Layouts that cannot
+ * serve (no request fits, the SLO is missed at batch 1) are dropped. */
 static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int64_t bmem,
                                 RoleVec *out) {
   const CostModel *m = c->m;
@@ -322,66 +228,37 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
   if (role == ROLE_PREFILL) {
     /* One request's KV (its tokens split over cp) must fit next to the
      * weights. */
-    CostLayout one = *l;
-    int64_t kv = cost_kv_bytes_token_gpu(m, &one);
+    int64_t kv = cost_kv_bytes_token_gpu(m, l);
     int64_t w = cost_weight_bytes_gpu(m, l);
     if (kv < 0 || w < 0 || (double)w + (double)kv * (double)m->tin > (double)m->usable_mem) return;
-    if (!cost_prefill(m, l, &e.pre)) return;
-    if (e.pre.latency >= m->slo_ttft) return;
-    e.score = e.pre.tok_s_gpu;
+    if (!cost_instance_eval(m, role, l, 0, c->rho, NULL, &e.inst)) return;
+    if (e.inst.pre.latency >= m->slo_ttft) return;
+    e.score = e.inst.pre.tok_s_gpu;
     rp_vec_push(out, e);
     return;
   }
   if (bmem < 1) return;
-  CostDecodePrep prep;
-  if (!cost_decode_prep(m, l, search__ctx(m), &prep)) return;
-  int64_t cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
-  int64_t hi = bmem < cap ? bmem : cap;
+  bool ok = cost_instance_eval(m, role, l, bmem, c->rho, &c->guess, &e.inst);
+  if (!ok || !e.inst.slo_ok) return;
+  if (role == ROLE_BOTH && e.inst.pre.latency >= m->slo_ttft) return;
+  e.binding = batch_binding(&e.inst);
   if (role == ROLE_DECODE) {
-    /* The step time depends on B only through b = ceil(B/pp), the
-     * micro-batch: search over b, then take the largest B with that b. */
-    int64_t hb = (hi + l->pp - 1) / l->pp;
-    DecArg da = {&prep, hi};
-    int64_t bb = search__largest(m, l, hb, pred_decode_mb, &da, c->guess);
-    c->guess = bb;
-    int64_t B = bb * l->pp < hi ? bb * l->pp : hi;
-    if (B < 1) return;
-    CostDecode dc;
-    cost_decode_at(m, &prep, B, &dc);
-    e.batch = B;
-    e.tpot = dc.tpot;
-    e.dec_tok_s = (double)B / dc.tpot;
-    e.binding = B == bmem ? BIND_MEMORY : B == cap ? BIND_BATCH_CAP : BIND_TPOT;
-    e.score = e.dec_tok_s / (double)e.gpus;
-    rp_vec_push(out, e);
-    return;
+    e.score = e.inst.dec_tok_s / (double)e.gpus;
+  } else {
+    if (e.inst.ttft_bound && e.binding == BIND_TPOT) e.binding = BIND_TTFT;
+    e.score = e.inst.rho * e.inst.rcap * (double)m->tout / (double)e.gpus;
   }
-  if (!cost_prefill(m, l, &e.pre) || e.pre.latency >= m->slo_ttft) return;
-  AggArg a = {&e.pre, &prep, c->rho, 0, 0, 0, false};
-  int64_t B = search__largest(m, l, hi, pred_agg, &a, c->guess);
-  c->guess = B;
-  if (B < 1) return;
-  agg_eval(m, l, B, &a);
-  CostDecode dc;
-  cost_decode_at(m, &prep, B, &dc);
-  e.batch = B;
-  e.tpot = a.tpot_eff;
-  e.dec_tok_s = (double)B / dc.tpot;
-  e.rcap = a.rcap;
-  e.rho = a.rho;
-  e.binding = B == bmem ? BIND_MEMORY : B == cap ? BIND_BATCH_CAP : BIND_TPOT;
-  if (a.ttft_bound && e.binding == BIND_TPOT) e.binding = BIND_TTFT;
-  e.score = a.rho * a.rcap * (double)m->tout / (double)e.gpus;
   rp_vec_push(out, e);
 }
 
-static void search__pool_of(const Ctx *c, PoolRole role, const CostLayout *l, PoolSpec *p) {
+/* A PoolSpec of one layout, every value at position `at`. */
+static void pool_spec_fill(PoolSpec *p, const char *name, PoolRole role, const CostLayout *l,
+                           int64_t replicas, SrcLoc at) {
   memset(p, 0, sizeof *p);
-  SrcLoc at = c->s->deployment.loc;
   p->loc = at;
-  p->name = (SStr){"candidate", at, true};
+  p->name = (SStr){name, at, true};
   p->role = (SEnum){(int)role, at, true};
-  p->replicas = (SInt){1, at, true};
+  p->replicas = (SInt){replicas, at, true};
   p->tp = (SInt){l->tp, at, true};
   p->pp = (SInt){l->pp, at, true};
   p->cp = (SInt){l->cp, at, true};
@@ -390,6 +267,10 @@ static void search__pool_of(const Ctx *c, PoolRole role, const CostLayout *l, Po
   p->etp = (SInt){l->etp, at, true};
   p->dcp = (SInt){l->dcp, at, true};
   p->layer_partition.loc = at;
+}
+
+static void search__pool_of(const Ctx *c, PoolRole role, const CostLayout *l, PoolSpec *p) {
+  pool_spec_fill(p, "candidate", role, l, 1, c->s->deployment.loc);
 }
 
 /* The model stage's rules (validate_pool) on a candidate, with a scratch
@@ -536,7 +417,7 @@ static int cmp_score(const void *a, const void *b) {
 }
 
 static double role_latency(const RoleEval *e, PoolRole role) {
-  return role == ROLE_PREFILL ? e->pre.latency : e->tpot;
+  return role == ROLE_PREFILL ? e->inst.pre.latency : e->inst.tpot;
 }
 
 static PoolRole cmp_role;
@@ -717,36 +598,53 @@ static void pool_from(SearchPool *p, PoolRole role, const RoleEval *e, int64_t r
   p->lay = e->lay;
   p->replicas = replicas;
   p->gpus = e->gpus;
-  p->batch = role == ROLE_PREFILL ? 0 : e->batch;
-  p->tok_s_gpu = role == ROLE_PREFILL ? e->pre.tok_s_gpu : e->dec_tok_s / (double)e->gpus;
-  p->latency = role == ROLE_PREFILL ? e->pre.latency : e->tpot;
+  p->batch = role == ROLE_PREFILL ? 0 : e->inst.batch;
+  p->tok_s_gpu = role == ROLE_PREFILL ? e->inst.pre.tok_s_gpu : e->inst.dec_tok_s / (double)e->gpus;
+  p->latency = role == ROLE_PREFILL ? e->inst.pre.latency : e->inst.tpot;
   p->binding = e->binding;
 }
 
-/* One prefill/decode pair: utilisation caps, ratio, (x, y), then the
- * predicted figures at the chosen load. */
+/* The figures of a deployment at its instance counts, from the cost
+ * model's one evaluation (cost_deploy_eval, which `compile` runs on the
+ * same pools): what the result reports is what a compile of it reports. */
+static void search__figures(const Ctx *c, const CostDeploy *dp, SearchResult *r) {
+  CostDeployEval ev;
+  cost_deploy_eval(c->m, dp, &ev);
+  SearchPool *last = &r->pools[r->npools - 1];
+  for (size_t i = 0; i < r->npools; i++) r->pools[i].replicas = dp->replicas[i];
+  last->batch = ev.batch;
+  last->latency = ev.tpot;
+  r->gpus = ev.gpus;
+  r->util_prefill = ev.util;
+  r->queue = ev.queue;
+  r->kv_transfer = ev.rates.kv_transfer;
+  r->ttft = ev.ttft;
+  r->tpot = ev.tpot;
+  r->req_s = ev.served;
+  r->tok_s = ev.tok_s;
+  r->feasible = ev.feasible;
+  r->goodput_gpu = ev.goodput_gpu;
+}
+
+/* One prefill/decode pair: the planned rates (utilisation caps), the xPyD
+ * ratio, (x, y), then the figures at those counts. */
 static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchResult *r) {
   const CostModel *m = c->m;
   memset(r, 0, sizeof *r);
   r->mode = SEARCH_DISAGGREGATED;
   r->npools = 2;
-  double tkv = cost_kv_transfer(m, &P->lay, &D->lay);
-  double w = m->slo_ttft - P->pre.latency - tkv;
-  double rt = cost_md1_max_rho(P->pre.mu, w);
-  double rho_p = fmin(c->rho, rt);
-  SearchBinding pb = rt < c->rho ? BIND_TTFT : BIND_HEADROOM;
-  double rp = rho_p * P->pre.mu;                          /* req/s per prefill instance */
-  double rd = c->rho * D->dec_tok_s / (double)m->tout;    /* req/s per decode instance */
+  CostDeploy dp = {2, {&P->inst, &D->inst}, {1, 1}, c->rho};
+  CostRates rates;
+  cost_deploy_rates(m, &dp, &rates);
+  double rp = rates.r[0], rd = rates.r[1]; /* req/s per prefill, decode instance */
+  SearchBinding pb = rates.ttft_bound ? BIND_TTFT : BIND_HEADROOM;
   pool_from(&r->pools[0], ROLE_PREFILL, P, 0);
   pool_from(&r->pools[1], ROLE_DECODE, D, 0);
   r->pools[0].binding = pb;
-  r->kv_transfer = tkv;
   if (rp <= 0) {
+    /* The TTFT SLO is missed at any load: 1P1D, for the figures. */
     r->binding = BIND_SLO_MISS;
-    r->ttft = P->pre.latency + tkv;
-    r->tpot = D->tpot;
-    r->gpus = P->gpus + D->gpus;
-    r->pools[0].replicas = r->pools[1].replicas = 1;
+    search__figures(c, &dp, r);
     return true;
   }
   cost_xpyd_ratio((double)m->tin, (double)m->tout, rp * (double)m->tin / (double)P->gpus,
@@ -759,47 +657,26 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
   if (!ctx_spend(c, ev > 0 || cut ? ev : 1)) return false;
   if (cut) c->hit = true;
   if (!fits) return false;
-  double served = fmin((double)x * rp, (double)y * rd);
   SearchBinding bind = rp * (double)x <= rd * (double)y ? pb : D->binding;
-  double tpot = D->tpot;
-  int64_t batch = D->batch;
+  bool at_rate = false;
   if (m->rate > 0) {
     int64_t xn = 0, yn = 0;
-    if (instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn) &&
-        xn * P->gpus + yn * D->gpus <= c->G) {
+    at_rate = instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn) &&
+              xn * P->gpus + yn * D->gpus <= c->G;
+    if (at_rate) {
       x = xn;
       y = yn;
-      served = m->rate;
-      /* Little's law: each decode instance holds rate/y * tout * TPOT
-       * requests; at that smaller batch the step is shorter. */
-      double bl_d = ceil(m->rate / (double)y * (double)m->tout * D->tpot);
-      if (bl_d < (double)batch) {
-        int64_t bl = (int64_t)bl_d;
-        CostDecode dc;
-        if (cost_decode_step(m, &D->lay, bl, search__ctx(m), &dc)) {
-          batch = bl;
-          tpot = dc.tpot;
-        }
-        bind = BIND_LOAD;
-      }
     } else {
       bind = BIND_GPUS;
     }
   }
-  r->pools[0].replicas = x;
-  r->pools[1].replicas = y;
-  r->pools[1].batch = batch;
-  r->pools[1].latency = tpot;
-  r->gpus = x * P->gpus + y * D->gpus;
-  r->util_prefill = served / ((double)x * P->pre.mu);
-  r->queue = cost_md1_wait(r->util_prefill, P->pre.mu);
-  r->ttft = r->queue + P->pre.latency + tkv;
-  r->tpot = tpot;
-  r->req_s = served;
-  r->tok_s = served * (double)m->tout;
+  dp.replicas[0] = x;
+  dp.replicas[1] = y;
+  search__figures(c, &dp, r);
+  /* The offered load is served and the decode batch it leaves is below
+   * the bound that set B: the load binds. */
+  if (at_rate && r->pools[1].batch < D->inst.batch) bind = BIND_LOAD;
   r->binding = bind;
-  r->feasible = r->ttft <= m->slo_ttft * (1 + 1e-9) && r->tpot <= m->slo_tpot * (1 + 1e-9);
-  r->goodput_gpu = r->feasible ? r->tok_s / (double)r->gpus : 0.0;
   return true;
 }
 
@@ -809,35 +686,37 @@ static void search__agg(Ctx *c, const RoleEval *A, SearchResult *r) {
   r->mode = SEARCH_AGGREGATED;
   r->npools = 1;
   pool_from(&r->pools[0], ROLE_BOTH, A, 0);
-  int64_t x = c->G / A->gpus;
-  double rinst = A->rho * A->rcap;
-  double served = (double)x * rinst;
+  CostDeploy dp = {1, {&A->inst, NULL}, {c->G / A->gpus, 0}, c->rho};
+  CostRates rates;
+  cost_deploy_rates(m, &dp, &rates);
   SearchBinding bind = A->binding;
   if (m->rate > 0) {
     int64_t xn = 0;
-    if (instances_for(m->rate, rinst, x, &xn)) {
-      x = xn;
-      served = m->rate;
+    if (instances_for(m->rate, rates.r[0], dp.replicas[0], &xn)) {
+      dp.replicas[0] = xn;
       bind = BIND_LOAD;
     } else {
       bind = BIND_GPUS;
     }
   }
-  r->pools[0].replicas = x;
-  r->gpus = x * A->gpus;
-  double rho = served / ((double)x * A->rcap);
-  r->util_prefill = rho;
-  r->queue = cost_md1_wait(rho, A->rcap);
-  r->ttft = r->queue + A->pre.latency;
-  r->tpot = A->tpot;
-  r->req_s = served;
-  r->tok_s = served * (double)m->tout;
+  search__figures(c, &dp, r);
   r->binding = bind;
-  r->feasible = r->ttft <= m->slo_ttft * (1 + 1e-9) && r->tpot <= m->slo_tpot * (1 + 1e-9);
-  r->goodput_gpu = r->feasible ? r->tok_s / (double)r->gpus : 0.0;
 }
 
 /* ---- ranking -------------------------------------------------------------- */
+
+void search_result_spec(const Spec *spec, const SearchResult *r, PoolSpec pools[2], Spec *out) {
+  *out = *spec;
+  memset(pools, 0, 2 * sizeof *pools);
+  for (size_t i = 0; i < r->npools; i++) {
+    const SearchPool *sp = &r->pools[i];
+    const char *name = sp->role == ROLE_PREFILL ? "prefill" : sp->role == ROLE_DECODE ? "decode" : "serve";
+    pool_spec_fill(&pools[i], name, sp->role, &sp->lay, sp->replicas, spec->deployment.loc);
+  }
+  out->deployment.pools = pools;
+  out->deployment.npools = r->npools;
+  out->deployment.mode.v = r->mode == SEARCH_AGGREGATED ? MODE_AGGREGATED : MODE_DISAGGREGATED;
+}
 
 static void layout_put(StrBuf *sb, const CostLayout *l) {
   sb_printf(sb, "tp%lld", (long long)l->tp);
@@ -1001,7 +880,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   c.G = o->gpu_budget > 0 ? o->gpu_budget
         : s->search.gpu_budget.v > 0 ? s->search.gpu_budget.v : m->gpus_total;
   if (c.G > m->gpus_total && m->gpus_total > 0) c.G = m->gpus_total;
-  c.rho = o->headroom > 0 ? o->headroom : s->search.headroom.v > 0 ? s->search.headroom.v : 0.9;
+  c.rho = o->headroom > 0 ? o->headroom : cost_headroom(s);
   c.max = o->max_candidates > 0 ? o->max_candidates : SEARCH_MAX_CANDIDATES_DEFAULT;
   c.max_steps = c.max > INT64_MAX / SEARCH_STEPS_PER_CANDIDATE ? INT64_MAX
                                                                 : c.max * SEARCH_STEPS_PER_CANDIDATE;
@@ -1055,7 +934,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   if (m->kind == ATTN_MLA && out->results.len) {
     const SearchResult *w = &out->results.items[0];
     const SearchPool *dp = &w->pools[w->npools - 1];
-    double kv_total = (double)dp->batch * search__ctx(m) * (double)m->kv_bytes_token;
+    double kv_total = (double)dp->batch * cost_decode_ctx(m) * (double)m->kv_bytes_token;
     out->tp_opt = cost_attn_tp_opt((double)m->b_attn * (double)m->layers, (double)dp->gpus,
                                    kv_total);
   }

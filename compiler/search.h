@@ -144,6 +144,12 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
 bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
                       int64_t *x, int64_t *y, int64_t *evals, bool *cut);
 
+/* The spec with its deployment replaced by result r's pools (named
+ * prefill, decode or serve, at the spec's deployment position), for
+ * compiling a result as `search -o` does: pools (2 entries) holds them,
+ * everything else is borrowed from spec. */
+void search_result_spec(const Spec *spec, const SearchResult *r, PoolSpec pools[2], Spec *out);
+
 /* One-line layout of a result: "2xP(tp8,ep8) 1xD(tp4,dp2)". Caller frees. */
 char *search_layout_str(const SearchResult *r);
 

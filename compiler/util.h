@@ -22,6 +22,7 @@ enum {
   RP_EXIT_INPUT = 1,    /* the input is wrong; diagnostics printed */
   RP_EXIT_USAGE = 2,    /* usage error or unreadable file */
   RP_EXIT_RUNTIME = 3,  /* a rank died, a peer never came, a transfer failed */
+  RP_EXIT_SLO = 4,      /* the spec is valid, but no layout meets its SLOs */
   RP_EXIT_INTERNAL = 70 /* a bug in rankplan */
 };
 

@@ -34,7 +34,7 @@ static void run_compile(const Spec *s, Diags *d) {
   if (!plan_path[0]) snprintf(plan_path, sizeof plan_path, "/tmp/fuzz_pipeline.%ld.json", (long)getpid());
   char *what = NULL;
   int werr = 0;
-  CompileOpts o = {plan_path, NULL, NULL, NULL};
+  CompileOpts o = {plan_path, NULL, NULL};
   int rc = compile_spec_to_plan(s, &o, d, &what, &werr);
   free(what);
   if (rc != RP_EXIT_OK) {

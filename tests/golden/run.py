@@ -43,7 +43,10 @@ def cases():
             yield kind, n
 
 
-def run_case(kind, name, tmp):
+def stage_case(kind, name, tmp):
+    """Lays the case out in tmp: KIND/NAME.yaml (generated or copied) and
+    its side inputs. Returns the spec's path relative to tmp (tests/ci
+    stages the cases the same way)."""
     src = HERE / kind
     work = pathlib.Path(tmp) / kind
     work.mkdir(parents=True, exist_ok=True)
@@ -57,6 +60,12 @@ def run_case(kind, name, tmp):
     side = src / name
     if side.is_dir():
         shutil.copytree(side, work / name, dirs_exist_ok=True)
+    return f"{kind}/{name}.yaml"
+
+
+def run_case(kind, name, tmp):
+    src = HERE / kind
+    stage_case(kind, name, tmp)
     env = dict(os.environ, NO_COLOR="1")
     env.setdefault("RANKPLAN_CATALOG", str(HERE.parents[1] / "plans" / "catalog"))
     args = [RANKPLAN, "check", f"{kind}/{name}.yaml"]

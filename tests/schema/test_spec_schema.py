@@ -84,7 +84,8 @@ INLINE_NEGATIVE = [
     ("zero tp", lambda d: d["deployment"]["pools"][0].__setitem__("tp", 0)),
     ("pool without name", lambda d: d["deployment"]["pools"][0].pop("name")),
     ("utilization over 1", _set(["deployment", "memory"], {"utilization": 1.5})),
-    ("order missing pp", _set(["deployment", "order"], "tp-cp-ep-dp")),
+    ("order naming tp twice", _set(["deployment", "order"], "tp-cp-tp-dp")),
+    ("order with a trailing '-'", _set(["deployment", "order"], "tp-pp-")),
     ("bad dtype", _set(["model", "dtype"], {"weights": "bf8"})),
     ("version 2", _set(["version"], 2)),
     ("preset with a slash", _set(["model", "preset"], "../x")),
@@ -156,6 +157,14 @@ def main():
     if not V.is_valid(full):
         bad += 1
         print("FAIL the inline spec with the model written out should validate")
+    # Megatron-Core's order strings leave out size-1 dimensions.
+    for order in ("tp-pp-dp", "tp", "pp-tp-dp-cp"):
+        n += 1
+        d = json.loads(json.dumps(base))
+        d["deployment"]["order"] = order
+        if not V.is_valid(d):
+            bad += 1
+            print(f"FAIL order `{order}` should validate")
     for desc, edit in INLINE_NEGATIVE:
         n += 1
         d = json.loads(json.dumps(base))

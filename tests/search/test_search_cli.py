@@ -131,13 +131,14 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r0["node"] == 3 and r0["device"] == 7, "-o runs the spec's placement hook (rank 0 on node 3 GPU 7)",
               json.dumps(r0)[:300])
 
-    # SLO nobody meets.
+    # SLO nobody meets: a valid spec, exit 4 (docs/ci.md).
     s = spec_variant(LLAMA, [("tpot: 40 ms", "tpot: 0.1 ms")], tmp, "tight.yaml")
     rc, out, err = run(s)
-    check(rc == 1 and ("E0508" in err or "E0500" in err), "unreachable TPOT is an error", err)
+    check(rc == 4 and ("E0508" in err or "E0500" in err), "unreachable TPOT: E0500/E0508, exit 4", err)
     s = spec_variant(LLAMA, [("ttft: 600 ms", "ttft: 20 ms")], tmp, "ttft.yaml")
     rc, out, err = run(s, "--format", "json")
-    check(rc == 1 and ('"E0500"' in out or '"E0508"' in out), "unreachable TTFT, json diagnostics", out + err)
+    check(rc == 4 and ('"E0500"' in out or '"E0508"' in out), "unreachable TTFT, json diagnostics, exit 4",
+          out + err)
 
     # The objective hook re-ranks: fewest GPUs first.
     lua = pathlib.Path(tmp) / "fewest.lua"
@@ -186,7 +187,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # The cut comes in the prefill layouts, so no role has a layout left to
     # rank (E0508, as when the candidate budget runs out there).
     rc, out, err = run(str(FIX / "moe-prime-experts.yaml"), "--max-candidates", "10000")
-    check(rc == 1 and "W0500" in err and "search stopped at its budget of 10000 candidates: "
+    check(rc == 4 and "W0500" in err and "search stopped at its budget of 10000 candidates: "
           "enumerating layouts took 640000 steps (64 per candidate of the budget) for 1596 evaluated"
           in err, "enumeration steps: the budget cut is reported with the steps", err)
 

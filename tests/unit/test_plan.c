@@ -648,9 +648,9 @@ static void test_estimates_need_slo(void) {
   compiled_free(&c);
 }
 
-/* compile_spec_to_plan, as `rankplan search -o` calls it: given estimates
- * are written as given, and the spec's hooks run (here a placement hook
- * that puts rank r on GPU 7 - r). */
+/* compile_spec_to_plan, as `rankplan search -o` calls it: the estimates
+ * are compile_estimates' figures, and the spec's hooks run (here a
+ * placement hook that puts rank r on GPU 7 - r). */
 static void test_compile_call(void) {
   char dir[] = "/tmp/rankplan-compile-XXXXXX";
   T_CHECK(mkdtemp(dir) != NULL);
@@ -664,8 +664,7 @@ static void test_compile_call(void) {
   diags_init(&d);
   Spec *s = spec_parse(&d, "moe-test.yaml", with, strlen(with), RP_SOURCE_ROOT "/plans/catalog");
   T_CHECK(s != NULL && !diags_failed(&d));
-  PlanEstimates est = {true, 1.5, 2.5, 1000.0, 125.0};
-  CompileOpts o = {out, NULL, NULL, &est};
+  CompileOpts o = {out, NULL, NULL};
   char *what = NULL;
   int werr = -1;
   T_EQ_INT(compile_spec_to_plan(s, &o, &d, &what, &werr), RP_EXIT_OK);
@@ -685,8 +684,16 @@ static void test_compile_call(void) {
   size_t len = 0;
   char *text = NULL;
   T_EQ_INT(rp_read_file(out, (size_t)1 << 24, &text, &len), 0);
-  T_CHECK(text && strstr(text, "\"estimates\": {\"ttft_ms\":1.500000,\"tpot_ms\":2.500000,"
-                               "\"throughput_tok_s\":1000.000000,\"goodput_tok_s_per_gpu\":125.000000}"));
+  Layout *L = compile_layout(s, &d);
+  PlanEstimates est;
+  const char *why = NULL;
+  T_CHECK(L && compile_estimates(s, L, NULL, &est, &why) && est.has);
+  char *want = rp_sprintf("\"estimates\": {\"ttft_ms\":%.6f,\"tpot_ms\":%.6f,\"throughput_tok_s\":%.6f,"
+                          "\"goodput_tok_s_per_gpu\":%.6f}", est.ttft_ms, est.tpot_ms,
+                          est.throughput_tok_s, est.goodput_tok_s_per_gpu);
+  T_CHECK(text && strstr(text, want));
+  free(want);
+  lay_free(L);
   free(text);
   /* A bad spec writes nothing and says so with diagnostics. */
   unlink(out);
