@@ -749,6 +749,7 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   if (rt_shm_owner_of((long)getpid(), &me)) rt_shm_remove_rings(&me, NULL);
   L->rep.elapsed_s = rt_now() - t0;
   L->rep.job = L->job;
+  L->rep.user_job = L->user ? L->ujob : NULL;
   char *text = rt_report_text(&L->rep);
   fputs(text, stdout);
   fflush(stdout);

@@ -158,6 +158,7 @@ static json_t *command_json(const RtReport *r) {
   if (!r->per) return json_null();
   json_t *c = json_object(), *ps = json_array();
   json_object_set_new(c, "per", json_string(r->per));
+  json_object_set_new(c, "job", r->user_job ? json_string(r->user_job) : json_null());
   for (int i = 0; i < r->nprocs; i++) json_array_append_new(ps, proc_json(&r->procs[i]));
   json_object_set_new(c, "processes", ps);
   return c;

@@ -109,6 +109,8 @@ typedef struct {
   RtRankStatus *procs;
   const char *fail_tail; /* the first failure's last lines, when it is a
                             process of this node */
+  const char *user_job;  /* the user phase's deployment id (its processes'
+                            RANKPLAN_JOB, naming their shared memory) */
 } RtReport;
 
 /* Renders the report; the caller frees the string. */
