@@ -231,7 +231,7 @@ int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   RTCHECKGOTO(rt_local_addr(st.fd, host, sizeof host), r, fail);
   RTCHECKGOTO(rt_store_wait(&st, "job", o->timeout, &job, NULL), r, fail);
   RtBackendCtx ctx = {plan, (int)rank, me->local_rank, me->device, &st, host,
-                      o->timeout, job};
+                      o->timeout, job, "", 0};
   RTCHECKGOTO(be->init(&ctx, &state), r, fail);
   for (int i = 0; i < ng; i++)
     RTCHECKGOTO(be->group_create(state, groups[i], &comms[i]), r, fail);
