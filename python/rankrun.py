@@ -61,6 +61,8 @@ _SIGS = {
     "rankrun_comm_native": ([_P], _P), "rankrun_all_reduce": ([_P, _P, _P, _S, _I, _I], _I),
     "rankrun_all_gather": ([_P, _P, _P, _S], _I), "rankrun_barrier": ([_P], _I),
     "rankrun_send": ([_P, _P, _S, _I], _I), "rankrun_recv": ([_P, _P, _S, _I], _I),
+    "rankrun_mem_alloc": ([_P, _S], _P), "rankrun_mem_free": ([_P, _P], None),
+    "rankrun_to_host": ([_P, _P, _P, _S], _I), "rankrun_from_host": ([_P, _P, _P, _S], _I),
     "rankrun_store_set": ([_P, _C, _P, _S], _I),
     "rankrun_store_get": ([_P, _C, _P, _S, ctypes.POINTER(_S)], _I),
     "rankrun_store_wait": ([_P, _C, _D, _P, _S, ctypes.POINTER(_S)], _I),
@@ -191,6 +193,24 @@ class Rankrun:
     def comm(self, kind):
         """The communicator of this rank's group of that kind, or None."""
         return next((g.comm for g in self.groups if g.kind == kind), None)
+
+    # --- backend memory (device memory on nccl), as int addresses ---
+    def mem_alloc(self, nbytes):
+        p = lib().rankrun_mem_alloc(self._p, nbytes)
+        if not p:
+            raise Error(1, f"cannot allocate {nbytes} bytes of backend memory")
+        return p
+
+    def mem_free(self, addr):
+        lib().rankrun_mem_free(self._p, addr)
+
+    def to_host(self, buf, addr, nbytes=None):
+        p, n = _buf(buf, nbytes)
+        _check(lib().rankrun_to_host(self._p, p, addr, n))
+
+    def from_host(self, addr, buf, nbytes=None):
+        p, n = _buf(buf, nbytes)
+        _check(lib().rankrun_from_host(self._p, addr, p, n))
 
     # --- the rendezvous store (keys under the library's user prefix) ---
     def store_set(self, key, value):

@@ -413,7 +413,7 @@ static bool all_exited(const Launch *L) {
 
 static void ready_reaped(Launch *L, pid_t pid, int status);
 
-static void user_failed(Launch *L, int i);
+static void user_failed(Launch *L, int i, bool cause);
 
 /* Reaps children; a failure before shutdown becomes this node's failure,
  * causes (signals, exit codes other than RT_WORKER_PEER) first. */
@@ -432,7 +432,7 @@ static void reap(Launch *L) {
       s->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       bool bad = s->signal || s->exit_code != 0;
       if (bad && !L->stopping) {
-        if (s->signal || s->exit_code != RT_WORKER_PEER || L->user) {
+        if (s->signal || (!L->user && s->exit_code != RT_WORKER_PEER)) {
           if (cause < 0) cause = i;
         } else if (conseq < 0) {
           conseq = i;
@@ -443,7 +443,7 @@ static void reap(Launch *L) {
   int pick = cause >= 0 ? cause : conseq;
   if (pick < 0 || L->have_fail) return;
   if (L->user) {
-    user_failed(L, pick);
+    user_failed(L, pick, cause >= 0);
     return;
   }
   RtRankStatus *s = &L->cur[pick];
@@ -1222,7 +1222,10 @@ static bool user_start(Launch *L, int i, const RtProcEnvCtx *ec) {
   return true;
 }
 
-static void user_failed(Launch *L, int i) {
+/* A process killed by a signal is a cause, published at once; one that
+ * exited non-zero may have lost a peer (a worker's connection closed),
+ * so, as a rank's consequence, it waits RT_SECONDARY_WAIT for a cause. */
+static void user_failed(Launch *L, int i, bool cause) {
   RtRankStatus *s = &L->cur[i];
   char *why = s->signal ? rp_sprintf("process %s was killed by signal %d",
                                      s->label, s->signal)
@@ -1231,8 +1234,9 @@ static void user_failed(Launch *L, int i) {
   set_fail(L, s->rank, L->o->node, s->signal ? -1 : s->exit_code, s->signal, why);
   free(why);
   L->fail_proc = i;
-  L->fail_is_cause = true;
-  publish_fail(L);
+  L->fail_is_cause = cause;
+  if (cause) publish_fail(L);
+  else L->secondary_t = rt_now();
 }
 
 static void mark_ready(Launch *L, int i) {

@@ -1157,6 +1157,94 @@ def exec_cli():
           "exec --log-dir: DIR/NODE-RANK.log per process; console lines prefixed [node/rank]", (rcs, names, body))
 
 
+# --- workers on librankrun: tests/runtime/worker.c and worker.py ------------------------------
+WORKER_C = os.environ.get("RANKRUN_WORKER")
+WORKER_PY = [sys.executable, os.path.join(SRC, "tests/runtime/worker.py")]
+
+
+def worker_expect(pj, requests, tokens):
+    """KV bytes each decode rank of pd-small verifies: its region (layers x
+    kv heads x tokens x the pair's cell bytes) per request, computed here
+    from the plan JSON."""
+    x = pj["kv_reshard"][0]["transfers"][0]
+    cell = x["bytes_per_token"] // ((x["layers"][1] - x["layers"][0]) * (x["kv_heads"][1] - x["kv_heads"][0]))
+    dec = pj["kv_reshard"][0]["decode"]
+    return {r["rank"]: requests * (r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
+            (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * tokens * cell if r["pool"] == dec else 0
+            for r in pj["ranks"]}
+
+
+def worker_run(plan, pj, cmd, what, rr=None, prefix=(), extra=(), requests=3, tokens=16):
+    ls, rcs = run_nodes(plan, 2, "--quiet", *extra, "--", *cmd, str(requests), str(tokens), rr=rr, prefix=prefix)
+    want = worker_expect(pj, requests, tokens)
+    procs = [p for l in ls for p in ((l.load_report() or {}).get("command") or {}).get("processes", [])]
+    got = {}
+    for p in procs:
+        m = re.search(r"worker ok: rank (\d+) .*, (\d+) groups, (\d+) KV bytes verified", p["log_tail"] or "")
+        if m:
+            got[int(m.group(1))] = int(m.group(3))
+    members = lambda g: g["ranks"] if "ranks" in g else range(*g["span"])  # the world group is a span
+    groups = {r["rank"]: sum(1 for g in pj["groups"] if r["rank"] in members(g)) for r in pj["ranks"]}
+    ok_groups = all(f", {groups[p['first_rank']]} groups," in (p["log_tail"] or "") for p in procs)
+    check(rcs == [0, 0] and got == want and ok_groups and sum(want.values()) > 0,
+          f"{what}: every rank all-reduced in each of its groups and used the store; prefill TP2 -> decode TP4 "
+          f"KV byte for byte ({sum(want.values())} bytes)",
+          (rcs, got, want, [p["log_tail"] for p in procs], "".join(l.stderr() for l in ls)[-2000:]))
+
+
+@scenario("exec-worker")
+def exec_worker():
+    """The C worker (librankrun.so, rankrun.h only) and the Python worker
+    (python/rankrun.py over ctypes) on pd-small's two nodes, host backend:
+    both KV paths (per message, and grouped with RANKRUN_KV_GROUPED=1)."""
+    pd = need_plan(PD)
+    pj = load_json(pd)
+    worker_run(pd, pj, [WORKER_C], "C worker on host")
+    worker_run(pd, pj, [WORKER_C], "C worker on host, grouped KV path", prefix=GROUPED)
+    worker_run(pd, pj, WORKER_PY, "Python worker on host")
+
+
+@scenario("exec-worker-kill")
+def exec_worker_kill():
+    """A C worker killed while the KV of many requests moves: both
+    launchers exit 3, no worker is left, and no shared-memory ring of the
+    preflight or of the workers is left in /dev/shm."""
+    pd = need_plan(PD)
+    ls = start_nodes(pd, 2, "--grace", "1", "--", WORKER_C, "100000", "16")
+    deadline = time.monotonic() + 60
+    while len(ls[0].procs) + len(ls[1].procs) < 6 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)
+    pids = {**ls[0].procs, **ls[1].procs}
+    if "0/1" in pids:
+        os.kill(pids["0/1"], signal.SIGKILL)
+    rcs = [l.wait(60) for l in ls]
+    left = [p for p in pids.values() if alive(p)]
+    f = (ls[1].load_report() or {}).get("first_failure") or {}
+    check(len(pids) == 6 and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
+          "exec worker kill: a prefill worker killed mid-transfer stops both nodes (exit 3), none left",
+          (pids, rcs, left, f, "".join(l.stderr() for l in ls)[-2000:]))
+    jobs = [j for l in ls for j in ((l.load_report() or {}).get("job"),
+                                    ((l.load_report() or {}).get("command") or {}).get("job")) if j]
+    shm = [x for x in os.listdir("/dev/shm") if any(x.startswith(f"rankrun-{j}-") for j in jobs)]
+    check(len(set(jobs)) == 2 and not shm, "exec worker kill: no ring of the run left in /dev/shm", (jobs, shm))
+
+
+@scenario("fakegpu-worker")
+def fakegpu_worker():
+    """Both workers on the nccl backend over the stand-in CUDA runtime and
+    NCCL (librankrun built against tests/fakegpu)."""
+    pd = need_plan(PD)
+    pj = load_json(pd)
+    wf = os.environ.get("RANKRUN_WORKER_FAKEGPU")
+    with fakegpu_section():
+        worker_run(pd, pj, [wf], "C worker on stand-in nccl", rr=RRF, prefix=fake_env(),
+                   extra=("--backend", "nccl", "--timeout", "60"))
+        worker_run(pd, pj, WORKER_PY, "Python worker on stand-in nccl", rr=RRF,
+                   prefix=fake_env(RANKRUN_LIB=os.environ.get("RANKRUN_LIB_FAKEGPU")),
+                   extra=("--backend", "nccl", "--timeout", "60"))
+
+
 # --- driver ----------------------------------------------------------------------------------
 def run_scenario(name):
     fn, _ = SCENARIOS[name]

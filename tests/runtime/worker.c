@@ -58,11 +58,14 @@ static int64_t cells(unsigned char *buf, const rankrun_kv_layout *L, int64_t k, 
 }
 
 static int groups_check(rankrun *rr) {
+  void *dev = rankrun_mem_alloc(rr, 16); /* device memory on nccl */
   for (int i = 0; i < rankrun_ngroups(rr); i++) {
     int64_t v[2] = {rankrun_rank(rr), 1}, want = 0;
     for (int m = 0; m < rankrun_group_size(rr, i); m++) want += rankrun_group_member(rr, i, m);
     rankrun_comm *c = rankrun_comm_at(rr, i);
-    int r = rankrun_all_reduce(c, v, v, 2, RANKRUN_INT64, RANKRUN_SUM);
+    int r = rankrun_from_host(rr, dev, v, sizeof v);
+    if (!r) r = rankrun_all_reduce(c, dev, dev, 2, RANKRUN_INT64, RANKRUN_SUM);
+    if (!r) r = rankrun_to_host(rr, v, dev, sizeof v);
     if (r) return fail("all_reduce", r);
     if (v[0] != want || v[1] != rankrun_group_size(rr, i) || rankrun_comm_size(c) != v[1]) {
       fprintf(stderr, "worker: group %s %d: all_reduce gave %" PRId64 " %" PRId64 ", expected %"
@@ -71,6 +74,7 @@ static int groups_check(rankrun *rr) {
       return 1;
     }
   }
+  rankrun_mem_free(rr, dev);
   return 0;
 }
 

@@ -27,13 +27,17 @@ def main(argv):
     requests = int(argv[0]) if argv else 0
     tokens = int(argv[1]) if len(argv) > 1 else 16
     with rankrun.Rankrun() as rr:
+        dev = rr.mem_alloc(16)  # backend memory: device memory on nccl
         for g in rr.groups:
             buf = bytearray(rr.rank.to_bytes(8, "little", signed=True) + (1).to_bytes(8, "little"))
-            g.comm.all_reduce(buf, 2, "int64", "sum")
+            rr.from_host(dev, buf)
+            g.comm.all_reduce(dev, 2, "int64", "sum")
+            rr.to_host(buf, dev)
             got = (int.from_bytes(buf[:8], "little", signed=True), int.from_bytes(buf[8:], "little"))
             if got != (sum(g.members), len(g.members)) or g.comm.size != len(g.members):
                 print(f"worker: group {g.kind} {g.id}: all_reduce gave {got}", file=sys.stderr)
                 return 1
+        rr.mem_free(dev)
         rr.store_set(f"hello/{rr.rank}", f"rank {rr.rank} of pool {rr.pool}".encode())
         for q in range(rr.world_size):
             v = rr.store_wait(f"hello/{q}", 30).decode()
@@ -47,11 +51,11 @@ def main(argv):
                 continue
             lay = rr.kv_layout(k, tokens)
             buf = bytearray(region(lay, k)) if role == rankrun.KV_SEND else bytearray(b"\xee" * lay.bytes)
-            if rr.backend == "host":
-                (rr.kv_send if role == rankrun.KV_SEND else rr.kv_recv)(k, tokens, buf)
-            else:
-                print("worker: this worker moves host buffers only", file=sys.stderr)
-                return 1
+            dev = rr.mem_alloc(lay.bytes)
+            rr.from_host(dev, buf)
+            (rr.kv_send if role == rankrun.KV_SEND else rr.kv_recv)(k, tokens, dev, lay.bytes)
+            rr.to_host(buf, dev)
+            rr.mem_free(dev)
             if role == rankrun.KV_RECV:
                 if bytes(buf) != region(lay, k):
                     print(f"worker: request {k}: the received region differs", file=sys.stderr)
