@@ -692,6 +692,27 @@ static void collect_kv(Launch *L, double deadline) {
                                    : 0;
 }
 
+/* The command's processes of a dry run: who, and torchrun's names (ports
+ * and MASTER_* are chosen when they start). */
+static void dry_run_cmd(const Launch *L, StrBuf *sb) {
+  if (!L->o->cmd) return;
+  RtProcSpec *ps;
+  int n = rt_procs_of_node(L->plan, L->o->node, (RtPer)L->o->per, &ps);
+  for (int i = 0; i < n; i++) {
+    sb_printf(sb, "would run process %s: RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d "
+              "LOCAL_WORLD_SIZE=%d GROUP_RANK=%d CUDA_VISIBLE_DEVICES=%s:",
+              ps[i].label, ps[i].rank, ps[i].world_size, ps[i].local_rank,
+              ps[i].local_world_size, ps[i].group_rank, ps[i].devices);
+    for (int a = 0; L->o->cmd[a]; a++) {
+      char *e = rt_escape_dup(L->o->cmd[a]);
+      sb_printf(sb, " %s", e);
+      free(e);
+    }
+    sb_putc(sb, '\n');
+  }
+  rt_procs_free(ps, n);
+}
+
 /* Built whole, then printed: an internal error half-way prints nothing. */
 static void print_dry_run(const Launch *L) {
   StrBuf sb;
@@ -719,6 +740,7 @@ static void print_dry_run(const Launch *L) {
     }
     sb_printf(&sb, "\n");
   }
+  dry_run_cmd(L, &sb);
   fputs(sb.buf ? sb.buf : "", stdout);
   sb_free(&sb);
 }

@@ -1146,6 +1146,10 @@ def exec_cli():
     check(all(o in p.stdout for o in ("--per MODE", "--no-preflight", "--preflight-only", "--env K=V", "--log-dir",
                                       "--ready-port", "--ready-cmd", "--ready-timeout", "{instance_rank}")),
           "exec cli: --help names every option of a command", p.stdout)
+    p = run(pd, "--node", "1", "--dry-run", "--per", "instance", "--", "true", "{port}")
+    check(p.returncode == 0 and "would run process 1/decode.0: RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
+          "GROUP_RANK=1 CUDA_VISIBLE_DEVICES=0,1: true {port}" in p.stdout,
+          "exec cli: --dry-run names each process with its torchrun names", p.stdout + p.stderr)
     # --log-dir: one file per process, the console's lines prefixed [node/rank].
     logs = os.path.join(tmp(), "logs")
     ls, rcs = run_nodes(pd, 2, "--no-preflight", "--log-dir", logs, "--", "sh", "-c", "echo out {rank}; echo err >&2")
@@ -1175,6 +1179,9 @@ def worker_expect(pj, requests, tokens):
 
 
 def worker_run(plan, pj, cmd, what, rr=None, prefix=(), extra=(), requests=3, tokens=16):
+    pre = os.environ.get("RANKRUN_PY_PRELOAD")
+    if pre and cmd[0] == sys.executable:  # a sanitized librankrun.so in python3 (tests/meson.build)
+        extra = (*extra, "--env", f"LD_PRELOAD={pre}", "--env", "ASAN_OPTIONS=detect_leaks=0")
     ls, rcs = run_nodes(plan, 2, "--quiet", *extra, "--", *cmd, str(requests), str(tokens), rr=rr, prefix=prefix)
     want = worker_expect(pj, requests, tokens)
     procs = [p for l in ls for p in ((l.load_report() or {}).get("command") or {}).get("processes", [])]
