@@ -1381,7 +1381,11 @@ static void user_end(Launch *L) {
   }
   rt_io_drain(L->io, L->ncur, rt_now() + 1.0);
   for (int i = 0; i < L->ncur; i++) L->cur[i].tail = rt_io_tail(&L->io[i]);
-  if (L->fail_proc >= 0) L->rep.fail_tail = L->cur[L->fail_proc].tail;
+  /* Only when the deployment's first failure is still that process (a
+   * cause from another node may have won over a local exit code). */
+  if (L->fail_proc >= 0 && L->rep.fail_node == L->o->node &&
+      L->rep.fail_rank == L->cur[L->fail_proc].rank)
+    L->rep.fail_tail = L->cur[L->fail_proc].tail;
 }
 
 static void user_phase(Launch *L) {
