@@ -38,6 +38,7 @@ const char *role_name(PoolRole r);
 typedef struct {
   SrcLoc loc;   /* the `model:` mapping */
   SStr preset;  /* catalog entry name, if any */
+  SStr hf_config; /* Hugging Face config.json the model was imported from, if any */
   SStr name;    /* display name (catalog "name:" or the preset) */
   SInt layers, hidden_size, vocab_size;
   SBool tie_embeddings;                   /* default false */
