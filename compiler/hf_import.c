@@ -421,11 +421,15 @@ static void read_ffn(H *h, ModelSpec *m) {
 
 static void read_dtype(H *h, ModelSpec *m) {
   m->dtype.loc = h->loc;
+  /* `dtype` is the newer transformers' name; a multimodal config may state
+   * it at the top level, in text_config, or both (text_config wins). */
   const char *t = rd_str_in(h, h->cfg, h->pre, "torch_dtype");
-  const char *t2 = rd_str_in(h, h->cfg, h->pre, "dtype"); /* the newer transformers' name */
-  if (!t && h->cfg != h->root) t = rd_str_in(h, h->root, "", "torch_dtype");
-  if (!t2 && h->cfg != h->root) t2 = rd_str_in(h, h->root, "", "dtype");
-  if (!t) t = t2;
+  if (!t) t = rd_str_in(h, h->cfg, h->pre, "dtype");
+  if (h->cfg != h->root) {
+    const char *top = rd_str_in(h, h->root, "", "torch_dtype");
+    if (!top) top = rd_str_in(h, h->root, "", "dtype");
+    if (!t) t = top;
+  }
   static const char *const names[] = {"float32", "bfloat16", "float16"};
   static const DType types[] = {DT_FP32, DT_BF16, DT_FP16};
   m->dtype.weights.v = DT_BF16;
@@ -574,7 +578,7 @@ static const Family *find_family(H *h) {
   StrBuf sb;
   sb_init(&sb);
   for (size_t i = 0; i < RP_ARRAY_LEN(families); i++) sb_printf(&sb, "%s%s", i ? ", " : "", families[i].type);
-  Diag *g = diag_at(h->d, DIAG_E0151, h->loc, "model_type `%s` is not one the import reads", t);
+  Diag *g = diag_at(h->d, DIAG_E0151, h->loc, "`model_type` `%s` is not one the import reads", t);
   diag_help(g, "supported: %s; other models can be written by hand (docs/spec.md, \"model\")", sb.buf);
   sb_free(&sb);
   h->ok = false;
