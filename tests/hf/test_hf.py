@@ -124,6 +124,26 @@ def check_catalog_agrees():
             check(la and la == lb, f"catalog {preset} and hf_config {f} give the same ledger")
 
 
+def check_catalog_imports():
+    """Catalog entries written by import-hf still are its output for the
+    fixture they name (a change in the importer shows as a failure here)."""
+    n = 0
+    for f in sorted((SRC / "plans" / "catalog" / "models").glob("*.yaml")):
+        text = f.read_text()
+        m = re.search(r"^# Imported by `rankplan import-hf` from (\S+) ", text, re.M)
+        if not m:
+            continue
+        n += 1
+        body = text[m.start():]
+        name = re.search(r'^name: "(.*)"$', text, re.M).group(1)
+        p = subprocess.run([RP, "import-hf", m.group(1), "--name", name], capture_output=True, text=True,
+                           cwd=SRC, timeout=60)
+        check(p.returncode == 0 and p.stdout == body, f"catalog {f.name} is import-hf's output for {m.group(1)}")
+    check(n >= 18, f"{n} catalog entries come from fixtures")
+    total = len(list((SRC / "plans" / "catalog" / "models").glob("*.yaml")))
+    check(total >= 25, f"the catalog has {total} models")
+
+
 def check_diagnostics(tmp):
     t = pathlib.Path(tmp)
     base = json.loads((FIX / "Qwen3-30B-A3B.json").read_text())
@@ -206,6 +226,7 @@ check_totals()
 with tempfile.TemporaryDirectory() as tmp:
     check_yaml_parses(tmp)
 check_catalog_agrees()
+check_catalog_imports()
 with tempfile.TemporaryDirectory() as tmp:
     check_diagnostics(tmp)
 with tempfile.TemporaryDirectory() as tmp:
