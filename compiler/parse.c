@@ -788,13 +788,14 @@ static void parse_hardware(P *p, const YNode *root) {
   const YNode *g = section(p, m, "gpu", "hardware.gpu", sec, &gs);
   h->gpu.loc = gs;
   if (m && !yaml_map_get(m, "gpu")) missing(p, m, "hardware", "gpu");
-  check_keys(p, g, "hardware.gpu", KEYS("memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "int8"));
+  check_keys(p, g, "hardware.gpu", KEYS("memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "fp4", "int8"));
   rd_qty(p, g, gs, "hardware.gpu", "memory", UNIT_MEMORY, &h->gpu.memory, NULL, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "hbm_bandwidth", UNIT_BANDWIDTH, NULL, &h->gpu.hbm_bandwidth, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "bf16", UNIT_COMPUTE, NULL, &h->gpu.bf16, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "fp16", UNIT_COMPUTE, NULL, &h->gpu.fp16, false, h->gpu.bf16.v, false);
   rd_qty(p, g, gs, "hardware.gpu", "fp8", UNIT_COMPUTE, NULL, &h->gpu.fp8, false, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "int8", UNIT_COMPUTE, NULL, &h->gpu.int8, false, 0, false);
+  rd_qty(p, g, gs, "hardware.gpu", "fp4", UNIT_COMPUTE, NULL, &h->gpu.fp4, false, 0, false);
 
   SrcLoc us;
   const YNode *u = section(p, m, "scale_up", "hardware.scale_up", sec, &us);

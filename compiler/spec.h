@@ -79,6 +79,7 @@ typedef struct {
     SInt memory;         /* bytes */
     SNum hbm_bandwidth;  /* bytes/s */
     SNum bf16, fp16, fp8, int8;  /* dense FLOP/s (or OP/s); fp8/int8 may be unset */
+    SNum fp4;            /* dense FP4 FLOP/s; may be unset (no dtype uses it yet) */
   } gpu;
   SInt nodes, gpus_per_node;
   SInt nodes_per_rack;   /* optional; topology for placement hooks */
