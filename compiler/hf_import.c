@@ -191,32 +191,29 @@ static void set_bool(SBool *f, SrcLoc loc, bool v) {
   f->set = true;
 }
 
-/* W0151: a key that matters for memory or compute but that the spec does
- * not express; the line also goes into the YAML header. */
-static void not_modelled(H *h, const char *fmt, ...) RP_PRINTF(2, 3);
-static void not_modelled(H *h, const char *fmt, ...) {
+/* One diagnostic of the import, with its help line: W0151 (a key that
+ * matters for memory or compute but that the spec does not express; its
+ * line also goes into the YAML header) or E0151 (a shape the spec cannot
+ * hold; the import fails). */
+static void report(H *h, DiagCode code, const char *fmt, ...) RP_PRINTF(3, 4);
+static void report(H *h, DiagCode code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *msg = rp_vsprintf(fmt, ap);
   va_end(ap);
-  Diag *g = diag_at(h->d, DIAG_W0151, h->loc, "%s", msg);
-  diag_help(g, "docs/models.md lists what the import does not model and what it means for the plan");
-  sb_printf(&h->notes, "%s\n", msg);
+  Diag *g = diag_at(h->d, code, h->loc, "%s", msg);
+  if (code == DIAG_W0151) {
+    diag_help(g, "docs/models.md lists what the import does not model and what it means for the plan");
+    sb_printf(&h->notes, "%s\n", msg);
+  } else {
+    diag_help(g, "write the model by hand (docs/spec.md, \"model\"); docs/models.md lists the "
+                 "shapes the import reads");
+    h->ok = false;
+  }
   free(msg);
 }
-
-static void unsupported(H *h, const char *fmt, ...) RP_PRINTF(2, 3);
-static void unsupported(H *h, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *msg = rp_vsprintf(fmt, ap);
-  va_end(ap);
-  Diag *g = diag_at(h->d, DIAG_E0151, h->loc, "%s", msg);
-  diag_help(g, "write the model by hand (docs/spec.md, \"model\"); docs/models.md lists the "
-               "shapes the import reads");
-  free(msg);
-  h->ok = false;
-}
+#define not_modelled(h, ...) report(h, DIAG_W0151, __VA_ARGS__)
+#define unsupported(h, ...) report(h, DIAG_E0151, __VA_ARGS__)
 
 /* ---------------------------------------------------------------------- */
 /* The model's shape. */
@@ -413,6 +410,11 @@ static void read_ffn(H *h, ModelSpec *m) {
   case MOE_QWEN: read_moe_qwen(h, m); break;
   case MOE_DEEPSEEK: read_moe_deepseek(h, m); break;
   case MOE_LLAMA4: read_moe_llama4(h, m); break;
+  }
+  if (m->moe.present && m->layers.set && m->moe.dense_layers.v > m->layers.v) {
+    diag_at(h->d, DIAG_E0105, h->loc, "the config's %lld leading dense layers are more than its %lld layers",
+            (long long)m->moe.dense_layers.v, (long long)m->layers.v);
+    h->ok = false;
   }
 }
 

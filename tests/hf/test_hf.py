@@ -170,6 +170,9 @@ def check_diagnostics(tmp):
         ds = diags(p)
         check(p.returncode == 1 and any(c == want and f"`{key}" in m for c, m in ds),
               f"{key} = {val!r} is {want} naming `{key}`")
+    dsv2 = json.loads((FIX / "DeepSeek-V2-Lite.json").read_text())
+    ds = diags(imp(dict(dsv2, first_k_dense_replace=28)))
+    check(any(c == "E0105" and "28 leading dense layers" in m for c, m in ds), "more dense layers than layers is E0105")
     cfg = dict(base)
     del cfg["num_attention_heads"]
     ds = diags(imp(cfg))
