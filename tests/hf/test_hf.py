@@ -225,6 +225,18 @@ def check_cli(tmp):
     check(p.returncode == 0, "hf_config is relative to the spec's directory")
 
 
+def check_docs_list_keys():
+    """docs/models.md names every key the import passes over as irrelevant."""
+    src = (SRC / "compiler" / "hf_import.c").read_text()
+    doc = (SRC / "docs" / "models.md").read_text()
+    for table in ("ignored_keys", "quant_keys"):
+        start = src.index(table + "[] = {")
+        keys = re.findall(r'"([^"]+)"', src[start:src.index("};", start)])
+        missing = [k for k in keys if f"`{k}`" not in doc]
+        check(keys and not missing, f"docs/models.md lists the {len(keys)} keys of {table} {missing or ''}")
+
+
+check_docs_list_keys()
 check_totals()
 with tempfile.TemporaryDirectory() as tmp:
     check_yaml_parses(tmp)
