@@ -444,6 +444,21 @@ static void read_dtype(H *h, ModelSpec *m) {
   if (t) unsupported(h, "`torch_dtype` `%s` is not one of float32, bfloat16, float16", t);
 }
 
+/* MXFP4 (gpt-oss): the spec's mxfp4 quantises every linear projection;
+ * a checkpoint that keeps the attention projections unquantised
+ * (modules_to_not_convert) is counted smaller than it is, and says so. */
+static void read_mxfp4(H *h, json_t *q, ModelSpec *m) {
+  m->dtype.weights.v = DT_MXFP4;
+  m->dtype.weights.set = true;
+  json_t *keep = get_in(h, q, "quantization_config.", "modules_to_not_convert");
+  for (size_t i = 0; keep && json_is_array(keep) && i < json_array_size(keep); i++) {
+    const char *s = json_string_value(json_array_get(keep, i));
+    if (s && strstr(s, "self_attn"))
+      not_modelled(h, "`quantization_config.modules_to_not_convert` keeps `%s` unquantised; rankplan "
+                   "counts every linear projection in mxfp4", s);
+  }
+}
+
 static void read_quant(H *h, ModelSpec *m) {
   json_t *q = get_in(h, h->root, "", "quantization_config");
   if (!q || json_is_null(q)) return;
@@ -456,6 +471,10 @@ static void read_quant(H *h, ModelSpec *m) {
     Diag *g = diag_at(h->d, DIAG_E0102, h->loc, "`quantization_config.quant_method` is missing from the config");
     diag_help(g, "a quantised checkpoint names its method, e.g. `fp8` or `mxfp4`");
     h->ok = false;
+    return;
+  }
+  if (strcmp(qm, "mxfp4") == 0) {
+    read_mxfp4(h, q, m);
     return;
   }
   if (strcmp(qm, "fp8") != 0) {

@@ -37,7 +37,7 @@
 /* ---------------------------------------------------------------------- */
 /* Name tables. */
 
-static const char *const dtype_names[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4"};
+static const char *const dtype_names[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"};
 static const char *const attn_names[] = {"mha", "gqa", "mqa", "mla"};
 static const char *const mode_names[] = {"aggregated", "disaggregated", "search"};
 static const char *const engine_names[] = {"generic", "vllm", "sglang"};

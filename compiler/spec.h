@@ -23,7 +23,7 @@ typedef struct { const char *v; SrcLoc loc; bool set; } SStr;
 typedef struct { bool v; SrcLoc loc; bool set; } SBool;
 typedef struct { int v; SrcLoc loc; bool set; } SEnum;
 
-typedef enum { DT_FP32, DT_BF16, DT_FP16, DT_FP8, DT_INT8, DT_INT4, DT__COUNT } DType;
+typedef enum { DT_FP32, DT_BF16, DT_FP16, DT_FP8, DT_INT8, DT_INT4, DT_MXFP4, DT_NVFP4, DT__COUNT } DType;
 typedef enum { ATTN_MHA, ATTN_GQA, ATTN_MQA, ATTN_MLA } AttnKind;
 typedef enum { MODE_AGGREGATED, MODE_DISAGGREGATED, MODE_SEARCH } DeployMode;
 typedef enum { ENGINE_GENERIC, ENGINE_VLLM, ENGINE_SGLANG } Engine;

@@ -194,8 +194,9 @@ def check_diagnostics(tmp):
     check(p.returncode == 1 and any(c == "E0151" and "interleave_moe_layer_step" in m for c, m in diags(p)),
           "interleaved MoE layers are E0151")
     p = run("import-hf", str(FIX / "gpt-oss-120b.json"))
-    check("# Not modelled: `quantization_config.quant_method` `mxfp4`" in p.stdout
-          and "sliding window" in p.stdout, "what is not modelled is stated in the YAML header")
+    check("dtype:\n  weights: mxfp4\n" in p.stdout
+          and "# Not modelled: `quantization_config.modules_to_not_convert` keeps `model.layers.*.self_attn`" in p.stdout
+          and "sliding window" in p.stdout, "mxfp4 weights, and what is not modelled stated in the YAML header")
 
 
 def check_cli(tmp):
