@@ -17,6 +17,8 @@
 #include "compile.h"
 #include "hooks.h"
 #include "layout.h"
+#include "outfile.h"
+#include "render.h"
 #include "reshard.h"
 #include "search.h"
 #include "spec.h"
@@ -44,6 +46,9 @@ static const char search_usage[] =
     "                        whole cluster)\n"
     "  -o PLAN               compile the winner to a plan file (the same\n"
     "                        stages as `rankplan compile`, hooks included)\n"
+    "  --plot FILE           write goodput per GPU against TTFT and TPOT, the\n"
+    "                        Pareto front and the winner marked: an SVG when\n"
+    "                        FILE ends in .svg, else an HTML page (docs/render.md)\n"
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -98,8 +103,25 @@ static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, co
   return rc;
 }
 
+/* Writes the Pareto plot of a search that ran (render.h); returns an exit
+ * code. */
+static int search__plot(const SearchOut *out, const char *spec_path, const char *file) {
+  size_t n = strlen(file);
+  bool svg = n >= 4 && strcmp(file + n - 4, ".svg") == 0;
+  const char *slash = strrchr(spec_path, '/');
+  StrBuf sb;
+  sb_init(&sb);
+  render_pareto(&sb, out, slash ? slash + 1 : spec_path, svg);
+  int e = rp_write_file_atomic(file, sb.buf, sb.len);
+  sb_free(&sb);
+  if (!e) return RP_EXIT_OK;
+  fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", file, rp_strerror(e));
+  return RP_EXIT_USAGE;
+}
+
 int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
+  const char *plot = NULL;
   const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL;
   bool explain = false;
   const RpOpt opts[] = {
@@ -112,6 +134,7 @@ int cmd_search(int argc, char **argv) {
       {"--max-candidates", NULL, true, &max_s, NULL, NULL, NULL},
       {"--gpus", NULL, true, &gpus_s, NULL, NULL, NULL},
       {"-o", NULL, true, &plan, NULL, NULL, NULL},
+      {"--plot", NULL, true, &plot, NULL, NULL, NULL},
   };
   int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
   if (pr != RP_OPT_GO) return pr;
@@ -132,6 +155,12 @@ int cmd_search(int argc, char **argv) {
                                      "write the plan to a file");
   const char *inputs[] = {path, calib};
   if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && strcmp(plot, "-") == 0)
+    return cli_usage_error("search", "--plot - is not available: the results are standard output; "
+                                     "write the plot to a file");
+  if (plot && cli_output_not_input("search", "--plot", plot, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && plan && strcmp(plot, plan) == 0)
+    return cli_usage_error("search", "--plot and -o name the same file `%s`", plot);
 
   Diags d;
   diags_init(&d);
@@ -168,7 +197,8 @@ int cmd_search(int argc, char **argv) {
                    : search_format_text(&out, spec, rows, explain);
   fputs(txt, stdout);
   free(txt);
-  if (plan) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
+  if (plot) rc = search__plot(&out, path, plot);
+  if (plan && rc == RP_EXIT_OK) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
 done:
   if (d.list.len) {
     if (json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);
