@@ -44,8 +44,10 @@ static const char page_css[] =
     ".frame{stroke:#777;stroke-width:1}.frame.grp{stroke-width:4}\n"
     ".frame.xn{stroke-dasharray:9 4}.frame.xd{stroke-dasharray:2 3}\n"
     ".gpu{cursor:pointer}.gpu.sel .frame{fill-opacity:.55}.rk,.nl{font-weight:bold}\n"
-    "#kv line{stroke:#c0392b;stroke-width:1.5;opacity:.85}#kv text{fill:#c0392b}\n"
-    "marker path{fill:#c0392b}.nd,.inst{cursor:pointer}.nd.hit{stroke:#d62728;stroke-width:2}\n"
+    "#kv path{fill:none;stroke:#c0392b;stroke-width:1.5;opacity:.85}\n"
+    "#kv text{fill:#c0392b;font-weight:bold;paint-order:stroke;stroke:#fff;stroke-width:3px}\n"
+    "#kind-info{display:block;margin-top:4px}\n"
+    "marker path{fill:#c0392b;stroke:none}.nd,.inst{cursor:pointer}.nd.hit{stroke:#d62728;stroke-width:2}\n"
     ".warning{color:#9a5b00}.error{color:#b00}\n";
 
 /* The page's script: the kind selector outlines groups, a click on a GPU
