@@ -17,12 +17,13 @@
 #include "plan.h"
 #include "search.h"
 
-/* Plans of at most this many ranks are drawn one element per GPU, with
- * every group and transfer in the page's data; larger ones are drawn per
- * node and per instance with counts (docs/render.md, "At scale"). 4,096
- * GPU elements make a page of about 5 MB that a browser lays out in about a
- * second (docs/benchmarks.md, "render"); the per-node drawing of 131,072
- * ranks is smaller than that. */
+/* Plans of at most this many ranks (and GPU slots) are drawn one element
+ * per GPU, with every group and transfer in the page's data; larger ones
+ * are drawn per node and per instance with counts (docs/render.md, "At
+ * scale"). At 4,096 ranks the per-GPU page is 4.5 MB, which headless
+ * Chromium loads in seconds on the project's build machine; the per-node
+ * page of 131,072 ranks is 8.2 MB, about 200 bytes per node and per
+ * instance (docs/benchmarks.md, "render"). */
 #define RENDER_GPU_LIMIT ((int64_t)4096)
 
 typedef struct {

@@ -186,6 +186,9 @@ def at_scale(d):
     got = {k: v[0] for k, v in st["kinds"].items() if v[0]}
     check(got == {k: len(v) for k, v in want.items()},
           "at scale: each kind marks exactly the nodes holding a group of it that crosses nodes")
+    size, bound = html.stat().st_size, 16384 + 256 * (len(plan["nodes"]) + inst)
+    check(size <= bound, f"at scale: the page ({size} B) is within 16 KiB + 256 B per node and per instance "
+                         f"({bound} B; docs/render.md, \"At scale\")")
     full = d / "full.html"
     run("render", str(plan_path), "-o", str(full))
     check(html.stat().st_size < full.stat().st_size / 4,
