@@ -37,6 +37,13 @@ int cli_parse(const char *cmd, const char *usage_text, const RpOpt *opts,
               size_t nopts, int argc, char **argv, const char **arg,
               const char *arg_name);
 
+/* Loads plan `path` with the shared loader (plan_load, plan.h), checked
+ * against spec when not NULL. On failure prints "rankplan <cmd>: <the
+ * loader's message>", sets *rc (2 when the file cannot be read, else 1)
+ * and returns NULL. */
+struct Plan;
+struct Plan *cli_plan_load(const char *cmd, const char *path, const char *spec, int *rc);
+
 /* Parses a non-negative decimal integer option value; false when invalid. */
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 

@@ -44,14 +44,9 @@ static bool ends_with(const char *s, const char *suffix) {
 
 /* Loads, draws and writes; returns the exit code. */
 static int render_run(const char *path, const char *out, bool svg, RenderOpts *o) {
-  char *err = NULL;
-  Plan *p = plan_load(path, NULL, &err);
-  if (!p) {
-    fprintf(stderr, "rankplan render: %s\n", err);
-    bool unreadable = strstr(err, "cannot read") != NULL;
-    free(err);
-    return unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
-  }
+  int rc = RP_EXIT_OK;
+  Plan *p = cli_plan_load("render", path, NULL, &rc);
+  if (!p) return rc;
   if (p->partial) {
     fprintf(stderr, "rankplan render: %s: a --split-by-node file (node %d only); render the whole plan\n",
             path, p->partial_node);
@@ -65,7 +60,7 @@ static int render_run(const char *path, const char *out, bool svg, RenderOpts *o
   if (svg) render_plan_svg(&sb, p, o);
   else render_plan_html(&sb, p, o);
   plan_free(p);
-  int rc = RP_EXIT_OK, e = rp_write_file_atomic(out, sb.buf, sb.len);
+  int e = rp_write_file_atomic(out, sb.buf, sb.len);
   if (e) {
     fprintf(stderr, "rankplan render: cannot write `%s`: %s\n", out, rp_strerror(e));
     rc = RP_EXIT_USAGE;

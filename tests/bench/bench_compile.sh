@@ -11,14 +11,11 @@
 # usage: tests/bench/bench_compile.sh [BUILD_DIR] [SIZES...]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-build}
+# shellcheck source=tests/bench/bench_lib.sh
+. "$root/tests/bench/bench_lib.sh"
+rp=$(bench_rankplan bench_compile "$root" "${1:-build}")
 [ $# -gt 0 ] && shift
-case $build in /*) ;; *) build=$root/$build ;; esac
-rp=$build/rankplan
-[ -x "$rp" ] || { echo "bench_compile: $rp not built" >&2; exit 2; }
 sizes=${*:-1024 8192 32768 131072}
-# shellcheck source=tests/bench/bench_spec.sh
-. "$root/tests/bench/bench_spec.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

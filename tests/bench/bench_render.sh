@@ -1,6 +1,6 @@
 #!/bin/sh
 # Render benchmark: `rankplan render` of the compile benchmark's plans
-# (tests/bench/bench_spec.sh) at 1,024, 4,096, 8,192 and 131,072 ranks
+# (tests/bench/bench_lib.sh) at 1,024, 4,096, 8,192 and 131,072 ranks
 # (docs/benchmarks.md, "render"): how the plan is drawn (per GPU up to the
 # GPU limit, else per node and per instance), the page's size, the render's
 # wall time and peak RSS (loading the plan included), and the wall time of
@@ -12,14 +12,11 @@
 # usage: tests/bench/bench_render.sh [BUILD_DIR] [SIZES...]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-build}
+# shellcheck source=tests/bench/bench_lib.sh
+. "$root/tests/bench/bench_lib.sh"
+rp=$(bench_rankplan bench_render "$root" "${1:-build}")
 [ $# -gt 0 ] && shift
-case $build in /*) ;; *) build=$root/$build ;; esac
-rp=$build/rankplan
-[ -x "$rp" ] || { echo "bench_render: $rp not built" >&2; exit 2; }
 sizes=${*:-1024 4096 8192 131072}
-# shellcheck source=tests/bench/bench_spec.sh
-. "$root/tests/bench/bench_spec.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 browser=$(command -v chromium || true)
