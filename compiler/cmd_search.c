@@ -189,16 +189,18 @@ int cmd_search(int argc, char **argv) {
   so.progress = isatty(fileno(stderr)) ? stderr : NULL;
   bool ok = search_run(&d, spec, &k, &so, &out);
   size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
-  if (!ok) {
-    rc = RP_EXIT_INPUT;
+  /* The plot also when nothing met the SLOs, of what was ranked. */
+  if (plot && out.results.len) rc = search__plot(&out, path, plot);
+  else if (plot) fprintf(stderr, "rankplan search: no plot written to `%s`: no deployment was ranked\n", plot);
+  if (!ok || rc != RP_EXIT_OK) {
+    if (rc == RP_EXIT_OK) rc = RP_EXIT_INPUT;
     goto done;
   }
   char *txt = json ? search_format_json(&out, spec, rows, explain)
                    : search_format_text(&out, spec, rows, explain);
   fputs(txt, stdout);
   free(txt);
-  if (plot) rc = search__plot(&out, path, plot);
-  if (plan && rc == RP_EXIT_OK) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
+  if (plan) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
 done:
   if (d.list.len) {
     if (json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);

@@ -65,7 +65,8 @@ int render_group_cross(const Plan *p, const PlanGroup *g);
 
 /* `rankplan search --plot` (render_pareto.c): goodput per GPU against
  * TTFT and against TPOT, every ranked deployment a point, the Pareto front
- * joined, the winner (results[0]) marked, the SLOs (out->model) as lines.
+ * joined, the winner (results[0], when it meets the SLOs) marked, the SLOs
+ * (out->model) as lines.
  * svg_only: the <svg> element alone, else an HTML page around it. */
 void render_pareto(StrBuf *sb, const SearchOut *out, const char *title, bool svg_only);
 

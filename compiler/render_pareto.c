@@ -5,8 +5,9 @@
  * two panels, goodput per GPU (tok/s) against TTFT (ms) and against TPOT
  * (ms): every ranked deployment is a point (hollow when it misses an SLO),
  * the Pareto front (SearchResult.pareto, over goodput, TTFT and TPOT) is
- * filled and joined in x order, the winner (results[0]) is ringed and
- * named, the SLOs are dashed lines; optionally an HTML page around it.
+ * filled and joined, the winner (results[0], when it meets the SLOs) is
+ * ringed and named, the SLOs are dashed lines; optionally an HTML page
+ * around it.
  * Invariants: deterministic (the results' order, fixed formatting);
  * deployments with a latency that is not a finite number are counted in
  * the caption, not drawn.
@@ -143,7 +144,7 @@ static size_t panel_draw(StrBuf *sb, const SearchOut *out, int panel) {
     if (!isfinite(res_x(r, panel)) || !isfinite(r->goodput_gpu) || r->goodput_gpu < 0) skipped++;
     else point(sb, r, &a, panel, i);
   }
-  if (out->results.len) winner(sb, out, &a, panel);
+  if (out->results.len && out->results.items[0].feasible) winner(sb, out, &a, panel);
   return skipped;
 }
 

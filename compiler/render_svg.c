@@ -89,7 +89,10 @@ static void legend(StrBuf *sb, const Plan *p) {
     sb_puts(sb, " (");
     render_esc(sb, p->pools[i].role);
     sb_puts(sb, ")</text>");
-    x += 40 + 7 * (int)(strlen(p->pools[i].name) + strlen(p->pools[i].role));
+    /* About 7 units a character; a name longer than a screen is capped
+     * (the legend only places the next entry). */
+    size_t chars = strlen(p->pools[i].name) + strlen(p->pools[i].role);
+    x += 40 + 7 * (int)(chars < 400 ? chars : 400);
   }
   x = 0;
   for (size_t i = 0; i < RP_ARRAY_LEN(mem_label); i++) {

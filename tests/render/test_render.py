@@ -290,6 +290,12 @@ def plot(d):
     w, h, px = browser.png_pixels(d / "pareto.png")
     blue = sum(1 for q in px if q == (0x1f, 0x77, 0xb4))
     check(blue > 50, f"plot: screenshot shows the front's points and line ({blue} pixels of its blue)")
+    tight = d / "tight.yaml"
+    tight.write_text(pathlib.Path(spec).read_text().replace("tpot: 40 ms", "tpot: 10 ms"))
+    miss = d / "miss.svg"
+    p = run("search", str(tight), "--plot", str(miss), "--catalog", str(SRC / "plans" / "catalog"))
+    check(p.returncode == 1 and "E0508" in p.stderr and "no plot written" in p.stderr and not miss.exists(),
+          "plot: a search that ranks nothing exits 1 and says that no plot was written")
     p = run("search", spec, "--plot", spec)
     check(p.returncode == 2 and "destroy the input" in p.stderr, "search --plot SPEC (the input) exits 2")
     p = run("search", spec, "--plot", "-")
