@@ -21,7 +21,7 @@ window.addEventListener('error', function (e) { window.__errs.push('uncaught: ' 
 })();</script>"""
 
 # What the test reads back: data-selftest (gpus=N distinct=N nodes=N
-# instances=N kinds=KIND:OUTLINED:NODE_CROSSING,... details=N) and
+# instances=N kinds=KIND:OUTLINED:NODE_CROSSING:DOMAIN_ONLY,... details=N) and
 # data-errors (a JSON list).
 SELFTEST = """<script>(function () {
 var out = [], errs = window.__errs;
@@ -36,8 +36,9 @@ try {
     sel.value = sel.options[i].value;
     sel.dispatchEvent(new Event('change'));
     if (D.per_gpu) kinds.push(sel.value + ':' + document.querySelectorAll('.frame.grp').length + ':' +
-                              document.querySelectorAll('.frame.xn').length);
-    else kinds.push(sel.value + ':' + document.querySelectorAll('.nd.hit').length + ':0');
+                              document.querySelectorAll('.frame.xn').length + ':' +
+                              document.querySelectorAll('.frame.xd').length);
+    else kinds.push(sel.value + ':' + document.querySelectorAll('.nd.hit').length + ':0:0');
   }
   out.push('kinds=' + kinds.join(','));
   var g = document.getElementById('gpu-0');

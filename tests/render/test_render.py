@@ -55,19 +55,33 @@ def hsl_rgb(h, s, l):
     return f(0), f(8), f(4)
 
 
+def domain(plan, r):
+    """The scale-up domain of rank r's GPU, by compiler/place.c's rule: a
+    domain at least as large as a node spans whole nodes, a smaller one
+    splits each node."""
+    D, G = plan["scale_up_domain"], plan["nodes"][r["node"]]["gpus"]
+    if D >= G:
+        return (r["node"] * G + r["device"]) // D
+    return r["node"] * ((G + D - 1) // D) + r["device"] // D
+
+
 def plan_facts(path):
-    """From the plan file itself: world size, nodes, per kind the ranks in
-    its groups and the ranks in its groups that span nodes, rank 0's group
-    count, and the pools."""
+    """From the plan file itself: the plan, per kind the ranks in its
+    groups, and (ranks in groups spanning nodes, ranks in groups on one
+    node spanning scale-up domains), and rank 0's group count."""
     plan = json.loads(path.read_text())
-    node = {r["rank"]: r["node"] for r in plan["ranks"]}
+    rk = {r["rank"]: r for r in plan["ranks"]}
     members, crossing, rank0 = {}, {}, 0
     for g in plan["groups"]:
         ranks = g["ranks"] if "ranks" in g else list(range(*g["span"]))
         k = g["kind"]
         members[k] = members.get(k, 0) + len(ranks)
-        if len({node[r] for r in ranks}) > 1:
-            crossing[k] = crossing.get(k, 0) + len(ranks)
+        xn, xd = crossing.get(k, (0, 0))
+        if len({rk[r]["node"] for r in ranks}) > 1:
+            xn += len(ranks)
+        elif len({domain(plan, rk[r]) for r in ranks}) > 1:
+            xd += len(ranks)
+        crossing[k] = (xn, xd)
         rank0 += 0 in ranks
     return plan, members, crossing, rank0
 
@@ -89,8 +103,8 @@ def parse_selftest(s):
         out[k] = v
     kinds = {}
     for item in filter(None, out.get("kinds", "").split(",")):
-        k, a, b = item.split(":")
-        kinds[k] = (int(a), int(b))
+        k, a, b, c = item.split(":")
+        kinds[k] = (int(a), int(b), int(c))
     out["kinds"] = kinds
     return out
 
@@ -122,9 +136,9 @@ def browser_checks(html, png, plan_path, name):
     world = plan["world_size"]
     check(st["gpus"] == str(world) and st["distinct"] == str(world),
           f"{name}: one element per GPU ({st['gpus']} elements, {st['distinct']} ranks, world {world})")
-    want = {k: (members[k], crossing.get(k, 0)) for k in members}
+    want = {k: (members[k],) + crossing[k] for k in members}
     check(st["kinds"] == want, f"{name}: each group kind outlines its groups' ranks and marks those "
-                               f"crossing nodes ({len(want)} kinds)")
+                               f"crossing nodes, and those crossing scale-up domains only ({len(want)} kinds)")
     check(st.get("details") == str(rank0), f"{name}: a click on GPU 0 lists its {rank0} groups "
                                            f"(listed {st.get('details')})")
     pools = len(plan["pools"])
@@ -132,7 +146,13 @@ def browser_checks(html, png, plan_path, name):
 
 
 def examples(d):
-    for plan in sorted(EX.glob("*.plan.json")):
+    # The 70B plan with 4-GPU scale-up domains: its tp8 groups stay on one
+    # node and cross domains (the loader does not hold a plan to its
+    # spec's placement rules).
+    small = json.loads((EX / "llama-3.1-70b-pd.plan.json").read_text())
+    small["scale_up_domain"] = small["hardware"]["scale_up"]["domain"] = 4
+    (d / "domain4.plan.json").write_text(json.dumps(small))
+    for plan in sorted(EX.glob("*.plan.json")) + [d / "domain4.plan.json"]:
         name = plan.name[:-len(".plan.json")]
         html = d / f"{name}.html"
         p = run("render", str(plan), "-o", str(html))
