@@ -67,7 +67,7 @@ static int64_t domain_of(const Plan *p, const PlanRank *R) {
 
 int render_group_cross(const Plan *p, const PlanGroup *g) {
   int f = 0;
-  const PlanRank *a = plan_find_rank(p, g->ranks[0]);
+  const PlanRank *a = g->n > 0 ? plan_find_rank(p, g->ranks[0]) : NULL;
   for (int32_t j = 1; a && j < g->n && f != (RENDER_CROSS_NODE | RENDER_CROSS_DOMAIN); j++) {
     const PlanRank *b = plan_find_rank(p, g->ranks[j]);
     if (!b) continue;
@@ -140,15 +140,14 @@ static void gpu_title(StrBuf *sb, const Plan *p, const PlanRank *R) {
   sb_printf(sb, "\ncapacity %s</title>", rp_fmt_bytes(R->memory[MEM_CAPACITY], b, sizeof b));
 }
 
-static void gpu_xy(const Plan *p, int32_t node, int32_t dev, int *x, int *y) {
-  (void)p;
+static void gpu_xy(int32_t node, int32_t dev, int *x, int *y) {
   *x = LABEL_W + dev * (CELL_W + GAP);
   *y = LEGEND_H + node * (CELL_H + 2 * PAD + ROW_GAP) + PAD;
 }
 
 static void gpu_cell(StrBuf *sb, const Plan *p, const PlanRank *R) {
   int x, y;
-  gpu_xy(p, R->node, R->device, &x, &y);
+  gpu_xy(R->node, R->device, &x, &y);
   char f[40];
   render_fill(f, sizeof f, R->pool, R->instance);
   sb_printf(sb,
@@ -171,7 +170,7 @@ static void gpu_cell(StrBuf *sb, const Plan *p, const PlanRank *R) {
 
 static void node_box(StrBuf *sb, const Plan *p, const PlanNode *N) {
   int x, y;
-  gpu_xy(p, N->node, 0, &x, &y);
+  gpu_xy(N->node, 0, &x, &y);
   int w = LABEL_W + N->gpus * (CELL_W + GAP) + PAD, h = CELL_H + 2 * PAD;
   sb_printf(sb, "<g class=\"node\" id=\"node-%d\"><rect x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\"/>",
             N->node, y - PAD, w, h);
@@ -186,7 +185,7 @@ static void node_box(StrBuf *sb, const Plan *p, const PlanNode *N) {
   for (int32_t d = 0; d < N->gpus; d++) {
     if (used[d]) continue;
     int gx, gy;
-    gpu_xy(p, N->node, d, &gx, &gy);
+    gpu_xy(N->node, d, &gx, &gy);
     sb_printf(sb, "<rect class=\"idle\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\"/>", gx, gy,
               CELL_W, CELL_H);
   }
@@ -217,8 +216,8 @@ static void kv_arrow(StrBuf *sb, const Plan *p, size_t pr, const PlanTransfer *x
   const PlanRank *S = plan_find_rank(p, sg), *D = plan_find_rank(p, dg);
   if (!S || !D) return;
   int sx, sy, dx, dy;
-  gpu_xy(p, S->node, S->device, &sx, &sy);
-  gpu_xy(p, D->node, D->device, &dx, &dy);
+  gpu_xy(S->node, S->device, &sx, &sy);
+  gpu_xy(D->node, D->device, &dx, &dy);
   double x1 = sx + CELL_W / 2.0, y1 = sy + CELL_H / 2.0, x2 = dx + CELL_W / 2.0, y2 = dy + CELL_H / 2.0;
   const PlanReshard *P = &p->reshard[pr];
   int64_t bytes = xfer_bytes(x, P);
