@@ -159,7 +159,7 @@ static void estimates(StrBuf *sb, const Plan *p) {
   sb_puts(sb, "</ul>\n");
 }
 
-static void reshard_table(StrBuf *sb, const Plan *p) {
+static void reshard_table(StrBuf *sb, const Plan *p, bool per_gpu) {
   if (!p->nreshard) return;
   sb_puts(sb, "<h2>KV reshard</h2>\n<table id=\"reshard\"><tr><th class=\"l\">prefill</th>"
               "<th class=\"l\">decode</th><th>transfers</th><th>input tokens</th><th>bytes per request</th>"
@@ -181,8 +181,10 @@ static void reshard_table(StrBuf *sb, const Plan *p) {
     }
     sb_puts(sb, "</tr>\n");
   }
-  sb_puts(sb, "</table>\n<p>Arrows: the transfers of the first prefill and the first decode instance, "
-              "ranks of their first attention replica; every instance pair moves the same cells.</p>\n");
+  sb_puts(sb, "</table>\n");
+  if (per_gpu)
+    sb_puts(sb, "<p>Arrows: the transfers of the first prefill and the first decode instance, ranks of "
+                "their first attention replica; every instance pair moves the same cells.</p>\n");
 }
 
 /* The group kind selector: each kind the plan has, with its group count
@@ -235,12 +237,14 @@ void render_plan_html(StrBuf *sb, const Plan *p, const RenderOpts *o) {
   heading(sb, p, o->title, per_gpu, limit);
   pools_table(sb, p);
   estimates(sb, p);
-  reshard_table(sb, p);
+  reshard_table(sb, p, per_gpu);
   controls(sb, p, per_gpu);
   sb_puts(sb, "<div id=\"main\"><div id=\"pic\">\n");
   render_plan_svg(sb, p, o);
-  sb_puts(sb, "</div><aside id=\"details\"><h2>details</h2><div id=\"details-body\">Click a GPU to list its "
-              "groups and KV transfers.</div></aside></div>\n<script type=\"application/json\" id=\"plan-data\">");
+  sb_printf(sb, "</div><aside id=\"details\"><h2>details</h2><div id=\"details-body\">%s</div></aside></div>\n"
+                "<script type=\"application/json\" id=\"plan-data\">",
+            per_gpu ? "Click a GPU to list its groups and KV transfers."
+                    : "Click a node or an instance for its counts.");
   render_plan_data(sb, p, per_gpu);
   sb_printf(sb, "</script>\n<script>\n%s</script>\n</body></html>\n", page_js);
 }

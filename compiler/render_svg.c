@@ -77,7 +77,8 @@ int render_group_cross(const Plan *p, const PlanGroup *g) {
   return f;
 }
 
-static void legend(StrBuf *sb, const Plan *p) {
+/* Pool colours; with mem, the memory bar's segments too. */
+static void legend(StrBuf *sb, const Plan *p, bool mem) {
   sb_puts(sb, "<g class=\"legend\">");
   int x = 0;
   for (size_t i = 0; i < p->npools; i++) {
@@ -95,7 +96,7 @@ static void legend(StrBuf *sb, const Plan *p) {
     x += 40 + 7 * (int)(chars < 400 ? chars : 400);
   }
   x = 0;
-  for (size_t i = 0; i < RP_ARRAY_LEN(mem_label); i++) {
+  for (size_t i = 0; mem && i < RP_ARRAY_LEN(mem_label); i++) {
     sb_printf(sb, "<rect x=\"%d\" y=\"26\" width=\"12\" height=\"10\" fill=\"%s\"/>", x, mem_colour[i]);
     sb_printf(sb, "<text x=\"%d\" y=\"35\">%s</text>", x + 16, mem_label[i]);
     x += 30 + 7 * (int)strlen(mem_label[i]);
@@ -265,7 +266,7 @@ static void svg_per_gpu(StrBuf *sb, const Plan *p) {
   int w = LABEL_W + gmax * (CELL_W + GAP) + PAD + 4;
   int h = LEGEND_H + (int)p->nnodes * (CELL_H + 2 * PAD + ROW_GAP) + 4;
   svg_open(sb, w, h);
-  legend(sb, p);
+  legend(sb, p, true);
   for (size_t i = 0; i < p->nnodes; i++) node_box(sb, p, &p->nodes[i]);
   kv_layer(sb, p);
   sb_puts(sb, "</svg>\n");
@@ -382,7 +383,7 @@ static void svg_per_node(StrBuf *sb, const Plan *p) {
   for (size_t i = 0; i < p->npools; i++)
     h += 30 + (int)((p->pools[i].replicas + NODES_PER_ROW - 1) / NODES_PER_ROW) * (SQ + SQ_GAP);
   svg_open(sb, w < 900 ? 900 : w, h + 4);
-  legend(sb, p);
+  legend(sb, p, false);
   nodes_grid(sb, p, LEGEND_H + 20);
   int y = y_inst;
   for (size_t i = 0; i < p->npools; i++) y = pool_instances(sb, p, (int)i, y);
