@@ -122,23 +122,6 @@ static RtResult req_role(const Plan *pl, const PlanRank *me, int64_t k, ReqRole 
   return RT_OK;
 }
 
-/* Global rank of relative rank rel (t + tp * (c + cp * s)) of the serving
- * replica (instance inst, attention-dp rank dp) of pool pi, found from the
- * ranks' coordinates: independent of the rank order. -1 when none. */
-static int64_t global_of(const Plan *pl, int pi, int64_t inst, int64_t dp,
-                         int64_t rel) {
-  const PlanPool *P = &pl->pools[pi];
-  int64_t tp = P->size[CO_TP], cp = P->size[CO_CP];
-  int64_t t = rel % tp, c = (rel / tp) % cp, s = rel / (tp * cp);
-  for (int64_t r = P->first_rank; r < P->first_rank + P->nranks; r++) {
-    const PlanRank *R = &pl->ranks[r];
-    if (R->instance == inst && R->coords[CO_DP] == dp && R->coords[CO_TP] == t &&
-        R->coords[CO_CP] == c && R->coords[CO_PP] == s)
-      return R->rank;
-  }
-  return -1;
-}
-
 static bool xfer_has(const PlanTransfer *x, int64_t p) {
   if (x->stride > 1 && p % x->stride != x->offset) return false;
   if (x->tokens == PT_RANGES) {
@@ -299,8 +282,8 @@ static bool in_region(const Region *g, const PlanTransfer *x) {
  * the map names a rank the pools do not have. */
 static RtResult xfer_ends(const Plan *pl, const ReqRole *rr,
                           const PlanTransfer *x, int64_t *sg, int64_t *dg) {
-  *sg = global_of(pl, rr->pi, rr->pinst, rr->pdp, x->src);
-  *dg = global_of(pl, rr->di, rr->dinst, rr->ddp, x->dst);
+  *sg = plan_replica_rank(pl, rr->pi, rr->pinst, rr->pdp, x->src);
+  *dg = plan_replica_rank(pl, rr->di, rr->dinst, rr->ddp, x->dst);
   if (*sg < 0 || *dg < 0)
     return rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names a "
                   "rank the pools do not have", (long long)x->src,
