@@ -56,13 +56,9 @@ bool render_per_gpu(const Plan *p, const RenderOpts *o) {
   return true;
 }
 
-/* The scale-up domain of a GPU, by place.c's rule: a domain at least as
- * large as a node spans whole nodes (counted over the global GPU index), a
- * smaller one splits each node. */
+/* The scale-up domain of a GPU, by placement's rule (rp_scaleup_domain). */
 static int64_t domain_of(const Plan *p, const PlanRank *R) {
-  int64_t D = p->hardware.scale_up_domain, G = p->nodes[R->node].gpus;
-  if (D >= G) return ((int64_t)R->node * G + R->device) / D;
-  return (int64_t)R->node * ((G + D - 1) / D) + R->device / D;
+  return rp_scaleup_domain(p->hardware.scale_up_domain, p->nodes[R->node].gpus, R->node, R->device);
 }
 
 int render_group_cross(const Plan *p, const PlanGroup *g) {
