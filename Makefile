@@ -14,7 +14,7 @@ DEB_PKGS = build-essential clang meson ninja-build pkg-config libyaml-dev \
            libjansson-dev liblua5.4-dev python3 python3-jsonschema python3-yaml \
            libclang-rt-14-dev iproute2 chromium fonts-dejavu-core
 
-.PHONY: all deps setup build demo test test-fast test-asan fuzz bench clean goldens
+.PHONY: all deps setup build demo test test-fast test-asan fuzz bench clean goldens install
 
 all: build
 
@@ -54,6 +54,14 @@ fuzz: deps
 	@test -f $(FUZZ)/build.ninja || CC=clang $(MESON) setup $(FUZZ) --buildtype=debug -Dfuzz=true -Dtests=disabled -Db_lundef=false
 	$(MESON) compile -C $(FUZZ)
 	./scripts/fuzz.sh $(FUZZ) $(FUZZ_SECONDS)
+
+# `make install PREFIX=/usr DESTDIR=/tmp/stage`: the binaries, the data,
+# the man pages and the shell completion (docs/install.md). PREFIX
+# reconfigures the build directory; DESTDIR stages the tree elsewhere.
+PREFIX ?= /usr/local
+install: build
+	$(MESON) configure $(BUILD) -Dprefix=$(PREFIX)
+	$(MESON) install -C $(BUILD) $(if $(DESTDIR),--destdir $(DESTDIR))
 
 bench: build
 	./tests/bench/run.sh $(BUILD)

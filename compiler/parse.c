@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datadir.h"
 #include "hf_import.h"
 #include "rp_config.h"
 #include "spec.h"
@@ -492,7 +493,7 @@ static void rd_frac(P *p, const YNode *m, SrcLoc sec, const char *path, const ch
 const char *spec_catalog_dir(void) {
   const char *e = getenv("RANKPLAN_CATALOG");
   if (e && *e) return e;
-  return RP_SOURCE_ROOT "/plans/catalog";
+  return rp_data_catalog();
 }
 
 static bool preset_name_ok(const char *s) {

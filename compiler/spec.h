@@ -158,8 +158,9 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len,
 Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir);
 void spec_free(Spec *s);
 
-/* The catalog directory: $RANKPLAN_CATALOG, else the one installed next to
- * the binary's source tree (compiled in). */
+/* The catalog directory: $RANKPLAN_CATALOG, else the data directory's
+ * (datadir.h: the source tree for a build run in place, else found from
+ * the executable's location). */
 const char *spec_catalog_dir(void);
 
 /* Size cap for spec files, bytes. */

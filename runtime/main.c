@@ -20,6 +20,7 @@
 #include "plan.h"
 #include "procs.h"
 #include "rp_config.h"
+#include "version.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -181,7 +182,7 @@ static int opt_help(void *ctx, const RpOpt *opt, const char *v) {
 
 static int opt_version(void *ctx, const RpOpt *opt, const char *v) {
   (void)ctx, (void)opt, (void)v;
-  printf("rankrun %s\n", RP_VERSION);
+  rp_version_print(stdout, "rankrun", rt_backend_find("nccl") != NULL);
   return RP_EXIT_OK;
 }
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""`meson install` into a temporary DESTDIR: the binaries, the data (catalog,
+examples, Lua hooks, schemas), the man pages and the shell completion land
+where the configured directories say, and the installed tools work from
+another directory (smoke.py), also after the whole tree is moved. Nothing
+in the source or build tree is removed or changed."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import smoke  # noqa: E402
+
+BUILD = pathlib.Path(os.environ["BUILDDIR"])
+SRC = pathlib.Path(os.environ["SRCROOT"])
+
+
+def options():
+    out = subprocess.run(["meson", "introspect", str(BUILD), "--buildoptions"],
+                         capture_output=True, text=True, check=True).stdout
+    return {o["name"]: o["value"] for o in json.loads(out)}
+
+
+def under(root, prefix, d):
+    return root / os.path.join(prefix, d).lstrip("/")
+
+
+def main():
+    o = options()
+    with tempfile.TemporaryDirectory(prefix="rankplan-destdir-") as tmp:
+        dest = pathlib.Path(tmp) / "dest"
+        p = subprocess.run(["meson", "install", "-C", str(BUILD), "--no-rebuild", "--quiet",
+                            "--destdir", str(dest)], capture_output=True, text=True)
+        smoke.check(p.returncode == 0, "meson install --destdir" + ("" if p.returncode == 0 else ": " + p.stderr[-500:]))
+        if p.returncode:
+            return 1
+        prefix = o["prefix"]
+        bindir, data = under(dest, prefix, o["bindir"]), under(dest, prefix, o["datadir"]) / "rankplan"
+        mandir = under(dest, prefix, o["mandir"])
+        for page in ("man1/rankplan.1", "man1/rankrun.1", "man5/rankplan-spec.5"):
+            smoke.check((mandir / page).is_file() or (mandir / (page + ".gz")).is_file(), f"man page {page}")
+        comp = under(dest, prefix, o["datadir"])
+        for f in ("bash-completion/completions/rankplan", "bash-completion/completions/rankrun",
+                  "zsh/site-functions/_rankplan"):
+            smoke.check((comp / f).exists(), f"completion {f}")
+        smoke.installed_tools(bindir, data, SRC)
+        moved = pathlib.Path(tmp) / "moved"
+        shutil.move(str(dest), str(moved))
+        smoke.installed_tools(under(moved, prefix, o["bindir"]), under(moved, prefix, o["datadir"]) / "rankplan")
+    print(f"{smoke.failures} failed")
+    return 1 if smoke.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
