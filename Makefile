@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 60
 # render test loads its pages in headless Chromium).
 DEB_PKGS = build-essential clang meson ninja-build pkg-config libyaml-dev \
            libjansson-dev liblua5.4-dev python3 python3-jsonschema python3-yaml \
-           libclang-rt-14-dev iproute2 chromium fonts-dejavu-core groff-base
+           libclang-rt-14-dev iproute2 chromium fonts-dejavu-core groff-base zsh shellcheck
 
 .PHONY: all deps setup build demo test test-fast test-asan fuzz bench clean goldens install
 

@@ -21,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import helptext  # noqa: E402
+
 SRC = pathlib.Path(os.environ["SRCROOT"])
 RANKPLAN = os.environ["RANKPLAN"]
 RANKRUN = os.environ.get("RANKRUN")
@@ -60,16 +63,6 @@ def sections(roff, level="SH"):
     return out
 
 
-def help_options(text):
-    """Options of a help text: the -x and --long words that start its option lines."""
-    opts = set()
-    for line in text.splitlines():
-        m = re.match(r"\s+((?:--?[a-zA-Z][\w-]*)(?:[ =][^,\s]+)?(?:,\s*--?[a-zA-Z][\w-]*(?:[ =][^,\s]+)?)*)", line)
-        if m:
-            opts.update(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", m.group(1)))
-    return opts
-
-
 def has_word(text, word):
     return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
 
@@ -91,7 +84,7 @@ def rankplan_page():
     roff = (MAN / "rankplan.1").read_text()
     sh, ss = sections(roff), sections(roff.split(".SH OPTIONS", 1)[1].split(".SH ENVIRONMENT", 1)[0], "SS")
     top = run(RANKPLAN, "--help").stdout
-    cmds = re.findall(r"^  ([a-z]+)\b", top.split("commands:", 1)[1].split("options:", 1)[0], re.M)
+    cmds = helptext.commands(top)
     check(len(cmds) >= 5, f"rankplan --help lists {len(cmds)} commands")
     helps = [top]
     for c in cmds:
@@ -101,9 +94,9 @@ def rankplan_page():
         text = run(RANKPLAN, c, "--help").stdout
         helps.append(text)
         sect = ss.get(f"Of {c}", "")
-        for o in sorted(help_options(text)):
+        for o in sorted(helptext.options(text)):
             check(has_word(sect, o), f"rankplan(1) OPTIONS, Of {c}: {o}")
-    for o in sorted(help_options(top)):
+    for o in sorted(helptext.options(top)):
         check(has_word(ss.get("Of rankplan itself", ""), o), f"rankplan(1) OPTIONS, Of rankplan itself: {o}")
     env_vars(helps, sh)
     stated = numbers(sh["OPTIONS"] + sh["ENVIRONMENT"])
@@ -121,7 +114,7 @@ def rankrun_page():
         return
     sh = sections((MAN / "rankrun.1").read_text())
     text = run(RANKRUN, "--help").stdout
-    opts = help_options(text)
+    opts = helptext.options(text)
     check(len(opts) >= 15, f"rankrun --help lists {len(opts)} options")
     for o in sorted(opts):
         check(has_word(sh["OPTIONS"], o), f"rankrun(1) OPTIONS: {o}")
