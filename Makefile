@@ -9,12 +9,14 @@ DEMO_SPEC ?= plans/examples/llama-3.1-70b-pd.yaml
 FUZZ_SECONDS ?= 60
 
 # Debian packages the build and the tests need (chromium and a font: the
-# render test loads its pages in headless Chromium).
+# render test loads its pages in headless Chromium; groff, zsh and
+# shellcheck: the man page and completion tests). `make deb` needs
+# DEB_BUILD_PKGS too.
 DEB_PKGS = build-essential clang meson ninja-build pkg-config libyaml-dev \
            libjansson-dev liblua5.4-dev python3 python3-jsonschema python3-yaml \
            libclang-rt-14-dev iproute2 chromium fonts-dejavu-core groff-base zsh shellcheck
 
-.PHONY: all deps setup build demo test test-fast test-asan fuzz bench clean goldens install
+.PHONY: all deps setup build demo test test-fast test-asan fuzz bench clean goldens install deb test-deb
 
 all: build
 
@@ -62,6 +64,23 @@ PREFIX ?= /usr/local
 install: build
 	$(MESON) configure $(BUILD) -Dprefix=$(PREFIX)
 	$(MESON) install -C $(BUILD) $(if $(DESTDIR),--destdir $(DESTDIR))
+
+# `make deb`: the Debian package (debian/, debhelper with meson), built in
+# place and moved to $(DEB_OUT); `make test-deb` smoke-tests it from its
+# installed paths (dpkg -x; with RANKPLAN_DEB_INSTALL=1 as root, also
+# dpkg -i into this system and dpkg -r after).
+DEB_BUILD_PKGS = debhelper dpkg-dev git
+DEB_OUT ?= $(BUILD)/deb
+deb: deps
+	@./scripts/deps.sh $(DEB_BUILD_PKGS)
+	dpkg-buildpackage -b -us -uc -J2
+	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)
+	v=$$(dpkg-parsechangelog -S Version) && \
+	  mv ../rankplan_$${v}_*.deb ../rankplan-dbgsym_$${v}_*.deb ../rankplan_$${v}_*.buildinfo \
+	     ../rankplan_$${v}_*.changes $(DEB_OUT)/ 2>/dev/null; ls $(DEB_OUT)/rankplan_$${v}_*.deb
+
+test-deb: deb
+	python3 tests/install/test_deb.py $(DEB_OUT)
 
 bench: build
 	./tests/bench/run.sh $(BUILD)
