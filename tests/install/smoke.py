@@ -2,7 +2,8 @@
 (test_install.py) and the Debian package test (test_deb.py): the tools run
 from a directory outside the source tree with no RANKPLAN_CATALOG, find
 their data from their own location, compile every installed example to its
-installed golden plan byte for byte, and RANKPLAN_CATALOG still overrides."""
+installed golden plan byte for byte, and RANKPLAN_CATALOG still overrides.
+check() and its failure count serve every test of this folder."""
 import os
 import pathlib
 import subprocess

@@ -22,19 +22,13 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import helptext  # noqa: E402
+import smoke  # noqa: E402
 
 SRC = pathlib.Path(os.environ["SRCROOT"])
 BUILD = pathlib.Path(os.environ["BUILDDIR"])
 RANKPLAN, RANKRUN = os.environ["RANKPLAN"], os.environ["RANKRUN"]
 BASH, ZSH = BUILD / "rankplan.bash", BUILD / "_rankplan"
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
+check = smoke.check
 
 
 def env(catalog=None):
@@ -177,8 +171,8 @@ def main():
             values(shell, cwd)
             paths(shell, cwd)
             presets(shell, cwd)
-    print(f"{failures} failed")
-    return 1 if failures else 0
+    print(f"{smoke.failures} failed")
+    return 1 if smoke.failures else 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,21 @@ def under(root, prefix, d):
     return root / os.path.join(prefix, d).lstrip("/")
 
 
+def version_facts(bindir):
+    """--version states this build: the git revision of the checkout (when
+    there is one) and the nccl backend as rp_config.h has it."""
+    have_nccl = "#define RP_HAVE_NCCL 1" in (BUILD / "rp_config.h").read_text()
+    git = subprocess.run(["git", "-C", str(SRC), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    for tool in ("rankplan", "rankrun"):
+        out = subprocess.run([str(bindir / tool), "--version"], capture_output=True, text=True).stdout
+        want = "yes" if have_nccl else "no"
+        smoke.check(f"features: nccl backend {want}\n" in out, f"{tool} --version: nccl backend {want}, as built")
+        if git.returncode == 0:
+            rev = git.stdout.strip()
+            line = next((x for x in out.splitlines() if x.startswith("revision: ")), "")
+            smoke.check(rev in line, f"{tool} --version: {line!r} names the checkout's HEAD {rev}")
+
+
 def main():
     o = options()
     with tempfile.TemporaryDirectory(prefix="rankplan-destdir-") as tmp:
@@ -48,6 +63,7 @@ def main():
                   "zsh/site-functions/_rankplan"):
             smoke.check((comp / f).exists(), f"completion {f}")
         smoke.installed_tools(bindir, data, SRC)
+        version_facts(bindir)
         moved = pathlib.Path(tmp) / "moved"
         shutil.move(str(dest), str(moved))
         smoke.installed_tools(under(moved, prefix, o["bindir"]), under(moved, prefix, o["datadir"]) / "rankplan")

@@ -23,19 +23,13 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import helptext  # noqa: E402
+import smoke  # noqa: E402
 
 SRC = pathlib.Path(os.environ["SRCROOT"])
 RANKPLAN = os.environ["RANKPLAN"]
 RANKRUN = os.environ.get("RANKRUN")
 MAN = SRC / "man"
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
+check = smoke.check
 
 
 def run(*argv, **kw):
@@ -155,5 +149,5 @@ rankplan_page()
 rankrun_page()
 spec_page()
 help_command()
-print(f"{failures} failed")
-sys.exit(1 if failures else 0)
+print(f"{smoke.failures} failed")
+sys.exit(1 if smoke.failures else 0)
