@@ -39,18 +39,20 @@ static char *exe_dir(void) {
   return buf;
 }
 
-/* True when dir is the build directory this executable was built in. */
-static bool is_build_dir(const char *dir) {
+/* True when dir is the build directory this executable was built in, or
+ * one below it (the test programs of tests/). */
+static bool in_build_dir(const char *dir) {
   char *b = realpath(RP_BUILD_ROOT, NULL);
-  bool same = b && strcmp(b, dir) == 0;
+  size_t n = b ? strlen(b) : 0;
+  bool in = b && strncmp(b, dir, n) == 0 && (dir[n] == '\0' || dir[n] == '/');
   free(b);
-  return same;
+  return in;
 }
 
 static char *find_data_dir(void) {
   char *dir = exe_dir();
   if (!dir) return rp_strdup(RP_DATADIR);
-  if (is_build_dir(dir)) {
+  if (in_build_dir(dir)) {
     free(dir);
     return rp_strdup(RP_SOURCE_ROOT);
   }

@@ -6,9 +6,9 @@
  * The data directory is found from the executable's own location
  * (/proc/self/exe), never from a path compiled in for the running copy:
  *
- *   - an executable started from the build directory it was built in (an
- *     uninstalled build: `ninja -C build`, `meson test`) uses the source
- *     tree it was built from;
+ *   - an executable started from the build directory it was built in, or
+ *     a directory below it (an uninstalled build: `ninja -C build`, `meson
+ *     test`, the test programs), uses the source tree it was built from;
  *   - any other copy uses RP_DATADIR_FROM_BINDIR (meson.build: the
  *     configured datadir/rankplan relative to the configured bindir,
  *     "../share/rankplan" by default) from the executable's directory, so
