@@ -68,13 +68,13 @@ static int unknown_command(const char *cmd) {
 
 /* `rankplan help [COMMAND]`: the usage, or that command's --help. */
 static int help(int argc, char **argv) {
-  if (argc < 3) {
-    fputs(usage, stdout);
-    return RP_EXIT_OK;
-  }
   if (argc > 3) {
     fprintf(stderr, "rankplan help: expected one COMMAND, got '%s' and '%s'\n", argv[2], argv[3]);
     return RP_EXIT_USAGE;
+  }
+  if (argc < 3 || strcmp(argv[2], "help") == 0) {
+    fputs(usage, stdout);
+    return RP_EXIT_OK;
   }
   const Command *c = find_command(argv[2]);
   if (!c) return unknown_command(argv[2]);

@@ -134,6 +134,8 @@ def help_command():
     top = run(RANKPLAN, "--help").stdout
     p = run(RANKPLAN, "help")
     check(p.returncode == 0 and p.stdout == top, "rankplan help prints rankplan --help")
+    p = run(RANKPLAN, "help", "help")
+    check(p.returncode == 0 and p.stdout == top, "rankplan help help prints rankplan --help")
     for c in ("check", "compile", "search", "explain"):
         p, q = run(RANKPLAN, "help", c), run(RANKPLAN, c, "--help")
         check(p.returncode == 0 and p.stdout == q.stdout and f"usage: rankplan {c}" in p.stdout,
