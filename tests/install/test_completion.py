@@ -4,7 +4,8 @@ directory) against the binaries:
 
 - bash: the script passes `bash -n` and shellcheck; sourced in bash, its
   functions called with COMP_WORDS/COMP_CWORD complete the commands and
-  every option of each --help (as helptext.py reads them), the value lists
+  every option of each --help (as helptext.py reads them), a command and
+  its arguments after rankrun's `--`, the value lists
   that help shows (--format, --backend), specs, plans and directories where
   those are expected, and the catalog's preset names (the installed
   catalog, or $RANKPLAN_CATALOG);
@@ -50,6 +51,7 @@ c() {{
 ZSH_DRIVER = """
 compadd() {{ local w; [[ $1 == -a ]] && for w in ${{(P)2}}; do [[ $w == ${{PREFIX}}* ]] && print -r -- $w; done; : }}
 _files() {{ print -r -- "FILES${{*:+ $*}}" }}
+_normal() {{ print -r -- "NORMAL $CURRENT ${{words[*]}}" }}
 compset() {{ [[ $1 == -P ]] && PREFIX=${{PREFIX#*=}} }}
 c() {{ words=("$@"); CURRENT=$#; PREFIX=${{words[CURRENT]}}; source {script} }}
 """
@@ -131,6 +133,16 @@ def paths(shell, cwd):
     expect(shell, [RANKPLAN, "check", "--catalog", ""], files_want(shell, "dir", ["sub"]), cwd)
 
 
+def command_after_dashes(shell, cwd):
+    """rankrun PLAN ... -- CMD ARGS: a command name, then its arguments."""
+    if shell == "bash":
+        got = complete(shell, [RANKRUN, "p.json", "--node", "0", "--", "pytho"], cwd)
+        check("python3" in got and "--node" not in got, f"bash: rankrun ... -- pytho -> commands ({got[:5]})")
+        expect(shell, [RANKRUN, "p.json", "--", "python3", "a."], ["a.yaml"], cwd)
+    else:
+        expect(shell, [RANKRUN, "p.json", "--node", "0", "--", "python3", "a."], ["NORMAL 2 python3 a."], cwd)
+
+
 def presets(shell, cwd):
     """_rankplan_presets and the --model / --hardware values it serves."""
     fn = "_rankplan_zsh_value" if shell == "zsh" else "_rankplan_value"
@@ -170,6 +182,7 @@ def main():
             commands_and_options(shell, cwd)
             values(shell, cwd)
             paths(shell, cwd)
+            command_after_dashes(shell, cwd)
             presets(shell, cwd)
     print(f"{smoke.failures} failed")
     return 1 if smoke.failures else 0
