@@ -22,4 +22,4 @@ def options(text):
 
 def commands(text):
     """The commands of `rankplan --help`."""
-    return re.findall(r"^  ([a-z]+)\b", text.split("commands:", 1)[1].split("options:", 1)[0], re.M)
+    return re.findall(r"^  ([a-z][a-z-]*)\b", text.split("commands:", 1)[1].split("options:", 1)[0], re.M)

@@ -126,7 +126,8 @@ def values(shell, cwd):
 
 def paths(shell, cwd):
     expect(shell, [RANKPLAN, "check", ""], files_want(shell, "spec", ["a.yaml", "b.yml", "sub"]), cwd)
-    expect(shell, [RANKPLAN, "explain", ""], files_want(shell, "plan", ["c.json", "sub"]), cwd)
+    for cmd in ("explain", "render", "import-hf"):
+        expect(shell, [RANKPLAN, cmd, ""], files_want(shell, "plan", ["c.json", "sub"]), cwd)
     expect(shell, [RANKRUN, ""], files_want(shell, "plan", ["c.json", "sub"]), cwd)
     expect(shell, [RANKPLAN, "compile", "a.yaml", "-o", ""],
            files_want(shell, "any", ["a.yaml", "b.yml", "c.json", "d.txt", "sub"]), cwd)

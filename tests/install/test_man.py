@@ -48,7 +48,7 @@ def sections(roff, level="SH"):
     for line in roff.splitlines():
         m = re.match(rf"\.{level} (.*)", line)
         if m:
-            title = m.group(1).strip('"')
+            title = m.group(1).strip('"').replace("\\-", "-")
             out[title] = ""
         elif not line.startswith(".SH"):
             out[title] = out.get(title, "") + plain(line) + "\n"
