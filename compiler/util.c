@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -314,4 +315,17 @@ const char *rp_fmt_bytes(int64_t bytes, char *buf, size_t n) {
   else
     snprintf(buf, n, "%.2f %s", v, units[u]);
   return buf;
+}
+
+void sb_put_exact(StrBuf *sb, double v) {
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+    sb_printf(sb, "%.0f", v);
+    return;
+  }
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  sb_puts(sb, buf);
 }
