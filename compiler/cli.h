@@ -14,6 +14,7 @@ int cmd_check(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_search(int argc, char **argv);
+int cmd_emit(int argc, char **argv);
 
 /* Prints "rankplan <cmd>: <msg>" and the hint to use --help; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) RP_PRINTF(2, 3);

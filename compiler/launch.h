@@ -35,6 +35,9 @@ const char *launch_target_list(void);
  * instance layout the engine's launcher cannot express), RP_EXIT_USAGE when
  * dir cannot be written. */
 int launch_emit(const Plan *p, LaunchTarget t, const char *dir, const char *catalog_dir, FILE *err);
+/* The same, adding plan.json with the plan's text (compile --emit). */
+int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const char *catalog_dir, FILE *err,
+                          const char *plan_text, size_t plan_len);
 
 /* Why the spec cannot be emitted as target t (E0708), or NULL: the checks
  * `compile --emit` runs before compiling. */

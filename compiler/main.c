@@ -1,6 +1,6 @@
 /*
  * main.c: the `rankplan` command line. Dispatches to one subcommand per
- * pipeline entry point (check, compile, search, explain); each lives in its
+ * pipeline entry point (check, compile, search, explain, emit); each lives in its
  * own cmd_*.c. Exit codes: 0 ok, 1 input wrong, 2 usage, 70 internal.
  */
 #include <stdlib.h>
@@ -21,6 +21,7 @@ static const char usage[] =
     "  compile SPEC -o PLAN  write the per-rank launch plan (JSON)\n"
     "  search SPEC           find the layout and xPyD pool sizes with the best goodput\n"
     "  explain PLAN          print a plan as tables (ranks, groups, memory, reshard)\n"
+    "  emit PLAN -t T -o DIR write the plan's launch files (vllm, sglang, trtllm, shell, slurm)\n"
     "\n"
     "options:\n"
     "  -h, --help            show this help (and `rankplan <command> --help`)\n"
@@ -51,8 +52,9 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 1, argv + 1);
   if (strcmp(cmd, "search") == 0) return cmd_search(argc - 1, argv + 1);
   if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 1, argv + 1);
+  if (strcmp(cmd, "emit") == 0) return cmd_emit(argc - 1, argv + 1);
   fprintf(stderr, "rankplan: unknown command '%s'\n", cmd);
-  static const char *const cmds[] = {"check", "compile", "search", "explain"};
+  static const char *const cmds[] = {"check", "compile", "search", "explain", "emit"};
   const char *near = diag_closest(cmd, cmds, RP_ARRAY_LEN(cmds));
   if (near) fprintf(stderr, "help: did you mean 'rankplan %s'?\n", near);
   fputs("run 'rankplan --help' for the list of commands\n", stderr);
