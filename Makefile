@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 60
 # Debian packages the build and the tests need.
 DEB_PKGS = build-essential clang meson ninja-build pkg-config libyaml-dev \
            libjansson-dev liblua5.4-dev python3 python3-jsonschema python3-yaml \
-           libclang-rt-14-dev iproute2
+           libclang-rt-14-dev iproute2 shellcheck
 
 .PHONY: all deps setup build demo test test-fast test-asan fuzz bench clean goldens
 

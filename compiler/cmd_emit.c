@@ -3,10 +3,13 @@
  * files (docs/engines.md). The plan is read by the plan library's loader,
  * which checks it whole, and nothing else of the spec is needed.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "compile.h"
 #include "launch.h"
 
 static const char emit_usage[] =
@@ -64,5 +67,50 @@ int cmd_emit(int argc, char **argv) {
   }
   int rc = launch_emit(p, t, out, catalog, stderr);
   plan_free(p);
+  return rc;
+}
+
+/* `compile SPEC --emit T -o DIR`: the plan goes to a temporary file beside
+ * DIR (written atomically by the compile), is read back by the plan
+ * loader like any plan, and lands in DIR as plan.json with the target's
+ * files. */
+int compile_emit(const Spec *spec, const char *target, const char *dir, const char *split_dir,
+                 const char *catalog, Diags *d, char **what, int *werr) {
+  LaunchTarget t;
+  *what = NULL;
+  *werr = 0;
+  if (!launch_target_parse(target, &t) || t == LT_K8S || t == LT_DYNAMO) rp_internal("target checked by the caller");
+  const char *why = launch_spec_lacks(spec, t);
+  if (why) {
+    Diag *g = diag_at(d, DIAG_E0708, spec->deployment.engine.loc, "cannot emit target `%s`: %s", target, why);
+    diag_help(g, "the launch targets need deployment.engine, model.source and, for k8s and dynamo, "
+                 "deployment.image (docs/engines.md)");
+    return RP_EXIT_INPUT;
+  }
+  char *slash = strrchr(dir, '/');
+  char *tmp = slash ? rp_sprintf("%.*s/.rankplan-plan-XXXXXX", (int)(slash - dir), dir)
+                    : rp_strdup(".rankplan-plan-XXXXXX");
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    *werr = errno;
+    *what = tmp;
+    return RP_EXIT_USAGE;
+  }
+  close(fd);
+  CompileOpts o = {tmp, split_dir, NULL, NULL};
+  int rc = compile_spec_to_plan(spec, &o, d, what, werr);
+  if (rc == RP_EXIT_OK) {
+    char *text = NULL, *err = NULL;
+    size_t len = 0;
+    *werr = rp_read_file(tmp, PLAN_MAX_BYTES, &text, &len);
+    Plan *p = *werr ? NULL : plan_load_mem(tmp, text, len, NULL, &err);
+    if (*werr) *what = rp_strdup(tmp), rc = RP_EXIT_USAGE;
+    else if (!p) rp_internal("the plan just compiled does not load: %s", err);
+    else rc = launch_emit_with_plan(p, t, dir, catalog, stderr, text, len);
+    plan_free(p);
+    free(text);
+  }
+  unlink(tmp);
+  free(tmp);
   return rc;
 }
