@@ -9,8 +9,9 @@
  * target is replaced only when it is an earlier emit output (it holds a
  * manifest.json of format rankplan.emit/1) or empty: the two are swapped
  * atomically (renameat2 RENAME_EXCHANGE) and the old files removed. Readers
- * see the old directory or the whole new one. A process killed while
- * writing leaves its `.NAME.*.tmp` directory behind (nothing replaced).
+ * see the old directory or the whole new one. An exit() while writing
+ * (an internal error) removes the temporary directory; a process killed by
+ * a signal leaves it behind (nothing replaced).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -76,6 +77,7 @@ static int replaceable(const char *dir) {
   free(text);
   if (ours) return 0;
   DIR *d = opendir(dir);
+  if (!d && errno == ENOMEM) rp_internal("out of memory opening %s", dir);
   if (!d) return errno;
   struct dirent *de;
   int n = 0;
@@ -83,6 +85,14 @@ static int replaceable(const char *dir) {
     if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
   closedir(d);
   return n ? EEXIST : 0;
+}
+
+/* The temporary directory being written, removed by exit() (an internal
+ * error or running out of memory mid-write leaves nothing behind). */
+static char *pending;
+
+static void remove_pending(void) {
+  if (pending) remove_tree(pending);
 }
 
 static char *tmp_name(const char *dir) {
@@ -108,7 +118,10 @@ static int write_tree(const char *dir, const LFile *files, size_t n, char **what
   int e = exists ? replaceable(dir) : 0;
   if (e) return *what = rp_strdup(dir), e;
   char *tmp = tmp_name(dir);
+  static bool registered;
+  if (!registered) registered = atexit(remove_pending) == 0;
   e = mkdir(tmp, 0777) == 0 ? 0 : errno;
+  if (!e) pending = tmp;
   for (size_t i = 0; !e && i < n; i++) {
     e = write_one(tmp, &files[i]);
     if (e) *what = rp_sprintf("%s/%s", dir, files[i].name);
@@ -119,6 +132,7 @@ static int write_tree(const char *dir, const LFile *files, size_t n, char **what
   if (e && !*what) *what = rp_strdup(dir);
   /* after the swap tmp holds the previous output; on error, the partial one */
   if (e || exists) remove_tree(tmp);
+  pending = NULL;
   free(tmp);
   return e;
 }

@@ -255,6 +255,8 @@ static size_t entry_files(const char *dir, Engine e, char ***out) {
   RP_VEC(char *) v = {0};
   char *prefix = rp_sprintf("%s-", engine_name(e));
   DIR *dp = opendir(dir);
+  /* no memory for the directory stream is ours to report, not the user's */
+  if (!dp && errno == ENOMEM) rp_internal("out of memory opening %s", dir);
   if (dp) {
     struct dirent *de;
     while ((de = readdir(dp))) {

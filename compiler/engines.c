@@ -173,7 +173,7 @@ static void check_pd_dim(Diags *d, const EngineCaps *c, const PoolSpec *pre, con
   diag_help(g, "the nearest layout it runs: %s %lld in pool `%s`%s", dn,
             (long long)(r == PD_EQUAL || b < a ? a : b / a * a), qn,
             r == PD_EQUAL || b < a ? "" : " (or raise the decode size to a multiple)");
-  diag_note(g, "rule `pd.%s: %s` of %s (read from %s)", dn, pd_name(r), c->file, c->source);
+  diag_note(g, "rule `pd.%s: %s` of %s (its line names the source)", dn, pd_name(r), c->file);
 }
 
 /* Prefill and decode pools against the entry's `pd:` rules. */

@@ -370,13 +370,13 @@ def check_manifest(name, plan, d):
 
 
 def check_shell(name, d):
-    for f in sorted(glob.glob(os.path.join(d, "*.sh")) + glob.glob(os.path.join(d, "*.sbatch"))):
-        p = subprocess.run(["bash", "-n", f], capture_output=True, text=True)
-        check(p.returncode == 0, f"{name}: {os.path.basename(f)} passes bash -n", p.stderr)
-        if SHELLCHECK:
-            p = subprocess.run([SHELLCHECK, "-S", "style", f], capture_output=True, text=True)
-            check(p.returncode == 0, f"{name}: {os.path.basename(f)} passes shellcheck", p.stdout)
+    files = sorted(glob.glob(os.path.join(d, "*.sh")) + glob.glob(os.path.join(d, "*.sbatch")))
+    bad = [f for f in files if subprocess.run(["bash", "-n", f], capture_output=True).returncode != 0]
+    check(not bad, f"{name}: {len(files)} scripts pass bash -n", bad)
     check(SHELLCHECK is not None, "shellcheck is installed (Makefile DEB_PKGS)")
+    if SHELLCHECK:
+        p = subprocess.run([SHELLCHECK, "-S", "style", *files], capture_output=True, text=True)
+        check(p.returncode == 0, f"{name}: {len(files)} scripts pass shellcheck", p.stdout)
 
 
 def check_golden(name, target, d):
