@@ -158,7 +158,14 @@ static double frac_min(Launch *l, size_t pool, bool kv_free) {
 
 double lfrac_static(Launch *l, size_t pool) { return frac_min(l, pool, false); }
 double lfrac_kv_free(Launch *l, size_t pool) { return frac_min(l, pool, true); }
-void lfrac_put(StrBuf *sb, double f) { sb_printf(sb, "%.4f", f); }
+void lflag_frac(Launch *l, StrBuf *sb, double f, bool exact) {
+  StrBuf v;
+  sb_init(&v);
+  if (exact) sb_put_exact(&v, f);
+  else sb_printf(&v, "%.4f", f);
+  lflag(l, sb, "memory_fraction", v.buf);
+  sb_free(&v);
+}
 
 void linst_name(StrBuf *sb, const Launch *l, const Inst *in) {
   sb_printf(sb, "%s-%d", l->p->pools[in->pool].name, in->instance);

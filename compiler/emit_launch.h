@@ -89,7 +89,9 @@ const char *lkv_dtype(Launch *l);
  * (docs/engines.md, "Memory fractions"); lerr when one is not in (0, 1]. */
 double lfrac_static(Launch *l, size_t pool);   /* (weights + KV) / capacity */
 double lfrac_kv_free(Launch *l, size_t pool);  /* KV / (capacity - weights - activations - workspace) */
-void lfrac_put(StrBuf *sb, double f);
+/* The engine's memory-fraction flag with f: exactly as the double reads
+ * back (exact), or with 4 decimals. */
+void lflag_frac(Launch *l, StrBuf *sb, double f, bool exact);
 
 /* "prefill-0": pool name and instance, for comments and file names. */
 void linst_name(StrBuf *sb, const Launch *l, const Inst *in);

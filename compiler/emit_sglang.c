@@ -32,11 +32,7 @@ static bool sglang_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   if (in->dcp > 1) ldim(l, sb, ED_DCP, in->dcp);
   lflag(l, sb, "kv_cache_dtype", lkv_dtype(l));
   lflag_i(l, sb, "block_size", L->kv_block);
-  StrBuf f;
-  sb_init(&f);
-  lfrac_put(&f, lfrac_static(l, in->pool));
-  lflag(l, sb, "memory_fraction", f.buf);
-  sb_free(&f);
+  lflag_frac(l, sb, lfrac_static(l, in->pool), false);
   lserving(l, sb);
   lflag_i(l, sb, "nccl_port", r->port0 + 2);
   if (in->nruns > 1) {

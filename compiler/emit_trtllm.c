@@ -53,11 +53,7 @@ static void trtllm_flags(Launch *l, const Inst *in, StrBuf *sb) {
   if (in->cp > 1) ldim(l, sb, ED_CP, in->cp);
   if (L->moe) ldim(l, sb, ED_EP, in->ep);
   lflag_i(l, sb, "gpus_per_node", in->runs[0].n);
-  StrBuf f;
-  sb_init(&f);
-  lfrac_put(&f, lfrac_kv_free(l, in->pool));
-  lflag(l, sb, "memory_fraction", f.buf);
-  sb_free(&f);
+  lflag_frac(l, sb, lfrac_kv_free(l, in->pool), false);
   lserving(l, sb);
   StrBuf y;
   sb_init(&y);

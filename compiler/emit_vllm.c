@@ -28,11 +28,7 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   if (in->dcp > 1) ldim(l, sb, ED_DCP, in->dcp);
   lflag(l, sb, "kv_cache_dtype", lkv_dtype(l));
   lflag_i(l, sb, "block_size", l->L->kv_block);
-  StrBuf f;
-  sb_init(&f);
-  sb_put_exact(&f, l->L->gpu_memory_utilization); /* the fraction the ledger was planned with */
-  lflag(l, sb, "memory_fraction", f.buf);
-  sb_free(&f);
+  lflag_frac(l, sb, l->L->gpu_memory_utilization, true); /* the fraction the ledger was planned with */
   lserving(l, sb);
   if (disagg(in)) {
     const char *conn = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);
