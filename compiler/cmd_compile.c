@@ -31,7 +31,7 @@ static const char compile_usage[] =
     "options:\n"
     "  -o, --output PLAN         where to write the plan (required; - for stdout)\n"
     "  --emit TARGET             write DIR/plan.json and the launch files of TARGET\n"
-    "                            (vllm, sglang, trtllm, shell, slurm; as `rankplan\n"
+    "                            (vllm, sglang, trtllm, shell, slurm, k8s; as `rankplan\n"
     "                            emit`, docs/engines.md) into DIR, at once\n"
     "  --split-by-node DIR       also write DIR/node-<N>.plan.json per node,\n"
     "                            each holding only what that node's ranks need\n"
@@ -64,7 +64,7 @@ int cmd_compile(int argc, char **argv) {
   if (!path) return cli_usage_error("compile", "missing SPEC");
   if (!out) return cli_usage_error("compile", "missing '-o PLAN' (where to write the plan)");
   LaunchTarget lt;
-  if (emit && (!launch_target_parse(emit, &lt) || lt == LT_K8S || lt == LT_DYNAMO))
+  if (emit && (!launch_target_parse(emit, &lt) || lt == LT_DYNAMO))
     return cli_usage_error("compile", "unknown --emit target '%s' (expected %s)", emit, launch_target_list());
   if (emit && strcmp(out, "-") == 0) return cli_usage_error("compile", "--emit writes a directory; `-o -` is refused");
   const char *inputs[] = {path};

@@ -211,9 +211,11 @@ int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const 
     return RP_EXIT_INPUT;
   }
   Launch l = {p, L, c, t, 0, NULL, rp_calloc(p->nnodes, sizeof(int64_t)), rp_calloc(p->nnodes, sizeof(bool)),
-              {0}, NULL, 0, 0};
+              {0}, NULL, 0, 0, false, 0};
   for (size_t n = 0; n < p->nnodes; n++) l.next_port[n] = L->port;
-  if (launch_instances(&l)) {
+  if (launch_instances(&l) && t == LT_K8S) {
+    emit_k8s(&l);
+  } else if (!l.err) {
     if (e == ENGINE_VLLM) emit_vllm(&l);
     else if (e == ENGINE_SGLANG) emit_sglang(&l);
     else emit_trtllm(&l);

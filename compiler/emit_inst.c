@@ -221,5 +221,6 @@ void launch_manifest(Launch *l) {
   }
   sb_puts(&sb, l->files.len ? "\n  ]\n}\n" : "]\n}\n");
   StrBuf *m = lfile(l, "manifest.json", false, -1);
+  sb_free(m);
   *m = sb;
 }

@@ -40,7 +40,7 @@ bool launch_target_parse(const char *s, LaunchTarget *out) {
   return false;
 }
 
-const char *launch_target_list(void) { return "vllm, sglang, trtllm, shell, slurm"; }
+const char *launch_target_list(void) { return "vllm, sglang, trtllm, shell, slurm, k8s"; }
 
 bool lerr(Launch *l, const char *fmt, ...) {
   if (l->err) return false;
@@ -83,6 +83,10 @@ char *lhost_name(const Launch *l, int32_t node) {
 }
 
 const char *lhost(Launch *l, int32_t node, char buf[32]) {
+  if (l->k8s) {
+    snprintf(buf, 32, "\"${%s}\"", node == l->k8s_head ? "LWS_LEADER_ADDRESS" : "POD_IP");
+    return buf;
+  }
   l->host_used[node] = true;
   snprintf(buf, 32, "\"${host_%d}\"", node);
   return buf;
@@ -181,7 +185,8 @@ void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run) {
   (void)l;
 }
 
-void ldevices(StrBuf *sb, const InstRun *r) {
+void ldevices(Launch *l, StrBuf *sb, const InstRun *r) {
+  if (l->k8s) return; /* a pod's GPUs are its own */
   sb_puts(sb, "CUDA_VISIBLE_DEVICES=");
   for (int32_t i = 0; i < r->n; i++) sb_printf(sb, "%s%d", i ? "," : "", r->dev[i]);
 }

@@ -52,6 +52,11 @@ typedef struct Launch {
   char *err;           /* the first problem, or NULL */
   int32_t router_node;
   int64_t router_port; /* 0: no router */
+  /* The k8s target: one pod per node of an instance, its GPUs its own (no
+   * CUDA_VISIBLE_DEVICES); the instance's head is LWS_LEADER_ADDRESS, a
+   * pod's own address POD_IP, a worker's index LWS_WORKER_INDEX. */
+  bool k8s;
+  int32_t k8s_head;
 } Launch;
 
 /* The first problem wins; later calls are ignored. Returns false. */
@@ -98,7 +103,7 @@ void linst_name(StrBuf *sb, const Launch *l, const Inst *in);
 /* The opening comment of a command: pool, instance, sizes, ranks. */
 void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run);
 /* CUDA_VISIBLE_DEVICES=... of run r. */
-void ldevices(StrBuf *sb, const InstRun *r);
+void ldevices(Launch *l, StrBuf *sb, const InstRun *r);
 
 /* A script's head: shebang, strict mode, and host variables for every
  * node its body names (host_used); body is then appended. */
@@ -122,6 +127,14 @@ int launch_write_dir(Launch *l, const char *dir, FILE *err);
  * head node, on the first port after every block there; false for a plan
  * without a prefill pool (no router). */
 bool lrouter_place(Launch *l);
+
+/* One instance's command on run j, as node-N.sh holds it (emit_vllm.c,
+ * emit_sglang.c, emit_trtllm.c); false: nothing starts there. */
+bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
+bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb);
+bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
+/* k8s.yaml: a LeaderWorkerSet and a Service per pool (emit_k8s.c). */
+void emit_k8s(Launch *l);
 
 /* Engine targets: node-N.sh for every node, router.sh for disaggregated
  * plans, engine config files. */

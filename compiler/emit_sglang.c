@@ -14,12 +14,12 @@
 
 #include "emit_launch.h"
 
-static bool sglang_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
+bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   const InstRun *r = &in->runs[j];
   const PlanLaunch *L = l->L;
   bool dp_attn = L->moe && in->dp > 1;
   char hh[32];
-  ldevices(sb, r);
+  ldevices(l, sb, r);
   sb_printf(sb, " \\\n  %s", l->c->command);
   lflag(l, sb, "model", L->source);
   lflag(l, sb, "host", "0.0.0.0");
@@ -37,7 +37,8 @@ static bool sglang_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   lflag_i(l, sb, "nccl_port", r->port0 + 2);
   if (in->nruns > 1) {
     lflag_i(l, sb, "nnodes", (int64_t)in->nruns);
-    lflag_i(l, sb, "node_rank", (int64_t)j);
+    if (l->k8s && j > 0) lflag_raw(l, sb, "node_rank", "\"${LWS_WORKER_INDEX}\"");
+    else lflag_i(l, sb, "node_rank", (int64_t)j);
     char *addr = rp_sprintf("%s:%lld", lhost(l, in->runs[0].node, hh), (long long)in->aux_a);
     lflag_raw(l, sb, "dist_init_addr", addr);
     free(addr);
@@ -72,6 +73,6 @@ static void sglang_router(Launch *l) {
 }
 
 void emit_sglang(Launch *l) {
-  lnodes(l, sglang_run);
+  lnodes(l, lrun_sglang);
   if (lrouter_place(l)) sglang_router(l);
 }

@@ -64,7 +64,7 @@ static void trtllm_flags(Launch *l, const Inst *in, StrBuf *sb) {
   sb_free(&y);
 }
 
-static bool trtllm_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
+bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   const InstRun *r = &in->runs[j];
   char hb[32];
   if (!l->L->moe && in->dp > 1)
@@ -76,6 +76,10 @@ static bool trtllm_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
       return lerr(l, "pool `%s` instance %d: mpirun gives every node the same CUDA_VISIBLE_DEVICES, but the "
                      "plan uses other devices on node %d than on node %d",
                   in->P->name, in->instance, in->runs[k].node, in->runs[0].node);
+  if (l->k8s && in->nruns > 1)
+    return lerr(l, "pool `%s`: a multi-node TensorRT-LLM instance runs under mpirun across hosts, which the "
+                   "k8s target does not write; use the shell or slurm target",
+                in->P->name);
   if (j > 0) {
     char *h = lhost_name(l, in->runs[0].node);
     sb_printf(sb, "# its ranks on this node run under mpirun, started by the script of node %d (%s)\n\n",
@@ -85,11 +89,11 @@ static bool trtllm_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   }
   if (j == 0) trtllm_yaml(l, in);
   if (in->nruns == 1) {
-    ldevices(sb, r);
+    ldevices(l, sb, r);
     sb_printf(sb, " \\\n  %s", l->c->command);
   } else {
     sb_puts(sb, "export ");
-    ldevices(sb, r);
+    ldevices(l, sb, r);
     sb_printf(sb, "\nmpirun -np %lld -x CUDA_VISIBLE_DEVICES -H ", (long long)in->P->instance_size);
     for (size_t k = 0; k < in->nruns; k++)
       sb_printf(sb, "%s%s:%d", k ? "," : "", lhost(l, in->runs[k].node, hb), in->runs[k].n);
@@ -130,6 +134,6 @@ static void trtllm_router(Launch *l) {
 }
 
 void emit_trtllm(Launch *l) {
-  lnodes(l, trtllm_run);
+  lnodes(l, lrun_trtllm);
   if (!l->err && lrouter_place(l)) trtllm_router(l);
 }

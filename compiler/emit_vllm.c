@@ -42,7 +42,7 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   }
 }
 
-static bool vllm_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
+bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   const InstRun *r = &in->runs[j];
   int64_t engine = in->tp * in->pp * in->cp;
   bool multi = in->nruns > 1, dp_mode = multi && in->dp > 1 && r->n % engine == 0, ray = multi && in->dp == 1;
@@ -53,15 +53,15 @@ static bool vllm_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   char hb[32], hh[32];
   if (ray && j > 0) {
     const char *head = lhost(l, in->runs[0].node, hh);
-    ldevices(sb, r);
+    ldevices(l, sb, r);
     sb_printf(sb, " \\\n  ray start --block --address %s:%lld --num-gpus %d", head, (long long)in->aux_a, r->n);
     return true;
   }
   if (ray) {
-    ldevices(sb, r);
+    ldevices(l, sb, r);
     sb_printf(sb, " ray start --head --port %lld --num-gpus %d\n", (long long)in->aux_a, r->n);
   }
-  ldevices(sb, r);
+  ldevices(l, sb, r);
   if (disagg(in))
     sb_printf(sb, " VLLM_NIXL_SIDE_CHANNEL_HOST=%s VLLM_NIXL_SIDE_CHANNEL_PORT=%lld", lhost(l, r->node, hb),
               (long long)(r->port0 + 3));
@@ -73,7 +73,13 @@ static bool vllm_run(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   if (dp_mode) {
     if (j > 0) lflag(l, sb, "headless", NULL);
     lflag_i(l, sb, "dp_size_local", r->n / engine);
-    if (j > 0) lflag_i(l, sb, "dp_start_rank", r->first / engine);
+    if (j > 0 && l->k8s) {
+      char w[64];
+      snprintf(w, sizeof w, "\"$((LWS_WORKER_INDEX * %lld))\"", (long long)(r->n / engine));
+      lflag_raw(l, sb, "dp_start_rank", w);
+    } else if (j > 0) {
+      lflag_i(l, sb, "dp_start_rank", r->first / engine);
+    }
     lflag_raw(l, sb, "dp_address", lhost(l, in->runs[0].node, hh));
     lflag_i(l, sb, "dp_rpc_port", in->aux_a);
   }
@@ -118,6 +124,6 @@ bool lrouter_place(Launch *l) {
 }
 
 void emit_vllm(Launch *l) {
-  lnodes(l, vllm_run);
+  lnodes(l, lrun_vllm);
   if (lrouter_place(l)) vllm_router(l);
 }

@@ -21,7 +21,7 @@ static const char usage[] =
     "  compile SPEC -o PLAN  write the per-rank launch plan (JSON)\n"
     "  search SPEC           find the layout and xPyD pool sizes with the best goodput\n"
     "  explain PLAN          print a plan as tables (ranks, groups, memory, reshard)\n"
-    "  emit PLAN -t T -o DIR write the plan's launch files (vllm, sglang, trtllm, shell, slurm)\n"
+    "  emit PLAN -t T -o DIR write the plan's launch files (vllm, sglang, trtllm, shell, slurm, k8s)\n"
     "\n"
     "options:\n"
     "  -h, --help            show this help (and `rankplan <command> --help`)\n"

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 
+import jsonschema
 import yaml
 
 RP = os.path.abspath(os.environ["RANKPLAN"])
@@ -69,6 +70,8 @@ ENGINE_FLAGS = {"vllm": fixture("vllm-0.11.flags"), "sglang": fixture("sglang-00
 ROUTER_FLAGS = {"vllm": fixture("vllm-toy-proxy.flags"), "sglang": fixture("sglang-router.flags"),
                 "trtllm": fixture("trtllm-00209af.flags")}
 YAML_KEYS = fixture("trtllm-00209af.yaml-keys")
+with open(os.path.join(FIX, "lws-v0.10.0.schema.json")) as f:
+    LWS = jsonschema.Draft7Validator(json.load(f))
 SWITCHES = {"--enable-expert-parallel", "--headless", "--enable-dp-attention", "--pd-disaggregation"}
 TARGETS = {"vllm": ["vllm", "shell", "slurm"], "sglang": ["sglang", "shell", "slurm"],
            "trtllm": ["trtllm", "shell", "slurm"]}
@@ -383,7 +386,7 @@ def check_golden(name, target, d):
     g = os.path.join(GOLDEN, name, target)
     # whole files for the small examples' engine targets; else the manifest
     # (every file's digest) and the job script itself
-    if name in SMALL and target not in ("shell", "slurm"):
+    if (name in SMALL and target not in ("shell", "slurm")) or target == "k8s":
         names = sorted(os.listdir(d))
     else:
         names = sorted(n for n in os.listdir(d) if n in ("manifest.json", "launch.sh", "job.sbatch"))
@@ -398,17 +401,67 @@ def check_golden(name, target, d):
     check(same, f"{name}: {target} files equal the goldens (run with --update after an intended change)")
 
 
+def check_k8s(name, plan, d):
+    """k8s.yaml: each LeaderWorkerSet valid against the LWS CRD schema and
+    its sizes the plan's; each command's flags in the fixture and its sizes
+    the plan's; each Service on the leader's HTTP port."""
+    docs = [x for x in yaml.safe_load_all(open(os.path.join(d, "k8s.yaml"))) if x]
+    inst, _ = plan_view(plan)
+    L = plan["launch"]
+    lws = {x["metadata"]["name"]: x for x in docs if x["kind"] == "LeaderWorkerSet"}
+    svc = {x["metadata"]["name"]: x for x in docs if x["kind"] == "Service"}
+    check(len(lws) == len(plan["pools"]) == len(svc), f"{name}: one LeaderWorkerSet and one Service per pool")
+    for pi, p in enumerate(plan["pools"]):
+        x = lws.get("rankplan-" + p["name"])
+        if not x:
+            continue
+        errs = [e.message for e in LWS.iter_errors(x)]
+        check(not errs, f"{name}: LeaderWorkerSet {p['name']} is valid against the LWS v0.10.0 CRD schema", errs[:3])
+        bad = dict(x, spec=dict(x["spec"], replicas="two"))
+        check(any(True for _ in LWS.iter_errors(bad)), f"{name}: the schema refuses a damaged LeaderWorkerSet")
+        nodes = sorted({r["node"] for r in inst[(pi, 0)]})
+        per = len(inst[(pi, 0)]) // len(nodes)
+        t = x["spec"]["leaderWorkerTemplate"]
+        tmpls = [t[k] for k in ("leaderTemplate", "workerTemplate") if k in t]
+        gpus = {c["resources"]["limits"]["nvidia.com/gpu"] for tm in tmpls for c in tm["spec"]["containers"]}
+        images = {c["image"] for tm in tmpls for c in tm["spec"]["containers"]}
+        check(x["spec"]["replicas"] == p["replicas"] and t["size"] == len(nodes) and gpus == {per}
+              and images == {L["image"]}, f"{name}: pool {p['name']}: replicas, group size, GPUs per pod and image "
+              "are the plan's", (x["spec"]["replicas"], t["size"], gpus))
+        for tm in tmpls:
+            text = tm["spec"]["containers"][0]["args"][0]
+            cmds = [c for c in commands(text) if c.kind() in ("vllm", "sglang", "trtllm")]
+            for c in cmds:
+                bad_flags = [f for f in c.flags if f not in ENGINE_FLAGS[L["engine"]]]
+                check(not bad_flags, f"{name}: pool {p['name']}: every flag in the pod command is in the fixture", bad_flags)
+                check_instance_flags(name, plan, c, pi, inst[(pi, 0)], len(nodes))
+                if tm is tmpls[0] and c.one("--port"):
+                    s = svc["rankplan-" + p["name"]]["spec"]
+                    check(s["ports"][0]["port"] == int(c.one("--port")) and
+                          s["selector"]["leaderworkerset.sigs.k8s.io/name"] == "rankplan-" + p["name"],
+                          f"{name}: pool {p['name']}: the Service points at the leaders' HTTP port")
+
+
 def emit_example(tmp, spec):
     name = os.path.basename(spec)[:-5]
     plan_path = os.path.join(EX, name + ".plan.json")
     plan = json.load(open(plan_path))
     if "launch" not in plan:
         return False
-    for target in TARGETS[plan["launch"]["engine"]]:
+    multi_trt = plan["launch"]["engine"] == "trtllm" and any(
+        len({r["node"] for r in plan["ranks"] if r["pool"] == p["name"] and r["instance"] == 0}) > 1
+        for p in plan["pools"])
+    k8s = ["k8s"] if plan["launch"]["image"] and not multi_trt else []
+    for target in TARGETS[plan["launch"]["engine"]] + k8s:
         d = os.path.join(tmp, f"{name}.{target}")
         p = run("emit", plan_path, "--target", target, "-o", d)
         check(p.returncode == 0, f"{name}: emit --target {target}", p.stderr)
         if p.returncode:
+            continue
+        if target == "k8s":
+            check_manifest(f"{name}/{target}", plan, d)
+            check_k8s(f"{name}/{target}", plan, d)
+            check_golden(name, target, d)
             continue
         check_shell(f"{name}/{target}", d)
         m = check_manifest(f"{name}/{target}", plan, d)
@@ -453,6 +506,8 @@ def refusals(tmp):
     p = run("emit", os.path.join(EX, "deepseek-v3-pd.plan.json"), "-o", os.path.join(tmp, "w"))
     check(p.returncode == 2 and "--target" in p.stderr, "a missing --target is a usage error", p.stderr)
     check(run("emit", "--help").returncode == 0 and "targets:" in run("emit", "--help").stdout, "emit --help")
+    p = run("emit", os.path.join(EX, "deepseek-v3-pd-trtllm.plan.json"), "-t", "k8s", "-o", os.path.join(tmp, "k"))
+    check(p.returncode == 1 and "launch.image is null" in p.stderr, "k8s without deployment.image is refused", p.stderr)
     split = os.path.join(tmp, "split")
     run("compile", os.path.join(EX, "deepseek-v3-pd.yaml"), "-o", os.path.join(tmp, "whole.json"),
         "--split-by-node", split)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # starts every node's processes over ssh (SSH overrides the command)
-# Written by rankplan from plan 3f4ecae085437de2... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan a160fe780b0158a7... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-node-0}
 host_1=${RANKPLAN_HOST_1:-node-1}

@@ -1,6 +1,6 @@
 #!/bin/bash
 # node 3: the sglang processes of the plan's ranks there
-# Written by rankplan from plan d24d941125d92389... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan aa16483dbd29cc65... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 log_dir=${RANKPLAN_LOG_DIR:-.}
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # the sgl-router over the prefill and decode servers
-# Written by rankplan from plan d24d941125d92389... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan aa16483dbd29cc65... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-node-0}
 host_1=${RANKPLAN_HOST_1:-node-1}

@@ -1,6 +1,6 @@
 #!/bin/bash
 # node 0: the vllm processes of the plan's ranks there
-# Written by rankplan from plan 9d42cfbfdfb6504d... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan d318284559c882a3... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-gpu-0.cluster.internal}
 log_dir=${RANKPLAN_LOG_DIR:-.}
