@@ -19,7 +19,8 @@
 #include "ytree.h"
 
 static const char *const dim_names[ED__COUNT] = {"tp", "pp", "dp", "ep", "etp", "cp", "dcp"};
-static const char *const rule_names[] = {"edp-1", "ep-all-or-none", "dp-needs-tp-1", "dcp-divides-tp"};
+static const char *const rule_names[] = {"edp-1", "ep-all-or-none", "dp-needs-tp-1", "dcp-divides-tp",
+                                         "dp-moe-only"};
 static const char *const role_words[] = {"prefill", "decode", "both"};
 
 const char *engine_dim_name(EngineDim d) {

@@ -86,7 +86,7 @@ static Sizes nearest(const EngineCaps *c, PoolRole role, Sizes z, bool moe) {
   if (v[ED_DCP] > 1 && (!c->dim[ED_DCP].roles[role] ||
                         ((c->rules & ER_DCP_DIVIDES_TP) && v[ED_TP] % v[ED_DCP] != 0)))
     v[ED_DCP] = 1;
-  if ((c->rules & ER_DP_NEEDS_TP1) && v[ED_DP] > 1 && v[ED_TP] > 1)
+  if (moe && (c->rules & ER_DP_NEEDS_TP1) && v[ED_DP] > 1 && v[ED_TP] > 1)
     v[ED_DP] = mul_sat(v[ED_DP], v[ED_TP]), v[ED_TP] = 1;
   int64_t ranks = mul_sat(mul_sat(v[ED_TP], v[ED_CP]), v[ED_DP]);
   if (moe && (v[ED_EP] > 1 || v[ED_ETP] > 1) && !c->dim[ED_EP].roles[role]) v[ED_EP] = 1, v[ED_ETP] = ranks;
@@ -124,9 +124,24 @@ static void refuse(Diags *d, const EngineCaps *c, const PoolSpec *p, EngineDim d
   sb_free(&sb);
 }
 
+/* A dense pool's dp under an engine whose dp is attention data
+ * parallelism: the same GPUs are dp times the replicas. */
+static bool dense_dp(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe) {
+  if (moe || !(c->rules & ER_DP_MOE_ONLY) || p->dp.v <= 1) return false;
+  Diag *g = diag_at(d, DIAG_E0703, dim_loc(p, ED_DP),
+                    "engine `%s` %s cannot run `dp` %lld in pool `%s` of a dense model: its data parallelism "
+                    "inside an instance is attention data parallelism, for MoE models",
+                    engine_name(c->engine), c->version, (long long)p->dp.v, p->name.v ? p->name.v : "?");
+  diag_help(g, "the nearest layout it runs on the same GPUs: dp 1 and replicas %lld (dp x replicas)",
+            (long long)mul_sat(p->dp.v, p->replicas.v));
+  diag_note(g, "capabilities of %s %s: %s (read from %s)", engine_name(c->engine), c->version, c->file, c->source);
+  return true;
+}
+
 static void check_pool(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe) {
   PoolRole role = (PoolRole)p->role.v;
   Sizes z = pool_sizes(p);
+  if (dense_dp(d, c, p, moe)) return;
   for (int k = 0; k < ED__COUNT; k++) {
     if (z.v[k] > 1 && !c->dim[k].roles[role] && (moe || (k != ED_EP && k != ED_ETP))) {
       refuse(d, c, p, (EngineDim)k, "the engine has no such mode for this role", z, moe);
@@ -135,7 +150,7 @@ static void check_pool(Diags *d, const EngineCaps *c, const PoolSpec *p, bool mo
   }
   if ((c->rules & ER_DCP_DIVIDES_TP) && z.v[ED_DCP] > 1 && z.v[ED_TP] % z.v[ED_DCP] != 0)
     refuse(d, c, p, ED_DCP, "dcp must divide tp (it regroups the tp ranks)", z, moe);
-  else if ((c->rules & ER_DP_NEEDS_TP1) && z.v[ED_DP] > 1 && z.v[ED_TP] > 1)
+  else if (moe && (c->rules & ER_DP_NEEDS_TP1) && z.v[ED_DP] > 1 && z.v[ED_TP] > 1)
     refuse(d, c, p, ED_DP, "attention data parallelism runs with attention tp 1 only", z, moe);
   else if (moe && (c->rules & ER_EDP_ONE) && z.edp > 1)
     refuse(d, c, p, ED_EP, "the engine shards experts over every rank of an instance (edp must be 1)", z, moe);

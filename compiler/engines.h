@@ -26,9 +26,13 @@ const char *engine_dim_name(EngineDim d);
  *  ER_EP_ALL_OR_NONE MoE pools: ep = 1 (experts sharded by tp) or etp = 1
  *                    (one expert-parallel group of every rank), nothing
  *                    between;
- *  ER_DP_NEEDS_TP1   dp > 1 (attention data parallel) only with tp = 1;
- *  ER_DCP_DIVIDES_TP dcp divides tp (dcp regroups the tp ranks). */
-enum { ER_EDP_ONE = 1, ER_EP_ALL_OR_NONE = 2, ER_DP_NEEDS_TP1 = 4, ER_DCP_DIVIDES_TP = 8 };
+ *  ER_DP_NEEDS_TP1   MoE pools: dp > 1 (attention data parallel) only with
+ *                    tp = 1;
+ *  ER_DCP_DIVIDES_TP dcp divides tp (dcp regroups the tp ranks);
+ *  ER_DP_MOE_ONLY    dp > 1 only for MoE models (the engine's dp inside an
+ *                    instance is attention data parallelism; a dense
+ *                    model's dp is more replicas). */
+enum { ER_EDP_ONE = 1, ER_EP_ALL_OR_NONE = 2, ER_DP_NEEDS_TP1 = 4, ER_DCP_DIVIDES_TP = 8, ER_DP_MOE_ONLY = 16 };
 
 /* What an engine allows between a prefill and a decode pool's tp (or pp):
  * any sizes, equal sizes, a decode size that is a multiple of the prefill
