@@ -175,7 +175,7 @@ static const char *plan_lacks(const Plan *p, LaunchTarget t) {
 
 static void launch_free(Launch *l) {
   for (size_t i = 0; i < l->ninst; i++) {
-    for (size_t j = 0; j < l->inst[i].nruns; j++) free(l->inst[i].runs[j].dev);
+    if (l->inst[i].nruns) free(l->inst[i].runs[0].dev); /* the runs share one array */
     free(l->inst[i].runs);
   }
   free(l->inst);
@@ -186,6 +186,9 @@ static void launch_free(Launch *l) {
   free(l->files.items);
   free(l->next_port);
   free(l->host_used);
+  free(l->hosts_named.items);
+  free(l->node_first);
+  free(l->node_runs.items);
   free(l->err);
 }
 
@@ -210,8 +213,14 @@ int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const 
     free(cerr);
     return RP_EXIT_INPUT;
   }
-  Launch l = {p, L, c, t, 0, NULL, rp_calloc(p->nnodes, sizeof(int64_t)), rp_calloc(p->nnodes, sizeof(bool)),
-              {0}, NULL, 0, 0, false, 0};
+  Launch l;
+  memset(&l, 0, sizeof l);
+  l.p = p;
+  l.L = L;
+  l.c = c;
+  l.target = t;
+  l.next_port = rp_calloc(p->nnodes ? p->nnodes : 1, sizeof(int64_t));
+  l.host_used = rp_calloc(p->nnodes ? p->nnodes : 1, sizeof(bool));
   for (size_t n = 0; n < p->nnodes; n++) l.next_port[n] = L->port;
   if (launch_instances(&l) && t == LT_K8S) {
     emit_k8s(&l);

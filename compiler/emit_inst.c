@@ -49,23 +49,26 @@ static Engine launch_engine(const PlanLaunch *L) {
   return strcmp(L->engine, "vllm") == 0 ? ENGINE_VLLM : strcmp(L->engine, "sglang") == 0 ? ENGINE_SGLANG : ENGINE_TRTLLM;
 }
 
-/* Cuts the instance's ranks (in engine order) into per-node runs. */
-static bool make_runs(Launch *l, Inst *in, RankKey *k, int64_t n) {
+/* Cuts the instance's ranks (in engine order) into per-node runs; the
+ * runs share one device array. seen[node] is the last instance (plus one)
+ * that had a run there, so a node met twice is found in O(1). */
+static bool make_runs(Launch *l, Inst *in, RankKey *k, int64_t n, size_t *seen, size_t stamp) {
   const Plan *p = l->p;
   in->runs = rp_calloc((size_t)n, sizeof *in->runs);
+  int32_t *dev = rp_calloc((size_t)n, sizeof *dev);
   for (int64_t i = 0; i < n; i++) {
     const PlanRank *R = &p->ranks[k[i].rank];
     InstRun *r = in->nruns ? &in->runs[in->nruns - 1] : NULL;
     if (!r || r->node != R->node) {
-      for (size_t j = 0; j < in->nruns; j++)
-        if (in->runs[j].node == R->node)
-          return lerr(l, "pool `%s` instance %d: its ranks on node %d are not one block of the engine's rank "
-                         "order, which the engine's launcher needs",
-                      in->P->name, in->instance, R->node);
+      if (seen[R->node] == stamp) /* dev is runs[0].dev by now: launch_free frees it */
+        return lerr(l, "pool `%s` instance %d: its ranks on node %d are not one block of the engine's rank "
+                       "order, which the engine's launcher needs",
+                    in->P->name, in->instance, R->node);
+      seen[R->node] = stamp;
       r = &in->runs[in->nruns++];
       r->node = R->node;
       r->first = i;
-      r->dev = rp_calloc((size_t)n, sizeof *r->dev);
+      r->dev = dev + i;
     }
     r->dev[r->n++] = R->device;
   }
@@ -98,9 +101,27 @@ static bool give_ports(Launch *l, Inst *in) {
   return true;
 }
 
+/* Groups every run by node (node_first/node_runs), in instance order. */
+static void index_nodes(Launch *l) {
+  size_t nn = l->p->nnodes;
+  l->node_first = rp_calloc(nn + 1, sizeof *l->node_first);
+  for (size_t i = 0; i < l->ninst; i++)
+    for (size_t j = 0; j < l->inst[i].nruns; j++) l->node_first[l->inst[i].runs[j].node + 1]++;
+  for (size_t n = 0; n < nn; n++) l->node_first[n + 1] += l->node_first[n];
+  size_t *at = rp_calloc(nn ? nn : 1, sizeof *at);
+  memcpy(at, l->node_first, nn * sizeof *at);
+  l->node_runs.items = rp_calloc(l->node_first[nn] ? l->node_first[nn] : 1, sizeof *l->node_runs.items);
+  l->node_runs.len = l->node_runs.cap = l->node_first[nn];
+  for (size_t i = 0; i < l->ninst; i++)
+    for (size_t j = 0; j < l->inst[i].nruns; j++)
+      l->node_runs.items[at[l->inst[i].runs[j].node]++] = (LNodeRun){i, j};
+  free(at);
+}
+
 bool launch_instances(Launch *l) {
   const Plan *p = l->p;
   Engine e = launch_engine(l->L);
+  size_t *seen = rp_calloc(p->nnodes ? p->nnodes : 1, sizeof *seen);
   for (size_t pi = 0; pi < p->npools; pi++) l->ninst += (size_t)p->pools[pi].replicas;
   l->inst = rp_calloc(l->ninst ? l->ninst : 1, sizeof *l->inst);
   size_t k = 0;
@@ -117,30 +138,31 @@ bool launch_instances(Launch *l) {
         keys[r] = (RankKey){order_key(e, P, &p->ranks[first + r]), (int32_t)(first + r)};
       }
       qsort(keys, (size_t)P->instance_size, sizeof *keys, cmp_key);
-      if (!make_runs(l, in, keys, P->instance_size) || !give_ports(l, in)) {
+      if (!make_runs(l, in, keys, P->instance_size, seen, k + 1) || !give_ports(l, in)) {
         free(keys);
+        free(seen);
         return false;
       }
     }
     free(keys);
   }
+  free(seen);
+  index_nodes(l);
   return true;
 }
 
 /* The commands of node n's script, each instance with ranks there in
  * instance order; *cmds counts those that start a process. */
 static void node_body(Launch *l, size_t n, LRunFn fn, StrBuf *body, size_t *cmds) {
-  for (size_t i = 0; i < l->ninst; i++) {
-    const Inst *in = &l->inst[i];
-    for (size_t j = 0; j < in->nruns; j++) {
-      if (in->runs[j].node != (int32_t)n) continue;
-      linst_comment(body, l, in, j);
-      if (!fn(l, in, j, body)) continue;
-      (*cmds)++;
-      sb_puts(body, " \\\n    > \"$log_dir/");
-      linst_name(body, l, in);
-      sb_printf(body, ".node-%zu.log\" 2>&1 &\n\n", n);
-    }
+  for (size_t x = l->node_first[n]; x < l->node_first[n + 1]; x++) {
+    const Inst *in = &l->inst[l->node_runs.items[x].inst];
+    size_t j = l->node_runs.items[x].run;
+    linst_comment(body, l, in, j);
+    if (!fn(l, in, j, body)) continue;
+    (*cmds)++;
+    sb_puts(body, " \\\n    > \"$log_dir/");
+    linst_name(body, l, in);
+    sb_printf(body, ".node-%zu.log\" 2>&1 &\n\n", n);
   }
 }
 
@@ -198,7 +220,7 @@ static void put_endpoints(Launch *l, StrBuf *sb) {
 }
 
 void launch_manifest(Launch *l) {
-  qsort(l->files.items, l->files.len, sizeof *l->files.items, cmp_file);
+  if (l->files.len) qsort(l->files.items, l->files.len, sizeof *l->files.items, cmp_file);
   StrBuf sb;
   sb_init(&sb);
   sb_printf(&sb, "{\n  \"format\": \"rankplan.emit/1\",\n  \"target\": \"%s\",\n  \"engine\": \"%s\",\n"

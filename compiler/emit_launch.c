@@ -87,6 +87,7 @@ const char *lhost(Launch *l, int32_t node, char buf[32]) {
     snprintf(buf, 32, "\"${%s}\"", node == l->k8s_head ? "LWS_LEADER_ADDRESS" : "POD_IP");
     return buf;
   }
+  if (!l->host_used[node]) rp_vec_push(&l->hosts_named, node);
   l->host_used[node] = true;
   snprintf(buf, 32, "\"${host_%d}\"", node);
   return buf;
@@ -191,16 +192,24 @@ void ldevices(Launch *l, StrBuf *sb, const InstRun *r) {
   for (int32_t i = 0; i < r->n; i++) sb_printf(sb, "%s%d", i ? "," : "", r->dev[i]);
 }
 
+static int cmp_node(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
 void lscript(Launch *l, StrBuf *out, const char *what, const StrBuf *body) {
   sb_printf(out, "#!/bin/bash\n# %s\n# Written by rankplan from plan %.16s... (docs/engines.md); edit the plan, not this file.\n"
                  "set -euo pipefail\n",
             what, l->p->spec_sha256);
-  for (size_t n = 0; n < l->p->nnodes; n++) {
-    if (!l->host_used[n]) continue;
-    char *h = lhost_name(l, (int32_t)n);
-    sb_printf(out, "host_%zu=${RANKPLAN_HOST_%zu:-%s}\n", n, n, h);
+  /* in node order, touching only the nodes the body names */
+  if (l->hosts_named.len) qsort(l->hosts_named.items, l->hosts_named.len, sizeof(int32_t), cmp_node);
+  for (size_t i = 0; i < l->hosts_named.len; i++) {
+    int32_t n = l->hosts_named.items[i];
+    char *h = lhost_name(l, n);
+    sb_printf(out, "host_%d=${RANKPLAN_HOST_%d:-%s}\n", n, n, h);
     free(h);
     l->host_used[n] = false;
   }
+  l->hosts_named.len = 0;
   sb_putn(out, body->buf ? body->buf : "", body->len);
 }

@@ -33,6 +33,10 @@ typedef struct {
 } Inst;
 
 typedef struct {
+  size_t inst, run;   /* l->inst[inst].runs[run] */
+} LNodeRun;
+
+typedef struct {
   char *name;
   StrBuf text;
   bool exec;          /* a script: mode 0755 */
@@ -48,6 +52,9 @@ typedef struct Launch {
   Inst *inst;
   int64_t *next_port;  /* per node: the first port not yet given out */
   bool *host_used;     /* per node: the current script names its host */
+  RP_VEC(int32_t) hosts_named; /* those nodes, in the order first named */
+  size_t *node_first;  /* per node, and one past: where its runs start in node_runs */
+  RP_VEC(LNodeRun) node_runs;  /* every instance run, grouped by node, in instance order */
   RP_VEC(LFile) files;
   char *err;           /* the first problem, or NULL */
   int32_t router_node;
