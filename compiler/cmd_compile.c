@@ -14,10 +14,12 @@
 #include "cli.h"
 #include "compile.h"
 #include "hooks.h"
+#include "launch.h"
 #include "spec.h"
 
 static const char compile_usage[] =
     "usage: rankplan compile [options] SPEC -o PLAN\n"
+    "       rankplan compile [options] SPEC --emit TARGET -o DIR\n"
     "\n"
     "Compiles a deployment spec to its plan: every rank's node, GPU,\n"
     "coordinates, process groups, shards and memory (docs/plan.md). The plan\n"
@@ -28,6 +30,9 @@ static const char compile_usage[] =
     "\n"
     "options:\n"
     "  -o, --output PLAN         where to write the plan (required; - for stdout)\n"
+    "  --emit TARGET             write DIR/plan.json and the launch files of TARGET\n"
+    "                            (vllm, sglang, trtllm, shell, slurm, k8s; as `rankplan\n"
+    "                            emit`, docs/engines.md) into DIR, at once\n"
     "  --split-by-node DIR       also write DIR/node-<N>.plan.json per node,\n"
     "                            each holding only what that node's ranks need\n"
     "  --catalog DIR             where `preset:` entries are looked up\n"
@@ -42,13 +47,14 @@ static const char compile_usage[] =
     "unwritable file, 70 internal error\n";
 
 int cmd_compile(int argc, char **argv) {
-  const char *path = NULL, *out = NULL, *split = NULL, *fmt_s = "text", *catalog = NULL;
+  const char *path = NULL, *out = NULL, *split = NULL, *fmt_s = "text", *catalog = NULL, *emit = NULL;
   const RpOpt opts[] = {
       {"--help", "-h", false, NULL, NULL, cli_help, NULL},
       {"--output", "-o", true, &out, NULL, NULL, NULL},
       {"--split-by-node", NULL, true, &split, NULL, NULL, NULL},
       {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
       {"--catalog", NULL, true, &catalog, NULL, NULL, NULL},
+      {"--emit", NULL, true, &emit, NULL, NULL, NULL},
   };
   int pr = cli_parse("compile", compile_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
   if (pr != RP_OPT_GO) return pr;
@@ -57,6 +63,10 @@ int cmd_compile(int argc, char **argv) {
     return cli_usage_error("compile", "unknown format '%s' (expected text, json or sarif)", fmt_s);
   if (!path) return cli_usage_error("compile", "missing SPEC");
   if (!out) return cli_usage_error("compile", "missing '-o PLAN' (where to write the plan)");
+  LaunchTarget lt;
+  if (emit && (!launch_target_parse(emit, &lt) || lt == LT_DYNAMO))
+    return cli_usage_error("compile", "unknown --emit target '%s' (expected %s)", emit, launch_target_list());
+  if (emit && strcmp(out, "-") == 0) return cli_usage_error("compile", "--emit writes a directory; `-o -` is refused");
   const char *inputs[] = {path};
   if (cli_output_not_input("compile", "-o", out, inputs, 1)) return RP_EXIT_USAGE;
   /* With `-o -` the plan is standard output, so every diagnostic goes to
@@ -74,7 +84,8 @@ int cmd_compile(int argc, char **argv) {
   int werr = 0;
   if (spec && !diags_failed(&d)) {
     CompileOpts o = {out, split, NULL};
-    rc = compile_spec_to_plan(spec, &o, &d, &what, &werr);
+    rc = emit ? compile_emit(spec, emit, out, split, catalog, &d, &what, &werr)
+              : compile_spec_to_plan(spec, &o, &d, &what, &werr);
   }
   if (unreadable) rc = RP_EXIT_USAGE;
   FILE *dout = fmt == DIAG_FMT_TEXT || plan_on_stdout ? stderr : stdout;

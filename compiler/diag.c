@@ -25,6 +25,7 @@ static const DiagInfo diag_table[] = {
 #include "codes_reshard.def"
 #include "codes_search.def"
 #include "codes_hooks.def"
+#include "codes_engine.def"
 #undef X
 };
 

@@ -36,6 +36,7 @@ typedef enum {
 #include "codes_reshard.def"
 #include "codes_search.def"
 #include "codes_hooks.def"
+#include "codes_engine.def"
 #undef X
   DIAG__COUNT
 } DiagCode;

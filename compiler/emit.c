@@ -32,6 +32,7 @@
 #include "layout.h"
 #include "reshard.h"
 #include "outfile.h"
+#include "launch.h"
 
 /* ---- JSON writing -------------------------------------------------------- */
 
@@ -101,16 +102,7 @@ static void put_exact(StrBuf *sb, bool set, double v) {
     fb_puts(sb, "null");
     return;
   }
-  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
-    sb_printf(sb, "%.0f", v);
-    return;
-  }
-  char buf[40];
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) break;
-  }
-  fb_puts(sb, buf);
+  sb_put_exact(sb, v);
 }
 
 /* The `hardware` object: the nominal figures the cost model reads
@@ -476,6 +468,7 @@ static void emit_head(StrBuf *sb, const Spec *s, const Layout *L, int32_t node) 
   put_i64(sb, L->domain);
   PUTS(",\n");
   emit_hardware(sb, s, L);
+  launch_key_emit(sb, s, L);
 }
 
 /* nodes: every node of the cluster with the ranks placed on it; a node

@@ -1,7 +1,7 @@
 /*
  * main.c: the `rankplan` command line. Dispatches to one subcommand per
- * pipeline entry point (check, compile, search, explain, render) and to the
- * model import (import-hf); each lives in its own cmd_*.c. Exit codes: 0 ok, 1 input wrong, 2 usage, 70 internal.
+ * pipeline entry point (check, compile, search, explain, emit, render) and to
+ * the model import (import-hf); each lives in its own cmd_*.c. Exit codes: 0 ok, 1 input wrong, 2 usage, 70 internal.
  */
 #include <stdlib.h>
 #include <jansson.h>
@@ -23,6 +23,7 @@ static const char usage[] =
     "  compile SPEC -o PLAN  write the per-rank launch plan (JSON)\n"
     "  search SPEC           find the layout and xPyD pool sizes with the best goodput\n"
     "  explain PLAN          print a plan as tables (ranks, groups, memory, reshard)\n"
+    "  emit PLAN -t T -o DIR write the plan's launch files (vllm, sglang, trtllm, shell, slurm, k8s)\n"
     "  import-hf CONFIG      write a Hugging Face config.json as a model entry (YAML)\n"
     "  render PLAN -o FILE   draw a plan as a self-contained HTML page (or SVG)\n"
     "  help [COMMAND]        show this help, or the command's\n"
@@ -46,6 +47,7 @@ static const Command commands[] = {
     {"compile", cmd_compile},
     {"search", cmd_search},
     {"explain", cmd_explain},
+    {"emit", cmd_emit},
     {"import-hf", cmd_import},
     {"render", cmd_render},
 };

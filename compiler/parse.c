@@ -41,7 +41,7 @@
 static const char *const dtype_names[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"};
 static const char *const attn_names[] = {"mha", "gqa", "mqa", "mla"};
 static const char *const mode_names[] = {"aggregated", "disaggregated", "search"};
-static const char *const engine_names[] = {"generic", "vllm", "sglang"};
+static const char *const engine_names[] = {"generic", "vllm", "sglang", "trtllm"};
 static const char *const role_names[] = {"prefill", "decode", "both"};
 
 const char *dtype_name(DType t) {
@@ -528,7 +528,7 @@ static size_t catalog_names(const char *dir, char ***out) {
 /* The path shown in diagnostics for a catalog file: relative to the project
  * when the catalog is the bundled one, so messages do not depend on where
  * the source tree lives. */
-static char *catalog_display(const char *dir, const char *kind, const char *name) {
+char *spec_catalog_display(const char *dir, const char *kind, const char *name) {
   char *a = realpath(dir, NULL), *b = realpath(RP_SOURCE_ROOT "/plans/catalog", NULL);
   bool bundled = a && b && strcmp(a, b) == 0;
   free(a);
@@ -573,7 +573,7 @@ static Diag *preset_unknown(P *p, const YNode *v, const char *kind, const char *
     StrBuf sb;
     sb_init(&sb);
     for (size_t i = 0; i < nn; i++) sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
-    char *shown = catalog_display(p->catalog_dir, kind, "");
+    char *shown = spec_catalog_display(p->catalog_dir, kind, "");
     shown[strlen(shown) - strlen("/.yaml")] = '\0';
     diag_help(g, "catalog entries in %s: %s", shown, sb.buf);
     free(shown);
@@ -615,7 +615,7 @@ static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const c
     if (err != ENOENT && preset_name_ok(v->str)) diag_note(g, "%s: %s", file, strerror(err));
     goto out;
   }
-  char *shown = catalog_display(p->catalog_dir, kind, v->str);
+  char *shown = spec_catalog_display(p->catalog_dir, kind, v->str);
   const char *iname = diags_add_source(p->d, shown, text, len);
   free(shown);
   int before = p->d->nerrors;
@@ -682,13 +682,16 @@ static void parse_model(P *p, const YNode *root) {
   p->quiet_missing = (yaml_map_get(m, "preset") && !mo->preset.set) ||
                      (yaml_map_get(m, "hf_config") && !mo->hf_config.set);
   check_keys(p, m, "model", KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
-                                  "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context"));
+                                  "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
+                                  "source", "revision"));
   rd_str(p, m, sec, "model", "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
   rd_lim(p, m, sec, "model", "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
   rd_lim(p, m, sec, "model", "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
   rd_lim(p, m, sec, "model", "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
   rd_bool(p, m, sec, "model", "tie_embeddings", &mo->tie_embeddings, false);
   rd_lim(p, m, sec, "model", "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
+  rd_str(p, m, sec, "model", "source", &mo->source, false, NULL);
+  rd_str(p, m, sec, "model", "revision", &mo->revision, false, NULL);
 
   /* attention */
   SrcLoc as;
@@ -770,6 +773,46 @@ static void parse_model(P *p, const YNode *root) {
   p->quiet_missing = false;
 }
 
+/* `hardware.hostnames` (one string per node, at most LIM_GPUS of them) or
+ * `hardware.hostname_pattern`; their agreement with `nodes` is checked in
+ * spec_check_structure. */
+static void parse_hostnames(P *p, const YNode *m, SrcLoc sec) {
+  HardwareSpec *h = &p->s->hardware;
+  rd_str(p, m, sec, "hardware", "hostname_pattern", &h->hostname_pattern, false, NULL);
+  const YNode *l = yaml_map_get(m, "hostnames");
+  h->hostnames.loc = l ? l->loc : sec;
+  if (!l) return;
+  if (l->kind != YN_SEQ) {
+    Diag *g = diag_at(p->d, DIAG_E0103, l->loc, "expected a sequence of host names for `hardware.hostnames`, got a %s",
+                      yaml_node_type_name(l));
+    diag_help(g, "write one host name per node, e.g. [gpu-0, gpu-1]");
+    return;
+  }
+  if (l->n > (size_t)LIM_GPUS.max) {
+    Diag *g = diag_at(p->d, DIAG_E0105, l->loc, "`hardware.hostnames` has %zu entries: expected at most %lld", l->n,
+                      (long long)LIM_GPUS.max);
+    diag_help(g, "%s", LIM_GPUS.why);
+    return;
+  }
+  h->hostnames.items = yaml_arena_alloc(p->a, (l->n ? l->n : 1) * sizeof(SStr));
+  bool ok = true;
+  for (size_t i = 0; i < l->n; i++) {
+    const YNode *v = l->items[i];
+    char *ip = rp_sprintf("hardware.hostnames[%zu]", i);
+    SStr *it = &h->hostnames.items[i];
+    it->loc = v->loc;
+    if (want_scalar(p, v, ip, "a host name")) {
+      it->v = v->str;
+      it->set = true;
+    } else {
+      ok = false;
+    }
+    free(ip);
+  }
+  h->hostnames.len = l->n;
+  h->hostnames.set = ok;
+}
+
 static void parse_hardware(P *p, const YNode *root) {
   HardwareSpec *h = &p->s->hardware;
   SrcLoc sec;
@@ -779,7 +822,7 @@ static void parse_hardware(P *p, const YNode *root) {
   else h->preset.loc = sec;
   p->quiet_missing = yaml_map_get(m, "preset") && !h->preset.set;
   check_keys(p, m, "hardware", KEYS("preset", "name", "gpu", "nodes", "gpus_per_node", "nodes_per_rack",
-                                     "scale_up", "scale_out"));
+                                     "scale_up", "scale_out", "hostnames", "hostname_pattern"));
   rd_str(p, m, sec, "hardware", "name", &h->name, false, h->preset.v ? h->preset.v : "");
   rd_lim(p, m, sec, "hardware", "nodes", &h->nodes, m != NULL, 1, 1, &LIM_GPUS);
   rd_lim(p, m, sec, "hardware", "gpus_per_node", &h->gpus_per_node, m != NULL, 1, 1, &LIM_GPUS_PER_NODE);
@@ -814,6 +857,7 @@ static void parse_hardware(P *p, const YNode *root) {
   check_keys(p, o, "hardware.scale_out", KEYS("bandwidth", "latency"));
   rd_qty(p, o, os, "hardware.scale_out", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_out.bandwidth, o != NULL, 0, false);
   rd_qty(p, o, os, "hardware.scale_out", "latency", UNIT_TIME, NULL, &h->scale_out.latency, false, 0, true);
+  parse_hostnames(p, m, sec);
   p->quiet_missing = false;
 }
 
@@ -883,17 +927,34 @@ static void parse_pool(P *p, const YNode *m, const char *path, PoolSpec *pl, Dep
   }
 }
 
+/* `deployment.engine`: a name, or `{name, version}` naming one entry of
+ * the engine catalog (plans/catalog/engines/, compiler/engines.c). */
+static void parse_engine(P *p, const YNode *m, SrcLoc sec) {
+  DeploymentSpec *dp = &p->s->deployment;
+  const YNode *e = yaml_map_get(m, "engine");
+  if (e && e->kind == YN_MAP) {
+    check_keys(p, e, "deployment.engine", KEYS("name", "version"));
+    rd_enum(p, e, e->loc, "deployment.engine", "name", &dp->engine, true, ENGINE_GENERIC, engine_names,
+            RP_ARRAY_LEN(engine_names));
+    rd_str(p, e, e->loc, "deployment.engine", "version", &dp->engine_version, false, NULL);
+    return;
+  }
+  rd_enum(p, m, sec, "deployment", "engine", &dp->engine, false, ENGINE_GENERIC, engine_names,
+          RP_ARRAY_LEN(engine_names));
+  dp->engine_version.loc = dp->engine.loc;
+}
+
 static void parse_deployment(P *p, const YNode *root) {
   DeploymentSpec *dp = &p->s->deployment;
   SrcLoc sec;
   const YNode *m = section(p, root, "deployment", "deployment", root->loc, &sec);
   dp->loc = sec;
   check_keys(p, m, "deployment", KEYS("mode", "engine", "order", "allow_tp_across_domain", "pools",
-                                       "memory", "hooks", "placement"));
+                                       "memory", "hooks", "placement", "image"));
   rd_enum(p, m, sec, "deployment", "mode", &dp->mode, m != NULL, MODE_AGGREGATED, mode_names,
           RP_ARRAY_LEN(mode_names));
-  rd_enum(p, m, sec, "deployment", "engine", &dp->engine, false, ENGINE_GENERIC, engine_names,
-          RP_ARRAY_LEN(engine_names));
+  parse_engine(p, m, sec);
+  rd_str(p, m, sec, "deployment", "image", &dp->image, false, NULL);
   rd_str(p, m, sec, "deployment", "order", &dp->order, false, "tp-cp-ep-dp-pp");
   rd_bool(p, m, sec, "deployment", "allow_tp_across_domain", &dp->allow_tp_across_domain, false);
 
@@ -953,6 +1014,24 @@ static void parse_deployment(P *p, const YNode *root) {
   }
 }
 
+static void parse_serving(P *p, const YNode *root) {
+  ServingSpec *sv = &p->s->serving;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "serving", "serving", root->loc, &sec);
+  sv->loc = sec;
+  check_keys(p, m, "serving", KEYS("port", "served_model_name", "max_model_len", "max_num_seqs",
+                                    "max_num_batched_tokens", "kv_transfer"));
+  /* ports above 1023 need no privilege; each node's instances count up
+   * from `port` (docs/engines.md, "Ports"), so leave room below 65535 */
+  rd_int(p, m, sec, "serving", "port", &sv->port, false, 8000, 1024, 65535);
+  rd_str(p, m, sec, "serving", "served_model_name", &sv->served_model_name, false, NULL);
+  rd_lim(p, m, sec, "serving", "max_model_len", &sv->max_model_len, false, p->s->model.max_context.v, 1,
+         &LIM_TOKENS);
+  rd_lim(p, m, sec, "serving", "max_num_seqs", &sv->max_num_seqs, false, 0, 1, &LIM_TOKENS);
+  rd_lim(p, m, sec, "serving", "max_num_batched_tokens", &sv->max_num_batched_tokens, false, 0, 1, &LIM_TOKENS);
+  rd_str(p, m, sec, "serving", "kv_transfer", &sv->kv_transfer, false, NULL);
+}
+
 static void parse_search(P *p, const YNode *root) {
   SearchSpec *se = &p->s->search;
   SrcLoc sec;
@@ -977,7 +1056,8 @@ static Spec *parse_tree(P *p, const YNode *root, const char *name) {
     diag_help(g, "a spec starts with `version: 1` followed by its sections; see docs/spec.md");
     return NULL;
   }
-  check_keys(p, root, "", KEYS("version", "name", "model", "hardware", "workload", "slo", "deployment", "search"));
+  check_keys(p, root, "", KEYS("version", "name", "model", "hardware", "workload", "slo", "deployment", "search",
+                                "serving"));
   rd_int(p, root, root->loc, "", "version", &s->version, true, 1, INT64_MIN, I64MAX);
   /* the spec's name defaults to the file name without directory and .yaml */
   const char *base = strrchr(name, '/');
@@ -994,6 +1074,7 @@ static Spec *parse_tree(P *p, const YNode *root, const char *name) {
   parse_slo(p, root);
   parse_deployment(p, root);
   parse_search(p, root);
+  parse_serving(p, root);
   return s;
 }
 
@@ -1012,6 +1093,7 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const
   s->file = file;
   rp_sha256_hex(text, len, s->sha256);
   P p = {d, a, s, catalog_dir ? catalog_dir : spec_catalog_dir(), false};
+  s->catalog_dir = arena_strdup(&p, p.catalog_dir);
   const YNode *root = yaml_load(d, a, file, text, len);
   if (root) {
     parse_tree(&p, root, name);

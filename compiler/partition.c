@@ -10,7 +10,9 @@
  * Each engine splits as its own loader does, so that the plan describes
  * exactly the layers each stage will load: vLLM's get_pp_indices gives the
  * remainder to stages P-2, P-3, ... (the last stage carries the final norm
- * and lm_head); SGLang's gives it to the last stages. The generic engine
+ * and lm_head); SGLang's gives it to the last stages; TensorRT-LLM's
+ * Mapping.pp_layers (tensorrt_llm/mapping.py, torch.tensor_split) gives
+ * it to the first stages. The generic engine
  * balances weight, so the stages holding the embedding and the lm_head get
  * fewer layers.
  */
@@ -95,6 +97,9 @@ bool lay_partition(Diags *d, Engine engine, int64_t layers, int64_t pp, const Po
     return true;
   case ENGINE_SGLANG:
     for (int64_t i = 0; i < pp; i++) out[i] = base + (i >= pp - rem ? 1 : 0);
+    return true;
+  case ENGINE_TRTLLM:
+    for (int64_t i = 0; i < pp; i++) out[i] = base + (i < rem ? 1 : 0);
     return true;
   case ENGINE_GENERIC:
   default: {

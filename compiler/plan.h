@@ -210,12 +210,30 @@ typedef struct {
   double scale_up_latency_s, scale_out_latency_s;
 } PlanHardware;
 
+/* The optional `launch` key (docs/plan.md): what the launch targets need
+ * beyond the ranks, present when the spec named an engine. Strings hold no
+ * control characters (the loader checks); host names only letters,
+ * digits, `.` and `-`. Counts of 0 mean unset (the engine's default). */
+typedef struct {
+  bool present;
+  char *engine, *engine_version;   /* "vllm" | "sglang" | "trtllm"; the catalog entry's version */
+  char *source, *revision, *served_model_name;  /* NULL when unset */
+  int64_t port, max_model_len, max_num_seqs, max_num_batched_tokens, kv_block;
+  char *kv_cache_dtype, *activations_dtype, *kv_transfer;
+  double gpu_memory_utilization;   /* in (0, 1]: the fraction the ledger was planned with */
+  bool moe;                        /* the model has MoE layers */
+  size_t nhostnames;               /* 0: none given */
+  char **hostnames;
+  char *hostname_pattern, *image;  /* NULL when unset */
+} PlanLaunch;
+
 typedef struct Plan {
   char *path;
   char *compiler;           /* version that wrote it */
   char spec_sha256[65];
   int64_t world_size;
   PlanHardware hardware;
+  PlanLaunch launch;
   size_t nnodes;
   PlanNode *nodes;
   int32_t *node_ranks;      /* ranks grouped by node: nodes[n].first_rank indexes here */

@@ -1115,6 +1115,108 @@ static bool load_hardware(Ld *ld, Plan *p, PjV *root) {
                 &H->has_scale_out_latency);
 }
 
+/* ---- launch ------------------------------------------------------------- */
+
+/* A launch string: NULL for null when nullable; no control characters,
+ * at most 4096 bytes (the strings end up on command lines). */
+static bool launch_str(Ld *ld, PjV *o, const char *key, bool nullable, char **out) {
+  PjV *v = pj_object_get(o, key);
+  if (!v) return fail(ld, "launch.%s: missing", key);
+  if (nullable && pj_is_null(v)) return true;
+  if (!pj_is_string(v)) return fail(ld, "launch.%s: expected a string%s, got %s", key, nullable ? " or null" : "", jtype(v));
+  const char *t = pj_string_value(v);
+  size_t n = strlen(t);
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f)
+      return fail(ld, "launch.%s: holds a control character at byte %zu", key, i);
+  if (n == 0 || n > 4096) return fail(ld, "launch.%s: expected 1 to 4096 bytes, got %zu", key, n);
+  *out = rp_strdup(t);
+  return true;
+}
+
+static bool word_in(const char *w, const char *const *set, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(w, set[i]) == 0) return true;
+  return false;
+}
+
+static bool host_ok(const char *h) {
+  return *h && strlen(h) <= 253 &&
+         strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") == strlen(h);
+}
+
+static bool launch_int(Ld *ld, PjV *o, const char *key, int64_t lo, int64_t hi, bool nullable, int64_t *out) {
+  PjV *v = pj_object_get(o, key);
+  if (nullable && v && pj_is_null(v)) return true;
+  return get_int(ld, o, "launch", key, lo, hi, out);
+}
+
+static bool load_launch_hosts(Ld *ld, PlanLaunch *L, PjV *o, size_t nnodes, bool partial) {
+  PjV *h = pj_object_get(o, "hostnames");
+  if (!h) return fail(ld, "launch.hostnames: missing");
+  if (!pj_is_null(h)) {
+    if (!pj_is_array(h)) return fail(ld, "launch.hostnames: expected an array or null, got %s", jtype(h));
+    size_t n = pj_array_size(h);
+    if (!partial && n != nnodes)
+      return fail(ld, "launch.hostnames: expected one per node (%zu), got %zu", nnodes, n);
+    L->hostnames = rp_calloc(n ? n : 1, sizeof *L->hostnames);
+    L->nhostnames = n;
+    for (size_t i = 0; i < n; i++) {
+      const char *t = pj_string_value(pj_array_get(h, i));
+      if (!t || !host_ok(t)) return fail(ld, "launch.hostnames[%zu]: expected a host name (letters, digits, `.`, `-`)", i);
+      L->hostnames[i] = rp_strdup(t);
+    }
+  }
+  if (!launch_str(ld, o, "hostname_pattern", true, &L->hostname_pattern)) return false;
+  const char *pat = L->hostname_pattern, *at = pat ? strstr(pat, "{n}") : NULL;
+  if (pat && (!at || strstr(at + 3, "{n}") || strchr(pat, '{') != at || strchr(at + 3, '{') ||
+              strspn(pat, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-{}n") != strlen(pat)))
+    return fail(ld, "launch.hostname_pattern: expected one `{n}` among letters, digits, `.` and `-`");
+  if (pat && L->hostnames) return fail(ld, "launch: hostnames and hostname_pattern both given");
+  return true;
+}
+
+/* launch: optional; checked key by key (docs/plan.md, "launch"). */
+static bool load_launch(Ld *ld, Plan *p, PjV *root) {
+  PjV *o = pj_object_get(root, "launch");
+  if (!o) return true;
+  if (!pj_is_object(o)) return fail(ld, "launch: expected an object, got %s", jtype(o));
+  PlanLaunch *L = &p->launch;
+  L->present = true;
+  static const char *const engines[] = {"vllm", "sglang", "trtllm"};
+  static const char *const dtypes[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4"};
+  if (!launch_str(ld, o, "engine", false, &L->engine) || !launch_str(ld, o, "engine_version", false, &L->engine_version) ||
+      !launch_str(ld, o, "source", true, &L->source) || !launch_str(ld, o, "revision", true, &L->revision) ||
+      !launch_str(ld, o, "served_model_name", true, &L->served_model_name) ||
+      !launch_str(ld, o, "kv_cache_dtype", false, &L->kv_cache_dtype) ||
+      !launch_str(ld, o, "activations_dtype", false, &L->activations_dtype) ||
+      !launch_str(ld, o, "kv_transfer", false, &L->kv_transfer) || !launch_str(ld, o, "image", true, &L->image))
+    return false;
+  if (!word_in(L->engine, engines, RP_ARRAY_LEN(engines)))
+    return fail(ld, "launch.engine: expected vllm, sglang or trtllm, got \"%s\"", L->engine);
+  if (!word_in(L->kv_cache_dtype, dtypes, RP_ARRAY_LEN(dtypes)) || !word_in(L->activations_dtype, dtypes, RP_ARRAY_LEN(dtypes)))
+    return fail(ld, "launch: kv_cache_dtype and activations_dtype must be dtype names");
+  if (strspn(L->kv_transfer, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(L->kv_transfer) ||
+      strspn(L->engine_version, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(L->engine_version))
+    return fail(ld, "launch: kv_transfer and engine_version are lowercase words");
+  if (!launch_int(ld, o, "port", 1024, 65535, false, &L->port) ||
+      !launch_int(ld, o, "max_model_len", 1, (int64_t)1 << 30, false, &L->max_model_len) ||
+      !launch_int(ld, o, "max_num_seqs", 1, (int64_t)1 << 30, true, &L->max_num_seqs) ||
+      !launch_int(ld, o, "max_num_batched_tokens", 1, (int64_t)1 << 30, true, &L->max_num_batched_tokens) ||
+      !launch_int(ld, o, "kv_block", 1, (int64_t)1 << 30, false, &L->kv_block))
+    return false;
+  if (p->nranks > 0 && p->ranks[0].kv_block_tokens != L->kv_block)
+    return fail(ld, "launch.kv_block: expected the ranks' kv.block_tokens %lld, got %lld",
+                (long long)p->ranks[0].kv_block_tokens, (long long)L->kv_block);
+  PjV *u = pj_object_get(o, "gpu_memory_utilization"), *m = pj_object_get(o, "moe");
+  if (!pj_is_number(u) || !(pj_number_value(u) > 0 && pj_number_value(u) <= 1))
+    return fail(ld, "launch.gpu_memory_utilization: expected a number in (0, 1]");
+  L->gpu_memory_utilization = pj_number_value(u);
+  if (!pj_is_boolean(m)) return fail(ld, "launch.moe: expected a boolean, got %s", m ? jtype(m) : "nothing");
+  L->moe = m->type == PJ_TRUE;
+  return load_launch_hosts(ld, L, o, p->nnodes, p->partial);
+}
+
 static bool load_estimates(Ld *ld, Plan *p, PjV *root) {
   PjV *e = pj_object_get(root, "estimates");
   if (!e) return fail(ld, "estimates: missing");
@@ -1843,7 +1945,7 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
     goto done;
   if (!load_hardware(&ld, p, root) || !load_nodes(&ld, p, root) || !load_pools(&ld, p, root) || !load_ranks(&ld, p, root) ||
       !load_groups(&ld, p, root) || !load_reshard(&ld, p, root) ||
-      !load_estimates(&ld, p, root) || !load_diags(&ld, p, root))
+      !load_estimates(&ld, p, root) || !load_diags(&ld, p, root) || !load_launch(&ld, p, root))
     goto done;
   if (spec_path) {
     char *spec;
@@ -1925,5 +2027,11 @@ void plan_free(Plan *p) {
     free(p->diags[i].message);
   }
   free(p->diags);
+  PlanLaunch *L = &p->launch;
+  char *ls[] = {L->engine, L->engine_version, L->source, L->revision, L->served_model_name, L->kv_cache_dtype,
+                L->activations_dtype, L->kv_transfer, L->hostname_pattern, L->image};
+  for (size_t i = 0; i < RP_ARRAY_LEN(ls); i++) free(ls[i]);
+  for (size_t i = 0; i < L->nhostnames; i++) free(L->hostnames[i]);
+  free(L->hostnames);
   free(p);
 }

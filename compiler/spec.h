@@ -26,7 +26,7 @@ typedef struct { int v; SrcLoc loc; bool set; } SEnum;
 typedef enum { DT_FP32, DT_BF16, DT_FP16, DT_FP8, DT_INT8, DT_INT4, DT_MXFP4, DT_NVFP4, DT__COUNT } DType;
 typedef enum { ATTN_MHA, ATTN_GQA, ATTN_MQA, ATTN_MLA } AttnKind;
 typedef enum { MODE_AGGREGATED, MODE_DISAGGREGATED, MODE_SEARCH } DeployMode;
-typedef enum { ENGINE_GENERIC, ENGINE_VLLM, ENGINE_SGLANG } Engine;
+typedef enum { ENGINE_GENERIC, ENGINE_VLLM, ENGINE_SGLANG, ENGINE_TRTLLM } Engine;
 typedef enum { ROLE_PREFILL, ROLE_DECODE, ROLE_BOTH } PoolRole;
 
 const char *dtype_name(DType t);
@@ -68,6 +68,8 @@ typedef struct {
     SEnum weights, kv_cache, activations; /* DType; defaults bf16 */
   } dtype;
   SInt max_context;
+  SStr source;    /* Hugging Face id or local path the engines load; optional */
+  SStr revision;  /* branch, tag or commit of source; optional */
 } ModelSpec;
 
 typedef struct {
@@ -85,6 +87,10 @@ typedef struct {
   SInt nodes_per_rack;   /* optional; topology for placement hooks */
   struct { SrcLoc loc; SInt domain; SNum bandwidth; SNum latency; } scale_up;  /* domain in GPUs; B/s per GPU per direction; s */
   struct { SrcLoc loc; SNum bandwidth; SNum latency; } scale_out;              /* B/s per GPU per direction; s */
+  /* Node host names for launch files: a list (one per node) or a pattern
+   * with one `{n}` for the node index; both optional, at most one given. */
+  struct { SrcLoc loc; bool set; size_t len; SStr *items; } hostnames;
+  SStr hostname_pattern;
 } HardwareSpec;
 
 typedef struct {
@@ -111,6 +117,8 @@ typedef struct {
   SrcLoc loc;
   SEnum mode;          /* DeployMode */
   SEnum engine;        /* Engine, default generic */
+  SStr engine_version; /* `engine: {name, version}`; unset: the catalog's newest */
+  SStr image;          /* container image for the Kubernetes and Dynamo targets */
   SStr order;          /* default "tp-cp-ep-dp-pp" */
   SBool allow_tp_across_domain;  /* default false */
   size_t npools;
@@ -126,6 +134,17 @@ typedef struct {
     SStr placement, layer_partition, expert_placement, objective;  /* Lua files */
   } hooks;
 } DeploymentSpec;
+
+/* `serving:` (docs/spec.md): options the launch files pass to the engine. */
+typedef struct {
+  SrcLoc loc;
+  SInt port;                   /* first HTTP port of a node, default 8000 */
+  SStr served_model_name;      /* default: model.source */
+  SInt max_model_len;          /* default: model.max_context */
+  SInt max_num_seqs;           /* optional: the engine's default */
+  SInt max_num_batched_tokens; /* chunked-prefill token budget; optional */
+  SStr kv_transfer;            /* KV transfer backend; default: the engine's */
+} ServingSpec;
 
 typedef struct {
   SrcLoc loc;
@@ -145,6 +164,8 @@ typedef struct Spec {
   SloSpec slo;
   DeploymentSpec deployment;
   SearchSpec search;
+  ServingSpec serving;
+  const char *catalog_dir; /* where presets and engine entries were looked up */
   void *arena;         /* owned allocations; freed by spec_free */
 } Spec;
 
@@ -162,6 +183,10 @@ void spec_free(Spec *s);
  * (datadir.h: the source tree for a build run in place, else found from
  * the executable's location). */
 const char *spec_catalog_dir(void);
+
+/* The path shown in messages for catalog entry kind/name.yaml under dir:
+ * relative to the project for the bundled catalog (free it). */
+char *spec_catalog_display(const char *dir, const char *kind, const char *name);
 
 /* Size cap for spec files, bytes. */
 #define SPEC_MAX_BYTES (1u << 20)

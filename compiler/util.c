@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -319,4 +320,17 @@ const char *rp_fmt_bytes(int64_t bytes, char *buf, size_t n) {
 int64_t rp_scaleup_domain(int64_t domain, int64_t gpus_per_node, int64_t node, int64_t gpu) {
   if (domain >= gpus_per_node) return (node * gpus_per_node + gpu) / domain;
   return node * ((gpus_per_node + domain - 1) / domain) + gpu / domain;
+}
+
+void sb_put_exact(StrBuf *sb, double v) {
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+    sb_printf(sb, "%.0f", v);
+    return;
+  }
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  sb_puts(sb, buf);
 }

@@ -82,6 +82,9 @@ char *sb_take(StrBuf *sb); /* returns the buffer (NUL-terminated), resets sb */
  * for the other control bytes; other bytes as they are. The one JSON
  * string writer of both binaries (NULL writes ""). */
 void sb_json_str(StrBuf *sb, const char *s);
+/* Appends v exactly: an integral value below 2^53 as an integer, any other
+ * as the shortest %g form that reads back to the same double (v finite). */
+void sb_put_exact(StrBuf *sb, double v);
 
 /* Checked 64-bit arithmetic: return false on overflow, *out untouched. */
 static inline bool ck_add(int64_t a, int64_t b, int64_t *out) {

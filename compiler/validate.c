@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engines.h"
 #include "layout.h"
 
 static int64_t dimv(const SInt *v) { return v->v > 0 ? v->v : 1; }
@@ -447,6 +448,7 @@ void validate_pool(Diags *d, const Spec *s, const PoolSpec *p) {
 }
 
 void validate_spec(Diags *d, const Spec *s) {
+  engine_check(d, s);
   if (!validate_model(d, s)) return;
   const DeploymentSpec *dep = &s->deployment;
   const PoolSpec *prefill = NULL;

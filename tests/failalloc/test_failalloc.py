@@ -47,6 +47,8 @@ CASES = [
     ("search", [RANKPLAN, "search", str(EX / "llama-3.1-8b-agg.yaml"), "--top", "3"], None),
     ("explain", [RANKPLAN, "explain", str(EX / "llama-3.1-70b-pd.plan.json")], None),
     ("render", [RANKPLAN, "render", str(EX / "llama-3.1-8b-pd-1node.plan.json"), "-o", "OUT"], "plan.json"),
+    ("emit", [RANKPLAN, "emit", str(EX / "llama-3.1-8b-pd-1node.plan.json"), "--target", "shell", "-o", "OUTD"],
+     "emit"),
 ]
 if RANKRUN:
     CASES.append(("rankrun --dry-run",
@@ -58,7 +60,8 @@ def run(argv, outdir, n, count_file=None):
                RANKPLAN_CATALOG=str(SRC / "plans" / "catalog"))
     if count_file:
         env["FAILALLOC_COUNT"] = count_file
-    subst = {"OUT": str(pathlib.Path(outdir) / "plan.json"), "OUTDIR": str(pathlib.Path(outdir) / "nodes")}
+    subst = {"OUT": str(pathlib.Path(outdir) / "plan.json"), "OUTDIR": str(pathlib.Path(outdir) / "nodes"),
+             "OUTD": str(pathlib.Path(outdir) / "emit")}
     args = [subst.get(a, a) for a in argv]
     return subprocess.run(args, env=env, capture_output=True, timeout=60)
 
@@ -66,6 +69,8 @@ def run(argv, outdir, n, count_file=None):
 def file_bytes(outdir, name):
     """The output file's bytes, with the node files' when there are some."""
     p = pathlib.Path(outdir) / name if name else None
+    if p and p.is_dir():  # an emit output: its files, by name
+        return b"".join(f.name.encode() + f.read_bytes() for f in sorted(p.iterdir()))
     got = p.read_bytes() if p and p.exists() else None
     nodes = pathlib.Path(outdir) / "nodes"
     if got is not None and nodes.is_dir():

@@ -651,6 +651,30 @@ try:
         ("scale_up_domain against the hardware", mutate(P70, lambda d: d.__setitem__("scale_up_domain", 4)),
          "scale_up_domain: expected 8 (hardware.scale_up.domain), got 4"),
     ]
+    # the `launch` key (docs/plan.md, "launch"): its strings reach command lines
+    P8 = os.path.join(EX, "llama-3.1-8b-pd-1node.plan.json")
+    def launch_set(key, value):
+        return lambda d: d["launch"].__setitem__(key, value)
+    guarantee_cases += [
+        ("a launch engine the targets do not know", mutate(P8, launch_set("engine", "tgi")),
+         'launch.engine: expected vllm, sglang or trtllm, got "tgi"'),
+        ("a newline in the model source", mutate(P8, launch_set("source", "meta-llama/x\nrm -rf /")),
+         "launch.source: holds a control character at byte 12"),
+        ("a host name with a space", mutate(P8, launch_set("hostnames", ["gpu a"])),
+         "launch.hostnames[0]: expected a host name"),
+        ("more host names than nodes", mutate(P8, launch_set("hostnames", ["a", "b"])),
+         "launch.hostnames: expected one per node (1), got 2"),
+        ("a host name pattern without {n}", mutate(P8, launch_set("hostname_pattern", "gpu")),
+         "launch.hostname_pattern: expected one `{n}`"),
+        ("a privileged port", mutate(P8, launch_set("port", 80)),
+         "launch.port: expected 1024..65535, got 80"),
+        ("a kv_block unlike the ranks'", mutate(P8, launch_set("kv_block", 32)),
+         "launch.kv_block: expected the ranks' kv.block_tokens 16, got 32"),
+        ("a utilization above 1", mutate(P8, launch_set("gpu_memory_utilization", 1.5)),
+         "launch.gpu_memory_utilization: expected a number in (0, 1]"),
+        ("a launch without moe", mutate(P8, lambda d: d["launch"].pop("moe")),
+         "launch.moe: expected a boolean, got nothing"),
+    ]
     for what, text, want_msg in guarantee_cases:
         refused(what, text, want_msg)
     # a model without experts: ep 1 and etp = tp. The compiler ignores ep and

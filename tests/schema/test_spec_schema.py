@@ -70,6 +70,13 @@ def _del(path):
 INLINE_NEGATIVE = [
     ("unknown key in model", _set(["model", "layerz"], 80)),
     ("unknown top-level key", _set(["colour"], "blue")),
+    ("engine mapping with an unknown key", _set(["deployment", "engine"], {"name": "vllm", "release": "0.11"})),
+    ("engine mapping without a name", _set(["deployment", "engine"], {"version": "0.11"})),
+    ("unknown engine", _set(["deployment", "engine"], "tgi")),
+    ("serving port below 1024", _set(["serving"], {"port": 80})),
+    ("unknown serving key", _set(["serving"], {"max_batch": 8})),
+    ("hostnames is a string", _set(["hardware", "hostnames"], "gpu-0")),
+    ("hostname pattern without {n}", _set(["hardware", "hostname_pattern"], "gpu-x")),
     ("missing workload.input_tokens", _del(["workload", "input_tokens"])),
     ("missing deployment.mode", _del(["deployment", "mode"])),
     ("missing hardware section", _del(["hardware"])),

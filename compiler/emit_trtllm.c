@@ -1,0 +1,139 @@
+/*
+ * emit_trtllm.c: the `trtllm` target: `trtllm-serve` lines per node, one
+ * engine-arguments YAML per instance (LLM API arguments, passed with
+ * --config), and for disaggregated plans the `trtllm-serve disaggregated`
+ * proxy with its YAML.
+ *
+ * --tp_size counts every GPU of one pipeline stage and context group: with
+ * attention data parallelism (a MoE model, dp > 1, tp 1) it is dp, and the
+ * YAML sets enable_attention_dp. A multi-node instance runs under one
+ * `mpirun ... trtllm-llmapi-launch trtllm-serve` started on its head node
+ * (TensorRT-LLM's multi-node launcher), which needs the same device list
+ * on every node; the other nodes' scripts only say so.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_launch.h"
+
+static bool disagg(const Inst *in) { return strcmp(in->P->role, "both") != 0; }
+
+static void yaml_name(StrBuf *sb, const Launch *l, const Inst *in) {
+  sb_puts(sb, "trtllm-");
+  linst_name(sb, l, in);
+  sb_puts(sb, ".yaml");
+}
+
+/* trtllm-POOL-I.yaml: the instance's LLM API arguments. */
+static void trtllm_yaml(Launch *l, const Inst *in) {
+  StrBuf name;
+  sb_init(&name);
+  yaml_name(&name, l, in);
+  StrBuf *y = lfile(l, name.buf, false, in->runs[0].node);
+  sb_printf(y, "# LLM API arguments of pool %s instance %d (trtllm-serve --config); written by rankplan\n",
+            in->P->name, in->instance);
+  sb_printf(y, "enable_attention_dp: %s\n", l->L->moe && in->dp > 1 ? "true" : "false");
+  sb_printf(y, "kv_cache_config:\n  tokens_per_block: %lld\n", (long long)l->L->kv_block);
+  if (disagg(in)) {
+    const char *b = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);
+    if (!b) lerr(l, "engine trtllm %s has no KV transfer backend `%s`", l->c->version, l->L->kv_transfer);
+    sb_printf(y, "cache_transceiver_config:\n  backend: %s\n", b ? b : "");
+  }
+  sb_free(&name);
+}
+
+static void trtllm_flags(Launch *l, const Inst *in, StrBuf *sb) {
+  const PlanLaunch *L = l->L;
+  lflag(l, sb, "model", L->source);
+  lflag(l, sb, "host", "0.0.0.0");
+  lflag_i(l, sb, "port", in->http);
+  lflag(l, sb, "backend", "pytorch");
+  ldim(l, sb, ED_TP, in->tp * in->dp);
+  ldim(l, sb, ED_PP, in->pp);
+  if (in->cp > 1) ldim(l, sb, ED_CP, in->cp);
+  if (L->moe) ldim(l, sb, ED_EP, in->ep);
+  lflag_i(l, sb, "gpus_per_node", in->runs[0].n);
+  lflag_frac(l, sb, lfrac_kv_free(l, in->pool), false);
+  lserving(l, sb);
+  StrBuf y;
+  sb_init(&y);
+  sb_puts(&y, "$here/");
+  yaml_name(&y, l, in);
+  sb_printf(sb, " \\\n    %s \"%s\"", engine_flag(l->c, "config") ? engine_flag(l->c, "config") : "", y.buf);
+  if (!engine_flag(l->c, "config")) lerr(l, "the catalog entry %s has no flag for `config`", l->c->file);
+  sb_free(&y);
+}
+
+bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
+  const InstRun *r = &in->runs[j];
+  char hb[32];
+  if (!l->L->moe && in->dp > 1)
+    return lerr(l, "pool `%s`: TensorRT-LLM has no data parallelism for a dense model inside one instance; "
+                   "write its dp %lld as replicas",
+                in->P->name, (long long)in->dp);
+  for (size_t k = 1; k < in->nruns; k++)
+    if (memcmp(in->runs[k].dev, in->runs[0].dev, (size_t)r->n * sizeof *r->dev) != 0)
+      return lerr(l, "pool `%s` instance %d: mpirun gives every node the same CUDA_VISIBLE_DEVICES, but the "
+                     "plan uses other devices on node %d than on node %d",
+                  in->P->name, in->instance, in->runs[k].node, in->runs[0].node);
+  if (l->k8s && in->nruns > 1)
+    return lerr(l, "pool `%s`: a multi-node TensorRT-LLM instance runs under mpirun across hosts, which the "
+                   "k8s target does not write; use the shell or slurm target",
+                in->P->name);
+  if (j > 0) {
+    char *h = lhost_name(l, in->runs[0].node);
+    sb_printf(sb, "# its ranks on this node run under mpirun, started by the script of node %d (%s)\n\n",
+              in->runs[0].node, h);
+    free(h);
+    return false;
+  }
+  if (j == 0) trtllm_yaml(l, in);
+  if (in->nruns == 1) {
+    ldevices(l, sb, r);
+    sb_printf(sb, " \\\n  %s", l->c->command);
+  } else {
+    sb_puts(sb, "export ");
+    ldevices(l, sb, r);
+    sb_printf(sb, "\nmpirun -np %lld -x CUDA_VISIBLE_DEVICES -H ", (long long)in->P->instance_size);
+    for (size_t k = 0; k < in->nruns; k++)
+      sb_printf(sb, "%s%s:%d", k ? "," : "", lhost(l, in->runs[k].node, hb), in->runs[k].n);
+    sb_printf(sb, " \\\n  trtllm-llmapi-launch %s", l->c->command);
+  }
+  trtllm_flags(l, in, sb);
+  return true;
+}
+
+static void url_list(Launch *l, StrBuf *y, const char *role) {
+  size_t n = 0;
+  char *h;
+  for (size_t i = 0; i < l->ninst; i++) n += strcmp(l->inst[i].P->role, role) == 0;
+  sb_printf(y, "  num_instances: %zu\n  urls:\n", n);
+  for (size_t i = 0; i < l->ninst; i++) {
+    if (strcmp(l->inst[i].P->role, role) != 0) continue;
+    h = lhost_name(l, l->inst[i].runs[0].node);
+    sb_printf(y, "    - \"%s:%lld\"\n", h, (long long)l->inst[i].http);
+    free(h);
+  }
+}
+
+/* disagg.yaml and router.sh: `trtllm-serve disaggregated`. */
+static void trtllm_router(Launch *l) {
+  StrBuf *y = lfile(l, "disagg.yaml", false, l->router_node);
+  sb_printf(y, "# trtllm-serve disaggregated -c disagg.yaml; written by rankplan\nhostname: 0.0.0.0\nport: %lld\n",
+            (long long)l->router_port);
+  sb_puts(y, "context_servers:\n");
+  url_list(l, y, "prefill");
+  sb_puts(y, "generation_servers:\n");
+  url_list(l, y, "decode");
+  StrBuf body;
+  sb_init(&body);
+  sb_puts(&body, "here=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n");
+  sb_printf(&body, "%s disaggregated -c \"$here/disagg.yaml\"\n", l->c->command);
+  lscript(l, lfile(l, "router.sh", true, l->router_node), "the context/generation proxy of trtllm-serve", &body);
+  sb_free(&body);
+}
+
+void emit_trtllm(Launch *l) {
+  lnodes(l, lrun_trtllm);
+  if (!l->err && lrouter_place(l)) trtllm_router(l);
+}

@@ -1,0 +1,129 @@
+/*
+ * emit_vllm.c: the `vllm` target: `vllm serve` lines per node, the NIXL
+ * connector for prefill and decode pools, and the P/D proxy.
+ *
+ * Multi-node instances use vLLM 0.11's own modes (docs/engines.md):
+ *  - data parallel across nodes (dp > 1, whole tp x pp engines per node):
+ *    the head runs the API server and its local engines with
+ *    --data-parallel-size-local/-address/-rpc-port, every other node runs
+ *    --headless with --data-parallel-start-rank;
+ *  - tp x pp across nodes (dp = 1): a Ray cluster, `ray start --head` on
+ *    the head and `ray start --address` elsewhere, and `vllm serve
+ *    --distributed-executor-backend ray` on the head.
+ * Anything else (a tp x pp engine split across nodes with dp > 1) is
+ * refused: 0.11 has no launcher for it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_launch.h"
+
+static bool disagg(const Inst *in) { return strcmp(in->P->role, "both") != 0; }
+
+static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
+  ldim(l, sb, ED_TP, in->tp);
+  ldim(l, sb, ED_PP, in->pp);
+  ldim(l, sb, ED_DP, in->dp);
+  if (l->L->moe && in->ep > 1) sb_printf(sb, " \\\n    %s", l->c->dim[ED_EP].flag);
+  if (in->dcp > 1) ldim(l, sb, ED_DCP, in->dcp);
+  lflag(l, sb, "kv_cache_dtype", lkv_dtype(l));
+  lflag_i(l, sb, "block_size", l->L->kv_block);
+  lflag_frac(l, sb, l->L->gpu_memory_utilization, true); /* the fraction the ledger was planned with */
+  lserving(l, sb);
+  if (disagg(in)) {
+    const char *conn = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);
+    if (!conn) {
+      lerr(l, "engine vllm %s has no KV transfer backend `%s`", l->c->version, l->L->kv_transfer);
+      return;
+    }
+    char *json = rp_sprintf("{\"kv_connector\":\"%s\",\"kv_role\":\"kv_both\"}", conn);
+    lflag(l, sb, "kv_transfer", json);
+    free(json);
+  }
+}
+
+bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
+  const InstRun *r = &in->runs[j];
+  int64_t engine = in->tp * in->pp * in->cp;
+  bool multi = in->nruns > 1, dp_mode = multi && in->dp > 1 && r->n % engine == 0, ray = multi && in->dp == 1;
+  if (multi && !dp_mode && !ray)
+    return lerr(l, "pool `%s` instance %d: a tp x pp engine across nodes with dp %lld; vLLM 0.11 launches "
+                   "either whole engines per node (data parallel) or one engine over a Ray cluster",
+                in->P->name, in->instance, (long long)in->dp);
+  char hb[32], hh[32];
+  if (ray && j > 0) {
+    const char *head = lhost(l, in->runs[0].node, hh);
+    ldevices(l, sb, r);
+    sb_printf(sb, " \\\n  ray start --block --address %s:%lld --num-gpus %d", head, (long long)in->aux_a, r->n);
+    return true;
+  }
+  if (ray) {
+    ldevices(l, sb, r);
+    sb_printf(sb, " ray start --head --port %lld --num-gpus %d\n", (long long)in->aux_a, r->n);
+  }
+  ldevices(l, sb, r);
+  if (disagg(in))
+    sb_printf(sb, " VLLM_NIXL_SIDE_CHANNEL_HOST=%s VLLM_NIXL_SIDE_CHANNEL_PORT=%lld", lhost(l, r->node, hb),
+              (long long)(r->port0 + 3));
+  sb_printf(sb, " \\\n  %s", l->c->command);
+  lflag(l, sb, "model", l->L->source);
+  if (!dp_mode || j == 0) lflag_i(l, sb, "port", in->http);
+  vllm_sizes(l, in, sb);
+  if (ray) lflag(l, sb, "executor", "ray");
+  if (dp_mode) {
+    if (j > 0) lflag(l, sb, "headless", NULL);
+    lflag_i(l, sb, "dp_size_local", r->n / engine);
+    if (j > 0 && l->k8s) {
+      char w[64];
+      snprintf(w, sizeof w, "\"$((LWS_WORKER_INDEX * %lld))\"", (long long)(r->n / engine));
+      lflag_raw(l, sb, "dp_start_rank", w);
+    } else if (j > 0) {
+      lflag_i(l, sb, "dp_start_rank", r->first / engine);
+    }
+    lflag_raw(l, sb, "dp_address", lhost(l, in->runs[0].node, hh));
+    lflag_i(l, sb, "dp_rpc_port", in->aux_a);
+  }
+  return true;
+}
+
+/* router.sh: vLLM 0.11's documented P/D proxy (the toy proxy of its NIXL
+ * tests, run from a vLLM source tree) over every prefill and decode
+ * instance's API server. */
+static void vllm_router(Launch *l) {
+  StrBuf body, *out;
+  sb_init(&body);
+  char hb[32];
+  sb_puts(&body, "# the P/D proxy of vLLM's NIXL connector tests (docs.vllm.ai v0.11.0, NixlConnector usage)\n");
+  sb_puts(&body, "python3 \"${VLLM_SOURCE:?set VLLM_SOURCE to a vLLM 0.11 source tree}/tests/v1/kv_connector/"
+                 "nixl_integration/toy_proxy_server.py\" \\\n    --host 0.0.0.0");
+  sb_printf(&body, " \\\n    --port %lld", (long long)l->router_port);
+  static const char *const role[2] = {"prefill", "decode"}, *const flag[2] = {"prefiller", "decoder"};
+  for (int k = 0; k < 2; k++) {
+    sb_printf(&body, " \\\n    --%s-hosts", flag[k]);
+    for (size_t i = 0; i < l->ninst; i++)
+      if (strcmp(l->inst[i].P->role, role[k]) == 0) sb_printf(&body, " %s", lhost(l, l->inst[i].runs[0].node, hb));
+    sb_printf(&body, " \\\n    --%s-ports", flag[k]);
+    for (size_t i = 0; i < l->ninst; i++)
+      if (strcmp(l->inst[i].P->role, role[k]) == 0) sb_printf(&body, " %lld", (long long)l->inst[i].http);
+  }
+  sb_puts(&body, "\n");
+  out = lfile(l, "router.sh", true, l->router_node);
+  lscript(l, out, "the prefill/decode proxy: clients send requests here", &body);
+  sb_free(&body);
+}
+
+bool lrouter_place(Launch *l) {
+  for (size_t i = 0; i < l->ninst; i++)
+    if (strcmp(l->inst[i].P->role, "prefill") == 0) {
+      l->router_node = l->inst[i].runs[0].node;
+      l->router_port = l->next_port[l->router_node]++;
+      if (l->router_port > 65535) return lerr(l, "the router's port on node %d is past 65535", l->router_node);
+      return true;
+    }
+  return false;
+}
+
+void emit_vllm(Launch *l) {
+  lnodes(l, lrun_vllm);
+  if (lrouter_place(l)) vllm_router(l);
+}

@@ -1,0 +1,300 @@
+/*
+ * engines.c: the engine rules of `check` and `compile` (engines.h).
+ *
+ * Input: a parsed Spec. Output: diagnostics E0701-E0707 only; the Spec is
+ * not changed. For every pool and every parallel dimension above 1 the
+ * engine's catalog entry must list the pool's role, and the entry's named
+ * rules must hold; a refusal names the engine, its version, the dimension
+ * and the nearest layout the engine runs on the same GPUs (the refused
+ * dimensions folded into ones it supports).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engines.h"
+
+const char *engine_kv(const EngineKV *t, size_t n, const char *key) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(t[i].key, key) == 0) return t[i].value;
+  return NULL;
+}
+
+const char *engine_flag(const EngineCaps *c, const char *term) {
+  return engine_kv(c->flags, c->nflags, term);
+}
+
+/* Numeric segments compare as numbers, others as strings; a missing
+ * segment is 0 ("0.11" == "0.11.0"). */
+int engine_version_cmp(const char *a, const char *b) {
+  while (*a || *b) {
+    char *ea, *eb;
+    unsigned long long x = strtoull(a, &ea, 10), y = strtoull(b, &eb, 10);
+    if (ea != a && eb != b) {
+      if (x != y) return x < y ? -1 : 1;
+    } else if (ea == a && eb == b && *a && *b) {
+      size_t la = strcspn(a, "."), lb = strcspn(b, ".");
+      int c = strncmp(a, b, la < lb ? la : lb);
+      if (c || la != lb) return c ? c : (la < lb ? -1 : 1);
+      ea = (char *)a + la;
+      eb = (char *)b + lb;
+    } else if (ea == a && *a) {
+      return 1;
+    } else if (eb == b && *b) {
+      return -1;
+    }
+    a = *ea == '.' ? ea + 1 : ea;
+    b = *eb == '.' ? eb + 1 : eb;
+  }
+  return 0;
+}
+
+/* a * b, or INT64_MAX past 64 bits: the products only appear in messages. */
+static int64_t mul_sat(int64_t a, int64_t b) {
+  CkState st = {true};
+  int64_t r = ckm(&st, a, b);
+  return st.ok ? r : INT64_MAX;
+}
+
+/* A pool's sizes in EngineDim order (etp and ep as written; edp derived). */
+typedef struct {
+  int64_t v[ED__COUNT];
+  int64_t edp;
+} Sizes;
+
+static Sizes pool_sizes(const PoolSpec *p) {
+  Sizes z = {{p->tp.v, p->pp.v, p->dp.v, p->ep.v, p->etp.v, p->cp.v, p->dcp.v}, 1};
+  int64_t ranks = 0, eg = 0;
+  if (ck_mul(p->tp.v, p->cp.v, &ranks) && ck_mul(ranks, p->dp.v, &ranks) && ck_mul(p->ep.v, p->etp.v, &eg) &&
+      eg > 0 && ranks % eg == 0)
+    z.edp = ranks / eg;
+  return z;
+}
+
+static SrcLoc dim_loc(const PoolSpec *p, EngineDim d) {
+  const SInt *f[ED__COUNT] = {&p->tp, &p->pp, &p->dp, &p->ep, &p->etp, &p->cp, &p->dcp};
+  return f[d]->set ? f[d]->loc : p->loc;
+}
+
+/* Folds what the engine refuses into what it runs, keeping the GPUs:
+ * cp and pp into tp, attention dp into dp with tp 1, expert groups into
+ * one; dcp is dropped (it reuses the tp ranks). Saturating: a message. */
+static Sizes nearest(const EngineCaps *c, PoolRole role, Sizes z, bool moe) {
+  int64_t *v = z.v;
+  if (v[ED_CP] > 1 && !c->dim[ED_CP].roles[role]) v[ED_TP] = mul_sat(v[ED_TP], v[ED_CP]), v[ED_CP] = 1;
+  if (v[ED_PP] > 1 && !c->dim[ED_PP].roles[role]) v[ED_TP] = mul_sat(v[ED_TP], v[ED_PP]), v[ED_PP] = 1;
+  if (v[ED_DP] > 1 && !c->dim[ED_DP].roles[role]) v[ED_TP] = mul_sat(v[ED_TP], v[ED_DP]), v[ED_DP] = 1;
+  if (v[ED_DCP] > 1 && (!c->dim[ED_DCP].roles[role] ||
+                        ((c->rules & ER_DCP_DIVIDES_TP) && v[ED_TP] % v[ED_DCP] != 0)))
+    v[ED_DCP] = 1;
+  if (moe && (c->rules & ER_DP_NEEDS_TP1) && v[ED_DP] > 1 && v[ED_TP] > 1)
+    v[ED_DP] = mul_sat(v[ED_DP], v[ED_TP]), v[ED_TP] = 1;
+  int64_t ranks = mul_sat(mul_sat(v[ED_TP], v[ED_CP]), v[ED_DP]);
+  if (moe && (v[ED_EP] > 1 || v[ED_ETP] > 1) && !c->dim[ED_EP].roles[role]) v[ED_EP] = 1, v[ED_ETP] = ranks;
+  if (moe && (c->rules & ER_EDP_ONE) && v[ED_EP] > 1) v[ED_EP] = ranks / (v[ED_ETP] ? v[ED_ETP] : 1);
+  if (moe && (c->rules & ER_EP_ALL_OR_NONE) && v[ED_EP] > 1 && v[ED_ETP] > 1) v[ED_EP] = ranks, v[ED_ETP] = 1;
+  if (moe && v[ED_EP] == 1 && (c->rules & ER_EDP_ONE)) v[ED_ETP] = ranks;
+  z.edp = 1;
+  return z;
+}
+
+static void put_layout(StrBuf *sb, const Sizes *z, bool moe) {
+  static const EngineDim order[] = {ED_TP, ED_PP, ED_DP, ED_CP, ED_DCP, ED_EP, ED_ETP};
+  for (size_t i = 0; i < RP_ARRAY_LEN(order); i++) {
+    if (!moe && (order[i] == ED_EP || order[i] == ED_ETP)) continue;
+    sb_printf(sb, "%s%s %lld", i ? ", " : "", engine_dim_name(order[i]), (long long)z->v[order[i]]);
+  }
+}
+
+static void refuse(Diags *d, const EngineCaps *c, const PoolSpec *p, EngineDim dim, const char *why,
+                   Sizes z, bool moe) {
+  PoolRole role = (PoolRole)p->role.v;
+  Diag *g = diag_at(d, DIAG_E0703, dim_loc(p, dim),
+                    "engine `%s` %s cannot run `%s` %lld in pool `%s` (role %s): %s", engine_name(c->engine),
+                    c->version, engine_dim_name(dim), (long long)z.v[dim], p->name.v ? p->name.v : "?",
+                    role_name(role), why);
+  Sizes n = nearest(c, role, z, moe);
+  StrBuf sb;
+  sb_init(&sb);
+  put_layout(&sb, &n, moe);
+  diag_help(g, "the nearest layout %s %s runs on the same %lld GPUs per instance: %s", engine_name(c->engine),
+            c->version, (long long)mul_sat(mul_sat(mul_sat(z.v[ED_TP], z.v[ED_CP]), z.v[ED_DP]), z.v[ED_PP]),
+            sb.buf);
+  diag_note(g, "capabilities of %s %s: %s (read from %s)", engine_name(c->engine), c->version, c->file,
+            c->source);
+  sb_free(&sb);
+}
+
+/* A dense pool's dp under an engine whose dp is attention data
+ * parallelism: the same GPUs are dp times the replicas. */
+static bool dense_dp(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe) {
+  if (moe || !(c->rules & ER_DP_MOE_ONLY) || p->dp.v <= 1) return false;
+  Diag *g = diag_at(d, DIAG_E0703, dim_loc(p, ED_DP),
+                    "engine `%s` %s cannot run `dp` %lld in pool `%s` of a dense model: its data parallelism "
+                    "inside an instance is attention data parallelism, for MoE models",
+                    engine_name(c->engine), c->version, (long long)p->dp.v, p->name.v ? p->name.v : "?");
+  diag_help(g, "the nearest layout it runs on the same GPUs: dp 1 and replicas %lld (dp x replicas)",
+            (long long)mul_sat(p->dp.v, p->replicas.v));
+  diag_note(g, "capabilities of %s %s: %s (read from %s)", engine_name(c->engine), c->version, c->file, c->source);
+  return true;
+}
+
+static void check_pool(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe) {
+  PoolRole role = (PoolRole)p->role.v;
+  Sizes z = pool_sizes(p);
+  if (dense_dp(d, c, p, moe)) return;
+  for (int k = 0; k < ED__COUNT; k++) {
+    if (z.v[k] > 1 && !c->dim[k].roles[role] && (moe || (k != ED_EP && k != ED_ETP))) {
+      refuse(d, c, p, (EngineDim)k, "the engine has no such mode for this role", z, moe);
+      return;
+    }
+  }
+  if ((c->rules & ER_DCP_DIVIDES_TP) && z.v[ED_DCP] > 1 && z.v[ED_TP] % z.v[ED_DCP] != 0)
+    refuse(d, c, p, ED_DCP, "dcp must divide tp (it regroups the tp ranks)", z, moe);
+  else if (moe && (c->rules & ER_DP_NEEDS_TP1) && z.v[ED_DP] > 1 && z.v[ED_TP] > 1)
+    refuse(d, c, p, ED_DP, "attention data parallelism runs with attention tp 1 only", z, moe);
+  else if (moe && (c->rules & ER_EDP_ONE) && z.edp > 1)
+    refuse(d, c, p, ED_EP, "the engine shards experts over every rank of an instance (edp must be 1)", z, moe);
+  else if (moe && (c->rules & ER_EP_ALL_OR_NONE) && z.v[ED_EP] > 1 && z.v[ED_ETP] > 1)
+    refuse(d, c, p, ED_ETP, "experts are either tp-sharded (ep 1) or expert-parallel over all ranks (etp 1)",
+           z, moe);
+}
+
+static const char *pd_name(PdRule r) {
+  static const char *const n[] = {"any", "equal", "decode-multiple", "unverified"};
+  return n[r];
+}
+
+/* One prefill/decode pair for one dimension (tp or pp) under rule r. */
+static void check_pd_dim(Diags *d, const EngineCaps *c, const PoolSpec *pre, const PoolSpec *dec,
+                         EngineDim dim, PdRule r) {
+  int64_t a = dim == ED_TP ? pre->tp.v : pre->pp.v, b = dim == ED_TP ? dec->tp.v : dec->pp.v;
+  if (a == b || r == PD_ANY) return;
+  const char *dn = engine_dim_name(dim), *pn = pre->name.v ? pre->name.v : "?";
+  const char *qn = dec->name.v ? dec->name.v : "?";
+  if (r == PD_UNVERIFIED) {
+    Diag *g = diag_at(d, DIAG_W0701, dim_loc(dec, dim),
+                      "engine `%s` %s: no source read for its entry establishes a decode %s %lld (pool `%s`) "
+                      "against a prefill %s %lld (pool `%s`)",
+                      engine_name(c->engine), c->version, dn, (long long)b, qn, dn, (long long)a, pn);
+    diag_help(g, "verify it on the engine before launching, or use %s %lld in pool `%s`", dn, (long long)a, qn);
+    return;
+  }
+  if (r == PD_DECODE_MULTIPLE && b % a == 0) return;
+  Diag *g = diag_at(d, DIAG_E0704, dim_loc(dec, dim),
+                    "engine `%s` %s cannot move KV from prefill %s %lld (pool `%s`) to decode %s %lld (pool `%s`): "
+                    "it needs %s",
+                    engine_name(c->engine), c->version, dn, (long long)a, pn, dn, (long long)b, qn,
+                    r == PD_EQUAL ? "equal sizes" : "a decode size that is a multiple of the prefill size");
+  diag_help(g, "the nearest layout it runs: %s %lld in pool `%s`%s", dn,
+            (long long)(r == PD_EQUAL || b < a ? a : b / a * a), qn,
+            r == PD_EQUAL || b < a ? "" : " (or raise the decode size to a multiple)");
+  diag_note(g, "rule `pd.%s: %s` of %s (its line names the source)", dn, pd_name(r), c->file);
+}
+
+/* Prefill and decode pools against the entry's `pd:` rules. */
+static void check_pd(Diags *d, const EngineCaps *c, const DeploymentSpec *dep) {
+  for (size_t i = 0; i < dep->npools; i++) {
+    if (dep->pools[i].role.v != ROLE_PREFILL) continue;
+    for (size_t j = 0; j < dep->npools; j++) {
+      if (dep->pools[j].role.v != ROLE_DECODE) continue;
+      check_pd_dim(d, c, &dep->pools[i], &dep->pools[j], ED_TP, c->pd_tp);
+      check_pd_dim(d, c, &dep->pools[i], &dep->pools[j], ED_PP, c->pd_pp);
+    }
+  }
+}
+
+static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
+  const char *dt = dtype_name((DType)s->model.dtype.kv_cache.v);
+  const char *word = engine_kv(c->kv_dtypes, c->nkv_dtypes, dt);
+  if (word && strcmp(word, "auto") == 0 && s->model.dtype.kv_cache.v != s->model.dtype.activations.v) {
+    Diag *g = diag_at(d, DIAG_E0705, s->model.dtype.loc,
+                      "engine `%s` %s keeps a `%s` KV cache only as `auto`, the model's dtype, but the "
+                      "activations are `%s`",
+                      engine_name(c->engine), c->version, dt,
+                      dtype_name((DType)s->model.dtype.activations.v));
+    diag_help(g, "use kv_cache `%s` (the activations' dtype)", dtype_name((DType)s->model.dtype.activations.v));
+  } else if (!word) {
+    Diag *g = diag_at(d, DIAG_E0705, s->model.dtype.loc, "engine `%s` %s has no KV cache dtype for `%s`",
+                      engine_name(c->engine), c->version, dt);
+    StrBuf sb;
+    sb_init(&sb);
+    for (size_t i = 0; i < c->nkv_dtypes; i++) sb_printf(&sb, "%s%s", i ? ", " : "", c->kv_dtypes[i].key);
+    diag_help(g, "kv_cache dtypes it runs: %s", sb.buf);
+    sb_free(&sb);
+  }
+  const SStr *t = &s->serving.kv_transfer;
+  if (t->set && !engine_kv(c->kv_transfer, c->nkv_transfer, t->v)) {
+    Diag *g = diag_at(d, DIAG_E0706, t->loc, "engine `%s` %s has no KV transfer backend `%s`",
+                      engine_name(c->engine), c->version, t->v);
+    StrBuf sb;
+    sb_init(&sb);
+    for (size_t i = 0; i < c->nkv_transfer; i++) sb_printf(&sb, "%s%s", i ? ", " : "", c->kv_transfer[i].key);
+    diag_help(g, "its backends: %s (default %s)", sb.buf, c->kv_transfer_default);
+    sb_free(&sb);
+  }
+}
+
+static void check_hostnames(Diags *d, const HardwareSpec *h) {
+  if (h->hostnames.set && h->hostname_pattern.set) {
+    Diag *g = diag_at(d, DIAG_E0707, h->hostname_pattern.loc,
+                      "`hardware.hostnames` and `hardware.hostname_pattern` are both given");
+    diag_help(g, "keep one of the two");
+    return;
+  }
+  if (h->hostnames.set && (int64_t)h->hostnames.len != h->nodes.v) {
+    Diag *g = diag_at(d, DIAG_E0707, h->hostnames.loc,
+                      "`hardware.hostnames` lists %zu host names, the cluster has %lld nodes", h->hostnames.len,
+                      (long long)h->nodes.v);
+    diag_help(g, "give one host name per node, in node order");
+  }
+  for (size_t i = 0; h->hostnames.set && i < h->hostnames.len; i++) {
+    const char *v = h->hostnames.items[i].v;
+    if (!*v || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != strlen(v)) {
+      Diag *g = diag_at(d, DIAG_E0707, h->hostnames.items[i].loc, "`%s` is not a host name", v);
+      diag_help(g, "host names hold letters, digits, `.` and `-` only (RFC 1123)");
+    }
+  }
+  const char *pat = h->hostname_pattern.v;
+  if (h->hostname_pattern.set) {
+    const char *at = strstr(pat, "{n}");
+    bool chars = at && strspn(pat, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-{}n") ==
+                           strlen(pat);
+    if (!at || strstr(at + 3, "{n}") || !chars || strchr(at + 3, '{') ||
+        (strchr(pat, '{') != at)) {
+      Diag *g = diag_at(d, DIAG_E0707, h->hostname_pattern.loc,
+                        "`%s` is not a host name pattern: expected one `{n}` among letters, digits, `.` and `-`",
+                        pat);
+      diag_help(g, "write e.g. `gpu-{n}.cluster` (node 0 is gpu-0.cluster)");
+    }
+  }
+}
+
+void engine_check(Diags *d, const Spec *s) {
+  check_hostnames(d, &s->hardware);
+  const DeploymentSpec *dep = &s->deployment;
+  Engine e = (Engine)dep->engine.v;
+  if (e == ENGINE_GENERIC) {
+    if (dep->engine_version.set) {
+      Diag *g = diag_at(d, DIAG_E0701, dep->engine_version.loc, "engine `generic` has no versions");
+      diag_help(g, "drop `version`, or name an engine: vllm, sglang or trtllm");
+    }
+    return;
+  }
+  char *err = NULL;
+  bool none = false;
+  EngineCaps *c = engine_caps_load(s->catalog_dir, e, dep->engine_version.v, &err, &none);
+  if (!c) {
+    Diag *g = diag_at(d, none ? DIAG_E0701 : DIAG_E0702,
+                      dep->engine_version.set ? dep->engine_version.loc : dep->engine.loc, "engine `%s`%s%s: %s",
+                      engine_name(e), dep->engine_version.set ? " " : "",
+                      dep->engine_version.set ? dep->engine_version.v : "", err);
+    diag_help(g, none ? "name a version the catalog has, or add an entry (docs/engines.md, \"Adding an entry\")"
+                      : "fix the catalog entry (docs/engines.md, \"The catalog format\")");
+    free(err);
+    return;
+  }
+  for (size_t i = 0; i < dep->npools; i++) check_pool(d, c, &dep->pools[i], s->model.moe.present);
+  check_pd(d, c, dep);
+  check_kv(d, c, s);
+  engine_caps_free(c);
+}

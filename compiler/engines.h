@@ -1,0 +1,93 @@
+/*
+ * engines.h: the engine capability matrix (plans/catalog/engines/, one
+ * YAML file per engine and version range; docs/engines.md) and the rules
+ * that refuse what an engine cannot run.
+ *
+ * engine_catalog.c reads an entry into EngineCaps (it is a front-end
+ * reader, like the presets of parse.c); engines.c checks a Spec against it
+ * (`check` and `compile` call engine_check from validate_spec) and answers
+ * the emitters' questions (flag spellings, KV dtype and transfer names).
+ * The generic engine has no entry and no rules: engine_check does nothing
+ * for it.
+ */
+#ifndef RANKPLAN_ENGINES_H
+#define RANKPLAN_ENGINES_H
+
+#include "spec.h"
+
+/* The parallel dimensions of a pool, in the catalog's `dims:` order. */
+typedef enum { ED_TP, ED_PP, ED_DP, ED_EP, ED_ETP, ED_CP, ED_DCP, ED__COUNT } EngineDim;
+const char *engine_dim_name(EngineDim d);
+
+/* Named layout rules an entry may list under `rules:` (docs/engines.md):
+ *  ER_EDP_ONE        MoE pools: the expert groups span the instance
+ *                    (edp = 1): the engine shards experts over all of an
+ *                    instance's tp x dp ranks;
+ *  ER_EP_ALL_OR_NONE MoE pools: ep = 1 (experts sharded by tp) or etp = 1
+ *                    (one expert-parallel group of every rank), nothing
+ *                    between;
+ *  ER_DP_NEEDS_TP1   MoE pools: dp > 1 (attention data parallel) only with
+ *                    tp = 1;
+ *  ER_DCP_DIVIDES_TP dcp divides tp (dcp regroups the tp ranks);
+ *  ER_DP_MOE_ONLY    dp > 1 only for MoE models (the engine's dp inside an
+ *                    instance is attention data parallelism; a dense
+ *                    model's dp is more replicas). */
+enum { ER_EDP_ONE = 1, ER_EP_ALL_OR_NONE = 2, ER_DP_NEEDS_TP1 = 4, ER_DCP_DIVIDES_TP = 8, ER_DP_MOE_ONLY = 16 };
+
+/* What an engine allows between a prefill and a decode pool's tp (or pp):
+ * any sizes, equal sizes, a decode size that is a multiple of the prefill
+ * size, or nothing established (a warning, W0701). */
+typedef enum { PD_ANY, PD_EQUAL, PD_DECODE_MULTIPLE, PD_UNVERIFIED } PdRule;
+
+typedef struct {
+  char *key, *value;
+} EngineKV;
+
+typedef struct {
+  bool roles[3];  /* PoolRole: whether a size above 1 runs in that role */
+  char *flag;     /* the engine's spelling, NULL when it has none */
+} EngineDimCaps;
+
+typedef struct EngineCaps {
+  char *file;           /* the entry as shown in messages */
+  Engine engine;
+  char *version;        /* the entry's version name ("0.11") */
+  char *min, *below;    /* the releases it covers, min <= v < below; NULL:
+                           only `version` itself */
+  char *source;         /* where its facts were read */
+  char *command;        /* the launch command ("vllm serve") */
+  EngineDimCaps dim[ED__COUNT];
+  unsigned rules;       /* ER_* */
+  char *layer_split;    /* how its loader splits layers over pp (partition.c) */
+  PdRule pd_tp, pd_pp;  /* prefill against decode pools */
+  size_t nkv_dtypes, nkv_transfer, nflags;
+  EngineKV *kv_dtypes;  /* rankplan dtype -> the engine's --kv-cache-dtype word */
+  EngineKV *kv_transfer;/* transfer name -> the engine's connector/backend word */
+  char *kv_transfer_default;
+  EngineKV *flags;      /* rankplan term -> the engine's flag */
+} EngineCaps;
+
+/* Reads the entry of engine e covering version (NULL: the entry with the
+ * newest `version`) from catalog_dir/engines/. Returns NULL with *err
+ * (malloc'd) naming the problem: no entry covers the version (*no_entry
+ * true), or a file is unreadable or invalid. */
+EngineCaps *engine_caps_load(const char *catalog_dir, Engine e, const char *version,
+                             char **err, bool *no_entry);
+void engine_caps_free(EngineCaps *c);
+
+/* The value of key in a table of n pairs, or NULL. */
+const char *engine_kv(const EngineKV *t, size_t n, const char *key);
+/* The engine's flag for a rankplan term ("port", "tp", ...), or NULL. */
+const char *engine_flag(const EngineCaps *c, const char *term);
+
+/* Compares dotted version strings numerically, segment by segment. */
+int engine_version_cmp(const char *a, const char *b);
+
+/* `check`/`compile`: refuses pools the engine of s cannot run (E0703,
+ * E0704), KV dtypes and transfer backends it lacks (E0705, E0706), a
+ * missing catalog entry (E0701, E0702) and host names that do not match
+ * the nodes (E0707); warns where the entry does not establish what a
+ * prefill/decode pair needs (W0701). Nothing for the generic engine but the host names. */
+void engine_check(Diags *d, const Spec *s);
+
+#endif

@@ -1,0 +1,21 @@
+#!/bin/bash
+# starts every node's processes over ssh (SSH overrides the command)
+# Written by rankplan from plan d318284559c882a3... (docs/engines.md); edit the plan, not this file.
+set -euo pipefail
+host_0=${RANKPLAN_HOST_0:-gpu-0.cluster.internal}
+host_1=${RANKPLAN_HOST_1:-gpu-1.cluster.internal}
+host_2=${RANKPLAN_HOST_2:-gpu-2.cluster.internal}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dir=${RANKPLAN_DIR:-$here}
+ssh=${SSH:-ssh}
+env_args=( "RANKPLAN_HOST_0=${host_0}" "RANKPLAN_HOST_1=${host_1}" "RANKPLAN_HOST_2=${host_2}" "RANKPLAN_LOG_DIR=${RANKPLAN_LOG_DIR:-$dir}")
+
+printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/node-0.sh"
+"$ssh" "${host_0}" "$cmd" &
+printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/node-1.sh"
+"$ssh" "${host_1}" "$cmd" &
+printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/node-2.sh"
+"$ssh" "${host_2}" "$cmd" &
+printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/router.sh"
+"$ssh" "${host_0}" "$cmd" &
+wait

@@ -1,0 +1,15 @@
+#!/bin/bash
+# starts every node's processes over ssh (SSH overrides the command)
+# Written by rankplan from plan 1a67cb1700e2c5cb... (docs/engines.md); edit the plan, not this file.
+set -euo pipefail
+host_0=${RANKPLAN_HOST_0:-node-0}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dir=${RANKPLAN_DIR:-$here}
+ssh=${SSH:-ssh}
+env_args=( "RANKPLAN_HOST_0=${host_0}" "RANKPLAN_LOG_DIR=${RANKPLAN_LOG_DIR:-$dir}")
+
+printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/node-0.sh"
+"$ssh" "${host_0}" "$cmd" &
+printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/router.sh"
+"$ssh" "${host_0}" "$cmd" &
+wait

@@ -1,0 +1,541 @@
+#!/usr/bin/env python3
+"""Launch targets end to end (docs/engines.md): `rankplan emit` and
+`compile --emit` for every example spec that names an engine, and every
+target.
+
+For each emitted directory:
+  - every script passes `bash -n` and shellcheck;
+  - every engine and router flag exists in the fixture of that engine
+    version's argument parser (tests/engines/fixtures/, each citing the
+    source file and commit it was read from); every YAML key exists in the
+    fixture of TensorRT-LLM's LLM API and proxy config;
+  - read back against the plan: each command's CUDA_VISIBLE_DEVICES are
+    the devices of exactly one instance's ranks on that node, every rank is
+    started once, and the instance's GPU count, node count, parallel sizes
+    and memory fraction in the command are the plan's;
+  - no port is used twice on a node;
+  - manifest.json lists every file with its size and SHA-256, and every
+    instance's endpoint;
+  - the bytes equal the goldens in tests/engines/golden/ (whole files for
+    the small examples, the manifest, which holds every file's digest, for
+    the large one); `--update` rewrites them.
+Also: determinism, the output directory rules, and refusals.
+"""
+import glob
+import hashlib
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+import yaml
+
+RP = os.path.abspath(os.environ["RANKPLAN"])
+SRC = os.environ["SRCROOT"]
+EX = os.path.join(SRC, "plans", "examples")
+HERE = os.path.join(SRC, "tests", "engines")
+FIX = os.path.join(HERE, "fixtures")
+GOLDEN = os.path.join(HERE, "golden")
+UPDATE = "--update" in sys.argv
+fails = 0
+SHELLCHECK = shutil.which("shellcheck")
+
+
+def check(cond, what, detail=""):
+    global fails
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        fails += 1
+        if detail:
+            print("     " + str(detail)[:3000])
+
+
+def run(*args, cwd=None):
+    return subprocess.run([RP, *args], capture_output=True, text=True, cwd=cwd, timeout=600,
+                          env=dict(os.environ, NO_COLOR="1"))
+
+
+def fixture(name):
+    with open(os.path.join(FIX, name)) as f:
+        return {l.strip() for l in f if l.strip() and not l.startswith("#")}
+
+
+ENGINE_FLAGS = {"vllm": fixture("vllm-0.11.flags"), "sglang": fixture("sglang-001067f.flags"),
+                "trtllm": fixture("trtllm-00209af.flags")}
+ROUTER_FLAGS = {"vllm": fixture("vllm-toy-proxy.flags"), "sglang": fixture("sglang-router.flags"),
+                "trtllm": fixture("trtllm-00209af.flags")}
+YAML_KEYS = fixture("trtllm-00209af.yaml-keys")
+with open(os.path.join(FIX, "lws-v0.10.0.schema.json")) as f:
+    LWS = jsonschema.Draft7Validator(json.load(f))
+SWITCHES = {"--enable-expert-parallel", "--headless", "--enable-dp-attention", "--pd-disaggregation"}
+TARGETS = {"vllm": ["vllm", "shell", "slurm"], "sglang": ["sglang", "shell", "slurm"],
+           "trtllm": ["trtllm", "shell", "slurm"]}
+SMALL = {"llama-3.1-8b-pd-1node", "llama-3.1-70b-pd-vllm", "deepseek-v3-pd", "deepseek-v3-pd-trtllm"}
+
+
+# ---- reading scripts back ------------------------------------------------------
+
+def logical_lines(text):
+    out, cur = [], ""
+    for line in text.splitlines():
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        cur += line
+        if cur.strip() and not cur.lstrip().startswith("#"):
+            out.append(cur)
+        cur = ""
+    return out
+
+
+class Cmd:
+    """One command: its environment, program words and flags."""
+
+    def __init__(self, words, env):
+        self.env = dict(env)
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            k, v = words.pop(0).split("=", 1)
+            self.env[k] = v
+        self.words = []
+        for w in words:
+            if w in ("&", "2>&1") or w.startswith(">"):
+                break
+            self.words.append(w)
+        self.flags = {}
+        self.args = []
+        i = 0
+        while i < len(self.words):
+            w = self.words[i]
+            if w == "-m" and i + 1 < len(self.words):  # python3 -m MODULE: part of the program
+                self.args += self.words[i:i + 2]
+                i += 2
+            elif w.startswith("-") and not w.lstrip("-").isdigit() and i > 0:
+                vals = []
+                j = i + 1
+                while w not in SWITCHES and j < len(self.words) and not self.words[j].startswith("-"):
+                    vals.append(self.words[j])
+                    j += 1
+                    if w not in ("--prefill", "--prefiller-hosts", "--prefiller-ports", "--decoder-hosts",
+                                 "--decoder-ports", "--decode", "-H"):
+                        break
+                self.flags.setdefault(w, []).append(vals)
+                i = j
+            else:
+                self.args.append(w)
+                i += 1
+
+    def one(self, flag):
+        v = self.flags.get(flag)
+        return v[0][0] if v and v[0] else None
+
+    def kind(self):
+        a = " ".join(self.args)
+        if self.args[:2] == ["vllm", "serve"]:
+            return "vllm"
+        if "sglang.launch_server" in a:
+            return "sglang"
+        if "sglang_router.launch_router" in a or "toy_proxy_server.py" in a or "disaggregated" in self.args:
+            return "router"
+        if self.args and self.args[0] == "mpirun":
+            return "mpirun"
+        if self.args and self.args[0] == "trtllm-serve":
+            return "trtllm"
+        if self.args[:2] == ["ray", "start"]:
+            return "ray"
+        return None
+
+
+def commands(text):
+    env, out = {}, []
+    for line in logical_lines(text):
+        words = shlex.split(line)
+        if not words:
+            continue
+        if words[0] == "export":
+            for w in words[1:]:
+                k, v = w.split("=", 1)
+                env[k] = v
+            continue
+        c = Cmd(words, env)
+        if c.kind():
+            out.append(c)
+    return out
+
+
+def host_node(word):
+    """'${host_3}' (or '${host_3}:8' / 'http://${host_3}:80') -> 3."""
+    i = word.index("${host_") + len("${host_")
+    return int(word[i:word.index("}", i)])
+
+
+# ---- the plan's view --------------------------------------------------------------
+
+def floor4(x):
+    return math.floor(x * 10000) / 10000
+
+
+def plan_view(plan):
+    """Ranks by (pool index, instance), and the (pool index, instance) of each (node, device)."""
+    index = {p["name"]: i for i, p in enumerate(plan["pools"])}
+    inst = {}
+    for r in plan["ranks"]:
+        inst.setdefault((index[r["pool"]], r["instance"]), []).append(r)
+    owner = {(r["node"], r["device"]): (index[r["pool"]], r["instance"]) for r in plan["ranks"]}
+    return inst, owner
+
+
+def pool_fraction(plan, pool, kind):
+    p = plan["pools"][pool]
+    best = 2.0
+    for r in plan["ranks"][p["ranks"][0]:p["ranks"][1]]:
+        m = r["memory"]
+        if kind == "static":
+            f = (m["weights"] + m["kv_cache"]) / m["capacity"]
+        else:
+            f = m["kv_cache"] / (m["capacity"] - m["weights"] - m["activations"] - m["workspace"])
+        best = min(best, floor4(f))
+    return best
+
+
+def check_instance_flags(name, plan, c, pool, inst_ranks, nodes_of):
+    """The sizes, node count and memory fraction in command c against the plan."""
+    L, p = plan["launch"], plan["pools"][pool]
+    tp, pp, dp, ep = p["tp"], p["pp"], p["dp"], p["ep"]
+    moe, eng, bad = L["moe"], L["engine"], []
+    want = {}
+    if eng == "vllm":
+        want = {"--tensor-parallel-size": tp, "--pipeline-parallel-size": pp, "--data-parallel-size": dp,
+                "--gpu-memory-utilization": L["gpu_memory_utilization"], "--block-size": L["kv_block"],
+                "--max-model-len": L["max_model_len"]}
+        if ("--enable-expert-parallel" in c.flags) != (moe and ep > 1):
+            bad.append("--enable-expert-parallel")
+        if "--data-parallel-size-local" in c.flags:
+            local = int(c.one("--data-parallel-size-local"))
+            if local * tp * pp != len(c.env["CUDA_VISIBLE_DEVICES"].split(",")):
+                bad.append("--data-parallel-size-local x tp x pp is not the GPUs on the node")
+    elif eng == "sglang":
+        want = {"--tp-size": tp * dp if moe and dp > 1 else tp, "--pp-size": pp, "--dp-size": dp,
+                "--mem-fraction-static": pool_fraction(plan, pool, "static"), "--page-size": L["kv_block"],
+                "--context-length": L["max_model_len"], "--nnodes": nodes_of if nodes_of > 1 else None}
+        if moe:
+            want["--ep-size"] = ep
+    else:
+        want = {"--tp_size": tp * dp, "--pp_size": pp, "--max_seq_len": L["max_model_len"],
+                "--kv_cache_free_gpu_memory_fraction": pool_fraction(plan, pool, "kv_free"),
+                "--gpus_per_node": len(inst_ranks) // nodes_of}
+        if moe:
+            want["--ep_size"] = ep
+    for flag, v in want.items():
+        got = c.one(flag)
+        if v is None:
+            if got is not None:
+                bad.append(f"{flag} {got}, expected none")
+        elif got is None or float(got) != float(v):
+            bad.append(f"{flag} {got}, expected {v}")
+    check(not bad, f"{name}: pool {p['name']} instance: sizes, nodes and memory fraction are the plan's", bad)
+
+
+def check_ports(name, per_node):
+    dup = {n: [x for x in set(ps) if ps.count(x) > 1] for n, ps in per_node.items()}
+    dup = {n: d for n, d in dup.items() if d}
+    check(not dup, f"{name}: no port is used twice on a node", dup)
+
+
+def node_ports(c, size):
+    ports = []
+    for f in ("--port", "--nccl-port", "--data-parallel-rpc-port", "--disaggregation-bootstrap-port"):
+        if c.one(f) and not ("--headless" in c.flags and f == "--port"):
+            ports.append(int(c.one(f)))
+    if "VLLM_NIXL_SIDE_CHANNEL_PORT" in c.env:
+        b = int(c.env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
+        ports += list(range(b, b + size))
+    return ports
+
+
+def read_back(name, plan, d):
+    """Every command of every node script against the plan."""
+    inst, owner = plan_view(plan)
+    L = plan["launch"]
+    started = {}
+    ports = {}
+    for script in sorted(glob.glob(os.path.join(d, "node-*.sh"))):
+        node = int(os.path.basename(script)[5:-3])
+        cmds = commands(open(script).read())
+        bad_flags = [f for c in cmds if c.kind() in ("vllm", "sglang", "trtllm", "mpirun")
+                     for f in c.flags if f not in ENGINE_FLAGS[L["engine"]] and c.kind() != "mpirun"]
+        bad_flags += [f for c in cmds if c.kind() == "mpirun" for f in c.flags
+                      if f not in ENGINE_FLAGS["trtllm"] and f not in ("-np", "-x", "-H")]
+        check(not bad_flags, f"{name}: node {node}: every engine flag is in the {L['engine']} parser fixture", bad_flags)
+        for c in cmds:
+            if c.kind() == "router" or "CUDA_VISIBLE_DEVICES" not in c.env:
+                continue
+            devs = [int(x) for x in c.env["CUDA_VISIBLE_DEVICES"].split(",")]
+            owners = {owner.get((node, dv)) for dv in devs}
+            check(len(owners) == 1 and None not in owners and len(devs) == len(set(devs)),
+                  f"{name}: node {node}: the devices of one command are one instance's", (devs, owners))
+            if len(owners) != 1 or None in owners:
+                continue
+            key = owners.pop()
+            on_node = [r for r in inst[key] if r["node"] == node]
+            check(sorted(devs) == sorted(r["device"] for r in on_node),
+                  f"{name}: node {node}: CUDA_VISIBLE_DEVICES are all of the instance's devices there", devs)
+            nodes_of = len({r["node"] for r in inst[key]})
+            if c.kind() == "mpirun":
+                hosts = c.flags["-H"][0][0].split(",")
+                check(int(c.one("-np")) == len(inst[key]) and len(hosts) == nodes_of,
+                      f"{name}: mpirun starts the instance's {len(inst[key])} ranks on its {nodes_of} nodes", hosts)
+                for h in hosts:
+                    n, cnt = host_node(h), int(h.rsplit(":", 1)[1])
+                    for r in inst[key]:
+                        if r["node"] == n:
+                            started[r["rank"]] = started.get(r["rank"], 0) + 1
+                    check(cnt == sum(1 for r in inst[key] if r["node"] == n), f"{name}: mpirun -H {h} is the plan's count")
+            else:
+                for r in on_node:
+                    started[r["rank"]] = started.get(r["rank"], 0) + 1
+            if c.kind() in ("vllm", "sglang", "trtllm", "mpirun"):
+                check_instance_flags(name, plan, c, key[0], inst[key], nodes_of)
+            ports.setdefault(node, []).extend(node_ports(c, plan["pools"][key[0]]["instance_size"]))
+    check(sorted(started) == list(range(plan["world_size"])) and set(started.values()) <= {1},
+          f"{name}: every one of the {plan['world_size']} ranks is started exactly once",
+          [r for r in range(plan["world_size"]) if started.get(r) != 1][:10])
+    return ports
+
+
+def check_router(name, plan, d, ports, manifest):
+    r = manifest["router"]
+    pools = plan["pools"]
+    disagg = any(p["role"] == "prefill" for p in pools)
+    check((r is not None) == disagg and os.path.exists(os.path.join(d, "router.sh")) == disagg,
+          f"{name}: a router exactly for a disaggregated plan")
+    if not disagg:
+        return
+    ports.setdefault(r["node"], []).append(r["port"])
+    eng = plan["launch"]["engine"]
+    cmds = commands(open(os.path.join(d, "router.sh")).read())
+    check(len(cmds) == 1 and all(f in ROUTER_FLAGS[eng] for f in cmds[0].flags),
+          f"{name}: router flags are in the router's parser fixture", cmds[0].flags if cmds else None)
+    ends = {(e["role"], e["host"], e["port"]) for e in manifest["endpoints"]}
+    pre = sum(p["replicas"] for p in pools if p["role"] == "prefill")
+    dec = sum(p["replicas"] for p in pools if p["role"] == "decode")
+    if eng == "trtllm":
+        y = yaml.safe_load(open(os.path.join(d, "disagg.yaml")))
+        got = (y["context_servers"]["num_instances"], y["generation_servers"]["num_instances"], y["port"])
+        urls = {("prefill",) + tuple(u.split(":")) for u in y["context_servers"]["urls"]}
+        urls |= {("decode",) + tuple(u.split(":")) for u in y["generation_servers"]["urls"]}
+        check(got == (pre, dec, r["port"]) and urls == {(a, b, str(c)) for a, b, c in ends},
+              f"{name}: disagg.yaml lists every context and generation server", y)
+    elif eng == "sglang":
+        c = cmds[0]
+        check(len(c.flags["--prefill"]) == pre and len(c.flags["--decode"]) == dec and int(c.one("--port")) == r["port"],
+              f"{name}: the router lists {pre} prefill and {dec} decode servers", c.flags)
+    else:
+        c = cmds[0]
+        check(len(c.flags["--prefiller-ports"][0]) == pre and len(c.flags["--decoder-ports"][0]) == dec,
+              f"{name}: the proxy lists {pre} prefillers and {dec} decoders", c.flags)
+
+
+def check_yaml(name, plan, d):
+    for f in sorted(glob.glob(os.path.join(d, "*.yaml"))):
+        y = yaml.safe_load(open(f))
+        keys = set()
+
+        def walk(o, pre=""):
+            for k, v in o.items():
+                keys.add(pre + k)
+                if isinstance(v, dict):
+                    walk(v, pre + k + ".")
+        walk(y)
+        check(keys <= YAML_KEYS, f"{name}: {os.path.basename(f)}: every key is in the LLM API fixture", keys - YAML_KEYS)
+        if os.path.basename(f).startswith("trtllm-"):
+            check(y["kv_cache_config"]["tokens_per_block"] == plan["launch"]["kv_block"],
+                  f"{name}: {os.path.basename(f)}: tokens_per_block is the plan's kv_block")
+
+
+def check_manifest(name, plan, d):
+    m = json.load(open(os.path.join(d, "manifest.json")))
+    files = sorted(x for x in os.listdir(d) if x != "manifest.json")
+    listed = [f["path"] for f in m["files"]]
+    ok = listed == files
+    for f in m["files"]:
+        data = open(os.path.join(d, f["path"]), "rb").read()
+        ok = ok and f["bytes"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest()
+        ok = ok and (os.stat(os.path.join(d, f["path"])).st_mode & 0o111 != 0) == (f["mode"] == "0755")
+    check(ok, f"{name}: manifest.json lists every file with its size, digest and mode", (listed, files))
+    check(len(m["endpoints"]) == sum(p["replicas"] for p in plan["pools"]) and m["nodes"] == len(plan["nodes"]),
+          f"{name}: manifest.json has one endpoint per instance")
+    return m
+
+
+def check_shell(name, d):
+    files = sorted(glob.glob(os.path.join(d, "*.sh")) + glob.glob(os.path.join(d, "*.sbatch")))
+    bad = [f for f in files if subprocess.run(["bash", "-n", f], capture_output=True).returncode != 0]
+    check(not bad, f"{name}: {len(files)} scripts pass bash -n", bad)
+    check(SHELLCHECK is not None, "shellcheck is installed (Makefile DEB_PKGS)")
+    if SHELLCHECK:
+        p = subprocess.run([SHELLCHECK, "-S", "style", *files], capture_output=True, text=True)
+        check(p.returncode == 0, f"{name}: {len(files)} scripts pass shellcheck", p.stdout)
+
+
+def check_golden(name, target, d):
+    g = os.path.join(GOLDEN, name, target)
+    # whole files for the small examples' engine targets; else the manifest
+    # (every file's digest) and the job script itself
+    if (name in SMALL and target not in ("shell", "slurm")) or target == "k8s":
+        names = sorted(os.listdir(d))
+    else:
+        names = sorted(n for n in os.listdir(d) if n in ("manifest.json", "launch.sh", "job.sbatch"))
+    if UPDATE:
+        shutil.rmtree(g, ignore_errors=True)
+        os.makedirs(g)
+        for n in names:
+            shutil.copyfile(os.path.join(d, n), os.path.join(g, n))
+    want = sorted(os.listdir(g)) if os.path.isdir(g) else []
+    same = want == names and all(open(os.path.join(d, n), "rb").read() == open(os.path.join(g, n), "rb").read()
+                                 for n in names)
+    check(same, f"{name}: {target} files equal the goldens (run with --update after an intended change)")
+
+
+def check_k8s(name, plan, d):
+    """k8s.yaml: each LeaderWorkerSet valid against the LWS CRD schema and
+    its sizes the plan's; each command's flags in the fixture and its sizes
+    the plan's; each Service on the leader's HTTP port."""
+    docs = [x for x in yaml.safe_load_all(open(os.path.join(d, "k8s.yaml"))) if x]
+    inst, _ = plan_view(plan)
+    L = plan["launch"]
+    lws = {x["metadata"]["name"]: x for x in docs if x["kind"] == "LeaderWorkerSet"}
+    svc = {x["metadata"]["name"]: x for x in docs if x["kind"] == "Service"}
+    check(len(lws) == len(plan["pools"]) == len(svc), f"{name}: one LeaderWorkerSet and one Service per pool")
+    for pi, p in enumerate(plan["pools"]):
+        x = lws.get("rankplan-" + p["name"])
+        if not x:
+            continue
+        errs = [e.message for e in LWS.iter_errors(x)]
+        check(not errs, f"{name}: LeaderWorkerSet {p['name']} is valid against the LWS v0.10.0 CRD schema", errs[:3])
+        bad = dict(x, spec=dict(x["spec"], replicas="two"))
+        check(any(True for _ in LWS.iter_errors(bad)), f"{name}: the schema refuses a damaged LeaderWorkerSet")
+        nodes = sorted({r["node"] for r in inst[(pi, 0)]})
+        per = len(inst[(pi, 0)]) // len(nodes)
+        t = x["spec"]["leaderWorkerTemplate"]
+        tmpls = [t[k] for k in ("leaderTemplate", "workerTemplate") if k in t]
+        gpus = {c["resources"]["limits"]["nvidia.com/gpu"] for tm in tmpls for c in tm["spec"]["containers"]}
+        images = {c["image"] for tm in tmpls for c in tm["spec"]["containers"]}
+        check(x["spec"]["replicas"] == p["replicas"] and t["size"] == len(nodes) and gpus == {per}
+              and images == {L["image"]}, f"{name}: pool {p['name']}: replicas, group size, GPUs per pod and image "
+              "are the plan's", (x["spec"]["replicas"], t["size"], gpus))
+        for tm in tmpls:
+            text = tm["spec"]["containers"][0]["args"][0]
+            cmds = [c for c in commands(text) if c.kind() in ("vllm", "sglang", "trtllm")]
+            for c in cmds:
+                bad_flags = [f for f in c.flags if f not in ENGINE_FLAGS[L["engine"]]]
+                check(not bad_flags, f"{name}: pool {p['name']}: every flag in the pod command is in the fixture", bad_flags)
+                check_instance_flags(name, plan, c, pi, inst[(pi, 0)], len(nodes))
+                if tm is tmpls[0] and c.one("--port"):
+                    s = svc["rankplan-" + p["name"]]["spec"]
+                    check(s["ports"][0]["port"] == int(c.one("--port")) and
+                          s["selector"]["leaderworkerset.sigs.k8s.io/name"] == "rankplan-" + p["name"],
+                          f"{name}: pool {p['name']}: the Service points at the leaders' HTTP port")
+
+
+def emit_example(tmp, spec):
+    name = os.path.basename(spec)[:-5]
+    plan_path = os.path.join(EX, name + ".plan.json")
+    plan = json.load(open(plan_path))
+    if "launch" not in plan:
+        return False
+    multi_trt = plan["launch"]["engine"] == "trtllm" and any(
+        len({r["node"] for r in plan["ranks"] if r["pool"] == p["name"] and r["instance"] == 0}) > 1
+        for p in plan["pools"])
+    k8s = ["k8s"] if plan["launch"]["image"] and not multi_trt else []
+    for target in TARGETS[plan["launch"]["engine"]] + k8s:
+        d = os.path.join(tmp, f"{name}.{target}")
+        p = run("emit", plan_path, "--target", target, "-o", d)
+        check(p.returncode == 0, f"{name}: emit --target {target}", p.stderr)
+        if p.returncode:
+            continue
+        if target == "k8s":
+            check_manifest(f"{name}/{target}", plan, d)
+            check_k8s(f"{name}/{target}", plan, d)
+            check_golden(name, target, d)
+            continue
+        check_shell(f"{name}/{target}", d)
+        m = check_manifest(f"{name}/{target}", plan, d)
+        ports = read_back(f"{name}/{target}", plan, d)
+        check_router(f"{name}/{target}", plan, d, ports, m)
+        check_ports(f"{name}/{target}", ports)
+        check_yaml(f"{name}/{target}", plan, d)
+        check_golden(name, target, d)
+        again = os.path.join(tmp, f"{name}.{target}.again")
+        run("emit", plan_path, "--target", target, "-o", again)
+        check(all(open(os.path.join(d, f), "rb").read() == open(os.path.join(again, f), "rb").read()
+                  for f in os.listdir(d)) and sorted(os.listdir(d)) == sorted(os.listdir(again)),
+              f"{name}/{target}: the same plan gives the same bytes")
+    return True
+
+
+def directory_rules(tmp):
+    plan = os.path.join(EX, "llama-3.1-8b-pd-1node.plan.json")
+    d = os.path.join(tmp, "rules")
+    os.makedirs(os.path.join(d, "keep"))
+    open(os.path.join(d, "keep", "x"), "w").write("x")
+    p = run("emit", plan, "-t", "vllm", "-o", os.path.join(d, "keep"))
+    check(p.returncode == 2 and "neither empty nor an earlier emit output" in p.stderr
+          and os.listdir(os.path.join(d, "keep")) == ["x"], "an unrelated directory is refused and left alone", p.stderr)
+    out = os.path.join(d, "out")
+    check(run("emit", plan, "-t", "vllm", "-o", out).returncode == 0, "emit into a new directory")
+    p = run("emit", plan, "-t", "shell", "-o", out)
+    check(p.returncode == 0 and "launch.sh" in os.listdir(out), "an earlier emit output is replaced", p.stderr)
+    check(sorted(x for x in os.listdir(d) if x.startswith(".")) == [], "no temporary directory is left", os.listdir(d))
+    open(os.path.join(d, "file"), "w").write("x")
+    check(run("emit", plan, "-t", "vllm", "-o", os.path.join(d, "file")).returncode == 2, "a file as -o is refused")
+
+
+def refusals(tmp):
+    generic = os.path.join(EX, "llama-3.1-70b-pd.plan.json")
+    p = run("emit", generic, "-t", "vllm", "-o", os.path.join(tmp, "g"))
+    check(p.returncode == 1 and "no `launch` key" in p.stderr, "a generic-engine plan is refused (exit 1)", p.stderr)
+    p = run("emit", os.path.join(EX, "deepseek-v3-pd.plan.json"), "-t", "vllm", "-o", os.path.join(tmp, "w"))
+    check(p.returncode == 1 and "another engine" in p.stderr, "another engine's target is refused", p.stderr)
+    p = run("emit", os.path.join(EX, "deepseek-v3-pd.plan.json"), "-t", "k9s", "-o", os.path.join(tmp, "w"))
+    check(p.returncode == 2 and "unknown target" in p.stderr, "an unknown target is a usage error", p.stderr)
+    p = run("emit", os.path.join(EX, "deepseek-v3-pd.plan.json"), "-o", os.path.join(tmp, "w"))
+    check(p.returncode == 2 and "--target" in p.stderr, "a missing --target is a usage error", p.stderr)
+    check(run("emit", "--help").returncode == 0 and "targets:" in run("emit", "--help").stdout, "emit --help")
+    p = run("emit", os.path.join(EX, "deepseek-v3-pd-trtllm.plan.json"), "-t", "k8s", "-o", os.path.join(tmp, "k"))
+    check(p.returncode == 1 and "launch.image is null" in p.stderr, "k8s without deployment.image is refused", p.stderr)
+    split = os.path.join(tmp, "split")
+    run("compile", os.path.join(EX, "deepseek-v3-pd.yaml"), "-o", os.path.join(tmp, "whole.json"),
+        "--split-by-node", split)
+    p = run("emit", os.path.join(split, "node-0.plan.json"), "-t", "sglang", "-o", os.path.join(tmp, "s"))
+    check(p.returncode == 1 and "--split-by-node" in p.stderr, "a node file is refused", p.stderr)
+    # compile --emit: the plan and the files at once; E0708 without a source
+    d = os.path.join(tmp, "ce")
+    p = run("compile", os.path.join(EX, "llama-3.1-70b-pd-vllm.yaml"), "--emit", "vllm", "-o", d)
+    ok = p.returncode == 0 and os.path.exists(os.path.join(d, "plan.json"))
+    check(ok and open(os.path.join(d, "plan.json"), "rb").read() ==
+          open(os.path.join(EX, "llama-3.1-70b-pd-vllm.plan.json"), "rb").read(),
+          "compile --emit writes the golden plan as plan.json beside the launch files", p.stderr)
+    nosrc = os.path.join(tmp, "nosrc.yaml")
+    open(nosrc, "w").write(open(os.path.join(EX, "llama-3.1-70b-pd-vllm.yaml")).read().replace(
+        "  source: meta-llama/Llama-3.1-70B-Instruct\n", ""))
+    p = run("compile", nosrc, "--emit", "shell", "-o", os.path.join(tmp, "ns"))
+    check(p.returncode == 1 and "E0708" in p.stderr and "model.source" in p.stderr and not os.path.exists(
+        os.path.join(tmp, "ns")), "compile --emit without model.source is E0708 and writes nothing", p.stderr)
+    check(not [x for x in os.listdir(tmp) if x.startswith(".rankplan-plan-")], "compile --emit leaves no temporary plan")
+
+
+tmp = tempfile.mkdtemp(prefix="rankplan-emit-")
+try:
+    n = sum(emit_example(tmp, s) for s in sorted(glob.glob(os.path.join(EX, "*.yaml"))))
+    check(n >= 5, f"at least five examples name an engine ({n})")
+    directory_rules(tmp)
+    refusals(tmp)
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+print(f"{'FAIL' if fails else 'ok'}: {fails} failed")
+sys.exit(1 if fails else 0)
