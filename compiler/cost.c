@@ -280,6 +280,7 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->tin = s->workload.input_tokens.v;
   m->tout = s->workload.output_tokens.v;
   m->rate = s->workload.rate.set ? s->workload.rate.v : 0.0;
+  m->concurrency = s->workload.concurrency.set ? (double)s->workload.concurrency.v : 0.0;
   m->slo_ttft = s->slo.ttft.v;
   m->slo_tpot = s->slo.tpot.v;
   if (!st.ok) {
@@ -489,7 +490,13 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
     send = (double)S / (double)l->cp * h * act / cost_link_bw(m, c) + cost_link_lat(m, c);
     out->comm_pp = (double)(l->pp - 1) * send;
   }
-  double work = out->compute + (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp + out->comm_ep);
+  /* Roofline over the whole request: every stage reads its weights once
+   * (the heaviest stage's bytes, pp times). */
+  int64_t wgpu = cost_weight_bytes_gpu(m, l);
+  if (wgpu < 0) return false;
+  out->memory = (double)wgpu * (double)l->pp / (m->hbm_bw * m->k.hbm_efficiency);
+  double work = fmax(out->compute, out->memory) +
+                (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp + out->comm_ep);
   out->latency = work + out->comm_pp;
   double frac = (double)cost_stage_layers(m, l->pp, NULL) / L;
   out->stage = l->pp > 1 ? work * frac + send : work;
@@ -577,6 +584,7 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   }
   dl.comm = tp_comm;
   ml.comm = tp_comm;
+  out->comm_tp = ((double)m->n_dense + (double)m->n_moe) * tp_comm;
   if (m->moe && l->ep > 1) {
     double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k;
     ml.comm += 2.0 * cost_all_to_all(bytes, l->ep, p->ep_bw, p->ep_lat);
@@ -604,8 +612,11 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   out->memory = t_mem + lm_bytes / bw;
   out->compute = t_cmp + lm_flops / pk;
   out->comm = nd * dl.comm + nm * ml.comm + (double)(l->pp - 1) * send;
+  out->comm_pp = (double)(l->pp - 1) * send;
+  out->comm_ep = nm * (ml.comm - tp_comm);
+  out->overhead = (double)l->pp * m->k.step_overhead_s;
   out->memory_bound = out->memory >= out->compute;
-  out->tpot = t_layers + t_lm + (double)l->pp * m->k.step_overhead_s + (double)(l->pp - 1) * send;
+  out->tpot = t_layers + t_lm + out->overhead + out->comm_pp;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
   out->flops_gpu = cost_ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
@@ -835,11 +846,11 @@ static void cost__finish(const CostModel *m, const CostDeploy *dp, CostDeployEva
   out->goodput_gpu = out->feasible ? out->tok_s / (double)out->gpus : 0.0;
 }
 
-bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+/* The deployment at an offered open-loop load (req/s; 0: the most it
+ * serves). */
+static void cost__eval_at(const CostModel *m, const CostDeploy *dp, double offered,
+                          CostDeployEval *out) {
   memset(out, 0, sizeof *out);
-  if (dp->npools < 1 || dp->npools > 2 || dp->replicas[0] < 1 ||
-      (dp->npools == 2 && dp->replicas[1] < 1))
-    return false;
   cost_deploy_rates(m, dp, &out->rates);
   const CostInstance *a = dp->inst[0], *d = dp->inst[dp->npools - 1];
   double x = (double)dp->replicas[0], y = (double)dp->replicas[dp->npools - 1];
@@ -848,8 +859,8 @@ bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *
     out->prefill_limited = x * out->rates.r[0] <= y * out->rates.r[1];
     served = fmin(served, y * out->rates.r[1]);
   }
-  if (m->rate > 0 && m->rate <= served) {
-    served = m->rate;
+  if (offered > 0 && offered <= served) {
+    served = offered;
     out->load_served = true;
   }
   out->served = served;
@@ -862,6 +873,83 @@ bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *
   double up = dp->npools == 2 ? 0.0 : served / x / a->pre.mu;
   cost__little(m, d, served / y, up, out);
   cost__finish(m, dp, out);
+}
+
+/* Requests one request cycle holds by Little's law at the evaluated
+ * load: served * (TTFT + T_out * TPOT). */
+static double cost__in_flight(const CostModel *m, const CostDeployEval *e) {
+  return e->served * (e->ttft + (double)m->tout * e->tpot);
+}
+
+/* Closed loop at N = m->concurrency requests in flight (docs/cost-model.md,
+ * "Closed loop"): the served rate R solves R * (TTFT(R) + T_out TPOT(R))
+ * = N, found by bisection on [0, the most the pools serve] (the left side
+ * grows with R). When even the most leaves requests over, the pools run at
+ * their most and the rest wait: TTFT = N / R - T_out TPOT. */
+static void cost__closed_loop(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+  double n = m->concurrency;
+  cost__eval_at(m, dp, 0.0, out);
+  if (!(out->served > 0) || !isfinite(out->tpot)) return;
+  if (cost__in_flight(m, out) <= n) {
+    out->ttft = fmax(out->ttft, n / out->served - (double)m->tout * out->tpot);
+    out->queue = out->ttft - dp->inst[0]->pre.latency - out->rates.kv_transfer;
+    cost__finish(m, dp, out);
+    return;
+  }
+  double lo = 0.0, hi = out->served;
+  for (int i = 0; i < 48; i++) { /* 2^-48 of the range: far below print precision */
+    double mid = 0.5 * (lo + hi);
+    cost__eval_at(m, dp, mid, out);
+    if (cost__in_flight(m, out) <= n) lo = mid;
+    else hi = mid;
+  }
+  cost__eval_at(m, dp, lo > 0 ? lo : hi, out);
+}
+
+bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+  memset(out, 0, sizeof *out);
+  if (dp->npools < 1 || dp->npools > 2 || dp->replicas[0] < 1 ||
+      (dp->npools == 2 && dp->replicas[1] < 1))
+    return false;
+  if (m->concurrency > 0) cost__closed_loop(m, dp, out);
+  else cost__eval_at(m, dp, m->rate, out);
+  return true;
+}
+
+/* ---- per-phase figures ------------------------------------------------------ */
+
+bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDeployEval *ev,
+                      CostPoolPhases *out) {
+  memset(out, 0, sizeof *out);
+  double gpus = (double)cost_layout_gpus(&in->lay);
+  if (!(gpus > 0)) return false;
+  if (in->role != ROLE_DECODE) {
+    CostPhase *p = &out->prefill;
+    out->has_prefill = true;
+    p->time = in->pre.latency;
+    p->tok_s_gpu = in->pre.tok_s_gpu;
+    p->compute = in->pre.compute;
+    p->hbm = in->pre.memory;
+    p->comm[COST_COMM_TP] = in->pre.comm_tp;
+    p->comm[COST_COMM_CP] = in->pre.comm_cp;
+    p->comm[COST_COMM_EP] = in->pre.comm_ep;
+    p->comm[COST_COMM_PP] = in->pre.comm_pp;
+  }
+  if (in->role == ROLE_PREFILL) return true;
+  CostDecode dc;
+  out->max_batch = in->batch;
+  out->batch_used = ev->batch > 0 ? ev->batch : in->batch;
+  if (!cost_decode_step(m, &in->lay, out->batch_used, cost_decode_ctx(m), &dc)) return false;
+  CostPhase *p = &out->decode;
+  out->has_decode = true;
+  p->time = dc.tpot;
+  p->tok_s_gpu = (double)out->batch_used / dc.tpot / gpus;
+  p->compute = dc.compute;
+  p->hbm = dc.memory;
+  p->overhead = dc.overhead;
+  p->comm[COST_COMM_TP] = dc.comm_tp;
+  p->comm[COST_COMM_EP] = dc.comm_ep;
+  p->comm[COST_COMM_PP] = dc.comm_pp;
   return true;
 }
 

@@ -120,6 +120,7 @@ typedef struct {
   /* workload and SLOs */
   int64_t tin, tout;
   double rate;                     /* req/s, 0 when not given */
+  double concurrency;              /* requests in flight (closed loop), 0 when not given */
   double slo_ttft, slo_tpot;       /* s */
   CostConsts k;
   SrcLoc loc;                      /* where to report model-wide problems */
@@ -168,6 +169,7 @@ typedef struct {
   double mu;           /* requests/s one instance completes (dp per stage time) */
   double tok_s_gpu;    /* input tokens/s per GPU */
   double compute, comm_tp, comm_cp, comm_ep, comm_pp; /* s, per request, all stages */
+  double memory;       /* s, the stage's weights read once from HBM (all stages) */
   double cp_imbalance; /* max/mean attention work over cp ranks (zigzag: 1) */
 } CostPrefill;
 bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out);
@@ -177,6 +179,8 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out);
 typedef struct {
   double tpot;        /* s: the stages add up, plus pp boundary sends */
   double compute, memory, comm; /* s, summed over the stages */
+  double comm_tp, comm_ep, comm_pp; /* s, comm by group kind (tp includes dcp) */
+  double overhead;    /* s, the per-step engine overhead of all stages */
   int64_t bytes_gpu;  /* HBM bytes one GPU reads per step of its stage */
   int64_t flops_gpu;  /* FLOPs one GPU runs per step of its stage */
   bool memory_bound;  /* roofline: bytes time >= FLOPs time */
@@ -278,12 +282,36 @@ typedef struct {
   double queue, ttft, tpot; /* s */
   int64_t batch;        /* decode requests per instance at the served load */
   int64_t gpus;         /* all instances */
-  bool load_served;     /* m->rate > 0 and served == m->rate */
+  bool load_served;     /* m->rate > 0 and served == m->rate; or m->concurrency >
+                         * 0 and the pools serve the closed loop below their most */
   bool prefill_limited; /* disaggregated: x r_p <= y r_d */
   bool feasible;        /* TTFT and TPOT within the SLOs */
   double goodput_gpu;   /* tok_s / gpus when feasible, else 0 */
 } CostDeployEval;
 bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out);
+
+/* Communication kinds of the per-phase split (the plan's order, plan.h). */
+typedef enum { COST_COMM_TP, COST_COMM_CP, COST_COMM_EP, COST_COMM_PP, COST_COMM__N } CostCommKind;
+
+/* One phase of one pool's instance (docs/plan.md, "estimates"): its time
+ * (prefill: one request's latency; decode: one step at the batch used),
+ * tokens/s per GPU, and the time split into compute, HBM reads and
+ * communication by group kind. */
+typedef struct {
+  double time, tok_s_gpu, compute, hbm, overhead;
+  double comm[COST_COMM__N];
+} CostPhase;
+
+/* The per-phase figures of one pool of an evaluated deployment: prefill
+ * for prefill and both pools, decode for decode and both pools at the
+ * batch in flight (ev->batch), and the batch to configure (B). */
+typedef struct {
+  bool has_prefill, has_decode;
+  CostPhase prefill, decode;
+  int64_t batch_used, max_batch;
+} CostPoolPhases;
+bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDeployEval *ev,
+                      CostPoolPhases *out);
 
 /* M/D/1 queue (Poisson arrivals, deterministic service at rate mu):
  * Pollaczek-Khinchine mean wait Wq = rho / (2 mu (1 - rho)). Infinity when

@@ -543,8 +543,55 @@ static void emit_groups(StrBuf *sb, const Layout *L, const EmitNames *E, int32_t
   fb_puts(sb, first ? "],\n" : "\n  ],\n");
 }
 
+/* One phase of a pool's estimates (docs/plan.md, "estimates"). */
+static void emit_phase(StrBuf *sb, const PlanPhaseEst *p, bool decode, const PlanPoolEst *e) {
+  if (decode) {
+    PUTS("{\"batch\":");
+    put_i64(sb, e->batch);
+    PUTS(",\"step_ms\":");
+  } else {
+    PUTS("{\"time_ms\":");
+  }
+  put_double(sb, p->time_ms);
+  fb_puts(sb, decode ? ",\"output_tok_s_per_gpu\":" : ",\"input_tok_s_per_gpu\":");
+  put_double(sb, p->tok_s_per_gpu);
+  PUTS(",\"compute_ms\":");
+  put_double(sb, p->compute_ms);
+  PUTS(",\"hbm_ms\":");
+  put_double(sb, p->hbm_ms);
+  PUTS(",\"overhead_ms\":");
+  put_double(sb, p->overhead_ms);
+  PUTS(",\"comm_ms\":{");
+  for (int k = 0; k < PEC__COUNT; k++) {
+    sb_printf(sb, "%s\"%s\":", k ? "," : "", plan_est_comm_name((PlanEstComm)k));
+    put_double(sb, p->comm_ms[k]);
+  }
+  PUTS("}}");
+}
+
+/* estimates.pools[]: per pool, its phases and the batch to configure. */
+static void emit_est_pools(StrBuf *sb, const Layout *L, const PlanEstimates *est) {
+  PUTS(",\"pools\":[");
+  for (size_t i = 0; i < est->npools; i++) {
+    const PlanPoolEst *e = &est->pools[i];
+    fb_puts(sb, i ? ",{\"pool\":" : "{\"pool\":");
+    put_str(sb, L->pools[e->pool].name);
+    PUTS(",\"prefill\":");
+    if (e->has_prefill) emit_phase(sb, &e->prefill, false, e);
+    else PUTS("null");
+    PUTS(",\"decode\":");
+    if (e->has_decode) emit_phase(sb, &e->decode, true, e);
+    else PUTS("null");
+    PUTS(",\"max_batch\":");
+    if (e->has_decode) put_i64(sb, e->max_batch);
+    else PUTS("null");
+    PUTS("}");
+  }
+  PUTS("]");
+}
+
 /* estimates and the warnings and notes (errors stop the compile). */
-static void emit_tail(StrBuf *sb, const Diags *d, const PlanEstimates *est) {
+static void emit_tail(StrBuf *sb, const Diags *d, const Layout *L, const PlanEstimates *est) {
   PUTS("  \"estimates\": ");
   if (est && est->has) {
     PUTS("{\"ttft_ms\":");
@@ -555,6 +602,7 @@ static void emit_tail(StrBuf *sb, const Diags *d, const PlanEstimates *est) {
     put_double(sb, est->throughput_tok_s);
     PUTS(",\"goodput_tok_s_per_gpu\":");
     put_double(sb, est->goodput_tok_s_per_gpu);
+    emit_est_pools(sb, L, est);
     PUTS("}");
   } else {
     PUTS("null");
@@ -605,7 +653,7 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
   emit_ranks(sb, s, L, &E, node, x, sink);
   emit_groups(sb, L, &E, node, x, sink);
   fb_puts(sb, kv);
-  emit_tail(sb, d, est);
+  emit_tail(sb, d, L, est);
   emit_names_free(&E);
   if (sink) {
     sink_flush(sb, sink);

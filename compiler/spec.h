@@ -88,7 +88,8 @@ typedef struct {
 typedef struct {
   SrcLoc loc;
   SInt input_tokens, output_tokens;
-  SNum rate;           /* req/s; optional */
+  SNum rate;           /* req/s; optional (open loop: Poisson arrivals) */
+  SInt concurrency;    /* requests in flight; optional (closed loop); not with rate */
 } WorkloadSpec;
 
 typedef struct {
