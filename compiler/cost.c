@@ -173,6 +173,38 @@ int64_t cost_ceil_i64(double x) {
   return c > 0 ? (int64_t)c : 0;
 }
 
+/* Activation quantisation block: one fp32 scale per 128 channels of a
+ * token (DeepSeek-V3 technical report, section 3.3.2, fine-grained
+ * quantisation: 1x128 tiles for activations; DeepEP's fp8 dispatch sends
+ * the same per-token scales). */
+#define COST_ACT_QUANT_BLOCK 128
+#define COST_ACT_SCALE_BYTES 4
+
+/* Bytes of one token's hidden vector of h elements in dtype d, with the
+ * scales a 1-byte dtype carries. */
+static double cost__moe_tok_bytes(int64_t h, DType d) {
+  int64_t num, den;
+  model_dtype_size(d, &num, &den);
+  double b = (double)h * (double)num / (double)den;
+  if (num == den && num == 1)
+    b += (double)cost__cdiv(h, COST_ACT_QUANT_BLOCK) * COST_ACT_SCALE_BYTES;
+  return b;
+}
+
+/* The MoE shape, routing and dispatch/combine bytes of model ms. */
+static void cost__moe_init(const ModelSpec *ms, CostModel *m) {
+  m->experts = ms->moe.experts.v;
+  m->top_k = ms->moe.top_k.v;
+  m->expert_ffn_size = ms->moe.expert_intermediate_size.v;
+  m->route_groups = ms->moe.groups.set ? ms->moe.groups.v : 0;
+  m->route_group_top_k = ms->moe.group_top_k.set ? ms->moe.group_top_k.v : 0;
+  DType act = (DType)ms->dtype.activations.v;
+  m->dispatch_bytes = cost__moe_tok_bytes(
+      ms->hidden_size.v, ms->moe.dispatch_dtype.set ? (DType)ms->moe.dispatch_dtype.v : act);
+  m->combine_bytes = cost__moe_tok_bytes(
+      ms->hidden_size.v, ms->moe.combine_dtype.set ? (DType)ms->moe.combine_dtype.v : act);
+}
+
 bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
   memset(m, 0, sizeof *m);
   m->k = *k;
@@ -195,11 +227,7 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->kv_heads = model_kv_heads(ms);
   m->head_dim = model_head_dim(ms);
   m->dense_ffn_size = ms->ffn.intermediate_size.v;
-  if (m->moe) {
-    m->experts = ms->moe.experts.v;
-    m->top_k = ms->moe.top_k.v;
-    m->expert_ffn_size = ms->moe.expert_intermediate_size.v;
-  }
+  if (m->moe) cost__moe_init(ms, m);
   m->attn_params = mp.attn.total;
   m->dense_ffn_params = mp.dense_ffn;
   m->expert_params = mp.expert;
@@ -429,6 +457,82 @@ int64_t cost_batch_memory(const CostModel *m, const CostLayout *l) {
   return ckm(&st, l->dp, f / req);
 }
 
+/* ---- MoE ------------------------------------------------------------------ */
+
+/* Expected distinct bins of n that k uniform picks hit: n (1 - (1-1/n)^k). */
+static double cost__bins_hit(double n, double k) {
+  return n <= 1.0 ? 1.0 : n * (1.0 - pow(1.0 - 1.0 / n, k));
+}
+
+/* The most nodes a token reaches: all of them, or under group-limited
+ * routing top-groups groups of experts, each spanning ceil(nodes/groups)
+ * nodes (experts laid out contiguously over the ep ranks). */
+static double cost__node_cap(const CostModel *m, int64_t nodes) {
+  if (m->route_groups < 1 || m->route_group_top_k < 1) return (double)nodes;
+  int64_t per = cost__cdiv(nodes, m->route_groups);
+  int64_t cap = m->route_group_top_k * (per > 0 ? per : 1);
+  return (double)(cap < nodes ? cap : nodes);
+}
+
+void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEpComm *out) {
+  memset(out, 0, sizeof *out);
+  if (!m->moe || l->ep <= 1 || !(tokens > 0)) return;
+  double k = (double)m->top_k, ep = (double)l->ep;
+  int64_t span = l->ep * l->etp;
+  int64_t nodes = span <= m->domain ? 1 : cost__cdiv(span, m->domain);
+  /* distinct destination GPUs other than this one: ep - 1 others, each
+   * hit with probability 1 - (1 - 1/ep)^k */
+  out->gpus = (ep - 1.0) / ep * cost__bins_hit(ep, k);
+  out->nodes = fmin(cost__bins_hit((double)nodes, k), cost__node_cap(m, nodes));
+  out->remote_nodes = out->nodes * (double)(nodes - 1) / (double)nodes;
+  double per_tok = m->dispatch_bytes + m->combine_bytes;
+  out->bytes_up = tokens * out->gpus * per_tok * m->k.expert_imbalance;
+  out->bytes_out = tokens * out->remote_nodes * per_tok * m->k.expert_imbalance;
+  double up_bw = cost_link_bw(m, LINK_SCALE_UP), out_bw = cost_link_bw(m, LINK_SCALE_OUT);
+  if (nodes == 1) {
+    LinkClass c = cost_link_class(m, span);
+    out->time = out->bytes_up / cost_link_bw(m, c) + 2.0 * cost_link_lat(m, c);
+    return;
+  }
+  if (m->domain <= 1) { /* one GPU per node: every copy crosses scale-out */
+    out->bytes_up = 0.0;
+    out->time = out->bytes_out / out_bw + 2.0 * cost_link_lat(m, LINK_SCALE_OUT);
+    return;
+  }
+  /* Dispatch and combine each overlap their scale-up forwarding with the
+   * scale-out transfer (DeepSeek-V3 report, section 3.2.2). */
+  double t_up = out->bytes_up / up_bw, t_out = out->bytes_out / out_bw;
+  out->time = fmax(t_up, t_out) + 2.0 * cost_link_lat(m, LINK_SCALE_OUT);
+}
+
+double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens) {
+  if (!m->moe || local < 1 || tokens < 1) return 0.0;
+  double x = cost_experts_touched(m->experts, m->top_k, local, tokens);
+  if (!(x > 0)) return 0.0;
+  /* tokens reaching this rank's experts, spread over the touched ones */
+  double mine = (double)tokens * (double)m->top_k * (double)local / (double)m->experts;
+  double per = mine / x * m->k.expert_imbalance;
+  return x * ceil(per / COST_GEMM_M_ALIGN) * COST_GEMM_M_ALIGN;
+}
+
+/* Experts sharded over etp ranks that hold the same tokens (activations
+ * replicated, as a dense FFN over tp): one all-reduce of the layer's
+ * output, `tokens` hidden vectors. When the etp group is the tp group, the
+ * tp all-reduce after the FFN is that one already. */
+static double cost__etp_allreduce(const CostModel *m, const CostLayout *l, double tokens) {
+  if (!m->moe || l->etp <= 1 || l->etp == l->tp) return 0.0;
+  LinkClass c = cost_link_class(m, l->ep * l->etp);
+  double bytes = tokens * (double)m->hidden * (double)m->act_bytes;
+  return cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, c), cost_link_lat(m, c));
+}
+
+/* Work w with communication c of which a share ov runs behind w (two
+ * micro-batches: one computes while the other communicates): the hidden
+ * part costs nothing while w lasts. */
+static double cost__overlap(double w, double c, double ov) {
+  return fmax(w, ov * c) + (1.0 - ov) * c;
+}
+
 /* ---- prefill -------------------------------------------------------------- */
 
 /* docs/cost-model.md, "Prefill": linear FLOPs 2 * active params per token,
@@ -441,16 +545,22 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   int64_t S = m->tin;
   int64_t tpcp = ckm(&st, l->tp, l->cp);
   int64_t f_dense = ckm(&st, 2, cka(&st, m->attn_params, m->dense_ffn_params));
-  int64_t f_moe = ckm(&st, 2, cka(&st, cka(&st, m->attn_params, m->shared_params),
-                                  cka(&st, ckm(&st, m->top_k, m->expert_params), m->router_params)));
+  /* MoE layers without the routed experts, which run as a grouped GEMM
+   * (cost_expert_rows) over the tokens of the dp ranks' requests. */
+  int64_t f_moe = ckm(&st, 2, cka(&st, cka(&st, m->attn_params, m->shared_params), m->router_params));
   int64_t lin = cka(&st, ckm(&st, m->n_dense, f_dense), ckm(&st, m->n_moe, f_moe));
   lin = ckm(&st, lin, S);
   int64_t pairs = ckm(&st, S, S + 1) / 2;
   int64_t attn = ckm(&st, ckm(&st, pairs, m->attn_pair_flops_prefill), m->layers);
   int64_t lm = ckm(&st, 2, m->lm_params); /* logits of the last token only */
+  /* One copy of the experts spans ep * etp of the instance's tp*cp*dp
+   * ranks and serves their share of the dp requests' tokens. */
+  int64_t group_tokens = cost__cdiv(ckm(&st, ckm(&st, S, l->ep), l->etp), tpcp);
   if (!st.ok) return false;
   double imb = cost_cp_imbalance(l->cp, true);
-  double flops_rank = (double)lin / (double)tpcp + (double)attn * imb / (double)tpcp +
+  double rows = cost_expert_rows(m, cost__cdiv(m->experts, l->ep), group_tokens);
+  double f_exp = (double)m->n_moe * 2.0 * rows * (double)m->expert_params / (double)l->etp;
+  double flops_rank = (double)lin / (double)tpcp + f_exp + (double)attn * imb / (double)tpcp +
                       (double)lm / (double)l->tp;
   out->cp_imbalance = imb;
   out->compute = flops_rank / (m->peak_flops * m->k.mfu_prefill);
@@ -467,22 +577,9 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
     double chunk = (double)S / (double)l->cp * (double)kvr;
     out->comm_cp = L * (double)(l->cp - 1) * (chunk / cost_link_bw(m, c) + cost_link_lat(m, c));
   }
-  if (m->moe && l->ep > 1) {
-    LinkClass c = cost_link_class(m, l->ep * l->etp);
-    double bytes = (double)S / (double)tpcp * h * act * (double)m->top_k;
-    out->comm_ep = (double)m->n_moe * 2.0 *
-                   cost_all_to_all(bytes, l->ep, cost_link_bw(m, c), cost_link_lat(m, c));
-  }
-  if (m->moe && l->etp > 1) {
-    /* Expert tp: each etp rank holds 1/etp of every local expert's FFN, so
-     * the group's routed tokens are gathered before the expert GEMMs and
-     * the partial outputs reduce-scattered after, one all-reduce of the
-     * gathered buffer per MoE layer. */
-    LinkClass c = cost_link_class(m, l->ep * l->etp);
-    double bytes = (double)S / (double)tpcp * h * act * (double)m->top_k * (double)l->etp;
-    out->comm_ep += (double)m->n_moe *
-                    cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, c), cost_link_lat(m, c));
-  }
+  CostEpComm ec;
+  cost_ep_comm(m, l, (double)S / (double)tpcp, &ec);
+  out->comm_ep = (double)m->n_moe * (ec.time + cost__etp_allreduce(m, l, (double)S / (double)l->cp));
   int64_t gpus = cost_layout_gpus(l);
   double send = 0.0;
   if (l->pp > 1) {
@@ -495,8 +592,8 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   int64_t wgpu = cost_weight_bytes_gpu(m, l);
   if (wgpu < 0) return false;
   out->memory = (double)wgpu * (double)l->pp / (m->hbm_bw * m->k.hbm_efficiency);
-  double work = fmax(out->compute, out->memory) +
-                (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp + out->comm_ep);
+  double work = cost__overlap(fmax(out->compute, out->memory), out->comm_ep, m->k.ep_overlap) +
+                (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp);
   out->latency = work + out->comm_pp;
   double frac = (double)cost_stage_layers(m, l->pp, NULL) / L;
   out->stage = l->pp > 1 ? work * frac + send : work;
@@ -535,15 +632,37 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
   LinkClass lc = cost_link_class(m, l->tp);
   p->tp_bw = cost_link_bw(m, lc);
   p->tp_lat = cost_link_lat(m, lc);
-  lc = cost_link_class(m, l->ep * l->etp);
-  p->ep_bw = cost_link_bw(m, lc);
-  p->ep_lat = cost_link_lat(m, lc);
   if (l->pp > 1) {
     lc = cost_link_class(m, cost_layout_gpus(l));
     p->pp_bw = cost_link_bw(m, lc);
     p->pp_lat = cost_link_lat(m, lc);
   }
   p->lm_bytes = (double)cost__cdiv(m->b_lm, l->tp);
+  return true;
+}
+
+/* One MoE layer of a decode step on one GPU (docs/cost-model.md,
+ * "Decode"): the non-expert weights, the touched experts' weights and the
+ * KV; the grouped GEMM's padded rows; dispatch/combine of this rank's
+ * share of its dp rank's tokens (*ep) and, with etp, the expert
+ * all-reduce. b: the micro-batch, bdp: this dp rank's requests. */
+static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_t b, int64_t bdp,
+                             double kv_layer, int64_t attn_flops, CostLayerStep *ml, double *ep) {
+  const CostLayout *l = &p->l;
+  CkState st = {true};
+  /* one copy of the experts spans ep * etp of the tp*dp ranks */
+  int64_t group = cost__cdiv(ckm(&st, ckm(&st, b, l->ep), l->etp), p->tpdp);
+  double touched = cost_experts_touched(m->experts, m->top_k, p->local, group);
+  ml->bytes = (double)p->w_moe + touched * (double)p->w_expert + kv_layer;
+  int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
+  f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));
+  f = cka(&st, f, attn_flops);
+  if (!st.ok) return false;
+  double rows = cost_expert_rows(m, p->local, group);
+  ml->flops = (double)f + 2.0 * rows * (double)m->expert_params / (double)l->etp;
+  CostEpComm ec;
+  cost_ep_comm(m, l, (double)cost__cdiv(bdp, l->tp), &ec);
+  *ep = ec.time + cost__etp_allreduce(m, l, (double)bdp);
   return true;
 }
 
@@ -563,14 +682,9 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   CostLayerStep dl = {0}, ml = {0};
   dl.bytes = (double)p->w_dense + (double)kv_layer;
   dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, bdp), p->p_dense) / l->tp, attn_flops);
-  if (m->moe) {
-    double touched = cost_experts_touched(m->experts, m->top_k, p->local, b);
-    ml.bytes = (double)p->w_moe + touched * (double)p->w_expert + (double)kv_layer;
-    int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
-    f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));
-    f = cka(&st, f, ckm(&st, ckm(&st, ckm(&st, 2, b), m->top_k), m->expert_params) / p->tpdp);
-    ml.flops = (double)cka(&st, f, attn_flops);
-  }
+  double ep_comm = 0.0;
+  if (m->moe && !cost__decode_moe(m, p, b, bdp, (double)kv_layer, attn_flops, &ml, &ep_comm))
+    return false;
   if (!st.ok) return false;
   double act = (double)m->act_bytes, h = (double)m->hidden;
   double tp_comm = 0.0;
@@ -585,16 +699,6 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   dl.comm = tp_comm;
   ml.comm = tp_comm;
   out->comm_tp = ((double)m->n_dense + (double)m->n_moe) * tp_comm;
-  if (m->moe && l->ep > 1) {
-    double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k;
-    ml.comm += 2.0 * cost_all_to_all(bytes, l->ep, p->ep_bw, p->ep_lat);
-  }
-  if (m->moe && l->etp > 1) {
-    /* Expert tp gathers the group's routed tokens and reduce-scatters the
-     * partial outputs (the prefill comment says why). */
-    double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k * (double)l->etp;
-    ml.comm += cost_ring_allreduce(bytes, l->etp, p->ep_bw, p->ep_lat);
-  }
   double bw = m->hbm_bw * m->k.hbm_efficiency;
   double pk = m->peak_flops * m->k.mfu_decode;
   double ov = 1.0 - m->k.comm_overlap;
@@ -602,7 +706,8 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   double t_mem = nd * dl.bytes / bw + nm * ml.bytes / bw;
   double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
-                    nm * (fmax(ml.bytes / bw, ml.flops / pk) + ov * ml.comm);
+                    nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
+                                        m->k.ep_overlap) + ov * ml.comm);
   /* The logits of every sequence on the last stage (vocab split over tp). */
   double lm_bytes = p->lm_bytes;
   double lm_flops = 2.0 * (double)bdp * (double)m->lm_params / (double)l->tp;
@@ -611,9 +716,9 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   if (l->pp > 1) send = (double)bdp * h * act / p->pp_bw + p->pp_lat;
   out->memory = t_mem + lm_bytes / bw;
   out->compute = t_cmp + lm_flops / pk;
-  out->comm = nd * dl.comm + nm * ml.comm + (double)(l->pp - 1) * send;
   out->comm_pp = (double)(l->pp - 1) * send;
-  out->comm_ep = nm * (ml.comm - tp_comm);
+  out->comm_ep = nm * ep_comm;
+  out->comm = out->comm_tp + out->comm_ep + out->comm_pp;
   out->overhead = (double)l->pp * m->k.step_overhead_s;
   out->memory_bound = out->memory >= out->compute;
   out->tpot = t_layers + t_lm + out->overhead + out->comm_pp;

@@ -40,6 +40,10 @@
     "per-step latency of a scale-out collective when the spec gives none")       \
   X(comm_overlap, 0.0, 0.0, 1.0,                                                 \
     "fraction of communication time hidden behind compute")                      \
+  X(ep_overlap, 0.0, 0.0, 1.0,                                                   \
+    "fraction of MoE dispatch/combine time hidden behind compute (two micro-batches)") \
+  X(expert_imbalance, 1.0, 1.0, 64.0,                                            \
+    "tokens of the busiest ep rank over the mean (1: perfectly balanced routing)")  \
   X(step_overhead_s, 0.5e-3, 0.0, 1.0,                                           \
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
   X(max_batch_per_dp, 256, 1, 1e6,                                               \
@@ -100,6 +104,8 @@ typedef struct {
   bool moe;
   int64_t layers, n_dense, n_moe, hidden, vocab, heads, kv_heads, head_dim;
   int64_t experts, top_k;
+  int64_t route_groups, route_group_top_k; /* group-limited routing; 0: none */
+  double dispatch_bytes, combine_bytes;    /* per token, scales included */
   int64_t dense_ffn_size, expert_ffn_size; /* intermediate sizes (divisibility) */
   /* parameters (FLOPs: 2 per parameter per token) */
   int64_t attn_params, dense_ffn_params, expert_params, shared_params;
@@ -136,6 +142,27 @@ LinkClass cost_link_class(const CostModel *m, int64_t span);
  * per-step latency (s) of a link class. */
 double cost_link_bw(const CostModel *m, LinkClass c);
 double cost_link_lat(const CostModel *m, LinkClass c);
+
+/* MoE dispatch and combine of one MoE layer (docs/cost-model.md, "MoE
+ * dispatch and combine"): `tokens` tokens one rank sends to the ep group
+ * and gets back. Each token goes once to each distinct destination GPU
+ * over scale-up and once to each distinct remote node over scale-out (at
+ * most min(top_k, nodes), fewer under group-limited routing); the two
+ * links run at once, so each phase takes the slower of the two. */
+typedef struct {
+  double bytes_up, bytes_out; /* dispatch + combine, per rank */
+  double nodes, remote_nodes, gpus; /* expected destinations of one token */
+  double time;                /* s, dispatch + combine */
+} CostEpComm;
+void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEpComm *out);
+
+/* GEMM M alignment of a contiguous grouped GEMM: each expert's rows are
+ * padded to this (DeepGEMM, get_m_alignment_for_contiguous_layout()). */
+#define COST_GEMM_M_ALIGN 128
+/* Rows the grouped GEMM of one MoE layer runs on one rank holding `local`
+ * experts when the ep group routes `tokens` tokens: the experts touched
+ * times their tokens (times expert_imbalance), padded to COST_GEMM_M_ALIGN. */
+double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens);
 
 /* Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bw plus
  * 2(n-1) steps of latency. 0 when n <= 1. */
@@ -198,7 +225,7 @@ typedef struct {
   int64_t c, kvr;                      /* context tokens, KV bytes/token/layer/rank */
   int64_t w_dense, w_moe, w_expert;    /* weight bytes a GPU reads per layer */
   int64_t p_dense, p_moe, local, tpdp; /* parameters, local experts, tp*dp */
-  double tp_bw, tp_lat, ep_bw, ep_lat, pp_bw, pp_lat;
+  double tp_bw, tp_lat, pp_bw, pp_lat;
   double lm_bytes;
 } CostDecodePrep;
 bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p);

@@ -645,6 +645,31 @@ out:
 
 #define I64MAX INT64_MAX
 
+/* model.moe's group-limited routing and dispatch/combine dtypes
+ * (docs/spec.md, "model.moe"; docs/cost-model.md, "MoE dispatch and
+ * combine"). */
+static void parse_moe_routing(P *p, const YNode *moe, SrcLoc ms, ModelSpec *mo) {
+  rd_lim(p, moe, ms, "model.moe", "groups", &mo->moe.groups, false, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, "model.moe", "group_top_k", &mo->moe.group_top_k, false, 0, 1, &LIM_DIM);
+  rd_enum(p, moe, ms, "model.moe", "dispatch_dtype", &mo->moe.dispatch_dtype, false, DT_BF16,
+          dtype_names, RP_ARRAY_LEN(dtype_names));
+  rd_enum(p, moe, ms, "model.moe", "combine_dtype", &mo->moe.combine_dtype, false, DT_BF16,
+          dtype_names, RP_ARRAY_LEN(dtype_names));
+  SInt *g = &mo->moe.groups, *gk = &mo->moe.group_top_k;
+  if (gk->set && !g->set) {
+    Diag *d = diag_at(p->d, DIAG_E0102, gk->loc, "`model.moe.group_top_k` needs `model.moe.groups`");
+    diag_help(d, "give both (the model's config.json: n_group and topk_group), or neither");
+  } else if (g->set && gk->set && gk->v > g->v) {
+    diag_at(p->d, DIAG_E0105, gk->loc,
+            "`%lld` is out of range for `model.moe.group_top_k`: expected at most `groups` (%lld)",
+            (long long)gk->v, (long long)g->v);
+  } else if (g->set && mo->moe.experts.set && mo->moe.experts.v % g->v != 0) {
+    diag_at(p->d, DIAG_E0105, g->loc,
+            "`%lld` is out of range for `model.moe.groups`: it must divide the %lld experts",
+            (long long)g->v, (long long)mo->moe.experts.v);
+  }
+}
+
 static void parse_model(P *p, const YNode *root) {
   ModelSpec *mo = &p->s->model;
   SrcLoc sec;
@@ -702,7 +727,8 @@ static void parse_model(P *p, const YNode *root) {
   mo->moe.loc = ms;
   mo->moe.present = moe != NULL;
   check_keys(p, moe, "model.moe", KEYS("experts", "top_k", "shared_experts", "expert_intermediate_size",
-                                       "dense_layers", "router_bias"));
+                                       "dense_layers", "router_bias", "groups", "group_top_k",
+                                       "dispatch_dtype", "combine_dtype"));
   rd_lim(p, moe, ms, "model.moe", "experts", &mo->moe.experts, moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "top_k", &mo->moe.top_k, moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "shared_experts", &mo->moe.shared_experts, false, 0, 0, &LIM_DIM);
@@ -710,6 +736,7 @@ static void parse_model(P *p, const YNode *root) {
          moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "dense_layers", &mo->moe.dense_layers, false, 0, 0, &LIM_LAYERS);
   rd_bool(p, moe, ms, "model.moe", "router_bias", &mo->moe.router_bias, false);
+  parse_moe_routing(p, moe, ms, mo);
 
   /* ffn: required when some layer is dense */
   bool dense = !mo->moe.present || mo->moe.dense_layers.v > 0;

@@ -61,6 +61,13 @@ typedef struct {
     SInt expert_intermediate_size;
     SInt dense_layers;                    /* leading dense layers, default 0 */
     SBool router_bias;                    /* default false */
+    /* Group-limited routing (HF config n_group, topk_group): the experts
+     * form `groups` contiguous groups and a token picks its top_k from at
+     * most `group_top_k` of them. 0: unlimited. */
+    SInt groups, group_top_k;
+    /* Dtypes of the dispatched and combined activations (DType); unset:
+     * the activations' dtype. fp8/int8 dispatch carries scales. */
+    SEnum dispatch_dtype, combine_dtype;
   } moe;
   struct {
     SrcLoc loc;
