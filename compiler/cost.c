@@ -474,45 +474,68 @@ static double cost__node_cap(const CostModel *m, int64_t nodes) {
   return (double)(cap < nodes ? cap : nodes);
 }
 
-void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEpComm *out) {
+void cost_ep_rate(const CostModel *m, const CostLayout *l, CostEpRate *out) {
   memset(out, 0, sizeof *out);
-  if (!m->moe || l->ep <= 1 || !(tokens > 0)) return;
+  CostEpComm *o = &out->one;
+  if (!m->moe || l->ep <= 1) return;
   double k = (double)m->top_k, ep = (double)l->ep;
   int64_t span = l->ep * l->etp;
   int64_t nodes = span <= m->domain ? 1 : cost__cdiv(span, m->domain);
   /* distinct destination GPUs other than this one: ep - 1 others, each
    * hit with probability 1 - (1 - 1/ep)^k */
-  out->gpus = (ep - 1.0) / ep * cost__bins_hit(ep, k);
-  out->nodes = fmin(cost__bins_hit((double)nodes, k), cost__node_cap(m, nodes));
-  out->remote_nodes = out->nodes * (double)(nodes - 1) / (double)nodes;
-  double per_tok = m->dispatch_bytes + m->combine_bytes;
-  out->bytes_up = tokens * out->gpus * per_tok * m->k.expert_imbalance;
-  out->bytes_out = tokens * out->remote_nodes * per_tok * m->k.expert_imbalance;
-  double up_bw = cost_link_bw(m, LINK_SCALE_UP), out_bw = cost_link_bw(m, LINK_SCALE_OUT);
+  o->gpus = (ep - 1.0) / ep * cost__bins_hit(ep, k);
+  o->nodes = fmin(cost__bins_hit((double)nodes, k), cost__node_cap(m, nodes));
+  o->remote_nodes = o->nodes * (double)(nodes - 1) / (double)nodes;
+  double per_tok = (m->dispatch_bytes + m->combine_bytes) * m->k.expert_imbalance;
+  o->bytes_up = o->gpus * per_tok;
+  o->bytes_out = o->remote_nodes * per_tok;
   if (nodes == 1) {
     LinkClass c = cost_link_class(m, span);
-    out->time = out->bytes_up / cost_link_bw(m, c) + 2.0 * cost_link_lat(m, c);
+    o->time = o->bytes_up / cost_link_bw(m, c);
+    out->lat = 2.0 * cost_link_lat(m, c);
     return;
   }
+  out->lat = 2.0 * cost_link_lat(m, LINK_SCALE_OUT);
+  double out_t = o->bytes_out / cost_link_bw(m, LINK_SCALE_OUT);
   if (m->domain <= 1) { /* one GPU per node: every copy crosses scale-out */
-    out->bytes_up = 0.0;
-    out->time = out->bytes_out / out_bw + 2.0 * cost_link_lat(m, LINK_SCALE_OUT);
+    o->bytes_up = 0.0;
+    o->time = out_t;
     return;
   }
   /* Dispatch and combine each overlap their scale-up forwarding with the
    * scale-out transfer (DeepSeek-V3 report, section 3.2.2). */
-  double t_up = out->bytes_up / up_bw, t_out = out->bytes_out / out_bw;
-  out->time = fmax(t_up, t_out) + 2.0 * cost_link_lat(m, LINK_SCALE_OUT);
+  o->time = fmax(o->bytes_up / cost_link_bw(m, LINK_SCALE_UP), out_t);
 }
 
-double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens) {
-  if (!m->moe || local < 1 || tokens < 1) return 0.0;
-  double x = cost_experts_touched(m->experts, m->top_k, local, tokens);
+double cost_ep_time(const CostEpRate *r, double tokens) {
+  return tokens > 0 && r->one.time > 0 ? tokens * r->one.time + r->lat : 0.0;
+}
+
+void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEpComm *out) {
+  CostEpRate r;
+  cost_ep_rate(m, l, &r);
+  *out = r.one;
+  if (!(tokens > 0)) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
+  out->bytes_up *= tokens;
+  out->bytes_out *= tokens;
+  out->time = cost_ep_time(&r, tokens);
+}
+
+/* cost_expert_rows with the touched experts x already known. */
+static double cost__rows(const CostModel *m, int64_t local, int64_t tokens, double x) {
   if (!(x > 0)) return 0.0;
   /* tokens reaching this rank's experts, spread over the touched ones */
   double mine = (double)tokens * (double)m->top_k * (double)local / (double)m->experts;
   double per = mine / x * m->k.expert_imbalance;
   return x * ceil(per / COST_GEMM_M_ALIGN) * COST_GEMM_M_ALIGN;
+}
+
+double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens) {
+  if (!m->moe || local < 1 || tokens < 1) return 0.0;
+  return cost__rows(m, local, tokens, cost_experts_touched(m->experts, m->top_k, local, tokens));
 }
 
 /* Experts sharded over etp ranks that hold the same tokens (activations
@@ -627,6 +650,7 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
     p->w_expert = cost__cdiv(m->b_expert, l->etp);
     p->p_moe = cka(&st, m->attn_params, m->shared_params);
     p->tpdp = ckm(&st, l->tp, l->dp);
+    cost_ep_rate(m, l, &p->ep);
   }
   if (!st.ok) return false;
   LinkClass lc = cost_link_class(m, l->tp);
@@ -652,17 +676,15 @@ static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_
   CkState st = {true};
   /* one copy of the experts spans ep * etp of the tp*dp ranks */
   int64_t group = cost__cdiv(ckm(&st, ckm(&st, b, l->ep), l->etp), p->tpdp);
-  double touched = cost_experts_touched(m->experts, m->top_k, p->local, group);
+  double touched = group > 0 ? cost_experts_touched(m->experts, m->top_k, p->local, group) : 0.0;
   ml->bytes = (double)p->w_moe + touched * (double)p->w_expert + kv_layer;
   int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
   f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));
   f = cka(&st, f, attn_flops);
   if (!st.ok) return false;
-  double rows = cost_expert_rows(m, p->local, group);
+  double rows = cost__rows(m, p->local, group, touched);
   ml->flops = (double)f + 2.0 * rows * (double)m->expert_params / (double)l->etp;
-  CostEpComm ec;
-  cost_ep_comm(m, l, (double)cost__cdiv(bdp, l->tp), &ec);
-  *ep = ec.time + cost__etp_allreduce(m, l, (double)bdp);
+  *ep = cost_ep_time(&p->ep, (double)cost__cdiv(bdp, l->tp)) + cost__etp_allreduce(m, l, (double)bdp);
   return true;
 }
 

@@ -155,6 +155,14 @@ typedef struct {
   double time;                /* s, dispatch + combine */
 } CostEpComm;
 void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEpComm *out);
+/* cost_ep_comm is linear in the tokens: the figures of one token (time:
+ * seconds per token, lat: the fixed part), computed once per layout. */
+typedef struct {
+  CostEpComm one;  /* bytes and time of one token, without latency */
+  double lat;      /* s per dispatch + combine */
+} CostEpRate;
+void cost_ep_rate(const CostModel *m, const CostLayout *l, CostEpRate *out);
+double cost_ep_time(const CostEpRate *r, double tokens);
 
 /* GEMM M alignment of a contiguous grouped GEMM: each expert's rows are
  * padded to this (DeepGEMM, get_m_alignment_for_contiguous_layout()). */
@@ -225,6 +233,7 @@ typedef struct {
   int64_t c, kvr;                      /* context tokens, KV bytes/token/layer/rank */
   int64_t w_dense, w_moe, w_expert;    /* weight bytes a GPU reads per layer */
   int64_t p_dense, p_moe, local, tpdp; /* parameters, local experts, tp*dp */
+  CostEpRate ep;                       /* dispatch/combine per token */
   double tp_bw, tp_lat, pp_bw, pp_lat;
   double lm_bytes;
 } CostDecodePrep;
