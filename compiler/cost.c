@@ -309,6 +309,9 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->tout = s->workload.output_tokens.v;
   m->rate = s->workload.rate.set ? s->workload.rate.v : 0.0;
   m->concurrency = s->workload.concurrency.set ? (double)s->workload.concurrency.v : 0.0;
+  m->draft = s->workload.draft_tokens.set ? s->workload.draft_tokens.v : 0;
+  m->accepted = s->workload.accepted_tokens.set ? s->workload.accepted_tokens.v : 1.0;
+  m->prefix_hit = s->workload.prefix_cache_hit_rate.set ? s->workload.prefix_cache_hit_rate.v : 0.0;
   m->slo_ttft = s->slo.ttft.v;
   m->slo_tpot = s->slo.tpot.v;
   if (!st.ok) {
@@ -566,19 +569,25 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   memset(out, 0, sizeof *out);
   CkState st = {true};
   int64_t S = m->tin;
+  /* A prefix-cache hit skips the cached share of the prompt: Sn new tokens
+   * are computed, each attending to the whole prefix (docs/cost-model.md,
+   * "Prefix cache"). */
+  int64_t cached = (int64_t)floor(m->prefix_hit * (double)S);
+  if (cached > S - 1) cached = S - 1;
+  int64_t Sn = S - cached;
   int64_t tpcp = ckm(&st, l->tp, l->cp);
   int64_t f_dense = ckm(&st, 2, cka(&st, m->attn_params, m->dense_ffn_params));
   /* MoE layers without the routed experts, which run as a grouped GEMM
    * (cost_expert_rows) over the tokens of the dp ranks' requests. */
   int64_t f_moe = ckm(&st, 2, cka(&st, cka(&st, m->attn_params, m->shared_params), m->router_params));
   int64_t lin = cka(&st, ckm(&st, m->n_dense, f_dense), ckm(&st, m->n_moe, f_moe));
-  lin = ckm(&st, lin, S);
-  int64_t pairs = ckm(&st, S, S + 1) / 2;
+  lin = ckm(&st, lin, Sn);
+  int64_t pairs = ckm(&st, S, S + 1) / 2 - ckm(&st, cached, cached + 1) / 2;
   int64_t attn = ckm(&st, ckm(&st, pairs, m->attn_pair_flops_prefill), m->layers);
   int64_t lm = ckm(&st, 2, m->lm_params); /* logits of the last token only */
   /* One copy of the experts spans ep * etp of the instance's tp*cp*dp
    * ranks and serves their share of the dp requests' tokens. */
-  int64_t group_tokens = cost__cdiv(ckm(&st, ckm(&st, S, l->ep), l->etp), tpcp);
+  int64_t group_tokens = cost__cdiv(ckm(&st, ckm(&st, Sn, l->ep), l->etp), tpcp);
   if (!st.ok) return false;
   double imb = cost_cp_imbalance(l->cp, true);
   double rows = cost_expert_rows(m, cost__cdiv(m->experts, l->ep), group_tokens);
@@ -591,7 +600,7 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   double L = (double)m->layers;
   if (l->tp > 1) {
     LinkClass c = cost_link_class(m, l->tp);
-    double bytes = (double)S / (double)l->cp * h * act;
+    double bytes = (double)Sn / (double)l->cp * h * act;
     out->comm_tp = L * 2.0 * cost_ring_allreduce(bytes, l->tp, cost_link_bw(m, c), cost_link_lat(m, c));
   }
   if (l->cp > 1) {
@@ -601,13 +610,13 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
     out->comm_cp = L * (double)(l->cp - 1) * (chunk / cost_link_bw(m, c) + cost_link_lat(m, c));
   }
   CostEpComm ec;
-  cost_ep_comm(m, l, (double)S / (double)tpcp, &ec);
-  out->comm_ep = (double)m->n_moe * (ec.time + cost__etp_allreduce(m, l, (double)S / (double)l->cp));
+  cost_ep_comm(m, l, (double)Sn / (double)tpcp, &ec);
+  out->comm_ep = (double)m->n_moe * (ec.time + cost__etp_allreduce(m, l, (double)Sn / (double)l->cp));
   int64_t gpus = cost_layout_gpus(l);
   double send = 0.0;
   if (l->pp > 1) {
     LinkClass c = cost_link_class(m, gpus);
-    send = (double)S / (double)l->cp * h * act / cost_link_bw(m, c) + cost_link_lat(m, c);
+    send = (double)Sn / (double)l->cp * h * act / cost_link_bw(m, c) + cost_link_lat(m, c);
     out->comm_pp = (double)(l->pp - 1) * send;
   }
   /* Roofline over the whole request: every stage reads its weights once
@@ -695,27 +704,33 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   CkState st = {true};
   int64_t b = cost__cdiv(B, l->pp);
   int64_t bdp = cost__cdiv(b, l->dp);
+  /* Speculative decoding runs 1 + draft tokens of each request per step
+   * (docs/cost-model.md, "Speculative decoding"): tq tokens on this dp
+   * rank, over the same KV. */
+  int64_t q = 1 + m->draft;
+  int64_t tq = ckm(&st, bdp, q);
   int64_t c = p->c;
   int64_t kvr = p->kvr;
   /* KV read per layer: this dp rank's requests, their context split over
    * dcp ranks. */
   int64_t kv_layer = cost__cdiv(ckm(&st, ckm(&st, bdp, c), kvr), l->dcp);
-  int64_t attn_flops = ckm(&st, ckm(&st, bdp, c), m->attn_pair_flops_decode) / l->tp;
+  int64_t attn_flops = ckm(&st, ckm(&st, tq, c), m->attn_pair_flops_decode) / l->tp;
   CostLayerStep dl = {0}, ml = {0};
   dl.bytes = (double)p->w_dense + (double)kv_layer;
-  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, bdp), p->p_dense) / l->tp, attn_flops);
+  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, tq), p->p_dense) / l->tp, attn_flops);
   double ep_comm = 0.0;
-  if (m->moe && !cost__decode_moe(m, p, b, bdp, (double)kv_layer, attn_flops, &ml, &ep_comm))
+  if (m->moe && !cost__decode_moe(m, p, ckm(&st, b, q), tq, (double)kv_layer, attn_flops, &ml,
+                                  &ep_comm))
     return false;
   if (!st.ok) return false;
   double act = (double)m->act_bytes, h = (double)m->hidden;
   double tp_comm = 0.0;
   if (l->tp > 1)
-    tp_comm = 2.0 * cost_ring_allreduce((double)bdp * h * act, l->tp, p->tp_bw, p->tp_lat);
+    tp_comm = 2.0 * cost_ring_allreduce((double)tq * h * act, l->tp, p->tp_bw, p->tp_lat);
   if (l->dcp > 1) {
     /* dcp ranks hold different tokens of the same heads: their partial
      * attention outputs are combined with one reduction per layer. */
-    tp_comm += cost_ring_allreduce((double)bdp * h * act * (double)l->dcp / (double)l->tp,
+    tp_comm += cost_ring_allreduce((double)tq * h * act * (double)l->dcp / (double)l->tp,
                                    l->dcp, p->tp_bw, p->tp_lat);
   }
   dl.comm = tp_comm;
@@ -732,10 +747,10 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
                                         m->k.ep_overlap) + ov * ml.comm);
   /* The logits of every sequence on the last stage (vocab split over tp). */
   double lm_bytes = p->lm_bytes;
-  double lm_flops = 2.0 * (double)bdp * (double)m->lm_params / (double)l->tp;
+  double lm_flops = 2.0 * (double)tq * (double)m->lm_params / (double)l->tp;
   double t_lm = fmax(lm_bytes / bw, lm_flops / pk);
   double send = 0.0;
-  if (l->pp > 1) send = (double)bdp * h * act / p->pp_bw + p->pp_lat;
+  if (l->pp > 1) send = (double)tq * h * act / p->pp_bw + p->pp_lat;
   out->memory = t_mem + lm_bytes / bw;
   out->compute = t_cmp + lm_flops / pk;
   out->comm_pp = (double)(l->pp - 1) * send;
@@ -743,7 +758,12 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   out->comm = out->comm_tp + out->comm_ep + out->comm_pp;
   out->overhead = (double)l->pp * m->k.step_overhead_s;
   out->memory_bound = out->memory >= out->compute;
-  out->tpot = t_layers + t_lm + out->overhead + out->comm_pp;
+  /* An MTP draft is one more transformer block and the shared head per
+   * draft token (DeepSeek-V3 report, section 2.2): priced as an average
+   * layer of this step plus the logits. */
+  double draft = (double)m->draft * (t_layers / (nd + nm) + t_lm);
+  out->step = t_layers + t_lm + out->overhead + out->comm_pp + draft;
+  out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
   out->flops_gpu = cost_ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
@@ -1069,7 +1089,7 @@ bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDepl
   if (!cost_decode_step(m, &in->lay, out->batch_used, cost_decode_ctx(m), &dc)) return false;
   CostPhase *p = &out->decode;
   out->has_decode = true;
-  p->time = dc.tpot;
+  p->time = dc.step;
   p->tok_s_gpu = (double)out->batch_used / dc.tpot / gpus;
   p->compute = dc.compute;
   p->hbm = dc.memory;

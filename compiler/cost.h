@@ -127,6 +127,9 @@ typedef struct {
   int64_t tin, tout;
   double rate;                     /* req/s, 0 when not given */
   double concurrency;              /* requests in flight (closed loop), 0 when not given */
+  int64_t draft;                   /* speculative tokens proposed per step, 0: none */
+  double accepted;                 /* tokens emitted per step and request, >= 1 */
+  double prefix_hit;               /* share of the prompt found in the prefix cache */
   double slo_ttft, slo_tpot;       /* s */
   CostConsts k;
   SrcLoc loc;                      /* where to report model-wide problems */
@@ -212,7 +215,8 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out);
 /* One decode step of an instance holding B requests at mean context ctx
  * (tokens); pp micro-batches of ceil(B/pp) requests, each split over dp. */
 typedef struct {
-  double tpot;        /* s: the stages add up, plus pp boundary sends */
+  double tpot;        /* s per output token: step / accepted tokens */
+  double step;        /* s: the stages add up, plus pp boundary sends and drafts */
   double compute, memory, comm; /* s, summed over the stages */
   double comm_tp, comm_ep, comm_pp; /* s, comm by group kind (tp includes dcp) */
   double overhead;    /* s, the per-step engine overhead of all stages */

@@ -815,16 +815,43 @@ static void parse_hardware(P *p, const YNode *root) {
   p->quiet_missing = false;
 }
 
+/* workload's prefix-cache hit rate and speculative decoding
+ * (docs/cost-model.md, "Prefix cache" and "Speculative decoding"). */
+static void parse_workload_reuse(P *p, const YNode *m, SrcLoc sec, WorkloadSpec *w) {
+  rd_frac(p, m, sec, "workload", "prefix_cache_hit_rate", &w->prefix_cache_hit_rate, 0.0, 0.0, 1.0);
+  if (w->prefix_cache_hit_rate.set && w->prefix_cache_hit_rate.v >= 1.0) {
+    Diag *g = diag_at(p->d, DIAG_E0105, w->prefix_cache_hit_rate.loc,
+                      "`%g` is out of range for `workload.prefix_cache_hit_rate`: expected below 1",
+                      w->prefix_cache_hit_rate.v);
+    diag_help(g, "the last prompt token is always computed; write the share of cached tokens");
+    w->prefix_cache_hit_rate.set = false;
+  }
+  rd_lim(p, m, sec, "workload", "draft_tokens", &w->draft_tokens, false, 0, 1, &LIM_DIM);
+  rd_frac(p, m, sec, "workload", "accepted_tokens", &w->accepted_tokens, 1.0, 0.0,
+         1.0 + (double)LIM_DIM.max);
+  if (!w->accepted_tokens.set) return;
+  double hi = 1.0 + (double)(w->draft_tokens.set ? w->draft_tokens.v : 0);
+  if (w->accepted_tokens.v < 1.0 || w->accepted_tokens.v > hi) {
+    Diag *g = diag_at(p->d, DIAG_E0105, w->accepted_tokens.loc,
+                      "`%g` is out of range for `workload.accepted_tokens`: expected 1 to %g "
+                      "(1 + draft_tokens)", w->accepted_tokens.v, hi);
+    diag_help(g, "tokens emitted per decode step and request: 1 plus the accepted drafts");
+    w->accepted_tokens.set = false;
+  }
+}
+
 static void parse_workload(P *p, const YNode *root) {
   WorkloadSpec *w = &p->s->workload;
   SrcLoc sec;
   const YNode *m = section(p, root, "workload", "workload", root->loc, &sec);
   w->loc = sec;
-  check_keys(p, m, "workload", KEYS("input_tokens", "output_tokens", "rate", "concurrency"));
+  check_keys(p, m, "workload", KEYS("input_tokens", "output_tokens", "rate", "concurrency",
+                                     "prefix_cache_hit_rate", "draft_tokens", "accepted_tokens"));
   rd_lim(p, m, sec, "workload", "input_tokens", &w->input_tokens, m != NULL, 1, 1, &LIM_TOKENS);
   rd_lim(p, m, sec, "workload", "output_tokens", &w->output_tokens, m != NULL, 1, 1, &LIM_TOKENS);
   rd_qty(p, m, sec, "workload", "rate", UNIT_RATE, NULL, &w->rate, false, 0, false);
   rd_int(p, m, sec, "workload", "concurrency", &w->concurrency, false, 0, 1, I64MAX);
+  parse_workload_reuse(p, m, sec, w);
   if (w->rate.set && w->concurrency.set) {
     Diag *g = diag_at(p->d, DIAG_E0119, w->concurrency.loc,
                       "`workload` gives both `rate` and `concurrency`");

@@ -395,6 +395,46 @@ static void test_expert_tp(void) {
   }
 }
 
+/* Prefix cache: a hit rate h computes only the new tokens, each attending
+ * to the whole prompt (docs/cost-model.md, "Prefix cache"). */
+static void test_prefix_cache(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostPrefill p0, p1;
+  T_CHECK(cost_prefill(&m, &l, &p0));
+  m.prefix_hit = 0.75; /* 3,000 of 4,000 tokens cached */
+  T_CHECK(cost_prefill(&m, &l, &p1));
+  double S = 4000, C = 3000;
+  double lin = 2.0 * (S - C) * (double)(m.attn_params + m.dense_ffn_params) * 80;
+  double att = (S * (S + 1) / 2 - C * (C + 1) / 2) * 4.0 * 64 * 128 * 80;
+  double lm = 2.0 * 128256.0 * 8192;
+  T_NEAR(p1.compute, (lin + att + lm) / 8 / (989e12 * m.k.mfu_prefill), 1e-9);
+  T_CHECK(p1.comm_tp < p0.comm_tp && p1.latency < p0.latency);
+  /* every prompt token counts as served input */
+  T_NEAR(p1.tok_s_gpu, S / p1.stage / 8, 1e-9);
+}
+
+/* Speculative decoding: 1 + d tokens per request per step over the same
+ * weights and KV, a tokens emitted: TPOT = step / a. */
+static void test_speculative(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostDecode d0, d1, d2;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &d0));
+  T_NEAR(d0.step, d0.tpot, 0.0);
+  m.draft = 1;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &d1));
+  T_NEAR(d1.bytes_gpu, d0.bytes_gpu, 0.0); /* same weights and KV read */
+  T_CHECK(d1.flops_gpu > d0.flops_gpu && d1.step > d0.step);
+  m.accepted = 1.875;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &d2));
+  T_NEAR(d2.step, d1.step, 0.0);
+  T_NEAR(d2.tpot, d1.step / 1.875, 1e-15);
+  T_CHECK(d2.tpot < d0.tpot); /* memory bound: the drafts pay off */
+}
+
 static const char *write_tmp(const char *text) {
   static char path[64];
   snprintf(path, sizeof path, "/tmp/rp-calib-%d.json", (int)getpid());
@@ -491,6 +531,8 @@ int main(void) {
   T_RUN(test_ep_comm);
   T_RUN(test_expert_rows);
   T_RUN(test_expert_tp);
+  T_RUN(test_prefix_cache);
+  T_RUN(test_speculative);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
   T_DONE();
