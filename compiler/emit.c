@@ -543,6 +543,13 @@ static void emit_groups(StrBuf *sb, const Layout *L, const EmitNames *E, int32_t
   fb_puts(sb, first ? "],\n" : "\n  ],\n");
 }
 
+/* `key` (the JSON text up to the value, e.g. ",\"tpot_ms\":") and a
+ * double with six decimals. */
+static void put_num_field(StrBuf *sb, const char *key, double v) {
+  fb_puts(sb, key);
+  put_double(sb, v);
+}
+
 /* One phase of a pool's estimates (docs/plan.md, "estimates"). */
 static void emit_phase(StrBuf *sb, const PlanPhaseEst *p, bool decode, const PlanPoolEst *e) {
   if (decode) {
@@ -553,14 +560,11 @@ static void emit_phase(StrBuf *sb, const PlanPhaseEst *p, bool decode, const Pla
     PUTS("{\"time_ms\":");
   }
   put_double(sb, p->time_ms);
-  fb_puts(sb, decode ? ",\"output_tok_s_per_gpu\":" : ",\"input_tok_s_per_gpu\":");
-  put_double(sb, p->tok_s_per_gpu);
-  PUTS(",\"compute_ms\":");
-  put_double(sb, p->compute_ms);
-  PUTS(",\"hbm_ms\":");
-  put_double(sb, p->hbm_ms);
-  PUTS(",\"overhead_ms\":");
-  put_double(sb, p->overhead_ms);
+  put_num_field(sb, decode ? ",\"output_tok_s_per_gpu\":" : ",\"input_tok_s_per_gpu\":",
+                p->tok_s_per_gpu);
+  put_num_field(sb, ",\"compute_ms\":", p->compute_ms);
+  put_num_field(sb, ",\"hbm_ms\":", p->hbm_ms);
+  put_num_field(sb, ",\"overhead_ms\":", p->overhead_ms);
   PUTS(",\"comm_ms\":{");
   for (int k = 0; k < PEC__COUNT; k++) {
     sb_printf(sb, "%s\"%s\":", k ? "," : "", plan_est_comm_name((PlanEstComm)k));
@@ -594,14 +598,10 @@ static void emit_est_pools(StrBuf *sb, const Layout *L, const PlanEstimates *est
 static void emit_tail(StrBuf *sb, const Diags *d, const Layout *L, const PlanEstimates *est) {
   PUTS("  \"estimates\": ");
   if (est && est->has) {
-    PUTS("{\"ttft_ms\":");
-    put_double(sb, est->ttft_ms);
-    PUTS(",\"tpot_ms\":");
-    put_double(sb, est->tpot_ms);
-    PUTS(",\"throughput_tok_s\":");
-    put_double(sb, est->throughput_tok_s);
-    PUTS(",\"goodput_tok_s_per_gpu\":");
-    put_double(sb, est->goodput_tok_s_per_gpu);
+    put_num_field(sb, "{\"ttft_ms\":", est->ttft_ms);
+    put_num_field(sb, ",\"tpot_ms\":", est->tpot_ms);
+    put_num_field(sb, ",\"throughput_tok_s\":", est->throughput_tok_s);
+    put_num_field(sb, ",\"goodput_tok_s_per_gpu\":", est->goodput_tok_s_per_gpu);
     emit_est_pools(sb, L, est);
     PUTS("}");
   } else {
