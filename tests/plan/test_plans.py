@@ -195,6 +195,17 @@ try:
     p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--costs", "--format", "json")
     j = json.loads(p.stdout) if p.returncode == 0 else {}
     check(j.get("costs") == est, "explain --costs --format json: the plan's estimates.pools", p.stdout[:600])
+    # a plan without estimates (no slo): --costs says so, JSON null
+    noslo = os.path.join(tmp, "noslo.yaml")
+    text = open(os.path.join(EX, "llama-3.1-8b-agg.yaml")).read()
+    open(noslo, "w").write(text[:text.index("slo:")] + text[text.index("deployment:"):])
+    out = os.path.join(tmp, "noslo.json")
+    p = run("compile", noslo, "-o", out)
+    q = run("explain", out, "--costs") if p.returncode == 0 else p
+    r = run("explain", out, "--costs", "--format", "json") if p.returncode == 0 else p
+    check(p.returncode == 0 and "costs: none (the plan holds no estimates)" in q.stdout
+          and json.loads(r.stdout).get("costs", 0) is None,
+          "explain --costs on a plan without estimates: none, JSON null", p.stderr + q.stdout)
     # a pair whose link classes do not add up is refused by the loader
     text = open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")).read()
     bad = os.path.join(tmp, "bad-request.json")
