@@ -18,6 +18,8 @@
 #include "compile.h"
 #include "hooks.h"
 #include "layout.h"
+#include "outfile.h"
+#include "render.h"
 #include "reshard.h"
 #include "search.h"
 #include "spec.h"
@@ -45,6 +47,9 @@ static const char search_usage[] =
     "                        whole cluster)\n"
     "  -o PLAN               compile the winner to a plan file (the same\n"
     "                        stages as `rankplan compile`, hooks included)\n"
+    "  --plot FILE           write goodput per GPU against TTFT and TPOT, the\n"
+    "                        Pareto front and the winner marked: an SVG when\n"
+    "                        FILE ends in .svg, else an HTML page (docs/render.md)\n"
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -78,8 +83,25 @@ static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, co
   return rc;
 }
 
+/* Writes the Pareto plot of a search that ran (render.h); returns an exit
+ * code. */
+static int search__plot(const SearchOut *out, const char *spec_path, const char *file) {
+  size_t n = strlen(file);
+  bool svg = n >= 4 && strcmp(file + n - 4, ".svg") == 0;
+  const char *slash = strrchr(spec_path, '/');
+  StrBuf sb;
+  sb_init(&sb);
+  render_pareto(&sb, out, slash ? slash + 1 : spec_path, svg);
+  int e = rp_write_file_atomic(file, sb.buf, sb.len);
+  sb_free(&sb);
+  if (!e) return RP_EXIT_OK;
+  fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", file, rp_strerror(e));
+  return RP_EXIT_USAGE;
+}
+
 int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
+  const char *plot = NULL;
   const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL;
   bool explain = false;
   const RpOpt opts[] = {
@@ -92,6 +114,7 @@ int cmd_search(int argc, char **argv) {
       {"--max-candidates", NULL, true, &max_s, NULL, NULL, NULL},
       {"--gpus", NULL, true, &gpus_s, NULL, NULL, NULL},
       {"-o", NULL, true, &plan, NULL, NULL, NULL},
+      {"--plot", NULL, true, &plot, NULL, NULL, NULL},
   };
   int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
   if (pr != RP_OPT_GO) return pr;
@@ -112,6 +135,12 @@ int cmd_search(int argc, char **argv) {
                                      "write the plan to a file");
   const char *inputs[] = {path, calib};
   if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && strcmp(plot, "-") == 0)
+    return cli_usage_error("search", "--plot - is not available: the results are standard output; "
+                                     "write the plot to a file");
+  if (plot && cli_output_not_input("search", "--plot", plot, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && plan && strcmp(plot, plan) == 0)
+    return cli_usage_error("search", "--plot and -o name the same file `%s`", plot);
 
   Diags d;
   diags_init(&d);
@@ -140,8 +169,11 @@ int cmd_search(int argc, char **argv) {
   so.progress = isatty(fileno(stderr)) ? stderr : NULL;
   bool ok = search_run(&d, spec, &k, &so, &out);
   size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
-  if (!ok) {
-    rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
+  /* The plot also when nothing met the SLOs, of what was ranked. */
+  if (plot && out.results.len) rc = search__plot(&out, path, plot);
+  else if (plot) fprintf(stderr, "rankplan search: no plot written to `%s`: no deployment was ranked\n", plot);
+  if (!ok || rc != RP_EXIT_OK) {
+    if (rc == RP_EXIT_OK) rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
     goto done;
   }
   char *txt = json ? search_format_json(&out, spec, rows, explain)
