@@ -28,6 +28,9 @@ static const char explain_usage[] =
     "  --reshard             the kv_reshard transfers, bytes and time per link class\n"
     "  --tokens N            with --reshard: bytes for N-token requests (default:\n"
     "                        the plan's input_tokens)\n"
+    "  --costs               per pool: prefill time per request and decode step at the\n"
+    "                        batch in flight, split into compute, HBM, overhead and\n"
+    "                        tp/cp/ep/pp communication, and the batch to configure\n"
     "  --spec SPEC           also check the plan was compiled from SPEC\n"
     "  --format text|json    tables (default) or one JSON document for tools\n"
     "  -h, --help            show this help\n"
@@ -47,6 +50,7 @@ int cmd_explain(int argc, char **argv) {
       {"--summary", NULL, false, NULL, &o.summary, NULL, NULL},
       {"--memory", NULL, false, NULL, &o.memory, NULL, NULL},
       {"--reshard", NULL, false, NULL, &o.reshard, NULL, NULL},
+      {"--costs", NULL, false, NULL, &o.costs, NULL, NULL},
       {"--rank", NULL, true, &rank_s, NULL, NULL, NULL},
       {"--groups", NULL, true, &kind_s, NULL, NULL, NULL},
       {"--format", NULL, true, &fmt, NULL, NULL, NULL},
@@ -78,7 +82,7 @@ int cmd_explain(int argc, char **argv) {
                              kind_s);
     o.groups = true;
   }
-  if (!o.summary && !o.memory && !o.reshard && !o.groups && o.rank < 0) o.summary = o.ranks = true;
+  if (!o.summary && !o.memory && !o.reshard && !o.costs && !o.groups && o.rank < 0) o.summary = o.ranks = true;
 
   int rc = RP_EXIT_OK;
   Plan *p = cli_plan_load("explain", path, spec, &rc);

@@ -168,6 +168,39 @@ static bool est_instance(const CostModel *m, double rho, const LayPool *P, CostI
   return true;
 }
 
+_Static_assert((int)COST_COMM__N == (int)PEC__COUNT, "the plan names every comm kind");
+
+static PlanPhaseEst est_phase(const CostPhase *c) {
+  PlanPhaseEst e = {c->time * 1e3, c->tok_s_gpu, c->compute * 1e3, c->hbm * 1e3,
+                    c->overhead * 1e3, {0}};
+  for (int i = 0; i < PEC__COUNT; i++) e.comm_ms[i] = c->comm[i] * 1e3;
+  return e;
+}
+
+/* The per-phase figures of each pool (docs/plan.md, "estimates"). */
+static bool est_pools(const CostModel *m, const Layout *L, const LayPool *const *pl, size_t n,
+                      const CostInstance *inst, const CostDeployEval *ev, PlanEstimates *e) {
+  for (size_t i = 0; i < n; i++) {
+    CostPoolPhases ph;
+    if (!cost_pool_phases(m, &inst[i], ev, &ph)) return false;
+    PlanPoolEst *o = &e->pools[i];
+    o->pool = (size_t)(pl[i] - L->pools);
+    o->has_prefill = ph.has_prefill;
+    o->has_decode = ph.has_decode;
+    o->prefill = est_phase(&ph.prefill);
+    o->decode = est_phase(&ph.decode);
+    o->batch = ph.batch_used;
+    o->max_batch = ph.max_batch;
+  }
+  e->npools = n;
+  if (n == 2 && e->pools[0].pool > e->pools[1].pool) { /* the plan's pool order */
+    PlanPoolEst t = e->pools[0];
+    e->pools[0] = e->pools[1];
+    e->pools[1] = t;
+  }
+  return true;
+}
+
 bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
                        PlanEstimates *est, const char **why) {
   memset(est, 0, sizeof *est);
@@ -233,6 +266,10 @@ bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
     return false;
   }
   e.goodput_tok_s_per_gpu = ev.goodput_gpu;
+  if (!est_pools(&m, L, pl, dp.npools, inst, &ev, &e)) {
+    *why = "the cost model cannot evaluate a pool's phases";
+    return false;
+  }
   e.has = true;
   *est = e;
   return true;

@@ -174,6 +174,38 @@ int64_t cost_ceil_i64(double x) {
   return c > 0 ? (int64_t)c : 0;
 }
 
+/* Activation quantisation block: one fp32 scale per 128 channels of a
+ * token (DeepSeek-V3 technical report, section 3.3.2, fine-grained
+ * quantisation: 1x128 tiles for activations; DeepEP's fp8 dispatch sends
+ * the same per-token scales). */
+#define COST_ACT_QUANT_BLOCK 128
+#define COST_ACT_SCALE_BYTES 4
+
+/* Bytes of one token's hidden vector of h elements in dtype d, with the
+ * scales a 1-byte dtype carries. */
+static double cost__moe_tok_bytes(int64_t h, DType d) {
+  int64_t num, den;
+  model_dtype_size(d, &num, &den);
+  double b = (double)h * (double)num / (double)den;
+  if (num == den && num == 1)
+    b += (double)cost__cdiv(h, COST_ACT_QUANT_BLOCK) * COST_ACT_SCALE_BYTES;
+  return b;
+}
+
+/* The MoE shape, routing and dispatch/combine bytes of model ms. */
+static void cost__moe_init(const ModelSpec *ms, CostModel *m) {
+  m->experts = ms->moe.experts.v;
+  m->top_k = ms->moe.top_k.v;
+  m->expert_ffn_size = ms->moe.expert_intermediate_size.v;
+  m->route_groups = ms->moe.groups.set ? ms->moe.groups.v : 0;
+  m->route_group_top_k = ms->moe.group_top_k.set ? ms->moe.group_top_k.v : 0;
+  DType act = (DType)ms->dtype.activations.v;
+  m->dispatch_bytes = cost__moe_tok_bytes(
+      ms->hidden_size.v, ms->moe.dispatch_dtype.set ? (DType)ms->moe.dispatch_dtype.v : act);
+  m->combine_bytes = cost__moe_tok_bytes(
+      ms->hidden_size.v, ms->moe.combine_dtype.set ? (DType)ms->moe.combine_dtype.v : act);
+}
+
 bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
   memset(m, 0, sizeof *m);
   m->k = *k;
@@ -196,11 +228,7 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->kv_heads = model_kv_heads(ms);
   m->head_dim = model_head_dim(ms);
   m->dense_ffn_size = ms->ffn.intermediate_size.v;
-  if (m->moe) {
-    m->experts = ms->moe.experts.v;
-    m->top_k = ms->moe.top_k.v;
-    m->expert_ffn_size = ms->moe.expert_intermediate_size.v;
-  }
+  if (m->moe) cost__moe_init(ms, m);
   m->attn_params = mp.attn.total;
   m->dense_ffn_params = mp.dense_ffn;
   m->expert_params = mp.expert;
@@ -281,6 +309,10 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->tin = s->workload.input_tokens.v;
   m->tout = s->workload.output_tokens.v;
   m->rate = s->workload.rate.set ? s->workload.rate.v : 0.0;
+  m->concurrency = s->workload.concurrency.set ? (double)s->workload.concurrency.v : 0.0;
+  m->draft = s->workload.draft_tokens.set ? s->workload.draft_tokens.v : 0;
+  m->accepted = s->workload.accepted_tokens.set ? s->workload.accepted_tokens.v : 1.0;
+  m->prefix_hit = s->workload.prefix_cache_hit_rate.set ? s->workload.prefix_cache_hit_rate.v : 0.0;
   m->slo_ttft = s->slo.ttft.v;
   m->slo_tpot = s->slo.tpot.v;
   if (!st.ok) {
@@ -429,6 +461,105 @@ int64_t cost_batch_memory(const CostModel *m, const CostLayout *l) {
   return ckm(&st, l->dp, f / req);
 }
 
+/* ---- MoE ------------------------------------------------------------------ */
+
+/* Expected distinct bins of n that k uniform picks hit: n (1 - (1-1/n)^k). */
+static double cost__bins_hit(double n, double k) {
+  return n <= 1.0 ? 1.0 : n * (1.0 - pow(1.0 - 1.0 / n, k));
+}
+
+/* The most nodes a token reaches: all of them, or under group-limited
+ * routing top-groups groups of experts, each spanning ceil(nodes/groups)
+ * nodes (experts laid out contiguously over the ep ranks). */
+static double cost__node_cap(const CostModel *m, int64_t nodes) {
+  if (m->route_groups < 1 || m->route_group_top_k < 1) return (double)nodes;
+  int64_t per = cost__cdiv(nodes, m->route_groups);
+  int64_t cap = m->route_group_top_k * (per > 0 ? per : 1);
+  return (double)(cap < nodes ? cap : nodes);
+}
+
+void cost_ep_rate(const CostModel *m, const CostLayout *l, CostEpRate *out) {
+  memset(out, 0, sizeof *out);
+  CostEpComm *o = &out->one;
+  if (!m->moe || l->ep <= 1) return;
+  double k = (double)m->top_k, ep = (double)l->ep;
+  int64_t span = l->ep * l->etp;
+  int64_t nodes = span <= m->domain ? 1 : cost__cdiv(span, m->domain);
+  /* distinct destination GPUs other than this one: ep - 1 others, each
+   * hit with probability 1 - (1 - 1/ep)^k */
+  o->gpus = (ep - 1.0) / ep * cost__bins_hit(ep, k);
+  o->nodes = fmin(cost__bins_hit((double)nodes, k), cost__node_cap(m, nodes));
+  o->remote_nodes = o->nodes * (double)(nodes - 1) / (double)nodes;
+  double per_tok = (m->dispatch_bytes + m->combine_bytes) * m->k.expert_imbalance;
+  o->bytes_up = o->gpus * per_tok;
+  o->bytes_out = o->remote_nodes * per_tok;
+  if (nodes == 1) {
+    LinkClass c = cost_link_class(m, span);
+    o->time = o->bytes_up / cost_link_bw(m, c);
+    out->lat = 2.0 * cost_link_lat(m, c);
+    return;
+  }
+  out->lat = 2.0 * cost_link_lat(m, LINK_SCALE_OUT);
+  double out_t = o->bytes_out / cost_link_bw(m, LINK_SCALE_OUT);
+  if (m->domain <= 1) { /* one GPU per node: every copy crosses scale-out */
+    o->bytes_up = 0.0;
+    o->time = out_t;
+    return;
+  }
+  /* Dispatch and combine each overlap their scale-up forwarding with the
+   * scale-out transfer (DeepSeek-V3 report, section 3.2.2). */
+  o->time = fmax(o->bytes_up / cost_link_bw(m, LINK_SCALE_UP), out_t);
+}
+
+double cost_ep_time(const CostEpRate *r, double tokens) {
+  return tokens > 0 && r->one.time > 0 ? tokens * r->one.time + r->lat : 0.0;
+}
+
+void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEpComm *out) {
+  CostEpRate r;
+  cost_ep_rate(m, l, &r);
+  *out = r.one;
+  if (!(tokens > 0)) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
+  out->bytes_up *= tokens;
+  out->bytes_out *= tokens;
+  out->time = cost_ep_time(&r, tokens);
+}
+
+/* cost_expert_rows with the touched experts x already known. */
+static double cost__rows(const CostModel *m, int64_t local, int64_t tokens, double x) {
+  if (!(x > 0)) return 0.0;
+  /* tokens reaching this rank's experts, spread over the touched ones */
+  double mine = (double)tokens * (double)m->top_k * (double)local / (double)m->experts;
+  double per = mine / x * m->k.expert_imbalance;
+  return x * ceil(per / COST_GEMM_M_ALIGN) * COST_GEMM_M_ALIGN;
+}
+
+double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens) {
+  if (!m->moe || local < 1 || tokens < 1) return 0.0;
+  return cost__rows(m, local, tokens, cost_experts_touched(m->experts, m->top_k, local, tokens));
+}
+
+/* Experts sharded over etp ranks that hold the same tokens (activations
+ * replicated, as a dense FFN over tp): one all-reduce of the layer's
+ * output, `tokens` hidden vectors. When the etp group is the tp group, the
+ * tp all-reduce after the FFN is that one already. */
+static double cost__etp_allreduce(const CostModel *m, const CostLayout *l, double tokens) {
+  if (!m->moe || l->etp <= 1 || l->etp == l->tp) return 0.0;
+  LinkClass c = cost_link_class(m, l->ep * l->etp);
+  double bytes = tokens * (double)m->hidden * (double)m->act_bytes;
+  return cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, c), cost_link_lat(m, c));
+}
+
+/* Work w with communication c of which a share ov runs behind w (two
+ * micro-batches: one computes while the other communicates): the hidden
+ * part costs nothing while w lasts. */
+static double cost__overlap(double w, double c, double ov) {
+  return fmax(w, ov * c) + (1.0 - ov) * c;
+}
+
 /* ---- prefill -------------------------------------------------------------- */
 
 /* docs/cost-model.md, "Prefill": linear FLOPs 2 * active params per token,
@@ -439,18 +570,30 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   memset(out, 0, sizeof *out);
   CkState st = {true};
   int64_t S = m->tin;
+  /* A prefix-cache hit skips the cached share of the prompt: Sn new tokens
+   * are computed, each attending to the whole prefix (docs/cost-model.md,
+   * "Prefix cache"). */
+  int64_t cached = (int64_t)floor(m->prefix_hit * (double)S);
+  if (cached > S - 1) cached = S - 1;
+  int64_t Sn = S - cached;
   int64_t tpcp = ckm(&st, l->tp, l->cp);
   int64_t f_dense = ckm(&st, 2, cka(&st, m->attn_params, m->dense_ffn_params));
-  int64_t f_moe = ckm(&st, 2, cka(&st, cka(&st, m->attn_params, m->shared_params),
-                                  cka(&st, ckm(&st, m->top_k, m->expert_params), m->router_params)));
+  /* MoE layers without the routed experts, which run as a grouped GEMM
+   * (cost_expert_rows) over the tokens of the dp ranks' requests. */
+  int64_t f_moe = ckm(&st, 2, cka(&st, cka(&st, m->attn_params, m->shared_params), m->router_params));
   int64_t lin = cka(&st, ckm(&st, m->n_dense, f_dense), ckm(&st, m->n_moe, f_moe));
-  lin = ckm(&st, lin, S);
-  int64_t pairs = ckm(&st, S, S + 1) / 2;
+  lin = ckm(&st, lin, Sn);
+  int64_t pairs = ckm(&st, S, S + 1) / 2 - ckm(&st, cached, cached + 1) / 2;
   int64_t attn = ckm(&st, ckm(&st, pairs, m->attn_pair_flops_prefill), m->layers);
   int64_t lm = ckm(&st, 2, m->lm_params); /* logits of the last token only */
+  /* One copy of the experts spans ep * etp of the instance's tp*cp*dp
+   * ranks and serves their share of the dp requests' tokens. */
+  int64_t group_tokens = cost__cdiv(ckm(&st, ckm(&st, Sn, l->ep), l->etp), tpcp);
   if (!st.ok) return false;
   double imb = cost_cp_imbalance(l->cp, true);
-  double flops_rank = (double)lin / (double)tpcp + (double)attn * imb / (double)tpcp +
+  double rows = cost_expert_rows(m, cost__cdiv(m->experts, l->ep), group_tokens);
+  double f_exp = (double)m->n_moe * 2.0 * rows * (double)m->expert_params / (double)l->etp;
+  double flops_rank = (double)lin / (double)tpcp + f_exp + (double)attn * imb / (double)tpcp +
                       (double)lm / (double)l->tp;
   out->cp_imbalance = imb;
   out->compute = flops_rank / (m->peak_flops * m->k.mfu_prefill);
@@ -458,7 +601,7 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   double L = (double)m->layers;
   if (l->tp > 1) {
     LinkClass c = cost_link_class(m, l->tp);
-    double bytes = (double)S / (double)l->cp * h * act;
+    double bytes = (double)Sn / (double)l->cp * h * act;
     out->comm_tp = L * 2.0 * cost_ring_allreduce(bytes, l->tp, cost_link_bw(m, c), cost_link_lat(m, c));
   }
   if (l->cp > 1) {
@@ -467,30 +610,23 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
     double chunk = (double)S / (double)l->cp * (double)kvr;
     out->comm_cp = L * (double)(l->cp - 1) * (chunk / cost_link_bw(m, c) + cost_link_lat(m, c));
   }
-  if (m->moe && l->ep > 1) {
-    LinkClass c = cost_link_class(m, l->ep * l->etp);
-    double bytes = (double)S / (double)tpcp * h * act * (double)m->top_k;
-    out->comm_ep = (double)m->n_moe * 2.0 *
-                   cost_all_to_all(bytes, l->ep, cost_link_bw(m, c), cost_link_lat(m, c));
-  }
-  if (m->moe && l->etp > 1) {
-    /* Expert tp: each etp rank holds 1/etp of every local expert's FFN, so
-     * the group's routed tokens are gathered before the expert GEMMs and
-     * the partial outputs reduce-scattered after, one all-reduce of the
-     * gathered buffer per MoE layer. */
-    LinkClass c = cost_link_class(m, l->ep * l->etp);
-    double bytes = (double)S / (double)tpcp * h * act * (double)m->top_k * (double)l->etp;
-    out->comm_ep += (double)m->n_moe *
-                    cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, c), cost_link_lat(m, c));
-  }
+  CostEpComm ec;
+  cost_ep_comm(m, l, (double)Sn / (double)tpcp, &ec);
+  out->comm_ep = (double)m->n_moe * (ec.time + cost__etp_allreduce(m, l, (double)Sn / (double)l->cp));
   int64_t gpus = cost_layout_gpus(l);
   double send = 0.0;
   if (l->pp > 1) {
     LinkClass c = cost_link_class(m, gpus);
-    send = (double)S / (double)l->cp * h * act / cost_link_bw(m, c) + cost_link_lat(m, c);
+    send = (double)Sn / (double)l->cp * h * act / cost_link_bw(m, c) + cost_link_lat(m, c);
     out->comm_pp = (double)(l->pp - 1) * send;
   }
-  double work = out->compute + (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp + out->comm_ep);
+  /* Roofline over the whole request: every stage reads its weights once
+   * (the heaviest stage's bytes, pp times). */
+  int64_t wgpu = cost_weight_bytes_gpu(m, l);
+  if (wgpu < 0) return false;
+  out->memory = (double)wgpu * (double)l->pp / (m->hbm_bw * m->k.hbm_efficiency);
+  double work = cost__overlap(fmax(out->compute, out->memory), out->comm_ep, m->k.ep_overlap) +
+                (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp);
   out->latency = work + out->comm_pp;
   double frac = (double)cost_stage_layers(m, l->pp, NULL) / L;
   out->stage = l->pp > 1 ? work * frac + send : work;
@@ -524,20 +660,41 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
     p->w_expert = cost__cdiv(m->b_expert, l->etp);
     p->p_moe = cka(&st, m->attn_params, m->shared_params);
     p->tpdp = ckm(&st, l->tp, l->dp);
+    cost_ep_rate(m, l, &p->ep);
   }
   if (!st.ok) return false;
   LinkClass lc = cost_link_class(m, l->tp);
   p->tp_bw = cost_link_bw(m, lc);
   p->tp_lat = cost_link_lat(m, lc);
-  lc = cost_link_class(m, l->ep * l->etp);
-  p->ep_bw = cost_link_bw(m, lc);
-  p->ep_lat = cost_link_lat(m, lc);
   if (l->pp > 1) {
     lc = cost_link_class(m, cost_layout_gpus(l));
     p->pp_bw = cost_link_bw(m, lc);
     p->pp_lat = cost_link_lat(m, lc);
   }
   p->lm_bytes = (double)cost__cdiv(m->b_lm, l->tp);
+  return true;
+}
+
+/* One MoE layer of a decode step on one GPU (docs/cost-model.md,
+ * "Decode"): the non-expert weights, the touched experts' weights and the
+ * KV; the grouped GEMM's padded rows; dispatch/combine of this rank's
+ * share of its dp rank's tokens (*ep) and, with etp, the expert
+ * all-reduce. b: the micro-batch, bdp: this dp rank's requests. */
+static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_t b, int64_t bdp,
+                             double kv_layer, int64_t attn_flops, CostLayerStep *ml, double *ep) {
+  const CostLayout *l = &p->l;
+  CkState st = {true};
+  /* one copy of the experts spans ep * etp of the tp*dp ranks */
+  int64_t group = cost__cdiv(ckm(&st, ckm(&st, b, l->ep), l->etp), p->tpdp);
+  double touched = group > 0 ? cost_experts_touched(m->experts, m->top_k, p->local, group) : 0.0;
+  ml->bytes = (double)p->w_moe + touched * (double)p->w_expert + kv_layer;
+  int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
+  f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));
+  f = cka(&st, f, attn_flops);
+  if (!st.ok) return false;
+  double rows = cost__rows(m, p->local, group, touched);
+  ml->flops = (double)f + 2.0 * rows * (double)m->expert_params / (double)l->etp;
+  *ep = cost_ep_time(&p->ep, (double)cost__cdiv(bdp, l->tp)) + cost__etp_allreduce(m, l, (double)bdp);
   return true;
 }
 
@@ -548,46 +705,38 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   CkState st = {true};
   int64_t b = cost__cdiv(B, l->pp);
   int64_t bdp = cost__cdiv(b, l->dp);
+  /* Speculative decoding runs 1 + draft tokens of each request per step
+   * (docs/cost-model.md, "Speculative decoding"): tq tokens on this dp
+   * rank, over the same KV. */
+  int64_t q = 1 + m->draft;
+  int64_t tq = ckm(&st, bdp, q);
   int64_t c = p->c;
   int64_t kvr = p->kvr;
   /* KV read per layer: this dp rank's requests, their context split over
    * dcp ranks. */
   int64_t kv_layer = cost__cdiv(ckm(&st, ckm(&st, bdp, c), kvr), l->dcp);
-  int64_t attn_flops = ckm(&st, ckm(&st, bdp, c), m->attn_pair_flops_decode) / l->tp;
+  int64_t attn_flops = ckm(&st, ckm(&st, tq, c), m->attn_pair_flops_decode) / l->tp;
   CostLayerStep dl = {0}, ml = {0};
   dl.bytes = (double)p->w_dense + (double)kv_layer;
-  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, bdp), p->p_dense) / l->tp, attn_flops);
-  if (m->moe) {
-    double touched = cost_experts_touched(m->experts, m->top_k, p->local, b);
-    ml.bytes = (double)p->w_moe + touched * (double)p->w_expert + (double)kv_layer;
-    int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
-    f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));
-    f = cka(&st, f, ckm(&st, ckm(&st, ckm(&st, 2, b), m->top_k), m->expert_params) / p->tpdp);
-    ml.flops = (double)cka(&st, f, attn_flops);
-  }
+  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, tq), p->p_dense) / l->tp, attn_flops);
+  double ep_comm = 0.0;
+  if (m->moe && !cost__decode_moe(m, p, ckm(&st, b, q), tq, (double)kv_layer, attn_flops, &ml,
+                                  &ep_comm))
+    return false;
   if (!st.ok) return false;
   double act = (double)m->act_bytes, h = (double)m->hidden;
   double tp_comm = 0.0;
   if (l->tp > 1)
-    tp_comm = 2.0 * cost_ring_allreduce((double)bdp * h * act, l->tp, p->tp_bw, p->tp_lat);
+    tp_comm = 2.0 * cost_ring_allreduce((double)tq * h * act, l->tp, p->tp_bw, p->tp_lat);
   if (l->dcp > 1) {
     /* dcp ranks hold different tokens of the same heads: their partial
      * attention outputs are combined with one reduction per layer. */
-    tp_comm += cost_ring_allreduce((double)bdp * h * act * (double)l->dcp / (double)l->tp,
+    tp_comm += cost_ring_allreduce((double)tq * h * act * (double)l->dcp / (double)l->tp,
                                    l->dcp, p->tp_bw, p->tp_lat);
   }
   dl.comm = tp_comm;
   ml.comm = tp_comm;
-  if (m->moe && l->ep > 1) {
-    double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k;
-    ml.comm += 2.0 * cost_all_to_all(bytes, l->ep, p->ep_bw, p->ep_lat);
-  }
-  if (m->moe && l->etp > 1) {
-    /* Expert tp gathers the group's routed tokens and reduce-scatters the
-     * partial outputs (the prefill comment says why). */
-    double bytes = (double)cost__cdiv(bdp, l->tp) * h * act * (double)m->top_k * (double)l->etp;
-    ml.comm += cost_ring_allreduce(bytes, l->etp, p->ep_bw, p->ep_lat);
-  }
+  out->comm_tp = ((double)m->n_dense + (double)m->n_moe) * tp_comm;
   double bw = m->hbm_bw * m->k.hbm_efficiency;
   double pk = m->peak_flops * m->k.mfu_decode;
   double ov = 1.0 - m->k.comm_overlap;
@@ -595,18 +744,27 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   double t_mem = nd * dl.bytes / bw + nm * ml.bytes / bw;
   double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
-                    nm * (fmax(ml.bytes / bw, ml.flops / pk) + ov * ml.comm);
+                    nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
+                                        m->k.ep_overlap) + ov * ml.comm);
   /* The logits of every sequence on the last stage (vocab split over tp). */
   double lm_bytes = p->lm_bytes;
-  double lm_flops = 2.0 * (double)bdp * (double)m->lm_params / (double)l->tp;
+  double lm_flops = 2.0 * (double)tq * (double)m->lm_params / (double)l->tp;
   double t_lm = fmax(lm_bytes / bw, lm_flops / pk);
   double send = 0.0;
-  if (l->pp > 1) send = (double)bdp * h * act / p->pp_bw + p->pp_lat;
+  if (l->pp > 1) send = (double)tq * h * act / p->pp_bw + p->pp_lat;
   out->memory = t_mem + lm_bytes / bw;
   out->compute = t_cmp + lm_flops / pk;
-  out->comm = nd * dl.comm + nm * ml.comm + (double)(l->pp - 1) * send;
+  out->comm_pp = (double)(l->pp - 1) * send;
+  out->comm_ep = nm * ep_comm;
+  out->comm = out->comm_tp + out->comm_ep + out->comm_pp;
+  out->overhead = (double)l->pp * m->k.step_overhead_s;
   out->memory_bound = out->memory >= out->compute;
-  out->tpot = t_layers + t_lm + (double)l->pp * m->k.step_overhead_s + (double)(l->pp - 1) * send;
+  /* An MTP draft is one more transformer block and the shared head per
+   * draft token (DeepSeek-V3 report, section 2.2): priced as an average
+   * layer of this step plus the logits. */
+  double draft = (double)m->draft * (t_layers / (nd + nm) + t_lm);
+  out->step = t_layers + t_lm + out->overhead + out->comm_pp + draft;
+  out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
   out->flops_gpu = cost_ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
@@ -836,11 +994,11 @@ static void cost__finish(const CostModel *m, const CostDeploy *dp, CostDeployEva
   out->goodput_gpu = out->feasible ? out->tok_s / (double)out->gpus : 0.0;
 }
 
-bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+/* The deployment at an offered open-loop load (req/s; 0: the most it
+ * serves). */
+static void cost__eval_at(const CostModel *m, const CostDeploy *dp, double offered,
+                          CostDeployEval *out) {
   memset(out, 0, sizeof *out);
-  if (dp->npools < 1 || dp->npools > 2 || dp->replicas[0] < 1 ||
-      (dp->npools == 2 && dp->replicas[1] < 1))
-    return false;
   cost_deploy_rates(m, dp, &out->rates);
   const CostInstance *a = dp->inst[0], *d = dp->inst[dp->npools - 1];
   double x = (double)dp->replicas[0], y = (double)dp->replicas[dp->npools - 1];
@@ -849,8 +1007,8 @@ bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *
     out->prefill_limited = x * out->rates.r[0] <= y * out->rates.r[1];
     served = fmin(served, y * out->rates.r[1]);
   }
-  if (m->rate > 0 && m->rate <= served) {
-    served = m->rate;
+  if (offered > 0 && offered <= served) {
+    served = offered;
     out->load_served = true;
   }
   out->served = served;
@@ -863,6 +1021,83 @@ bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *
   double up = dp->npools == 2 ? 0.0 : served / x / a->pre.mu;
   cost__little(m, d, served / y, up, out);
   cost__finish(m, dp, out);
+}
+
+/* Requests one request cycle holds by Little's law at the evaluated
+ * load: served * (TTFT + T_out * TPOT). */
+static double cost__in_flight(const CostModel *m, const CostDeployEval *e) {
+  return e->served * (e->ttft + (double)m->tout * e->tpot);
+}
+
+/* Closed loop at N = m->concurrency requests in flight (docs/cost-model.md,
+ * "Closed loop"): the served rate R solves R * (TTFT(R) + T_out TPOT(R))
+ * = N, found by bisection on [0, the most the pools serve] (the left side
+ * grows with R). When even the most leaves requests over, the pools run at
+ * their most and the rest wait: TTFT = N / R - T_out TPOT. */
+static void cost__closed_loop(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+  double n = m->concurrency;
+  cost__eval_at(m, dp, 0.0, out);
+  if (!(out->served > 0) || !isfinite(out->tpot)) return;
+  if (cost__in_flight(m, out) <= n) {
+    out->ttft = fmax(out->ttft, n / out->served - (double)m->tout * out->tpot);
+    out->queue = out->ttft - dp->inst[0]->pre.latency - out->rates.kv_transfer;
+    cost__finish(m, dp, out);
+    return;
+  }
+  double lo = 0.0, hi = out->served;
+  for (int i = 0; i < 48; i++) { /* 2^-48 of the range: far below print precision */
+    double mid = 0.5 * (lo + hi);
+    cost__eval_at(m, dp, mid, out);
+    if (cost__in_flight(m, out) <= n) lo = mid;
+    else hi = mid;
+  }
+  cost__eval_at(m, dp, lo > 0 ? lo : hi, out);
+}
+
+bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+  memset(out, 0, sizeof *out);
+  if (dp->npools < 1 || dp->npools > 2 || dp->replicas[0] < 1 ||
+      (dp->npools == 2 && dp->replicas[1] < 1))
+    return false;
+  if (m->concurrency > 0) cost__closed_loop(m, dp, out);
+  else cost__eval_at(m, dp, m->rate, out);
+  return true;
+}
+
+/* ---- per-phase figures ------------------------------------------------------ */
+
+bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDeployEval *ev,
+                      CostPoolPhases *out) {
+  memset(out, 0, sizeof *out);
+  double gpus = (double)cost_layout_gpus(&in->lay);
+  if (!(gpus > 0)) return false;
+  if (in->role != ROLE_DECODE) {
+    CostPhase *p = &out->prefill;
+    out->has_prefill = true;
+    p->time = in->pre.latency;
+    p->tok_s_gpu = in->pre.tok_s_gpu;
+    p->compute = in->pre.compute;
+    p->hbm = in->pre.memory;
+    p->comm[COST_COMM_TP] = in->pre.comm_tp;
+    p->comm[COST_COMM_CP] = in->pre.comm_cp;
+    p->comm[COST_COMM_EP] = in->pre.comm_ep;
+    p->comm[COST_COMM_PP] = in->pre.comm_pp;
+  }
+  if (in->role == ROLE_PREFILL) return true;
+  CostDecode dc;
+  out->max_batch = in->batch;
+  out->batch_used = ev->batch > 0 ? ev->batch : in->batch;
+  if (!cost_decode_step(m, &in->lay, out->batch_used, cost_decode_ctx(m), &dc)) return false;
+  CostPhase *p = &out->decode;
+  out->has_decode = true;
+  p->time = dc.step;
+  p->tok_s_gpu = (double)out->batch_used / dc.tpot / gpus;
+  p->compute = dc.compute;
+  p->hbm = dc.memory;
+  p->overhead = dc.overhead;
+  p->comm[COST_COMM_TP] = dc.comm_tp;
+  p->comm[COST_COMM_EP] = dc.comm_ep;
+  p->comm[COST_COMM_PP] = dc.comm_pp;
   return true;
 }
 

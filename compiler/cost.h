@@ -40,6 +40,10 @@
     "per-step latency of a scale-out collective when the spec gives none")       \
   X(comm_overlap, 0.0, 0.0, 1.0,                                                 \
     "fraction of communication time hidden behind compute")                      \
+  X(ep_overlap, 0.0, 0.0, 1.0,                                                   \
+    "fraction of MoE dispatch/combine time hidden behind compute (two micro-batches)") \
+  X(expert_imbalance, 1.0, 1.0, 64.0,                                            \
+    "tokens of the busiest ep rank over the mean (1: perfectly balanced routing)")  \
   X(step_overhead_s, 0.5e-3, 0.0, 1.0,                                           \
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
   X(max_batch_per_dp, 256, 1, 1e6,                                               \
@@ -100,6 +104,8 @@ typedef struct {
   bool moe;
   int64_t layers, n_dense, n_moe, hidden, vocab, heads, kv_heads, head_dim;
   int64_t experts, top_k;
+  int64_t route_groups, route_group_top_k; /* group-limited routing; 0: none */
+  double dispatch_bytes, combine_bytes;    /* per token, scales included */
   int64_t dense_ffn_size, expert_ffn_size; /* intermediate sizes (divisibility) */
   /* parameters (FLOPs: 2 per parameter per token) */
   int64_t attn_params, dense_ffn_params, expert_params, shared_params;
@@ -120,6 +126,10 @@ typedef struct {
   /* workload and SLOs */
   int64_t tin, tout;
   double rate;                     /* req/s, 0 when not given */
+  double concurrency;              /* requests in flight (closed loop), 0 when not given */
+  int64_t draft;                   /* speculative tokens proposed per step, 0: none */
+  double accepted;                 /* tokens emitted per step and request, >= 1 */
+  double prefix_hit;               /* share of the prompt found in the prefix cache */
   double slo_ttft, slo_tpot;       /* s */
   CostConsts k;
   SrcLoc loc;                      /* where to report model-wide problems */
@@ -135,6 +145,35 @@ LinkClass cost_link_class(const CostModel *m, int64_t span);
  * per-step latency (s) of a link class. */
 double cost_link_bw(const CostModel *m, LinkClass c);
 double cost_link_lat(const CostModel *m, LinkClass c);
+
+/* MoE dispatch and combine of one MoE layer (docs/cost-model.md, "MoE
+ * dispatch and combine"): `tokens` tokens one rank sends to the ep group
+ * and gets back. Each token goes once to each distinct destination GPU
+ * over scale-up and once to each distinct remote node over scale-out (at
+ * most min(top_k, nodes), fewer under group-limited routing); the two
+ * links run at once, so each phase takes the slower of the two. */
+typedef struct {
+  double bytes_up, bytes_out; /* dispatch + combine, per rank */
+  double nodes, remote_nodes, gpus; /* expected destinations of one token */
+  double time;                /* s, dispatch + combine */
+} CostEpComm;
+void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEpComm *out);
+/* cost_ep_comm is linear in the tokens: the figures of one token (time:
+ * seconds per token, lat: the fixed part), computed once per layout. */
+typedef struct {
+  CostEpComm one;  /* bytes and time of one token, without latency */
+  double lat;      /* s per dispatch + combine */
+} CostEpRate;
+void cost_ep_rate(const CostModel *m, const CostLayout *l, CostEpRate *out);
+double cost_ep_time(const CostEpRate *r, double tokens);
+
+/* GEMM M alignment of a contiguous grouped GEMM: each expert's rows are
+ * padded to this (DeepGEMM, get_m_alignment_for_contiguous_layout()). */
+#define COST_GEMM_M_ALIGN 128
+/* Rows the grouped GEMM of one MoE layer runs on one rank holding `local`
+ * experts when the ep group routes `tokens` tokens: the experts touched
+ * times their tokens (times expert_imbalance), padded to COST_GEMM_M_ALIGN. */
+double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens);
 
 /* Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bw plus
  * 2(n-1) steps of latency. 0 when n <= 1. */
@@ -168,6 +207,7 @@ typedef struct {
   double mu;           /* requests/s one instance completes (dp per stage time) */
   double tok_s_gpu;    /* input tokens/s per GPU */
   double compute, comm_tp, comm_cp, comm_ep, comm_pp; /* s, per request, all stages */
+  double memory;       /* s, the stage's weights read once from HBM (all stages) */
   double cp_imbalance; /* max/mean attention work over cp ranks (zigzag: 1) */
 } CostPrefill;
 bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out);
@@ -175,8 +215,11 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out);
 /* One decode step of an instance holding B requests at mean context ctx
  * (tokens); pp micro-batches of ceil(B/pp) requests, each split over dp. */
 typedef struct {
-  double tpot;        /* s: the stages add up, plus pp boundary sends */
+  double tpot;        /* s per output token: step / accepted tokens */
+  double step;        /* s: the stages add up, plus pp boundary sends and drafts */
   double compute, memory, comm; /* s, summed over the stages */
+  double comm_tp, comm_ep, comm_pp; /* s, comm by group kind (tp includes dcp) */
+  double overhead;    /* s, the per-step engine overhead of all stages */
   int64_t bytes_gpu;  /* HBM bytes one GPU reads per step of its stage */
   int64_t flops_gpu;  /* FLOPs one GPU runs per step of its stage */
   bool memory_bound;  /* roofline: bytes time >= FLOPs time */
@@ -194,7 +237,8 @@ typedef struct {
   int64_t c, kvr;                      /* context tokens, KV bytes/token/layer/rank */
   int64_t w_dense, w_moe, w_expert;    /* weight bytes a GPU reads per layer */
   int64_t p_dense, p_moe, local, tpdp; /* parameters, local experts, tp*dp */
-  double tp_bw, tp_lat, ep_bw, ep_lat, pp_bw, pp_lat;
+  CostEpRate ep;                       /* dispatch/combine per token */
+  double tp_bw, tp_lat, pp_bw, pp_lat;
   double lm_bytes;
 } CostDecodePrep;
 bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p);
@@ -278,12 +322,36 @@ typedef struct {
   double queue, ttft, tpot; /* s */
   int64_t batch;        /* decode requests per instance at the served load */
   int64_t gpus;         /* all instances */
-  bool load_served;     /* m->rate > 0 and served == m->rate */
+  bool load_served;     /* m->rate > 0 and served == m->rate; or m->concurrency >
+                         * 0 and the pools serve the closed loop below their most */
   bool prefill_limited; /* disaggregated: x r_p <= y r_d */
   bool feasible;        /* TTFT and TPOT within the SLOs */
   double goodput_gpu;   /* tok_s / gpus when feasible, else 0 */
 } CostDeployEval;
 bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out);
+
+/* Communication kinds of the per-phase split (the plan's order, plan.h). */
+typedef enum { COST_COMM_TP, COST_COMM_CP, COST_COMM_EP, COST_COMM_PP, COST_COMM__N } CostCommKind;
+
+/* One phase of one pool's instance (docs/plan.md, "estimates"): its time
+ * (prefill: one request's latency; decode: one step at the batch used),
+ * tokens/s per GPU, and the time split into compute, HBM reads and
+ * communication by group kind. */
+typedef struct {
+  double time, tok_s_gpu, compute, hbm, overhead;
+  double comm[COST_COMM__N];
+} CostPhase;
+
+/* The per-phase figures of one pool of an evaluated deployment: prefill
+ * for prefill and both pools, decode for decode and both pools at the
+ * batch in flight (ev->batch), and the batch to configure (B). */
+typedef struct {
+  bool has_prefill, has_decode;
+  CostPhase prefill, decode;
+  int64_t batch_used, max_batch;
+} CostPoolPhases;
+bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDeployEval *ev,
+                      CostPoolPhases *out);
 
 /* M/D/1 queue (Poisson arrivals, deterministic service at rate mu):
  * Pollaczek-Khinchine mean wait Wq = rho / (2 mu (1 - rho)). Infinity when

@@ -536,18 +536,66 @@ static void emit_groups(StrBuf *sb, const Layout *L, const EmitNames *E, int32_t
   fb_puts(sb, first ? "],\n" : "\n  ],\n");
 }
 
+/* `key` (the JSON text up to the value, e.g. ",\"tpot_ms\":") and a
+ * double with six decimals. */
+static void put_num_field(StrBuf *sb, const char *key, double v) {
+  fb_puts(sb, key);
+  put_double(sb, v);
+}
+
+/* One phase of a pool's estimates (docs/plan.md, "estimates"). */
+static void emit_phase(StrBuf *sb, const PlanPhaseEst *p, bool decode, const PlanPoolEst *e) {
+  if (decode) {
+    PUTS("{\"batch\":");
+    put_i64(sb, e->batch);
+    PUTS(",\"step_ms\":");
+  } else {
+    PUTS("{\"time_ms\":");
+  }
+  put_double(sb, p->time_ms);
+  put_num_field(sb, decode ? ",\"output_tok_s_per_gpu\":" : ",\"input_tok_s_per_gpu\":",
+                p->tok_s_per_gpu);
+  put_num_field(sb, ",\"compute_ms\":", p->compute_ms);
+  put_num_field(sb, ",\"hbm_ms\":", p->hbm_ms);
+  put_num_field(sb, ",\"overhead_ms\":", p->overhead_ms);
+  PUTS(",\"comm_ms\":{");
+  for (int k = 0; k < PEC__COUNT; k++) {
+    sb_printf(sb, "%s\"%s\":", k ? "," : "", plan_est_comm_name((PlanEstComm)k));
+    put_double(sb, p->comm_ms[k]);
+  }
+  PUTS("}}");
+}
+
+/* estimates.pools[]: per pool, its phases and the batch to configure. */
+static void emit_est_pools(StrBuf *sb, const Layout *L, const PlanEstimates *est) {
+  PUTS(",\"pools\":[");
+  for (size_t i = 0; i < est->npools; i++) {
+    const PlanPoolEst *e = &est->pools[i];
+    fb_puts(sb, i ? ",{\"pool\":" : "{\"pool\":");
+    put_str(sb, L->pools[e->pool].name);
+    PUTS(",\"prefill\":");
+    if (e->has_prefill) emit_phase(sb, &e->prefill, false, e);
+    else PUTS("null");
+    PUTS(",\"decode\":");
+    if (e->has_decode) emit_phase(sb, &e->decode, true, e);
+    else PUTS("null");
+    PUTS(",\"max_batch\":");
+    if (e->has_decode) put_i64(sb, e->max_batch);
+    else PUTS("null");
+    PUTS("}");
+  }
+  PUTS("]");
+}
+
 /* estimates and the warnings and notes (errors stop the compile). */
-static void emit_tail(StrBuf *sb, const Diags *d, const PlanEstimates *est) {
+static void emit_tail(StrBuf *sb, const Diags *d, const Layout *L, const PlanEstimates *est) {
   PUTS("  \"estimates\": ");
   if (est && est->has) {
-    PUTS("{\"ttft_ms\":");
-    put_double(sb, est->ttft_ms);
-    PUTS(",\"tpot_ms\":");
-    put_double(sb, est->tpot_ms);
-    PUTS(",\"throughput_tok_s\":");
-    put_double(sb, est->throughput_tok_s);
-    PUTS(",\"goodput_tok_s_per_gpu\":");
-    put_double(sb, est->goodput_tok_s_per_gpu);
+    put_num_field(sb, "{\"ttft_ms\":", est->ttft_ms);
+    put_num_field(sb, ",\"tpot_ms\":", est->tpot_ms);
+    put_num_field(sb, ",\"throughput_tok_s\":", est->throughput_tok_s);
+    put_num_field(sb, ",\"goodput_tok_s_per_gpu\":", est->goodput_tok_s_per_gpu);
+    emit_est_pools(sb, L, est);
     PUTS("}");
   } else {
     PUTS("null");
@@ -598,7 +646,7 @@ static char *emit_doc(const Diags *d, const Spec *s, const Layout *L, const Plan
   emit_ranks(sb, s, L, &E, node, x, sink);
   emit_groups(sb, L, &E, node, x, sink);
   fb_puts(sb, kv);
-  emit_tail(sb, d, est);
+  emit_tail(sb, d, L, est);
   emit_names_free(&E);
   if (sink) {
     sink_flush(sb, sink);

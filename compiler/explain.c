@@ -445,6 +445,7 @@ static void text_views(FILE *out, const Plan *p, const PlanRank *R, const Explai
   if (o->groups) { SEP(); text_groups(out, p, o->kind); }
   if (o->memory) { SEP(); text_memory(out, p); }
   if (o->reshard) { SEP(); plan_explain_reshard(out, p, o->tokens); }
+  if (o->costs) { SEP(); plan_explain_costs(out, p); }
 #undef SEP
 }
 
@@ -484,6 +485,7 @@ bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o) {
     }
     if (o->memory) json_object_set_new(root, "memory", json_memory(p));
     if (o->reshard) json_object_set_new(root, "kv_reshard", json_reshard(p, o->tokens));
+    if (o->costs) json_object_set_new(root, "costs", plan_explain_costs_json(p));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fprintf(out, "%s\n", s);
     free(s);

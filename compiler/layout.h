@@ -226,6 +226,8 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L); /* memory.c */
 typedef struct {
   bool has;
   double ttft_ms, tpot_ms, throughput_tok_s, goodput_tok_s_per_gpu;
+  size_t npools;                       /* per-pool figures, in the plan's pool order */
+  PlanPoolEst pools[PLAN_EST_POOLS];
 } PlanEstimates;
 
 /* The plan JSON (docs/plan.md) for the whole layout (node < 0) or for the

@@ -671,6 +671,31 @@ static const YNode *apply_hf_config(P *p, const YNode *m, SStr *out) {
 
 #define I64MAX INT64_MAX
 
+/* model.moe's group-limited routing and dispatch/combine dtypes
+ * (docs/spec.md, "model.moe"; docs/cost-model.md, "MoE dispatch and
+ * combine"). */
+static void parse_moe_routing(P *p, const YNode *moe, SrcLoc ms, ModelSpec *mo) {
+  rd_lim(p, moe, ms, "model.moe", "groups", &mo->moe.groups, false, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, "model.moe", "group_top_k", &mo->moe.group_top_k, false, 0, 1, &LIM_DIM);
+  rd_enum(p, moe, ms, "model.moe", "dispatch_dtype", &mo->moe.dispatch_dtype, false, DT_BF16,
+          dtype_names, RP_ARRAY_LEN(dtype_names));
+  rd_enum(p, moe, ms, "model.moe", "combine_dtype", &mo->moe.combine_dtype, false, DT_BF16,
+          dtype_names, RP_ARRAY_LEN(dtype_names));
+  SInt *g = &mo->moe.groups, *gk = &mo->moe.group_top_k;
+  if (gk->set && !g->set) {
+    Diag *d = diag_at(p->d, DIAG_E0102, gk->loc, "`model.moe.group_top_k` needs `model.moe.groups`");
+    diag_help(d, "give both (the model's config.json: n_group and topk_group), or neither");
+  } else if (g->set && gk->set && gk->v > g->v) {
+    diag_at(p->d, DIAG_E0105, gk->loc,
+            "`%lld` is out of range for `model.moe.group_top_k`: expected at most `groups` (%lld)",
+            (long long)gk->v, (long long)g->v);
+  } else if (g->set && mo->moe.experts.set && mo->moe.experts.v % g->v != 0) {
+    diag_at(p->d, DIAG_E0105, g->loc,
+            "`%lld` is out of range for `model.moe.groups`: it must divide the %lld experts",
+            (long long)g->v, (long long)mo->moe.experts.v);
+  }
+}
+
 static void parse_model(P *p, const YNode *root) {
   ModelSpec *mo = &p->s->model;
   SrcLoc sec;
@@ -733,7 +758,8 @@ static void parse_model(P *p, const YNode *root) {
   mo->moe.loc = ms;
   mo->moe.present = moe != NULL;
   check_keys(p, moe, "model.moe", KEYS("experts", "top_k", "shared_experts", "expert_intermediate_size",
-                                       "dense_layers", "router_bias"));
+                                       "dense_layers", "router_bias", "groups", "group_top_k",
+                                       "dispatch_dtype", "combine_dtype"));
   rd_lim(p, moe, ms, "model.moe", "experts", &mo->moe.experts, moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "top_k", &mo->moe.top_k, moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "shared_experts", &mo->moe.shared_experts, false, 0, 0, &LIM_DIM);
@@ -741,6 +767,7 @@ static void parse_model(P *p, const YNode *root) {
          moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "dense_layers", &mo->moe.dense_layers, false, 0, 0, &LIM_LAYERS);
   rd_bool(p, moe, ms, "model.moe", "router_bias", &mo->moe.router_bias, false);
+  parse_moe_routing(p, moe, ms, mo);
 
   /* ffn: required when some layer is dense */
   bool dense = !mo->moe.present || mo->moe.dense_layers.v > 0;
@@ -861,15 +888,49 @@ static void parse_hardware(P *p, const YNode *root) {
   p->quiet_missing = false;
 }
 
+/* workload's prefix-cache hit rate and speculative decoding
+ * (docs/cost-model.md, "Prefix cache" and "Speculative decoding"). */
+static void parse_workload_reuse(P *p, const YNode *m, SrcLoc sec, WorkloadSpec *w) {
+  rd_frac(p, m, sec, "workload", "prefix_cache_hit_rate", &w->prefix_cache_hit_rate, 0.0, 0.0, 1.0);
+  if (w->prefix_cache_hit_rate.set && w->prefix_cache_hit_rate.v >= 1.0) {
+    Diag *g = diag_at(p->d, DIAG_E0105, w->prefix_cache_hit_rate.loc,
+                      "`%g` is out of range for `workload.prefix_cache_hit_rate`: expected below 1",
+                      w->prefix_cache_hit_rate.v);
+    diag_help(g, "the last prompt token is always computed; write the share of cached tokens");
+    w->prefix_cache_hit_rate.set = false;
+  }
+  rd_lim(p, m, sec, "workload", "draft_tokens", &w->draft_tokens, false, 0, 1, &LIM_DIM);
+  rd_frac(p, m, sec, "workload", "accepted_tokens", &w->accepted_tokens, 1.0, 0.0,
+         1.0 + (double)LIM_DIM.max);
+  if (!w->accepted_tokens.set) return;
+  double hi = 1.0 + (double)(w->draft_tokens.set ? w->draft_tokens.v : 0);
+  if (w->accepted_tokens.v < 1.0 || w->accepted_tokens.v > hi) {
+    Diag *g = diag_at(p->d, DIAG_E0105, w->accepted_tokens.loc,
+                      "`%g` is out of range for `workload.accepted_tokens`: expected 1 to %g "
+                      "(1 + draft_tokens)", w->accepted_tokens.v, hi);
+    diag_help(g, "tokens emitted per decode step and request: 1 plus the accepted drafts");
+    w->accepted_tokens.set = false;
+  }
+}
+
 static void parse_workload(P *p, const YNode *root) {
   WorkloadSpec *w = &p->s->workload;
   SrcLoc sec;
   const YNode *m = section(p, root, "workload", "workload", root->loc, &sec);
   w->loc = sec;
-  check_keys(p, m, "workload", KEYS("input_tokens", "output_tokens", "rate"));
+  check_keys(p, m, "workload", KEYS("input_tokens", "output_tokens", "rate", "concurrency",
+                                     "prefix_cache_hit_rate", "draft_tokens", "accepted_tokens"));
   rd_lim(p, m, sec, "workload", "input_tokens", &w->input_tokens, m != NULL, 1, 1, &LIM_TOKENS);
   rd_lim(p, m, sec, "workload", "output_tokens", &w->output_tokens, m != NULL, 1, 1, &LIM_TOKENS);
   rd_qty(p, m, sec, "workload", "rate", UNIT_RATE, NULL, &w->rate, false, 0, false);
+  rd_int(p, m, sec, "workload", "concurrency", &w->concurrency, false, 0, 1, I64MAX);
+  parse_workload_reuse(p, m, sec, w);
+  if (w->rate.set && w->concurrency.set) {
+    Diag *g = diag_at(p->d, DIAG_E0119, w->concurrency.loc,
+                      "`workload` gives both `rate` and `concurrency`");
+    diag_help(g, "an open loop (`rate`, Poisson arrivals) or a closed loop (`concurrency`, "
+                 "N requests in flight): keep one");
+  }
 }
 
 static void parse_slo(P *p, const YNode *root) {

@@ -116,6 +116,32 @@ const char *plan_kind_name(GroupKind k);
 const char *plan_coord_name(CoordKind c);
 const char *plan_shard_name(ShardKind s);
 const char *plan_mem_name(MemKind m);
+
+/* ---- per-pool estimates (docs/plan.md, "estimates") ---------------------- */
+
+/* Communication kinds the per-phase split names, in the plan's order. */
+typedef enum { PEC_TP, PEC_CP, PEC_EP, PEC_PP, PEC__COUNT } PlanEstComm;
+const char *plan_est_comm_name(PlanEstComm k);
+
+/* One phase of one pool's instance: its time (prefill: one request;
+ * decode: one step at the batch in flight), tokens/s per GPU, and the time
+ * in compute, HBM reads, per-step engine overhead and communication by
+ * group kind (ms). */
+typedef struct {
+  double time_ms, tok_s_per_gpu, compute_ms, hbm_ms, overhead_ms;
+  double comm_ms[PEC__COUNT];
+} PlanPhaseEst;
+
+/* The estimates of one pool: prefill for prefill and both pools, decode
+ * for decode and both pools, with the batch in flight and the batch to
+ * configure as the engine's most concurrent sequences. */
+typedef struct {
+  size_t pool;              /* index into the plan's pools */
+  bool has_prefill, has_decode;
+  PlanPhaseEst prefill, decode;
+  int64_t batch, max_batch; /* decode: requests in flight per instance, B */
+} PlanPoolEst;
+#define PLAN_EST_POOLS 2
 /* Looks a group kind up by its plan name; false when unknown. */
 bool plan_kind_parse(const char *s, GroupKind *out);
 /* Whether all members of one group of kind k must share coordinate c.
@@ -248,6 +274,8 @@ typedef struct Plan {
   /* estimates; has_estimates false when the plan holds null */
   bool has_estimates;
   double ttft_ms, tpot_ms, throughput_tok_s, goodput_tok_s_per_gpu;
+  size_t nest_pools;
+  PlanPoolEst est_pools[PLAN_EST_POOLS];
   size_t ndiags;
   PlanDiag *diags;
   bool partial;             /* a --split-by-node file: only one node's ranks */
@@ -297,6 +325,7 @@ typedef struct {
   bool ranks;       /* one line per rank (the default with no other view) */
   bool memory;      /* the memory ledger per pool and pp stage */
   bool reshard;     /* kv_reshard transfers (reshard.h prints them) */
+  bool costs;       /* the per-pool estimates: phases, their split, the batch */
   int64_t tokens;   /* request length for the reshard byte totals; 0: none */
   int64_t rank;     /* >= 0: everything about this rank */
   bool groups;      /* list the groups of kind `kind` */
@@ -305,7 +334,7 @@ typedef struct {
 } ExplainOpts;
 
 /* Prints the views o asks for, in the order summary, ranks, rank, groups,
- * memory, reshard. Returns false (after printing "explain: ..." to err)
+ * memory, reshard, costs. Returns false (after printing "explain: ..." to err)
  * when o->rank is not in the plan. */
 bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o);
 /* `rankplan explain PLAN --reshard`: prints every pair's transfers, one per
@@ -314,5 +343,11 @@ bool plan_explain(FILE *out, FILE *err, const Plan *p, const ExplainOpts *o);
  * the pair's `request`; without either, bytes only for range lists), then
  * the pair's bytes and transfer time per link class at input_tokens. */
 void plan_explain_reshard(FILE *out, const Plan *p, int64_t n_tokens_opt);
+/* `rankplan explain PLAN --costs` (explain_costs.c): per pool, the prefill
+ * and decode phases with their compute, HBM, overhead and communication
+ * split and the batch to configure; the JSON form is estimates.pools
+ * (null when the plan holds no estimates). */
+void plan_explain_costs(FILE *out, const Plan *p);
+struct json_t *plan_explain_costs_json(const Plan *p);
 
 #endif

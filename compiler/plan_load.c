@@ -434,6 +434,11 @@ const char *plan_coord_name(CoordKind c) { return (unsigned)c < CO__COUNT ? coor
 const char *plan_shard_name(ShardKind s) { return (unsigned)s < SH__COUNT ? shard_names[s] : "?"; }
 const char *plan_mem_name(MemKind m) { return (unsigned)m < MEM__COUNT ? mem_names[m] : "?"; }
 
+static const char *const est_comm_names[PEC__COUNT] = {"tp", "cp", "ep", "pp"};
+const char *plan_est_comm_name(PlanEstComm k) {
+  return (unsigned)k < PEC__COUNT ? est_comm_names[k] : "?";
+}
+
 bool plan_kind_parse(const char *s, GroupKind *out) {
   for (int k = 0; k < GK__COUNT; k++)
     if (strcmp(s, kind_names[k]) == 0) {
@@ -1217,6 +1222,74 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
   return load_launch_hosts(ld, L, o, p->nnodes, p->partial);
 }
 
+/* A non-negative finite number at obj[key]; path names obj. */
+static bool get_est_num(Ld *ld, PjV *obj, const char *path, const char *key, double *out) {
+  PjV *v = pj_object_get(obj, key);
+  if (!pj_is_number(v))
+    return fail(ld, "%s.%s: expected a number, got %s", path, key, v ? jtype(v) : "nothing");
+  *out = pj_number_value(v);
+  if (!(*out >= 0) || !isfinite(*out))
+    return fail(ld, "%s.%s: expected a finite number >= 0, got %g", path, key, *out);
+  return true;
+}
+
+/* One phase of estimates.pools[i] (null: the pool has no such phase). */
+static bool load_est_phase(Ld *ld, PjV *v, const char *path, bool decode, PlanPoolEst *e,
+                           bool *has) {
+  *has = false;
+  if (pj_is_null(v)) return true;
+  if (!pj_is_object(v)) return fail(ld, "%s: expected an object or null, got %s", path, jtype(v));
+  PlanPhaseEst *ph = decode ? &e->decode : &e->prefill;
+  if (decode && !get_int(ld, v, path, "batch", 1, INT64_MAX, &e->batch)) return false;
+  const char *keys[5] = {decode ? "step_ms" : "time_ms",
+                         decode ? "output_tok_s_per_gpu" : "input_tok_s_per_gpu",
+                         "compute_ms", "hbm_ms", "overhead_ms"};
+  double *dst[5] = {&ph->time_ms, &ph->tok_s_per_gpu, &ph->compute_ms, &ph->hbm_ms,
+                    &ph->overhead_ms};
+  for (int i = 0; i < 5; i++)
+    if (!get_est_num(ld, v, path, keys[i], dst[i])) return false;
+  char cp[160];
+  snprintf(cp, sizeof cp, "%s.comm_ms", path);
+  PjV *c = field(ld, v, path, "comm_ms", PJ_OBJECT);
+  if (!c) return false;
+  for (int k = 0; k < PEC__COUNT; k++)
+    if (!get_est_num(ld, c, cp, est_comm_names[k], &ph->comm_ms[k])) return false;
+  *has = true;
+  return true;
+}
+
+/* estimates.pools[]: at most PLAN_EST_POOLS entries naming plan pools. */
+static bool load_est_pools(Ld *ld, Plan *p, PjV *e) {
+  PjV *a = field(ld, e, "estimates", "pools", PJ_ARRAY);
+  if (!a) return false;
+  size_t n = pj_array_size(a);
+  if (n < 1 || n > PLAN_EST_POOLS)
+    return fail(ld, "estimates.pools: expected 1 to %d entries, got %zu", PLAN_EST_POOLS, n);
+  for (size_t i = 0; i < n; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "estimates.pools[%zu]", i);
+    PjV *o = pj_array_get(a, i);
+    if (!pj_is_object(o)) return fail(ld, "%s: expected an object, got %s", path, jtype(o));
+    PlanPoolEst *pe = &p->est_pools[i];
+    const char *name;
+    if (!get_str(ld, o, path, "pool", &name)) return false;
+    int k = find_pool(p, name);
+    if (k < 0) return fail(ld, "%s.pool: no pool named `%s`", path, name);
+    pe->pool = (size_t)k;
+    char sub[96];
+    snprintf(sub, sizeof sub, "%s.prefill", path);
+    if (!load_est_phase(ld, pj_object_get(o, "prefill"), sub, false, pe, &pe->has_prefill))
+      return false;
+    snprintf(sub, sizeof sub, "%s.decode", path);
+    if (!load_est_phase(ld, pj_object_get(o, "decode"), sub, true, pe, &pe->has_decode))
+      return false;
+    if (pe->has_decode && !get_int(ld, o, path, "max_batch", 1, INT64_MAX, &pe->max_batch))
+      return false;
+  }
+  p->nest_pools = n;
+  return true;
+}
+
 static bool load_estimates(Ld *ld, Plan *p, PjV *root) {
   PjV *e = pj_object_get(root, "estimates");
   if (!e) return fail(ld, "estimates: missing");
@@ -1231,6 +1304,7 @@ static bool load_estimates(Ld *ld, Plan *p, PjV *root) {
       return fail(ld, "estimates.%s: expected a number, got %s", keys[i], v ? jtype(v) : "nothing");
     *dst[i] = pj_number_value(v);
   }
+  if (!load_est_pools(ld, p, e)) return false;
   p->has_estimates = true;
   return true;
 }

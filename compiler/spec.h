@@ -62,6 +62,13 @@ typedef struct {
     SInt expert_intermediate_size;
     SInt dense_layers;                    /* leading dense layers, default 0 */
     SBool router_bias;                    /* default false */
+    /* Group-limited routing (HF config n_group, topk_group): the experts
+     * form `groups` contiguous groups and a token picks its top_k from at
+     * most `group_top_k` of them. 0: unlimited. */
+    SInt groups, group_top_k;
+    /* Dtypes of the dispatched and combined activations (DType); unset:
+     * the activations' dtype. fp8/int8 dispatch carries scales. */
+    SEnum dispatch_dtype, combine_dtype;
   } moe;
   struct {
     SrcLoc loc;
@@ -96,7 +103,11 @@ typedef struct {
 typedef struct {
   SrcLoc loc;
   SInt input_tokens, output_tokens;
-  SNum rate;           /* req/s; optional */
+  SNum rate;           /* req/s; optional (open loop: Poisson arrivals) */
+  SInt concurrency;    /* requests in flight; optional (closed loop); not with rate */
+  SNum prefix_cache_hit_rate; /* share of prompt tokens served from the prefix cache; [0, 1) */
+  SInt draft_tokens;   /* speculative decoding: tokens proposed per step */
+  SNum accepted_tokens; /* tokens emitted per step and request, 1 to 1 + draft_tokens */
 } WorkloadSpec;
 
 typedef struct {

@@ -72,23 +72,6 @@ def load_entries(kind):
     return out
 
 
-def pool_key(pool):
-    par = pool.get("parallel", pool)
-    return (pool["role"], tuple(par.get(k, 1) for k in ("tp", "pp", "cp", "dp", "ep", "etp", "dcp")))
-
-
-def search_pool_figures(spec, plan_pools):
-    """Per-pool figures of the search row whose pools are the plan's."""
-    res, _ = run_json(["search", spec, "--format", "json", "--top", "100000"])
-    if not res:
-        return {}
-    want = sorted(pool_key(p) for p in plan_pools)
-    for row in res.get("results", []):
-        if sorted(pool_key(p) for p in row["pools"]) == want:
-            return {p["role"]: p for p in row["pools"]}
-    return {}
-
-
 def predict_perf(entry):
     """Predicted figures by metric (None where the model gives none), and why not."""
     plan, err = run_json(["compile", entry["_spec"], "-o", "-"])
@@ -100,13 +83,16 @@ def predict_perf(entry):
         pred["tpot_ms"] = est["tpot_ms"]
         pred["ttft_ms"] = est["ttft_ms"]
         pred["output_tok_s_per_gpu"] = est["throughput_tok_s"] / plan["world_size"]
-    wanted = entry["measured"]
-    if "prefill_input_tok_s_per_gpu" in wanted or "decode_output_tok_s_per_gpu" in wanted:
-        pools = search_pool_figures(entry["_spec"], plan["pools"])
-        if "prefill" in pools:
-            pred["prefill_input_tok_s_per_gpu"] = pools["prefill"]["tok_s_per_gpu"]
-        if "decode" in pools:
-            pred["decode_output_tok_s_per_gpu"] = pools["decode"]["tok_s_per_gpu"]
+        # per pool (docs/plan.md, "estimates"): a prefill pool's input
+        # tokens/s per GPU, a decode pool's output tokens/s per GPU at the
+        # batch it holds
+        roles = {p["name"]: p["role"] for p in plan["pools"]}
+        for pe in est.get("pools", []):
+            role = roles.get(pe["pool"])
+            if role == "prefill" and pe["prefill"]:
+                pred["prefill_input_tok_s_per_gpu"] = pe["prefill"]["input_tok_s_per_gpu"]
+            if role == "decode" and pe["decode"]:
+                pred["decode_output_tok_s_per_gpu"] = pe["decode"]["output_tok_s_per_gpu"]
     return pred, None if est else "compile gave no estimates"
 
 

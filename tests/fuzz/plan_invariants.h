@@ -83,7 +83,7 @@ static void check_plan(const Plan *p) {
 
 static void explain_all(const Plan *p, FILE *out) {
   ExplainOpts o = {0};
-  o.summary = o.ranks = o.memory = o.reshard = true;
+  o.summary = o.ranks = o.memory = o.reshard = o.costs = true;
   o.tokens = 4096;
   o.rank = p->nranks > 0 ? p->ranks[p->nranks - 1].rank : -1;
   o.groups = true;
@@ -93,10 +93,10 @@ static void explain_all(const Plan *p, FILE *out) {
       o.kind = (GroupKind)k;
       /* Only the first pass prints the heavy views; the others add the
        * group listing of each kind. */
-      if (k == 1) o.summary = o.ranks = o.memory = o.reshard = false;
+      if (k == 1) o.summary = o.ranks = o.memory = o.reshard = o.costs = false;
       CHECK(plan_explain(out, out, p, &o));
     }
-    o.summary = o.ranks = o.memory = o.reshard = true;
+    o.summary = o.ranks = o.memory = o.reshard = o.costs = true;
   }
 }
 

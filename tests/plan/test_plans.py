@@ -180,6 +180,32 @@ try:
     j = json.loads(p.stdout) if p.returncode == 0 else {}
     check([x["bytes"] for x in j["kv_reshard"][0]["transfers"]] == [40960 * 7] * 8 if j else False,
           "explain --reshard --format json --tokens 7: bytes for 7 tokens")
+    # explain --costs: the plan's estimates.pools, per phase with its split
+    est = doc["estimates"]["pools"]
+    check([e["pool"] for e in est] == [q["name"] for q in doc["pools"]]
+          and est[0]["decode"] is None and est[1]["prefill"] is None
+          and est[1]["decode"]["batch"] <= est[1]["max_batch"],
+          "estimates.pools: prefill phase for the prefill pool, decode (batch <= max_batch) for decode", est)
+    p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--costs")
+    d = est[1]["decode"]
+    check(p.returncode == 0 and "tp ms" in p.stdout
+          and "%.3f" % d["step_ms"] in p.stdout and "%.1f" % d["output_tok_s_per_gpu"] in p.stdout
+          and "configure the engine for %d concurrent sequences" % est[1]["max_batch"] in p.stdout,
+          "explain --costs: each phase's time, tok/s/GPU and split, and the batch to configure", p.stdout)
+    p = run("explain", os.path.join(EX, "llama-3.1-70b-pd.plan.json"), "--costs", "--format", "json")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    check(j.get("costs") == est, "explain --costs --format json: the plan's estimates.pools", p.stdout[:600])
+    # a plan without estimates (no slo): --costs says so, JSON null
+    noslo = os.path.join(tmp, "noslo.yaml")
+    text = open(os.path.join(EX, "llama-3.1-8b-agg.yaml")).read()
+    open(noslo, "w").write(text[:text.index("slo:")] + text[text.index("deployment:"):])
+    out = os.path.join(tmp, "noslo.json")
+    p = run("compile", noslo, "-o", out)
+    q = run("explain", out, "--costs") if p.returncode == 0 else p
+    r = run("explain", out, "--costs", "--format", "json") if p.returncode == 0 else p
+    check(p.returncode == 0 and "costs: none (the plan holds no estimates)" in q.stdout
+          and json.loads(r.stdout).get("costs", 0) is None,
+          "explain --costs on a plan without estimates: none, JSON null", p.stderr + q.stdout)
     # a pair whose link classes do not add up is refused by the loader
     text = open(os.path.join(EX, "llama-3.1-70b-pd.plan.json")).read()
     bad = os.path.join(tmp, "bad-request.json")

@@ -301,38 +301,88 @@ static void test_decode(void) {
 }
 
 
-/* Expert tp: etp > 1 gathers the routed tokens and reduce-scatters the
- * partial outputs, one all-reduce over etp per MoE layer (docs/cost-model.md,
- * "Decode" and "Prefill"). Without it a layout would split every expert
- * over many GPUs for free. And the two-part decode step is the one-call
- * step, to the bit. */
+/* MoE dispatch and combine (docs/cost-model.md, "MoE dispatch and
+ * combine"): one copy per distinct destination GPU over scale-up and per
+ * distinct remote node over scale-out, never per expert; fp8 dispatch with
+ * its scales; group-limited routing caps the nodes. */
+static void test_ep_comm(void) {
+  Spec v3 = dsv3(128);
+  CostModel dm = model_of(&v3);
+  T_NEAR(dm.dispatch_bytes, 7168.0 * 2, 0.0); /* unset: the activations' bf16 */
+  v3.model.moe.dispatch_dtype.set = true;
+  v3.model.moe.dispatch_dtype.v = DT_FP8;
+  dm = model_of(&v3);
+  T_NEAR(dm.dispatch_bytes, 7168.0 + 7168.0 / 128 * 4, 0.0); /* 1x128 fp32 scales */
+  T_NEAR(dm.combine_bytes, 7168.0 * 2, 0.0);
+  /* ep 16 over two 8-GPU nodes, 100 tokens from this rank */
+  CostLayout e = {1, 1, 1, 16, 16, 1, 1};
+  CostEpComm c;
+  cost_ep_comm(&dm, &e, 100, &c);
+  double hit16 = 16.0 * (1 - pow(15.0 / 16, 8)), hit2 = 2.0 * (1 - pow(0.5, 8));
+  T_NEAR(c.gpus, 15.0 / 16 * hit16, 1e-12);
+  T_NEAR(c.nodes, hit2, 1e-12);
+  T_NEAR(c.remote_nodes, hit2 / 2, 1e-12);
+  T_CHECK(c.remote_nodes <= 1.0 && c.nodes <= 2.0); /* at most min(top_k, nodes) */
+  double per = 7392.0 + 14336.0;
+  T_NEAR(c.bytes_up, 100 * c.gpus * per, 1e-6);
+  T_NEAR(c.bytes_out, 100 * c.remote_nodes * per, 1e-6);
+  T_NEAR(c.time, fmax(c.bytes_up / cost_link_bw(&dm, LINK_SCALE_UP),
+                      c.bytes_out / cost_link_bw(&dm, LINK_SCALE_OUT)) +
+                     2 * cost_link_lat(&dm, LINK_SCALE_OUT), 1e-12);
+  /* ep 64 over 8 nodes: top-8 picks hit 5.25 nodes on average; routing
+   * limited to 4 of 8 groups (one group per node) caps them at 4. */
+  CostLayout e8 = {1, 1, 1, 64, 64, 1, 1};
+  cost_ep_comm(&dm, &e8, 100, &c);
+  T_NEAR(c.nodes, 8.0 * (1 - pow(7.0 / 8, 8)), 1e-12);
+  v3.model.moe.groups = (SInt){.v = 8, .set = true};
+  v3.model.moe.group_top_k = (SInt){.v = 4, .set = true};
+  CostModel dg = model_of(&v3);
+  cost_ep_comm(&dg, &e8, 100, &c);
+  T_NEAR(c.nodes, 4.0, 1e-12);
+  T_NEAR(c.remote_nodes, 4.0 * 7 / 8, 1e-12);
+  /* within one scale-up domain: scale-up only */
+  CostLayout e1 = {1, 1, 1, 8, 8, 1, 1};
+  cost_ep_comm(&dm, &e1, 100, &c);
+  T_NEAR(c.bytes_out, 0.0, 0.0);
+  T_NEAR(c.time, c.bytes_up / cost_link_bw(&dm, LINK_SCALE_UP) +
+                     2 * cost_link_lat(&dm, LINK_SCALE_UP), 1e-12);
+}
+
+/* The grouped GEMM pads every touched expert's rows to the GEMM's M
+ * block (128): 1,024 tokens of top-8 over 256 experts give 32 tokens per
+ * expert, 128 rows each; 65,536 tokens give 2,048, no padding. */
+static void test_expert_rows(void) {
+  Spec v3 = dsv3(128);
+  CostModel dm = model_of(&v3);
+  double x = cost_experts_touched(256, 8, 16, 1024);
+  T_NEAR(cost_expert_rows(&dm, 16, 1024), x * 128, 1e-9);
+  T_NEAR(cost_expert_rows(&dm, 16, 65536), 16.0 * 2048, 1e-6);
+  dm.k.expert_imbalance = 1.5; /* the busiest rank: 3,072 rows per expert */
+  T_NEAR(cost_expert_rows(&dm, 16, 65536), 16.0 * 3072, 1e-6);
+}
+
+/* Expert tp with the activations replicated over etp ranks: one
+ * all-reduce of the layer's output per MoE layer, as a dense FFN over tp,
+ * not top_k * etp gathered copies. And the two-part decode step is the
+ * one-call step, to the bit. */
 static void test_expert_tp(void) {
   Spec v3 = dsv3(128);
   CostModel dm = model_of(&v3);
-  CostLayout e1 = {1, 1, 1, 16, 16, 1, 1}, e2 = {1, 1, 1, 16, 8, 2, 1};
-  CostDecode d1, d2;
-  T_CHECK(cost_decode_step(&dm, &e1, 1024, 4250, &d1));
+  CostLayout e2 = {1, 1, 1, 16, 8, 2, 1};
+  CostDecode d2;
   T_CHECK(cost_decode_step(&dm, &e2, 1024, 4250, &d2));
-  /* 58 MoE layers, 16 dp ranks at tp 1: b_dp = 64 tokens, each with
-   * top_k 8 copies of 7168 bf16 values, gathered over etp 2. */
-  double bytes = 64.0 * 7168 * 2 * 8 * 2;
-  double ar = cost_ring_allreduce(bytes, 2, cost_link_bw(&dm, LINK_SCALE_OUT),
+  /* 58 MoE layers, 16 dp ranks at tp 1: 64 tokens per rank */
+  CostEpComm c;
+  cost_ep_comm(&dm, &e2, 64, &c);
+  double ar = cost_ring_allreduce(64.0 * 7168 * 2, 2, cost_link_bw(&dm, LINK_SCALE_OUT),
                                   cost_link_lat(&dm, LINK_SCALE_OUT));
-  double a2a8 = 2.0 * cost_all_to_all(64.0 * 7168 * 2 * 8, 8, cost_link_bw(&dm, LINK_SCALE_OUT),
-                                      cost_link_lat(&dm, LINK_SCALE_OUT));
-  double a2a16 = 2.0 * cost_all_to_all(64.0 * 7168 * 2 * 8, 16, cost_link_bw(&dm, LINK_SCALE_OUT),
-                                       cost_link_lat(&dm, LINK_SCALE_OUT));
-  T_NEAR(d2.comm - d1.comm, 58.0 * (ar + a2a8 - a2a16), 1e-9);
-  CostPrefill p1, p2;
-  T_CHECK(cost_prefill(&dm, &e1, &p1));
-  T_CHECK(cost_prefill(&dm, &e2, &p2));
-  T_CHECK(p2.comm_ep > 0);
-  double pbytes = 4000.0 * 7168 * 2 * 8 * 2;
-  double par = cost_ring_allreduce(pbytes, 2, cost_link_bw(&dm, LINK_SCALE_OUT),
-                                   cost_link_lat(&dm, LINK_SCALE_OUT));
-  double pa8 = 2.0 * cost_all_to_all(4000.0 * 7168 * 2 * 8, 8, cost_link_bw(&dm, LINK_SCALE_OUT),
-                                     cost_link_lat(&dm, LINK_SCALE_OUT));
-  T_NEAR(p2.comm_ep, 58.0 * (pa8 + par), 1e-9);
+  T_NEAR(d2.comm_ep, 58.0 * (c.time + ar), 1e-9);
+  /* etp equal to tp: the tp all-reduce after the FFN is the expert one */
+  CostLayout et = {2, 1, 1, 8, 8, 2, 1};
+  CostDecode dt;
+  T_CHECK(cost_decode_step(&dm, &et, 1024, 4250, &dt));
+  cost_ep_comm(&dm, &et, 128 / 2, &c); /* 8 dp ranks: 128 requests, half per tp rank */
+  T_NEAR(dt.comm_ep, 58.0 * c.time, 1e-9);
 
   CostDecodePrep prep;
   T_CHECK(cost_decode_prep(&dm, &e2, 4250, &prep));
@@ -343,6 +393,46 @@ static void test_expert_tp(void) {
     T_CHECK(cost_decode_at(&dm, &prep, Bs[i], &b));
     T_CHECK(memcmp(&a, &b, sizeof a) == 0);
   }
+}
+
+/* Prefix cache: a hit rate h computes only the new tokens, each attending
+ * to the whole prompt (docs/cost-model.md, "Prefix cache"). */
+static void test_prefix_cache(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostPrefill p0, p1;
+  T_CHECK(cost_prefill(&m, &l, &p0));
+  m.prefix_hit = 0.75; /* 3,000 of 4,000 tokens cached */
+  T_CHECK(cost_prefill(&m, &l, &p1));
+  double S = 4000, C = 3000;
+  double lin = 2.0 * (S - C) * (double)(m.attn_params + m.dense_ffn_params) * 80;
+  double att = (S * (S + 1) / 2 - C * (C + 1) / 2) * 4.0 * 64 * 128 * 80;
+  double lm = 2.0 * 128256.0 * 8192;
+  T_NEAR(p1.compute, (lin + att + lm) / 8 / (989e12 * m.k.mfu_prefill), 1e-9);
+  T_CHECK(p1.comm_tp < p0.comm_tp && p1.latency < p0.latency);
+  /* every prompt token counts as served input */
+  T_NEAR(p1.tok_s_gpu, S / p1.stage / 8, 1e-9);
+}
+
+/* Speculative decoding: 1 + d tokens per request per step over the same
+ * weights and KV, a tokens emitted: TPOT = step / a. */
+static void test_speculative(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostDecode d0, d1, d2;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &d0));
+  T_NEAR(d0.step, d0.tpot, 0.0);
+  m.draft = 1;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &d1));
+  T_NEAR(d1.bytes_gpu, d0.bytes_gpu, 0.0); /* same weights and KV read */
+  T_CHECK(d1.flops_gpu > d0.flops_gpu && d1.step > d0.step);
+  m.accepted = 1.875;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &d2));
+  T_NEAR(d2.step, d1.step, 0.0);
+  T_NEAR(d2.tpot, d1.step / 1.875, 1e-15);
+  T_CHECK(d2.tpot < d0.tpot); /* memory bound: the drafts pay off */
 }
 
 static const char *write_tmp(const char *text) {
@@ -438,7 +528,11 @@ int main(void) {
   T_RUN(test_weights_and_kv);
   T_RUN(test_prefill);
   T_RUN(test_decode);
+  T_RUN(test_ep_comm);
+  T_RUN(test_expert_rows);
   T_RUN(test_expert_tp);
+  T_RUN(test_prefix_cache);
+  T_RUN(test_speculative);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
   T_DONE();

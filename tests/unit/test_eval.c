@@ -164,6 +164,47 @@ static void test_example_row(void) {
   diags_free(&d);
 }
 
+/* The figures of the 8B aggregated example at N requests in flight. */
+static bool closed_loop_at(int64_t n, PlanEstimates *e) {
+  Diags d;
+  diags_init(&d);
+  Spec *s = spec_parse_file(&d, RP_SOURCE_ROOT "/plans/examples/llama-3.1-8b-agg.yaml",
+                            RP_SOURCE_ROOT "/plans/catalog");
+  bool ok = s != NULL;
+  if (s) {
+    s->workload.rate.set = false;
+    s->workload.concurrency.set = true;
+    s->workload.concurrency.v = n;
+  }
+  Layout *L = ok ? compile_layout(s, &d) : NULL;
+  const char *why = NULL;
+  ok = L && compile_estimates(s, L, NULL, e, &why) && e->has;
+  lay_free(L);
+  spec_free(s);
+  diags_free(&d);
+  return ok;
+}
+
+/* workload.concurrency: a closed loop of N requests in flight. Below
+ * saturation Little's law holds, N = R (TTFT + T_out TPOT) (to the step
+ * the integer decode batch makes); past it the pools serve their most and
+ * the rest wait, so TTFT grows by the extra requests over R. */
+static void test_closed_loop(void) {
+  const double tout = 300; /* the example's output_tokens */
+  PlanEstimates a, b, c;
+  T_CHECK(closed_loop_at(8, &a) && closed_loop_at(16, &b) && closed_loop_at(100000, &c));
+  double ra = a.throughput_tok_s / tout, rb = b.throughput_tok_s / tout;
+  double na = ra * (a.ttft_ms + tout * a.tpot_ms) / 1e3;
+  double nb = rb * (b.ttft_ms + tout * b.tpot_ms) / 1e3;
+  T_CHECK(na <= 8 * (1 + 1e-9) && na >= 8 * 0.97);
+  T_CHECK(nb <= 16 * (1 + 1e-9) && nb >= 16 * 0.97);
+  T_CHECK(rb > ra);
+  double rc = c.throughput_tok_s / tout;
+  double nc = rc * (c.ttft_ms + tout * c.tpot_ms) / 1e3;
+  T_CHECK(fabs(nc - 100000) < 1e-6 * 100000);
+  T_CHECK(c.ttft_ms > 1e3 * 100000 / rc / 2);
+}
+
 int main(void) {
   static const EvalCase cases[] = {
       {"llama-3.1-70b-pd.yaml", false, false, 0},   /* dense, disaggregated, at 20 req/s */
@@ -178,5 +219,6 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i]);
   T_RUN(test_example_row);
+  T_RUN(test_closed_loop);
   T_DONE();
 }

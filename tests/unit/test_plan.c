@@ -279,12 +279,23 @@ static void test_errors(void) {
   expect_error(t, "\"estimates\": null", "\"estimates\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
                "nesting too deep");
   expect_error(t, "\"estimates\": null", "\"estimates\": nul", "invalid token");
+  expect_error(t, "\"estimates\": null",
+               "\"estimates\": {\"ttft_ms\": 1, \"tpot_ms\": 1, \"throughput_tok_s\": 1, "
+               "\"goodput_tok_s_per_gpu\": 0, \"pools\": [{\"pool\": \"nope\"}]}",
+               "estimates.pools[0].pool: no pool named `nope`");
+  expect_error(t, "\"estimates\": null",
+               "\"estimates\": {\"ttft_ms\": 1, \"tpot_ms\": 1, \"throughput_tok_s\": 1, "
+               "\"goodput_tok_s_per_gpu\": 0, \"pools\": [{\"pool\": \"prefill\", \"prefill\": "
+               "{\"time_ms\": -1}}]}",
+               "estimates.pools[0].prefill.time_ms: expected a finite number >= 0, got -1");
   expect_error(t, "\"format\"", "\"form\\qat\"", "invalid escape in a string");
   /* escapes decode to UTF-8; numbers with exponents are read */
   {
     char *a = replace1(t, "\"name\":\"decode\"", "\"name\":\"d\\u00e9code\\ud83d\\ude00\"");
     char *b = a ? replace1(a, "\"estimates\": null", "\"estimates\": {\"ttft_ms\": 1.5e2, \"tpot_ms\": 20, "
-                                                    "\"throughput_tok_s\": 1E3, \"goodput_tok_s_per_gpu\": 0.25}")
+                                                    "\"throughput_tok_s\": 1E3, \"goodput_tok_s_per_gpu\": 0.25, "
+                                                    "\"pools\": [{\"pool\": \"prefill\", \"prefill\": null, "
+                                                    "\"d\\u0065code\": null, \"max_batch\": null}]}")
               : NULL;
     /* every rank and group of the pool names it too */
     StrBuf sb;
@@ -648,6 +659,40 @@ static void test_estimates_need_slo(void) {
   compiled_free(&c);
 }
 
+/* The plan's estimates.pools read back as compile_estimates computed
+ * them (to the six decimals the plan prints). */
+static void check_est_pools_read_back(const char *path, const PlanEstimates *est) {
+  char *err = NULL;
+  Plan *p = plan_load(path, NULL, &err);
+  T_CHECK(p != NULL && p->has_estimates);
+  if (!p || !p->has_estimates) {
+    plan_free(p);
+    free(err);
+    return;
+  }
+  T_EQ_INT(p->nest_pools, est->npools);
+  for (size_t i = 0; i < p->nest_pools && i < est->npools; i++) {
+    const PlanPoolEst *a = &p->est_pools[i], *b = &est->pools[i];
+    T_EQ_INT(a->pool, b->pool);
+    T_CHECK(a->has_prefill == b->has_prefill && a->has_decode == b->has_decode);
+    T_EQ_INT(a->max_batch, b->has_decode ? b->max_batch : 0);
+    T_CHECK(fabs(a->prefill.time_ms - b->prefill.time_ms) < 1e-6);
+    T_CHECK(fabs(a->decode.time_ms - b->decode.time_ms) < 1e-6);
+    for (int k = 0; k < PEC__COUNT; k++)
+      T_CHECK(fabs(a->decode.comm_ms[k] - b->decode.comm_ms[k]) < 1e-6);
+    /* The parts are the roofline's inputs: the step is at least the larger
+     * of compute and HBM plus the communication. */
+    if (b->has_decode) {
+      double comm = 0;
+      for (int k = 0; k < PEC__COUNT; k++) comm += b->decode.comm_ms[k];
+      T_CHECK(b->decode.time_ms + 1e-9 >= comm + b->decode.overhead_ms);
+      T_CHECK(b->batch >= 1 && b->batch <= b->max_batch);
+    }
+  }
+  plan_free(p);
+  free(err);
+}
+
 /* compile_spec_to_plan, as `rankplan search -o` calls it: the estimates
  * are compile_estimates' figures, and the spec's hooks run (here a
  * placement hook that puts rank r on GPU 7 - r). */
@@ -689,10 +734,11 @@ static void test_compile_call(void) {
   const char *why = NULL;
   T_CHECK(L && compile_estimates(s, L, NULL, &est, &why) && est.has);
   char *want = rp_sprintf("\"estimates\": {\"ttft_ms\":%.6f,\"tpot_ms\":%.6f,\"throughput_tok_s\":%.6f,"
-                          "\"goodput_tok_s_per_gpu\":%.6f}", est.ttft_ms, est.tpot_ms,
+                          "\"goodput_tok_s_per_gpu\":%.6f,\"pools\":[", est.ttft_ms, est.tpot_ms,
                           est.throughput_tok_s, est.goodput_tok_s_per_gpu);
   T_CHECK(text && strstr(text, want));
   free(want);
+  check_est_pools_read_back(out, &est);
   lay_free(L);
   free(text);
   /* A bad spec writes nothing and says so with diagnostics. */
