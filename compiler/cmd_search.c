@@ -48,8 +48,11 @@ static const char search_usage[] =
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
     "\n"
-    "Lua hooks named in the spec (the `objective` hook re-ranks the results;\n"
-    "-o runs the placement hooks) run in a sandbox with these limits\n"
+    "The spec's `search:` constraints bound the space before anything is\n"
+    "evaluated (docs/spec.md, \"Search constraints\"). Lua hooks named in the\n"
+    "spec (`filter` drops pool layouts before the shortlist, `objective`\n"
+    "re-ranks the results; -o runs the placement hooks) run in a sandbox with\n"
+    "these limits\n"
     "(environment, docs/hooks.md):\n"
     HOOK_ENV_HELP
     "\n"

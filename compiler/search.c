@@ -28,6 +28,7 @@
 #include "search.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,30 +58,30 @@ const char *search_binding_name(SearchBinding b) {
 bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
                          bool tp_across_domain, const char **why) {
   const char *w = NULL;
-  if (m->heads % l->tp) w = "heads % tp != 0";
+  if (m->heads % l->tp) w = "tensor parallel size does not divide the attention heads";
   else if (m->kind != ATTN_MLA && m->kv_heads % l->tp && l->tp % m->kv_heads)
-    w = "kv_heads and tp do not divide one another";
-  else if (m->hidden % l->tp) w = "hidden_size % tp != 0";
+    w = "tensor parallel size and the KV heads do not divide one another";
+  else if (m->hidden % l->tp) w = "tensor parallel size does not divide hidden_size";
   else if (m->n_dense > 0 && m->dense_ffn_size > 0 && m->dense_ffn_size % l->tp)
-    w = "intermediate_size % tp != 0";
-  else if (!tp_across_domain && l->tp > m->domain) w = "tp wider than the scale-up domain";
-  else if (l->pp > m->layers) w = "pp > layers";
-  else if (l->cp > 1 && role != ROLE_PREFILL) w = "cp is for prefill pools";
-  else if (l->cp > 1 && m->kind == ATTN_MLA) w = "MLA cannot use head-split cp";
-  else if (l->cp > 1 && m->heads % (l->tp * l->cp)) w = "heads % (tp*cp) != 0";
-  else if (l->dcp > 1 && role == ROLE_PREFILL) w = "dcp is for decode pools";
-  else if (l->dcp > 1 && m->heads % l->dcp) w = "heads % dcp != 0";
-  else if (l->dcp > 1 && m->kind == ATTN_MLA && (l->tp % l->dcp)) w = "dcp must divide tp";
+    w = "tensor parallel size does not divide the FFN intermediate_size";
+  else if (!tp_across_domain && l->tp > m->domain) w = "tensor parallel group wider than the NVLink (scale-up) domain";
+  else if (l->pp > m->layers) w = "more pipeline stages than layers";
+  else if (l->cp > 1 && role != ROLE_PREFILL) w = "context parallelism only in prefill pools";
+  else if (l->cp > 1 && m->kind == ATTN_MLA) w = "MLA attention cannot split heads for context parallelism";
+  else if (l->cp > 1 && m->heads % (l->tp * l->cp)) w = "tp * cp does not divide the attention heads";
+  else if (l->dcp > 1 && role == ROLE_PREFILL) w = "decode context parallelism only in decode pools";
+  else if (l->dcp > 1 && m->heads % l->dcp) w = "decode context parallel size does not divide the attention heads";
+  else if (l->dcp > 1 && m->kind == ATTN_MLA && (l->tp % l->dcp)) w = "decode context parallel size does not divide tp (MLA)";
   else if (l->dcp > 1 && m->kind != ATTN_MLA &&
            (l->tp < m->kv_heads || (l->tp / m->kv_heads) % l->dcp))
-    w = "dcp must divide tp / kv_heads";
-  else if (!m->moe && (l->ep > 1 || l->etp > 1)) w = "ep and etp need a MoE model";
-  else if (m->moe && (m->experts % l->ep || l->ep > m->experts)) w = "experts % ep != 0";
-  else if (m->moe && m->expert_ffn_size % l->etp) w = "expert_intermediate_size % etp != 0";
+    w = "decode context parallel size does not divide tp / KV heads";
+  else if (!m->moe && (l->ep > 1 || l->etp > 1)) w = "expert parallelism needs a MoE model";
+  else if (m->moe && (m->experts % l->ep || l->ep > m->experts)) w = "expert parallel size does not divide the experts";
+  else if (m->moe && m->expert_ffn_size % l->etp) w = "expert tensor parallel size does not divide expert_intermediate_size";
   else if (m->moe && l->etp > 1 && m->expert_ffn_size / l->etp < SEARCH_MIN_EXPERT_COLS)
     w = "expert GEMMs narrower than one 128-wide tile (W0203)";
   else if (m->moe && (l->tp * l->cp * l->dp) % (l->ep * l->etp))
-    w = "ep*etp does not divide tp*cp*dp";
+    w = "ep * etp does not divide the instance's tp * cp * attention data parallel ranks";
   if (why) *why = w;
   return w == NULL;
 }
@@ -178,6 +179,11 @@ typedef struct {
   bool strict;    /* SearchOptions.strict: validate_pool on every layout, no prefilter */
   LayWeights lw;  /* the generic engine's partition weights, computed once */
   FILE *progress;
+  int64_t gpn;    /* GPUs per node (search.whole_nodes, separate_nodes) */
+  SearchRejects *rej; /* why candidates were rejected (search_space.h) */
+  HookSession *filter; /* the spec's filter hook, NULL when none */
+  Diags *d;
+  bool failed;    /* the filter hook failed (reported): stop */
 } Ctx;
 
 /* Progress line (stderr on a terminal only): the phase and the count,
@@ -202,6 +208,7 @@ static bool ctx_spend(Ctx *c, int64_t n) {
  * the loops of search__role count against the budget too, so a space where
  * few sizes are valid (a prime expert count on a large cluster) ends. */
 static bool ctx_step(Ctx *c) {
+  if (c->failed) return false;
   if (++c->steps > c->max_steps) {
     c->hit = true;
     return false;
@@ -212,6 +219,54 @@ static bool ctx_step(Ctx *c) {
 /* The binding constraint of a decode or both instance's batch. */
 static SearchBinding batch_binding(const CostInstance *in) {
   return in->batch == in->bmem ? BIND_MEMORY : in->batch == in->cap ? BIND_BATCH_CAP : BIND_TPOT;
+}
+
+/* Why the cost model or the memory ledger dropped a layout, in the words
+ * of the engine flags that set each figure (docs/cost-model.md). */
+typedef enum { REJ_PROMPT_MEM, REJ_KV_MEM, REJ_TTFT, REJ_TPOT } RejectTerm;
+static const char *const reject_terms[] = {
+    [REJ_PROMPT_MEM] = "the weights and one prompt's KV cache do not fit GPU memory "
+                       "(--gpu-memory-utilization)",
+    [REJ_KV_MEM] = "the weights fit but not one max_context request's KV cache "
+                   "(--max-model-len, --gpu-memory-utilization)",
+    [REJ_TTFT] = "one prompt's prefill alone takes longer than the TTFT SLO",
+    [REJ_TPOT] = "a decode step at batch 1 already misses the TPOT SLO",
+};
+
+static void search__reject(Ctx *c, PoolRole role, const CostLayout *l, RejectTerm t) {
+  search_rejects_add(c->rej, reject_terms[t], role, l);
+}
+
+/* Runs the spec's filter hook on an evaluated layout (ctx.candidate: its
+ * role, sizes and figures); true when it keeps it. A hook failure (already
+ * reported) stops the search. */
+static bool search__filter(Ctx *c, PoolRole role, const RoleEval *e) {
+  if (!c->filter) return true;
+  const CostLayout *l = &e->lay;
+  double lat = role == ROLE_PREFILL ? e->inst.pre.latency : e->inst.tpot;
+  HookKV kv[] = {{"tp", (double)l->tp}, {"pp", (double)l->pp}, {"cp", (double)l->cp},
+                 {"dp", (double)l->dp}, {"ep", (double)l->ep}, {"etp", (double)l->etp},
+                 {"dcp", (double)l->dcp}, {"gpus", (double)e->gpus},
+                 {"batch", role == ROLE_PREFILL ? 0.0 : (double)e->inst.batch},
+                 {"latency_ms", lat * 1e3}, {"tok_s_per_gpu", e->score}};
+  bool keep = false;
+  char *why = NULL;
+  if (!hook_run_filter(&c->filter->env, &c->filter->ctx, role_name(role), kv, RP_ARRAY_LEN(kv),
+                       &keep, &why, c->d)) {
+    c->failed = true;
+    return false;
+  }
+  if (!keep) {
+    char *w = rp_sprintf("the filter hook: %s", why ? why : "dropped (returned false)");
+    search_rejects_add(c->rej, w, role, l);
+    free(w);
+  }
+  free(why);
+  return keep;
+}
+
+static void search__keep(Ctx *c, PoolRole role, const RoleEval *e, RoleVec *out) {
+  if (search__filter(c, role, e)) rp_vec_push(out, *e);
 }
 
 /* Evaluates one valid layout of a role with the cost model's instance
@@ -230,17 +285,34 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
      * weights. */
     int64_t kv = cost_kv_bytes_token_gpu(m, l);
     int64_t w = cost_weight_bytes_gpu(m, l);
-    if (kv < 0 || w < 0 || (double)w + (double)kv * (double)m->tin > (double)m->usable_mem) return;
+    if (kv < 0 || w < 0 || (double)w + (double)kv * (double)m->tin > (double)m->usable_mem)
+      {
+      search__reject(c, role, l, REJ_PROMPT_MEM);
+      return;
+    }
     if (!cost_instance_eval(m, role, l, 0, c->rho, NULL, &e.inst)) return;
-    if (e.inst.pre.latency >= m->slo_ttft) return;
+    if (e.inst.pre.latency >= m->slo_ttft) {
+      search__reject(c, role, l, REJ_TTFT);
+      return;
+    }
     e.score = e.inst.pre.tok_s_gpu;
-    rp_vec_push(out, e);
+    search__keep(c, role, &e, out);
     return;
   }
-  if (bmem < 1) return;
+  if (bmem < 1) {
+      search__reject(c, role, l, REJ_KV_MEM);
+      return;
+    }
   bool ok = cost_instance_eval(m, role, l, bmem, c->rho, &c->guess, &e.inst);
-  if (!ok || !e.inst.slo_ok) return;
-  if (role == ROLE_BOTH && e.inst.pre.latency >= m->slo_ttft) return;
+  if (!ok) return;
+  if (!e.inst.slo_ok) {
+      search__reject(c, role, l, REJ_TPOT);
+      return;
+    }
+  if (role == ROLE_BOTH && e.inst.pre.latency >= m->slo_ttft) {
+      search__reject(c, role, l, REJ_TTFT);
+      return;
+    }
   e.binding = batch_binding(&e.inst);
   if (role == ROLE_DECODE) {
     e.score = e.inst.dec_tok_s / (double)e.gpus;
@@ -248,7 +320,7 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
     if (e.inst.ttft_bound && e.binding == BIND_TPOT) e.binding = BIND_TTFT;
     e.score = e.inst.rho * e.inst.rcap * (double)m->tout / (double)e.gpus;
   }
-  rp_vec_push(out, e);
+  search__keep(c, role, &e, out);
 }
 
 /* A PoolSpec of one layout, every value at position `at`. */
@@ -331,6 +403,25 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64
   return ok;
 }
 
+/* Whether layout l of role is in the search space, before any rule,
+ * memory ledger or cost evaluation: the spec's constraints first
+ * (search_space.h), then the rules the search needs (search_layout_valid).
+ * A rejection is tallied with the constraint or rule that decided it. */
+static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
+  char buf[160];
+  const char *why = search_space_reject(&c->s->search, role, l, cost_layout_gpus(l), c->gpn, buf,
+                                        sizeof buf);
+  /* The engine's capability rules (what deployment.engine can run, per
+   * role) belong here, as the one engine filter of the search: after the
+   * spec's constraints, before the model's rules, so the tally names the
+   * engine when it is the engine that refuses. */
+  if (!why)
+    search_layout_valid(c->m, l, role, c->s->deployment.allow_tp_across_domain.v, &why);
+  if (!why) return true;
+  search_rejects_add(c->rej, why, role, l);
+  return false;
+}
+
 /* Enumerates the layouts of one role in a fixed order (tp, cp, dp, ep, etp,
  * dcp, pp, each ascending; pp innermost so that the stage ledgers are
  * shared) and evaluates the valid ones. Every size runs
@@ -382,20 +473,21 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
               for (int64_t pp = 1; pp <= m->layers && ranks * pp <= G; pp++) {
                 if (!ctx_step(c)) return;
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
-                if (!search_layout_valid(m, &l, role, across, NULL)) continue;
+                if (!search__admit(c, role, &l)) continue;
                 if (!ctx_spend(c, 1)) return;
                 int64_t bmem = 0;
                 MemSlot *ms = role == ROLE_BOTH && !c->strict && cp == 1 && dcp == 1
                                   ? memmap_find(&c->prefill_mem, &l)
                                   : NULL;
-                if (ms) {
-                  if (ms->bmem < 0) continue;
-                  bmem = ms->bmem;
-                } else {
-                  bool pass = search__rules_pass(c, role, &l, &bmem);
-                  if (role == ROLE_PREFILL && cp == 1 && !c->strict)
-                    memmap_put(&c->prefill_mem, &l, pass ? bmem : -1);
-                  if (!pass) continue;
+                bool pass = ms ? ms->bmem >= 0 : search__rules_pass(c, role, &l, &bmem);
+                if (ms) bmem = ms->bmem;
+                else if (role == ROLE_PREFILL && cp == 1 && !c->strict)
+                  memmap_put(&c->prefill_mem, &l, pass ? bmem : -1);
+                if (!pass) {
+                  search_rejects_add(c->rej, "a pipeline stage's weights or one max_context "
+                                     "request do not fit GPU memory (--gpu-memory-utilization, "
+                                     "--max-model-len)", role, &l);
+                  continue;
                 }
                 search__eval_layout(c, role, &l, bmem, out);
               }
@@ -539,6 +631,12 @@ static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t 
 
 bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
                       int64_t *x, int64_t *y, int64_t *evals, bool *cut) {
+  return search_xpyd_best_step(gp, gd, rp, rd, G, 1, budget, x, y, evals, cut);
+}
+
+bool search_xpyd_best_step(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t xstep,
+                           int64_t budget, int64_t *x, int64_t *y, int64_t *evals, bool *cut) {
+  RP_ASSERT(xstep >= 1);
   bool found = false;
   *cut = false;
   double best = -1, best_r = -1;
@@ -549,7 +647,7 @@ bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, i
   int64_t gx = 1, gy = 1;
   if (!cost_xpyd_ratio(1.0, 1.0, rp / (double)gp, rd / (double)gd, G, &gx, &gy)) return false;
   double y_per_x = ((double)gy / (double)gd) / ((double)gx / (double)gp);
-  for (int64_t xi = 1; xi * gp + gd <= G; xi++) {
+  for (int64_t xi = xstep; xi * gp + gd <= G; xi += xstep) {
     int64_t ymax = (G - xi * gp) / gd;
     /* Clamped to [1, ymax] before converting, as the candidates are
      * after: a ratio far off either end is no integer. */
@@ -651,7 +749,9 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
                   rd * (double)m->tout / (double)D->gpus, c->G, &r->ratio_x, &r->ratio_y);
   int64_t x = 0, y = 0, ev = 0;
   bool cut = false;
-  bool fits = search_xpyd_best(P->gpus, D->gpus, rp, rd, c->G, c->max - c->evals, &x, &y, &ev, &cut);
+  int64_t xstep = search_space_xstep(&c->s->search, P->gpus, c->gpn);
+  bool fits = search_xpyd_best_step(P->gpus, D->gpus, rp, rd, c->G, xstep, c->max - c->evals, &x, &y,
+                                    &ev, &cut);
   /* A pair whose integer search the budget cut keeps the best point it
    * reached; the pairs after it are not tried (c->hit). */
   if (!ctx_spend(c, ev > 0 || cut ? ev : 1)) return false;
@@ -661,8 +761,9 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
   bool at_rate = false;
   if (m->rate > 0) {
     int64_t xn = 0, yn = 0;
-    at_rate = instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn) &&
-              xn * P->gpus + yn * D->gpus <= c->G;
+    at_rate = instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn);
+    xn = (xn + xstep - 1) / xstep * xstep;
+    at_rate = at_rate && xn <= c->G && xn * P->gpus + yn * D->gpus <= c->G;
     if (at_rate) {
       x = xn;
       y = yn;
@@ -718,16 +819,6 @@ void search_result_spec(const Spec *spec, const SearchResult *r, PoolSpec pools[
   out->deployment.mode.v = r->mode == SEARCH_AGGREGATED ? MODE_AGGREGATED : MODE_DISAGGREGATED;
 }
 
-static void layout_put(StrBuf *sb, const CostLayout *l) {
-  sb_printf(sb, "tp%lld", (long long)l->tp);
-  if (l->pp > 1) sb_printf(sb, ",pp%lld", (long long)l->pp);
-  if (l->cp > 1) sb_printf(sb, ",cp%lld", (long long)l->cp);
-  if (l->dp > 1) sb_printf(sb, ",dp%lld", (long long)l->dp);
-  if (l->ep > 1) sb_printf(sb, ",ep%lld", (long long)l->ep);
-  if (l->etp > 1) sb_printf(sb, ",etp%lld", (long long)l->etp);
-  if (l->dcp > 1) sb_printf(sb, ",dcp%lld", (long long)l->dcp);
-}
-
 char *search_layout_str(const SearchResult *r) {
   StrBuf sb;
   sb_init(&sb);
@@ -736,7 +827,7 @@ char *search_layout_str(const SearchResult *r) {
     if (i) sb_putc(&sb, ' ');
     sb_printf(&sb, "%lldx%s(", (long long)p->replicas,
               p->role == ROLE_PREFILL ? "P" : p->role == ROLE_DECODE ? "D" : "PD");
-    layout_put(&sb, &p->lay);
+    search_layout_put(&sb, &p->lay);
     sb_putc(&sb, ')');
   }
   return sb_take(&sb);
@@ -861,6 +952,17 @@ static void search__budget_hit(Diags *d, const Spec *s, const Ctx *c) {
  * k2 fastest; pairs are k_total^2 at most. */
 enum { SHORT_BEST = 24, SHORT_FAST = 8 };
 
+static void search__free_ctx(Ctx *c, RoleVec *pre, RoleVec *dec, RoleVec *both, RoleVec *sp,
+                             RoleVec *sd) {
+  free(c->stages);
+  free(c->prefill_mem.slots);
+  free(pre->items);
+  free(dec->items);
+  free(both->items);
+  free(sp->items);
+  free(sd->items);
+}
+
 bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
                 SearchOut *out) {
   memset(out, 0, sizeof *out);
@@ -888,6 +990,16 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   c.strict = o->strict;
   c.stages = rp_calloc((size_t)((m->layers + 1) * (m->n_dense + 1) * 4), sizeof *c.stages);
   c.lw = lay_default_weights(s);
+  c.gpn = s->hardware.gpus_per_node.v;
+  c.rej = &out->rejects;
+  c.d = d;
+  HookSession fhs;
+  bool filter_ok = true;
+  if (s->deployment.hooks.filter.set) {
+    filter_ok = hook_session_open(&fhs, s, d);
+    c.filter = &fhs;
+    c.failed = !filter_ok;
+  }
   out->gpu_budget = c.G;
   out->headroom = c.rho;
   out->max_candidates = c.max;
@@ -922,6 +1034,11 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     rp_vec_push(&out->results, r);
   }
   free(sb.items);
+  if (c.filter) hook_session_close(&fhs);
+  if (c.failed) {
+    search__free_ctx(&c, &pre, &dec, &both, &sp, &sd);
+    return false;
+  }
   if (c.progress) fputs("\r\033[K", c.progress);
   out->evaluated = c.evals;
   out->budget_hit = c.hit;
@@ -960,18 +1077,13 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     diag_help(g, "relax `slo`, lower `workload.rate`, or add GPUs");
     ok = false;
   }
-  free(c.stages);
-  free(c.prefill_mem.slots);
-  free(pre.items);
-  free(dec.items);
-  free(both.items);
-  free(sp.items);
-  free(sd.items);
+  search__free_ctx(&c, &pre, &dec, &both, &sp, &sd);
   return ok;
 }
 
 void search_out_free(SearchOut *out) {
   free(out->results.items);
+  search_rejects_free(&out->rejects);
   memset(out, 0, sizeof *out);
 }
 
@@ -1087,6 +1199,7 @@ char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool e
       free(e);
     }
   }
+  if (explain) search_rejects_text(&sb, &out->rejects);
   return sb_take(&sb);
 }
 
@@ -1184,6 +1297,7 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
     json_array_append_new(arr, o);
   }
   json_object_set_new(root, "results", arr);
+  if (explain) json_object_set_new(root, "rejected", search_rejects_json(&out->rejects));
   char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
   json_decref(root);
   char *res = rp_sprintf("%s\n", txt);

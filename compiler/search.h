@@ -16,6 +16,7 @@
 #define RANKPLAN_SEARCH_H
 
 #include "cost.h"
+#include "search_space.h"
 
 /* The named budget: evaluations (one layout of one role, or one (x, y)
  * point of the xPyD integer search) before the search stops. */
@@ -100,6 +101,7 @@ typedef struct {
   double headroom;
   int64_t layouts[3];           /* valid layouts per role (prefill, decode, both) */
   double tp_opt;                /* MLA attention tp optimum at the winner's decode batch, 0 else */
+  SearchRejects rejects;        /* why candidates left the search, by reason */
 } SearchOut;
 
 /* The named numbers the `objective` hook sees as ctx.candidate for one
@@ -143,6 +145,10 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
  * (or the budget allowed no point). */
 bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
                       int64_t *x, int64_t *y, int64_t *evals, bool *cut);
+/* The same with x restricted to multiples of xstep (search_space_xstep:
+ * search.separate_nodes). */
+bool search_xpyd_best_step(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t xstep,
+                           int64_t budget, int64_t *x, int64_t *y, int64_t *evals, bool *cut);
 
 /* The spec with its deployment replaced by result r's pools (named
  * prefill, decode or serve, at the spec's deployment position), for

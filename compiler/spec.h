@@ -121,16 +121,42 @@ typedef struct {
   } memory;
   struct {
     SrcLoc loc;
-    SStr placement, layer_partition, expert_placement, objective;  /* Lua files */
+    SStr placement, layer_partition, expert_placement, objective, filter;  /* Lua files */
   } hooks;
 } DeploymentSpec;
+
+/* The layout dimensions a `search:` constraint can name per role
+ * (docs/spec.md, "Search constraints"); SDIM_GPUS is one instance's GPUs. */
+typedef enum {
+  SDIM_TP, SDIM_PP, SDIM_CP, SDIM_DP, SDIM_EP, SDIM_ETP, SDIM_DCP, SDIM_GPUS, SDIM__COUNT
+} SearchDim;
+
+/* Allowed values of one dimension: a list (n > 0, ascending, distinct) or
+ * a range lo..hi (n == 0). Unset: every value. */
+typedef struct {
+  bool set;
+  SrcLoc loc;
+  size_t n;
+  int64_t *vals;
+  int64_t lo, hi;
+} SearchDimSet;
 
 typedef struct {
   SrcLoc loc;
   SInt gpu_budget;     /* default: whole cluster */
   SInt top;            /* rows to print, default 10 */
   SNum headroom;       /* rho for xPyD sizing, default 0.9 */
+  SBool cp, pp;        /* set and false: no context / pipeline parallelism in any pool */
+  SBool whole_nodes;   /* every instance's GPUs are whole nodes; default false */
+  SBool separate_nodes; /* prefill and decode instances never share a node; default false */
+  SrcLoc role_loc[3];  /* search.prefill, .decode, .both (PoolRole order) */
+  SearchDimSet dims[3][SDIM__COUNT];
 } SearchSpec;
+
+/* "tp", "pp", "cp", "dp", "ep", "etp", "dcp", "gpus". */
+const char *search_dim_name(SearchDim d);
+/* Whether v is allowed by s (an unset s allows every value). */
+bool search_dim_allows(const SearchDimSet *s, int64_t v);
 
 typedef struct Spec {
   const char *file;    /* interned path of the spec */
