@@ -18,6 +18,7 @@
 #include "compile.h"
 #include "hooks.h"
 #include "layout.h"
+#include "outfile.h"
 #include "reshard.h"
 #include "search.h"
 #include "spec.h"
@@ -43,8 +44,13 @@ static const char search_usage[] =
     "  --max-candidates N    the search budget (default 4000000 evaluations)\n"
     "  --gpus N              GPU budget (default: search.gpu_budget, else the\n"
     "                        whole cluster)\n"
+    "  --sort KEY            rank by goodput per used-gpu (default), per\n"
+    "                        cluster-gpu (GPUs of the budget: idle ones count)\n"
+    "                        or total goodput\n"
     "  -o PLAN               compile the winner to a plan file (the same\n"
     "                        stages as `rankplan compile`, hooks included)\n"
+    "  --emit-spec FILE      write the winner's `deployment:` section as YAML,\n"
+    "                        to replace the spec's (written atomically)\n"
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -81,9 +87,19 @@ static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, co
   return rc;
 }
 
+/* --emit-spec: the winner's deployment section (search_deployment_yaml,
+ * made before anything is printed), written atomically. Returns an exit
+ * code. */
+static int search__emit_spec(const char *yaml, const char *path) {
+  int err = rp_write_file_atomic(path, yaml, strlen(yaml));
+  if (!err) return RP_EXIT_OK;
+  fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", path, rp_strerror(err));
+  return RP_EXIT_USAGE;
+}
+
 int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
-  const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL;
+  const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL, *sort_s = NULL, *emit = NULL;
   bool explain = false;
   const RpOpt opts[] = {
       {"--help", "-h", false, NULL, NULL, cli_help, NULL},
@@ -95,6 +111,8 @@ int cmd_search(int argc, char **argv) {
       {"--max-candidates", NULL, true, &max_s, NULL, NULL, NULL},
       {"--gpus", NULL, true, &gpus_s, NULL, NULL, NULL},
       {"-o", NULL, true, &plan, NULL, NULL, NULL},
+      {"--sort", NULL, true, &sort_s, NULL, NULL, NULL},
+      {"--emit-spec", NULL, true, &emit, NULL, NULL, NULL},
   };
   int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
   if (pr != RP_OPT_GO) return pr;
@@ -109,12 +127,20 @@ int cmd_search(int argc, char **argv) {
     return cli_usage_error("search", "--max-candidates expects a count from 1, got '%s'", max_s);
   if (gpus_s && !cli_parse_int(gpus_s, 1, INT32_MAX, &gpus))
     return cli_usage_error("search", "--gpus expects a count from 1, got '%s'", gpus_s);
+  SearchSort sort = SEARCH_SORT_USED_GPU;
+  if (sort_s && !search_sort_parse(sort_s, &sort))
+    return cli_usage_error("search", "unknown --sort key '%s' (expected used-gpu, cluster-gpu or "
+                                     "goodput)", sort_s);
   if (!path) return cli_usage_error("search", "missing SPEC");
+  if (emit && strcmp(emit, "-") == 0)
+    return cli_usage_error("search", "--emit-spec - is not available: the results are standard "
+                                     "output; write the section to a file");
   if (plan && strcmp(plan, "-") == 0)
     return cli_usage_error("search", "-o - is not available: the results are standard output; "
                                      "write the plan to a file");
   const char *inputs[] = {path, calib};
   if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
+  if (emit && cli_output_not_input("search", "--emit-spec", emit, inputs, 2)) return RP_EXIT_USAGE;
 
   Diags d;
   diags_init(&d);
@@ -138,6 +164,7 @@ int cmd_search(int argc, char **argv) {
   }
   SearchOptions so;
   memset(&so, 0, sizeof so);
+  so.sort = sort;
   so.max_candidates = maxc;
   so.gpu_budget = gpus;
   so.progress = isatty(fileno(stderr)) ? stderr : NULL;
@@ -147,11 +174,15 @@ int cmd_search(int argc, char **argv) {
     rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
     goto done;
   }
+  search_load_check(&d, spec, &out);
+  char *yaml = emit ? search_deployment_yaml(spec, &out) : NULL;
   char *txt = json ? search_format_json(&out, spec, rows, explain)
                    : search_format_text(&out, spec, rows, explain);
   fputs(txt, stdout);
   free(txt);
-  if (plan) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
+  if (emit) rc = search__emit_spec(yaml, emit);
+  free(yaml);
+  if (plan && rc == RP_EXIT_OK) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
 done:
   if (d.list.len) {
     if (json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);

@@ -722,6 +722,7 @@ static void search__figures(const Ctx *c, const CostDeploy *dp, SearchResult *r)
   r->tok_s = ev.tok_s;
   r->feasible = ev.feasible;
   r->goodput_gpu = ev.goodput_gpu;
+  r->goodput_cluster_gpu = c->G > 0 ? ev.goodput_gpu * (double)ev.gpus / (double)c->G : 0.0;
 }
 
 /* One prefill/decode pair: the planned rates (utilisation caps), the xPyD
@@ -833,9 +834,38 @@ char *search_layout_str(const SearchResult *r) {
   return sb_take(&sb);
 }
 
+static const char *const sort_names[] = {"used-gpu", "cluster-gpu", "goodput"};
+
+const char *search_sort_name(SearchSort k) {
+  return (unsigned)k < RP_ARRAY_LEN(sort_names) ? sort_names[k] : "?";
+}
+
+bool search_sort_parse(const char *s, SearchSort *k) {
+  for (size_t i = 0; i < RP_ARRAY_LEN(sort_names); i++)
+    if (strcmp(s, sort_names[i]) == 0) {
+      *k = (SearchSort)i;
+      return true;
+    }
+  return false;
+}
+
+/* The ranking's first key under --sort (qsort has no context argument). */
+static SearchSort cmp_sort;
+
+static double sort_key(const SearchResult *r) {
+  switch (cmp_sort) {
+  case SEARCH_SORT_CLUSTER_GPU: return r->goodput_cluster_gpu;
+  case SEARCH_SORT_GOODPUT: return r->goodput_gpu * (double)r->gpus;
+  case SEARCH_SORT_USED_GPU: break;
+  }
+  return r->goodput_gpu;
+}
+
 static int cmp_result(const void *a, const void *b) {
   const SearchResult *x = a, *y = b;
   if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
+  double kx = sort_key(x), ky = sort_key(y);
+  if (kx != ky) return kx > ky ? -1 : 1;
   if (x->goodput_gpu != y->goodput_gpu) return x->goodput_gpu > y->goodput_gpu ? -1 : 1;
   if (x->ttft != y->ttft) return x->ttft < y->ttft ? -1 : 1;
   if (x->tpot != y->tpot) return x->tpot < y->tpot ? -1 : 1;
@@ -1042,10 +1072,13 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   if (c.progress) fputs("\r\033[K", c.progress);
   out->evaluated = c.evals;
   out->budget_hit = c.hit;
+  out->sort = o->sort;
+  cmp_sort = o->sort;
   if (out->results.len)
     qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_result);
   bool hook_ok = search__objective(d, s, out);
   search__pareto(out);
+  search_group(out);
   /* MLA: the attention tp that minimises per-GPU decode reads at the
    * winner's batch, reported next to the tp the search chose. */
   if (m->kind == ATTN_MLA && out->results.len) {
@@ -1152,8 +1185,28 @@ char *search_explain(const SearchOut *out, size_t i) {
   return sb_take(&sb);
 }
 
-static size_t nrows(const SearchOut *out, size_t top) {
-  return top == 0 || top > out->results.len ? out->results.len : top;
+/* The results shown as rows (SearchResult.group == its index), at most
+ * top (all when 0), into idx (out->results.len entries). Returns the count. */
+static size_t shown_rows(const SearchOut *out, size_t top, size_t *idx) {
+  size_t n = 0;
+  for (size_t i = 0; i < out->results.len && (top == 0 || n < top); i++)
+    if (out->results.items[i].group == i) idx[n++] = i;
+  return n;
+}
+
+/* "also as 2xD(tp4) 327.3, 4xD(tp2) 310.2": the other members of row i's
+ * group, with their goodput per GPU; nothing when it has none. */
+static void also_put(StrBuf *sb, const SearchOut *out, size_t i) {
+  bool first = true;
+  for (size_t j = i + 1; j < out->results.len; j++) {
+    const SearchResult *o = &out->results.items[j];
+    if (o->group != i) continue;
+    const SearchPool *d = &o->pools[o->npools - 1];
+    sb_printf(sb, "%s%lldx%s(", first ? "also as " : ", ", (long long)d->replicas, "D");
+    search_layout_put(sb, &d->lay);
+    sb_printf(sb, ") %.1f", o->goodput_gpu);
+    first = false;
+  }
 }
 
 char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool explain) {
@@ -1179,26 +1232,43 @@ char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool e
                    "uses attention tp %lld\n",
               out->tp_opt, (long long)w->pools[w->npools - 1].lay.tp);
   }
-  sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs", "TTFT ms",
-            "TPOT ms", "req/s", "tok/s", "goodput/GPU", "binding", "pareto");
-  size_t n = nrows(out, top);
-  for (size_t i = 0; i < n; i++) {
-    const SearchResult *r = &out->results.items[i];
+  sb_printf(&sb, "ranked by goodput per %s (--sort %s)\n",
+            out->sort == SEARCH_SORT_CLUSTER_GPU ? "GPU of the budget"
+            : out->sort == SEARCH_SORT_GOODPUT   ? "deployment"
+                                                 : "used GPU",
+            search_sort_name(out->sort));
+  sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs",
+            "TTFT ms", "TPOT ms", "req/s", "tok/s", "goodput/GPU", "/budgetGPU", "binding", "pareto");
+  size_t *idx = rp_malloc((out->results.len ? out->results.len : 1) * sizeof *idx);
+  size_t n = shown_rows(out, top, idx);
+  for (size_t k = 0; k < n; k++) {
+    const SearchResult *r = &out->results.items[idx[k]];
     char *ls = search_layout_str(r);
-    sb_printf(&sb, "%3zu  %-6s  %-44s %6lld %9.1f %8.2f %9.2f %11.0f %11.1f  %-9s %s\n", i + 1,
+    sb_printf(&sb, "%3zu  %-6s  %-44s %6lld %9.1f %8.2f %9.2f %11.0f %11.1f %11.1f  %-9s %s\n", k + 1,
               r->mode == SEARCH_AGGREGATED ? "agg" : "disagg", ls, (long long)r->gpus, r->ttft * 1e3,
-              r->tpot * 1e3, r->req_s, r->tok_s, r->goodput_gpu, search_binding_name(r->binding),
-              r->pareto ? "yes" : "");
+              r->tpot * 1e3, r->req_s, r->tok_s, r->goodput_gpu, r->goodput_cluster_gpu,
+              search_binding_name(r->binding), r->pareto ? "yes" : "");
     free(ls);
+    StrBuf also;
+    sb_init(&also);
+    also_put(&also, out, idx[k]);
+    if (also.len) sb_printf(&sb, "%3s  %-6s  %s\n", "", "", also.buf);
+    sb_free(&also);
+  }
+  if (n > 0 && m->rate > 0) {
+    const SearchResult *w = &out->results.items[0];
+    sb_printf(&sb, "\n#1 serves %.2f of %g req/s offered on %lld of %lld GPUs\n", w->req_s, m->rate,
+              (long long)w->gpus, (long long)out->gpu_budget);
   }
   if (explain && n > 0) {
     sb_puts(&sb, "\nwhy the alternatives lost:\n");
-    for (size_t i = 0; i < n; i++) {
-      char *e = search_explain(out, i);
-      sb_printf(&sb, "%3zu  %s\n", i + 1, e);
+    for (size_t k = 0; k < n; k++) {
+      char *e = search_explain(out, idx[k]);
+      sb_printf(&sb, "%3zu  %s\n", k + 1, e);
       free(e);
     }
   }
+  free(idx);
   if (explain) search_rejects_text(&sb, &out->rejects);
   return sb_take(&sb);
 }
@@ -1220,6 +1290,22 @@ static json_t *layout_json(const CostLayout *l) {
   json_object_set_new(o, "etp", json_integer(l->etp));
   json_object_set_new(o, "dcp", json_integer(l->dcp));
   return o;
+}
+
+/* The other members of row i's group as {layout, goodput_tok_s_per_gpu}. */
+static json_t *also_json(const SearchOut *out, size_t i) {
+  json_t *a = json_array();
+  for (size_t j = i + 1; j < out->results.len; j++) {
+    const SearchResult *o = &out->results.items[j];
+    if (o->group != i) continue;
+    json_t *e = json_object();
+    char *ls = search_layout_str(o);
+    json_object_set_new(e, "layout", json_string(ls));
+    free(ls);
+    json_object_set_new(e, "goodput_tok_s_per_gpu", jreal(o->goodput_gpu, 1e2));
+    json_array_append_new(a, e);
+  }
+  return a;
 }
 
 char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool explain) {
@@ -1247,12 +1333,16 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
     json_object_set_new(k, t[i].name, json_real(*(const double *)((const char *)&m->k + t[i].offset)));
   json_object_set_new(root, "constants", k);
   json_object_set_new(root, "mla_tp_opt", out->tp_opt > 0 ? jreal(out->tp_opt, 1e3) : json_null());
+  json_object_set_new(root, "sort", json_string(search_sort_name(out->sort)));
+  json_object_set_new(root, "offered_req_s", m->rate > 0 ? jreal(m->rate, 1e6) : json_null());
   json_t *arr = json_array();
-  size_t n = nrows(out, top);
-  for (size_t i = 0; i < n; i++) {
+  size_t *idx = rp_malloc((out->results.len ? out->results.len : 1) * sizeof *idx);
+  size_t n = shown_rows(out, top, idx);
+  for (size_t row = 0; row < n; row++) {
+    size_t i = idx[row];
     const SearchResult *r = &out->results.items[i];
     json_t *o = json_object();
-    json_object_set_new(o, "rank", json_integer((json_int_t)i + 1));
+    json_object_set_new(o, "rank", json_integer((json_int_t)row + 1));
     json_object_set_new(o, "mode", json_string(r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated"));
     char *ls = search_layout_str(r);
     json_object_set_new(o, "layout", json_string(ls));
@@ -1286,6 +1376,8 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
     json_object_set_new(o, "throughput_req_s", jreal(r->req_s, 1e3));
     json_object_set_new(o, "throughput_tok_s", jreal(r->tok_s, 1e1));
     json_object_set_new(o, "goodput_tok_s_per_gpu", jreal(r->goodput_gpu, 1e2));
+    json_object_set_new(o, "goodput_tok_s_per_budget_gpu", jreal(r->goodput_cluster_gpu, 1e2));
+    json_object_set_new(o, "also", also_json(out, i));
     json_object_set_new(o, "binding", json_string(search_binding_name(r->binding)));
     json_object_set_new(o, "feasible", json_boolean(r->feasible));
     json_object_set_new(o, "pareto", json_boolean(r->pareto));
@@ -1296,6 +1388,7 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
     }
     json_array_append_new(arr, o);
   }
+  free(idx);
   json_object_set_new(root, "results", arr);
   if (explain) json_object_set_new(root, "rejected", search_rejects_json(&out->rejects));
   char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));

@@ -74,6 +74,9 @@ typedef struct {
   double req_s;         /* requests/s served */
   double tok_s;         /* output tokens/s served */
   double goodput_gpu;   /* output tokens/s per GPU of requests meeting both SLOs */
+  double goodput_cluster_gpu; /* the same per GPU of the budget (idle GPUs count) */
+  size_t group;         /* the row this one is shown under: itself, or the best-ranked
+                         * deployment it equals up to splitting decode instances */
   double util_prefill;  /* prefill (or instance) utilisation */
   SearchBinding binding;
   bool feasible, pareto;
@@ -81,7 +84,17 @@ typedef struct {
   double score;         /* the hook's score (higher is better) */
 } SearchResult;
 
+/* The ranking's first key (--sort): goodput per used GPU, per GPU of the
+ * budget (idle GPUs count against a deployment), or total goodput. */
+typedef enum { SEARCH_SORT_USED_GPU, SEARCH_SORT_CLUSTER_GPU, SEARCH_SORT_GOODPUT } SearchSort;
+
+/* "used-gpu", "cluster-gpu", "goodput"; search_sort_parse: false when s is
+ * none of them. */
+const char *search_sort_name(SearchSort k);
+bool search_sort_parse(const char *s, SearchSort *k);
+
 typedef struct {
+  SearchSort sort;
   int64_t max_candidates; /* the budget; <= 0: SEARCH_MAX_CANDIDATES_DEFAULT */
   int64_t gpu_budget;     /* <= 0: the spec's search.gpu_budget, else the cluster */
   double headroom;        /* <= 0: the spec's search.headroom, else 0.9 */
@@ -102,7 +115,23 @@ typedef struct {
   int64_t layouts[3];           /* valid layouts per role (prefill, decode, both) */
   double tp_opt;                /* MLA attention tp optimum at the winner's decode batch, 0 else */
   SearchRejects rejects;        /* why candidates left the search, by reason */
+  SearchSort sort;
 } SearchOut;
+
+/* Marks each result's group (SearchResult.group): disaggregated results
+ * with the same prefill pool and as many decode GPUs, split into other
+ * instances, are shown as one row under the best-ranked of them. */
+void search_group(SearchOut *out);
+
+/* The winner's `deployment:` section as YAML (mode, the spec's engine,
+ * order, allow_tp_across_domain, memory and hooks as it sets them, and the
+ * winner's pools), with a comment naming the spec and the row: replacing
+ * the spec's section with it compiles the winner. Caller frees. */
+char *search_deployment_yaml(const Spec *s, const SearchOut *out);
+
+/* W0502 when the winner serves less than workload.rate (nothing when the
+ * spec gives no rate or no result is feasible). */
+void search_load_check(Diags *d, const Spec *s, const SearchOut *out);
 
 /* The named numbers the `objective` hook sees as ctx.candidate for one
  * result (docs/cost-model.md, "Objective hook"): goodput (req/s meeting the

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""What `rankplan search` tells a reader: one row per deployment up to
+splitting its decode instances ("also as"), goodput per used GPU and per
+GPU of the budget with --sort, the offered load served (W0502 on search,
+compile and check), and --emit-spec writing a `deployment:` section that
+compiles to the winner."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+RP = os.environ.get("RANKPLAN", "build/rankplan")
+SRC = pathlib.Path(os.environ.get("SRCROOT", ".")).resolve()
+LLAMA = str(SRC / "plans" / "examples" / "llama-3.1-70b-pd.yaml")
+failures = 0
+
+
+def check(cond, what, extra=""):
+    global failures
+    if not cond:
+        failures += 1
+        print(f"FAIL {what}\n{extra}")
+    else:
+        print(f"ok   {what}")
+
+
+def rp(*args):
+    return subprocess.run([RP, *args], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def group_key(r):
+    """A disaggregated row's deployment up to splitting decode instances."""
+    if r["mode"] != "disaggregated":
+        return None
+    p, d = r["pools"]
+    return (json.dumps(p["parallel"], sort_keys=True), p["replicas"], d["replicas"] * d["gpus_per_instance"],
+            r["feasible"])
+
+
+p = rp("search", LLAMA, "--format", "json", "--top", "1000")
+doc = json.loads(p.stdout)
+res = doc["results"]
+keys = [group_key(r) for r in res if group_key(r)]
+check(len(keys) == len(set(keys)), "no two rows are one deployment split into other decode instances")
+check(any(r["also"] for r in res) and all(a["layout"].split(" ")[0] == r["layout"].split(" ")[0]
+                                          for r in res for a in r["also"]),
+      "grouped rows list the other splits under the same prefill pool")
+w = res[0]
+check(abs(w["goodput_tok_s_per_budget_gpu"] - w["goodput_tok_s_per_gpu"] * w["gpus"] / doc["gpu_budget"]) < 0.02,
+      "goodput per budget GPU = goodput per used GPU x used / budget", json.dumps(w)[:400])
+check(doc["sort"] == "used-gpu" and doc["offered_req_s"] == 20, "json names the sort key and the offered load")
+
+p = rp("search", LLAMA, "--top", "3")
+check("also as " in p.stdout and "/budgetGPU" in p.stdout, "text: also-as lines and the per-budget-GPU column",
+      p.stdout)
+check("#1 serves 18.33 of 20 req/s offered on 28 of 32 GPUs" in p.stdout, "text: the winner's served load", p.stdout)
+check("warning[W0502]" in p.stderr and "--sort cluster-gpu" in p.stderr,
+      "search warns when the winner leaves load unserved", p.stderr)
+
+p = rp("search", LLAMA, "--format", "json", "--sort", "cluster-gpu", "--top", "1000")
+doc = json.loads(p.stdout)
+ks = [r["goodput_tok_s_per_budget_gpu"] for r in doc["results"] if r["feasible"]]
+check(ks == sorted(ks, reverse=True) and doc["sort"] == "cluster-gpu", "--sort cluster-gpu ranks by it")
+check(doc["results"][0]["throughput_req_s"] == 20 and "W0502" not in p.stderr,
+      "--sort cluster-gpu: the winner serves the 20 req/s, no warning", p.stderr)
+p = rp("search", LLAMA, "--format", "json", "--sort", "goodput", "--top", "1000")
+ks = [r["throughput_tok_s"] for r in json.loads(p.stdout)["results"] if r["feasible"]]
+check(ks == sorted(ks, reverse=True), "--sort goodput ranks by total goodput")
+p = rp("search", LLAMA, "--sort", "speed")
+check(p.returncode == 2 and "--sort" in p.stderr, "an unknown --sort key is a usage error", p.stderr)
+
+# The bundled example serves 9 of its 20 req/s: compile and check say so.
+with tempfile.TemporaryDirectory() as tmp:
+    plan = str(pathlib.Path(tmp) / "p.json")
+    p = rp("compile", LLAMA, "-o", plan)
+    check(p.returncode == 0 and "warning[W0502]" in p.stderr and "serves 9.00 of the 20 req/s" in p.stderr,
+          "compile warns that the example serves 9 of 20 req/s", p.stderr)
+    diags = json.loads(pathlib.Path(plan).read_text())["diagnostics"]
+    check(any(d["code"] == "W0502" for d in diags), "the plan records W0502")
+    p = rp("check", LLAMA)
+    check(p.returncode == 0 and "warning[W0502]" in p.stderr, "check warns as compile does", p.stderr)
+
+    # --emit-spec: the spec with its deployment replaced compiles to the winner.
+    for sort in ("used-gpu", "cluster-gpu"):
+        dep = pathlib.Path(tmp) / "dep.yaml"
+        p = rp("search", LLAMA, "--format", "json", "--sort", sort, "--emit-spec", str(dep))
+        w = json.loads(p.stdout)["results"][0]
+        text = pathlib.Path(LLAMA).read_text()
+        spec = pathlib.Path(tmp) / "winner.yaml"
+        spec.write_text(text[: text.index("deployment:")] + dep.read_text())
+        p = rp("compile", str(spec), "-o", plan)
+        check(p.returncode == 0, f"--emit-spec ({sort}): the spec with the emitted section compiles", p.stderr)
+        got = json.loads(pathlib.Path(plan).read_text())
+        pools = [(q["role"], q["replicas"], q["tp"], q["pp"], q["cp"], q["dp"]) for q in got["pools"]]
+        want = [(q["role"], q["replicas"], q["parallel"]["tp"], q["parallel"]["pp"], q["parallel"]["cp"],
+                 q["parallel"]["dp"]) for q in w["pools"]]
+        check(pools == want and abs(got["estimates"]["goodput_tok_s_per_gpu"] - w["goodput_tok_s_per_gpu"]) < 0.01,
+              f"--emit-spec ({sort}): it compiles to the winner's pools and goodput", f"{pools}\n{want}")
+    p = rp("search", LLAMA, "--emit-spec", LLAMA)
+    check(p.returncode == 2, "--emit-spec onto the spec itself is refused", p.stderr)
+
+sys.exit(1 if failures else 0)
