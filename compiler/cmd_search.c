@@ -21,6 +21,7 @@
 #include "outfile.h"
 #include "reshard.h"
 #include "search.h"
+#include "search_whatif.h"
 #include "spec.h"
 #include "validate.h"
 
@@ -45,12 +46,18 @@ static const char search_usage[] =
     "  --gpus N              GPU budget (default: search.gpu_budget, else the\n"
     "                        whole cluster)\n"
     "  --sort KEY            rank by goodput per used-gpu (default), per\n"
-    "                        cluster-gpu (GPUs of the budget: idle ones count)\n"
-    "                        or total goodput\n"
+    "                        cluster-gpu (GPUs of the budget: idle ones count),\n"
+    "                        total goodput, or min-gpus\n"
     "  -o PLAN               compile the winner to a plan file (the same\n"
     "                        stages as `rankplan compile`, hooks included)\n"
     "  --emit-spec FILE      write the winner's `deployment:` section as YAML,\n"
     "                        to replace the spec's (written atomically)\n"
+    "  --min-gpus            rank by the fewest GPUs that serve workload.rate\n"
+    "                        under the SLOs (the same as --sort min-gpus)\n"
+    "  --what-if KEY=V,...   one search per value, one row each: gpu=ENTRY,...\n"
+    "                        (catalog hardware entries on the spec's nodes) or\n"
+    "                        nodes=N,... (cluster sizes); prints that table\n"
+    "                        instead of the ranking\n"
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -97,10 +104,36 @@ static int search__emit_spec(const char *yaml, const char *path) {
   return RP_EXIT_USAGE;
 }
 
+/* --what-if: the table of winners, one search per value
+ * (search_whatif.h). Returns an exit code. */
+static int search__what_if(Diags *d, const char *arg, const char *path, const char *catalog,
+                           const CostConsts *k, SearchSort sort, long long maxc, long long gpus,
+                           bool json) {
+  WhatIf w;
+  char *err = NULL;
+  if (!search_what_if_parse(arg, &w, &err)) {
+    int rc = cli_usage_error("search", "%s", err);
+    free(err);
+    return rc;
+  }
+  SearchOptions so;
+  memset(&so, 0, sizeof so);
+  so.sort = sort;
+  so.max_candidates = maxc;
+  so.gpu_budget = gpus;
+  char *txt = NULL;
+  bool ok = search_what_if_run(d, &w, path, catalog, k, &so, json, &txt);
+  search_what_if_free(&w);
+  if (txt) fputs(txt, stdout);
+  free(txt);
+  return ok ? RP_EXIT_OK : RP_EXIT_INPUT;
+}
+
 int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
   const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL, *sort_s = NULL, *emit = NULL;
-  bool explain = false;
+  const char *whatif_s = NULL;
+  bool explain = false, min_gpus = false;
   const RpOpt opts[] = {
       {"--help", "-h", false, NULL, NULL, cli_help, NULL},
       {"--explain", NULL, false, NULL, &explain, NULL, NULL},
@@ -113,6 +146,8 @@ int cmd_search(int argc, char **argv) {
       {"-o", NULL, true, &plan, NULL, NULL, NULL},
       {"--sort", NULL, true, &sort_s, NULL, NULL, NULL},
       {"--emit-spec", NULL, true, &emit, NULL, NULL, NULL},
+      {"--min-gpus", NULL, false, NULL, &min_gpus, NULL, NULL},
+      {"--what-if", NULL, true, &whatif_s, NULL, NULL, NULL},
   };
   int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
   if (pr != RP_OPT_GO) return pr;
@@ -131,7 +166,11 @@ int cmd_search(int argc, char **argv) {
   if (sort_s && !search_sort_parse(sort_s, &sort))
     return cli_usage_error("search", "unknown --sort key '%s' (expected used-gpu, cluster-gpu or "
                                      "goodput)", sort_s);
+  if (min_gpus) sort = SEARCH_SORT_MIN_GPUS;
   if (!path) return cli_usage_error("search", "missing SPEC");
+  if (whatif_s && (plan || emit))
+    return cli_usage_error("search", "--what-if prints a table of winners; -o and --emit-spec "
+                                     "take the search of the spec as written");
   if (emit && strcmp(emit, "-") == 0)
     return cli_usage_error("search", "--emit-spec - is not available: the results are standard "
                                      "output; write the section to a file");
@@ -155,6 +194,10 @@ int cmd_search(int argc, char **argv) {
     rc = unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
     goto done;
   }
+  if (whatif_s) {
+    rc = search__what_if(&d, whatif_s, path, catalog, &k, sort, maxc, gpus, json);
+    goto done;
+  }
   spec = spec_parse_file(&d, path, catalog);
   for (size_t i = 0; i < d.list.len; i++)
     if (d.list.items[i]->code == DIAG_E0001) unreadable = true;
@@ -168,6 +211,13 @@ int cmd_search(int argc, char **argv) {
   so.max_candidates = maxc;
   so.gpu_budget = gpus;
   so.progress = isatty(fileno(stderr)) ? stderr : NULL;
+  if (sort == SEARCH_SORT_MIN_GPUS && !(spec->workload.rate.v > 0)) {
+    Diag *g = diag_at(&d, DIAG_E0507, spec->workload.loc, "--min-gpus needs the offered load, "
+                                                         "`workload.rate`");
+    diag_help(g, "add `rate: 20 req/s` (your load) under `workload:`");
+    rc = RP_EXIT_INPUT;
+    goto done;
+  }
   bool ok = search_run(&d, spec, &k, &so, &out);
   size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
   if (!ok) {

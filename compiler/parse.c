@@ -67,6 +67,7 @@ typedef struct {
   Spec *s;
   const char *catalog_dir;
   bool quiet_missing; /* a preset failed: its keys' absence is no news */
+  const char *hw_preset; /* spec_parse_file_hw: the hardware entry to use instead */
 } P;
 
 /* Upper bounds on the spec's sizes that drive a loop or an allocation
@@ -742,11 +743,34 @@ static void parse_model(P *p, const YNode *root) {
   p->quiet_missing = false;
 }
 
+/* spec_parse_file_hw: the hardware mapping as `{preset: NAME}` plus the
+ * spec's own `nodes` and `nodes_per_rack` (the cluster's size), every
+ * other figure from the catalog entry. */
+static const YNode *hw_what_if(P *p, const YNode *m) {
+  static const char *const keep[] = {"nodes", "nodes_per_rack"};
+  YNode *out = yaml_arena_alloc(p->a, sizeof *out);
+  memset(out, 0, sizeof *out);
+  out->kind = YN_MAP;
+  out->loc = m->loc;
+  out->pairs = yaml_arena_alloc(p->a, 3 * sizeof *out->pairs);
+  YNode *k = yaml_arena_alloc(p->a, 2 * sizeof *k);
+  memset(k, 0, 2 * sizeof *k);
+  k[0] = (YNode){.kind = YN_SCALAR, .loc = m->loc, .str = "preset", .len = 6, .style = YS_PLAIN};
+  k[1] = (YNode){.kind = YN_SCALAR, .loc = m->loc, .str = p->hw_preset, .len = strlen(p->hw_preset),
+                 .style = YS_PLAIN};
+  out->pairs[out->n++] = (YPair){&k[0], &k[1]};
+  for (size_t i = 0; i < m->n; i++)
+    for (size_t j = 0; j < RP_ARRAY_LEN(keep); j++)
+      if (strcmp(m->pairs[i].key->str, keep[j]) == 0) out->pairs[out->n++] = m->pairs[i];
+  return out;
+}
+
 static void parse_hardware(P *p, const YNode *root) {
   HardwareSpec *h = &p->s->hardware;
   SrcLoc sec;
   const YNode *m = section(p, root, "hardware", "hardware", root->loc, &sec);
   h->loc = sec;
+  if (m && p->hw_preset) m = hw_what_if(p, m);
   if (m) m = apply_preset(p, m, "hardware", "hardware", &h->preset);
   else h->preset.loc = sec;
   p->quiet_missing = yaml_map_get(m, "preset") && !h->preset.set;
@@ -1095,7 +1119,15 @@ static Spec *parse_tree(P *p, const YNode *root, const char *name) {
   return s;
 }
 
+static Spec *spec_parse_ex(Diags *d, const char *name, const char *text, size_t len,
+                          const char *catalog_dir, const char *hw_preset);
+
 Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const char *catalog_dir) {
+  return spec_parse_ex(d, name, text, len, catalog_dir, NULL);
+}
+
+static Spec *spec_parse_ex(Diags *d, const char *name, const char *text, size_t len,
+                          const char *catalog_dir, const char *hw_preset) {
   const char *file = diags_add_source(d, name, text, len);
   int before = d->nerrors;
   if (len > SPEC_MAX_BYTES) {
@@ -1109,7 +1141,7 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const
   s->arena = a;
   s->file = file;
   rp_sha256_hex(text, len, s->sha256);
-  P p = {d, a, s, catalog_dir ? catalog_dir : spec_catalog_dir(), false};
+  P p = {d, a, s, catalog_dir ? catalog_dir : spec_catalog_dir(), false, hw_preset};
   const YNode *root = yaml_load(d, a, file, text, len);
   if (root) {
     parse_tree(&p, root, name);
@@ -1136,6 +1168,10 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const
 }
 
 Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
+  return spec_parse_file_hw(d, path, catalog_dir, NULL);
+}
+
+Spec *spec_parse_file_hw(Diags *d, const char *path, const char *catalog_dir, const char *hw_preset) {
   char *text = NULL;
   size_t len = 0;
   int err = rp_read_file(path, SPEC_MAX_BYTES, &text, &len);
@@ -1156,7 +1192,7 @@ Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
             rp_strerror(err));
     return NULL;
   }
-  Spec *s = spec_parse(d, path, text, len, catalog_dir);
+  Spec *s = spec_parse_ex(d, path, text, len, catalog_dir, hw_preset);
   free(text);
   return s;
 }

@@ -834,7 +834,7 @@ char *search_layout_str(const SearchResult *r) {
   return sb_take(&sb);
 }
 
-static const char *const sort_names[] = {"used-gpu", "cluster-gpu", "goodput"};
+static const char *const sort_names[] = {"used-gpu", "cluster-gpu", "goodput", "min-gpus"};
 
 const char *search_sort_name(SearchSort k) {
   return (unsigned)k < RP_ARRAY_LEN(sort_names) ? sort_names[k] : "?";
@@ -849,13 +849,19 @@ bool search_sort_parse(const char *s, SearchSort *k) {
   return false;
 }
 
-/* The ranking's first key under --sort (qsort has no context argument). */
+/* The ranking's first key under --sort and the offered rate (qsort has no
+ * context argument). */
 static SearchSort cmp_sort;
+static double cmp_rate;
 
+/* --min-gpus: serving the rate first, then the fewest GPUs (negated, so
+ * that higher is better like the other keys). */
 static double sort_key(const SearchResult *r) {
   switch (cmp_sort) {
   case SEARCH_SORT_CLUSTER_GPU: return r->goodput_cluster_gpu;
   case SEARCH_SORT_GOODPUT: return r->goodput_gpu * (double)r->gpus;
+  case SEARCH_SORT_MIN_GPUS:
+    return (r->req_s >= cmp_rate * (1 - 1e-9) ? 1e12 : 0.0) - (double)r->gpus;
   case SEARCH_SORT_USED_GPU: break;
   }
   return r->goodput_gpu;
@@ -1074,6 +1080,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   out->budget_hit = c.hit;
   out->sort = o->sort;
   cmp_sort = o->sort;
+  cmp_rate = m->rate;
   if (out->results.len)
     qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_result);
   bool hook_ok = search__objective(d, s, out);
@@ -1232,11 +1239,12 @@ char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool e
                    "uses attention tp %lld\n",
               out->tp_opt, (long long)w->pools[w->npools - 1].lay.tp);
   }
-  sb_printf(&sb, "ranked by goodput per %s (--sort %s)\n",
-            out->sort == SEARCH_SORT_CLUSTER_GPU ? "GPU of the budget"
-            : out->sort == SEARCH_SORT_GOODPUT   ? "deployment"
-                                                 : "used GPU",
-            search_sort_name(out->sort));
+  static const char *const sort_words[] = {
+      [SEARCH_SORT_USED_GPU] = "goodput per used GPU",
+      [SEARCH_SORT_CLUSTER_GPU] = "goodput per GPU of the budget",
+      [SEARCH_SORT_GOODPUT] = "goodput of the deployment",
+      [SEARCH_SORT_MIN_GPUS] = "the fewest GPUs that serve the offered rate"};
+  sb_printf(&sb, "ranked by %s (--sort %s)\n", sort_words[out->sort], search_sort_name(out->sort));
   sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs",
             "TTFT ms", "TPOT ms", "req/s", "tok/s", "goodput/GPU", "/budgetGPU", "binding", "pareto");
   size_t *idx = rp_malloc((out->results.len ? out->results.len : 1) * sizeof *idx);

@@ -85,11 +85,14 @@ typedef struct {
 } SearchResult;
 
 /* The ranking's first key (--sort): goodput per used GPU, per GPU of the
- * budget (idle GPUs count against a deployment), or total goodput. */
-typedef enum { SEARCH_SORT_USED_GPU, SEARCH_SORT_CLUSTER_GPU, SEARCH_SORT_GOODPUT } SearchSort;
+ * budget (idle GPUs count against a deployment), total goodput, or
+ * (--min-gpus) serving workload.rate with the fewest GPUs. */
+typedef enum {
+  SEARCH_SORT_USED_GPU, SEARCH_SORT_CLUSTER_GPU, SEARCH_SORT_GOODPUT, SEARCH_SORT_MIN_GPUS
+} SearchSort;
 
-/* "used-gpu", "cluster-gpu", "goodput"; search_sort_parse: false when s is
- * none of them. */
+/* "used-gpu", "cluster-gpu", "goodput", "min-gpus"; search_sort_parse:
+ * false when s is none of them. */
 const char *search_sort_name(SearchSort k);
 bool search_sort_parse(const char *s, SearchSort *k);
 

@@ -180,6 +180,10 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len,
                  const char *catalog_dir);
 /* Reads path (size-capped) and parses it; unreadable → E0001/E0002. */
 Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir);
+/* The same with the hardware replaced by catalog entry hw_preset (NULL:
+ * as written): the spec's `hardware.nodes` and `nodes_per_rack` stay, every
+ * other hardware figure comes from the entry (search --what-if gpu=). */
+Spec *spec_parse_file_hw(Diags *d, const char *path, const char *catalog_dir, const char *hw_preset);
 void spec_free(Spec *s);
 
 /* The catalog directory: $RANKPLAN_CATALOG, else the one installed next to

@@ -101,4 +101,46 @@ with tempfile.TemporaryDirectory() as tmp:
     p = rp("search", LLAMA, "--emit-spec", LLAMA)
     check(p.returncode == 2, "--emit-spec onto the spec itself is refused", p.stderr)
 
+# --min-gpus: the winner serves the offered rate, and no ranked deployment
+# that serves it uses fewer GPUs.
+p = rp("search", LLAMA, "--format", "json", "--min-gpus", "--top", "1")
+w = json.loads(p.stdout)["results"][0]
+allr = json.loads(rp("search", LLAMA, "--format", "json", "--top", "1000").stdout)["results"]
+serving = [r["gpus"] for r in allr if r["feasible"] and r["throughput_req_s"] >= 20 - 1e-9]
+check(p.returncode == 0 and w["throughput_req_s"] == 20 and w["gpus"] == min(serving),
+      f"--min-gpus: {w['layout']} serves 20 req/s on the fewest GPUs ({w['gpus']})", p.stderr)
+with tempfile.TemporaryDirectory() as tmp:
+    norate = pathlib.Path(tmp) / "norate.yaml"
+    norate.write_text(pathlib.Path(LLAMA).read_text().replace("  rate: 20 req/s\n", ""))
+    p = rp("search", str(norate), "--min-gpus")
+    check(p.returncode == 1 and "E0507" in p.stderr and "workload.rate" in p.stderr,
+          "--min-gpus without a rate is E0507", p.stderr)
+
+# --what-if: one search per value; each row is that value's search winner.
+p = rp("search", LLAMA, "--format", "json", "--what-if", "gpu=h100-sxm,h200-sxm,b200")
+doc = json.loads(p.stdout)
+check(p.returncode == 0 and doc["format"] == "rankplan.search-what-if/1"
+      and [r["value"] for r in doc["rows"]] == ["h100-sxm", "h200-sxm", "b200"], "what-if gpu: a row per GPU type")
+plain = json.loads(rp("search", LLAMA, "--format", "json", "--top", "1").stdout)["results"][0]
+h200 = doc["rows"][1]["winner"]
+check(h200["layout"] == plain["layout"] and h200["goodput_tok_s_per_gpu"] == plain["goodput_tok_s_per_gpu"],
+      "what-if gpu: the spec's own GPU gives the plain search's winner", json.dumps(h200))
+with tempfile.TemporaryDirectory() as tmp:
+    h100 = pathlib.Path(tmp) / "h100.yaml"
+    h100.write_text(pathlib.Path(LLAMA).read_text().replace("preset: h200-sxm", "preset: h100-sxm"))
+    one = json.loads(rp("search", str(h100), "--format", "json", "--top", "1").stdout)["results"][0]
+    check(doc["rows"][0]["winner"]["layout"] == one["layout"], "what-if gpu=h100-sxm: as the spec edited to H100")
+p = rp("search", LLAMA, "--format", "json", "--min-gpus", "--what-if", "nodes=1,4")
+doc = json.loads(p.stdout)
+mg = json.loads(rp("search", LLAMA, "--format", "json", "--min-gpus", "--top", "1").stdout)["results"][0]
+check(doc["rows"][1]["gpu_budget"] == 32 and doc["rows"][1]["winner"]["layout"] == mg["layout"]
+      and doc["rows"][0]["gpu_budget"] == 8, "what-if nodes with --min-gpus: the budget follows the nodes", p.stdout)
+p = rp("search", LLAMA, "--what-if", "gpu=h200-sxm,h300")
+check(p.returncode == 1 and "E0111" in p.stderr, "what-if: an unknown GPU entry is E0111", p.stderr)
+for bad in ("gpu=", "tp=2", "nodes=0", "nodes=2,,4"):
+    p = rp("search", LLAMA, "--what-if", bad)
+    check(p.returncode == 2, f"what-if {bad!r} is a usage error", p.stderr)
+p = rp("search", LLAMA, "--what-if", "nodes=2,4")
+check(p.returncode == 0 and "serves req/s" in p.stdout and "of 20" in p.stdout, "what-if text table", p.stdout)
+
 sys.exit(1 if failures else 0)
