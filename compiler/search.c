@@ -53,6 +53,21 @@ const char *search_binding_name(SearchBinding b) {
   return "?";
 }
 
+const char *search_binding_words(SearchBinding b) {
+  switch (b) {
+  case BIND_MEMORY: return "KV cache full (--gpu-memory-utilization, --max-model-len)";
+  case BIND_TPOT: return "a larger decode batch would miss the TPOT SLO";
+  case BIND_BATCH_CAP:
+    return "the batch cap per attention data parallel rank (--max-num-seqs)";
+  case BIND_LOAD: return "the offered load (workload.rate), served with room to spare";
+  case BIND_TTFT: return "prefill queueing at the TTFT SLO";
+  case BIND_HEADROOM: return "prefill utilisation at search.headroom";
+  case BIND_GPUS: return "the GPU budget (--gpus, search.gpu_budget)";
+  case BIND_SLO_MISS: return "an SLO missed at any load";
+  }
+  return "?";
+}
+
 /* ---- rules ---------------------------------------------------------------- */
 
 bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
@@ -1135,7 +1150,7 @@ char *search_explain(const SearchOut *out, size_t i) {
   const SearchResult *r = &out->results.items[i];
   const CostModel *m = &out->model;
   if (i == 0) {
-    sb_printf(&sb, "winner: bound by %s", search_binding_name(r->binding));
+    sb_printf(&sb, "winner: bound by %s", search_binding_words(r->binding));
     return sb_take(&sb);
   }
   if (!r->feasible) {
@@ -1162,8 +1177,8 @@ char *search_explain(const SearchOut *out, size_t i) {
   }
   /* The binding constraint of each: what stopped this one from going
    * further, against what stopped the winner. */
-  sb_printf(&sb, "; bound by %s (#1: %s)", search_binding_name(r->binding),
-            search_binding_name(w->binding));
+  sb_printf(&sb, "; bound by %s (#1: %s)", search_binding_words(r->binding),
+            r->binding == w->binding ? "the same" : search_binding_words(w->binding));
   if (r->mode != w->mode) {
     sb_printf(&sb, "; %s instead of %s", r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated",
               w->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated");
@@ -1182,7 +1197,9 @@ char *search_explain(const SearchOut *out, size_t i) {
     else
       sb_printf(&sb, "; %s %.0f vs %.0f output tok/s/GPU at batch %lld vs %lld (bound by %s)",
                 a->role == ROLE_DECODE ? "decode" : "instance", a->tok_s_gpu, b->tok_s_gpu,
-                (long long)a->batch, (long long)b->batch, search_binding_name(a->binding));
+                (long long)a->batch, (long long)b->batch, search_binding_words(a->binding));
+    if (a->lay.dp != b->lay.dp)
+      sb_printf(&sb, "; attention data parallel %lld vs %lld", (long long)a->lay.dp, (long long)b->lay.dp);
   }
   if (r->mode == SEARCH_DISAGGREGATED && w->mode == SEARCH_DISAGGREGATED &&
       memcmp(&r->pools[0].lay, &w->pools[0].lay, sizeof r->pools[0].lay) == 0 &&

@@ -51,6 +51,10 @@ typedef enum {
 } SearchBinding;
 
 const char *search_binding_name(SearchBinding b);
+/* What a binding means to someone running the engine: the SLO, the spec
+ * key or the engine flag that sets the bound ("the batch cap per attention
+ * data parallel rank (--max-num-seqs)"); the explanations use these. */
+const char *search_binding_words(SearchBinding b);
 
 typedef struct {
   PoolRole role;

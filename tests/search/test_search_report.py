@@ -143,4 +143,16 @@ for bad in ("gpu=", "tp=2", "nodes=0", "nodes=2,,4"):
 p = rp("search", LLAMA, "--what-if", "nodes=2,4")
 check(p.returncode == 0 and "serves req/s" in p.stdout and "of 20" in p.stdout, "what-if text table", p.stdout)
 
+# Explanations in the words of the engine flags and the spec keys.
+with tempfile.TemporaryDirectory() as tmp:
+    cal = pathlib.Path(tmp) / "cal.json"
+    cal.write_text('{"max_batch_per_dp": 4}\n')
+    dsv3 = str(SRC / "plans" / "examples" / "deepseek-v3-pd.yaml")
+    p = rp("search", dsv3, "--explain", "--top", "3", "--calibration", str(cal))
+    check("the batch cap per attention data parallel rank (--max-num-seqs)" in p.stdout
+          and "attention data parallel 16 vs 8" in p.stdout,
+          "explain: a decode batch at the engine's cap names --max-num-seqs and attention data parallel", p.stdout)
+    check("rejected before ranking" in p.stdout and "(--gpu-memory-utilization, --max-model-len)" in p.stdout,
+          "explain: the memory rejections name the engine flags", p.stdout)
+
 sys.exit(1 if failures else 0)
