@@ -7,27 +7,15 @@ compiles to the winner."""
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 
-RP = os.environ.get("RANKPLAN", "build/rankplan")
-SRC = pathlib.Path(os.environ.get("SRCROOT", ".")).resolve()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import searchlib  # noqa: E402
+from searchlib import SRC, check, rp  # noqa: E402
 LLAMA = str(SRC / "plans" / "examples" / "llama-3.1-70b-pd.yaml")
-failures = 0
 
 
-def check(cond, what, extra=""):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL {what}\n{extra}")
-    else:
-        print(f"ok   {what}")
-
-
-def rp(*args):
-    return subprocess.run([RP, *args], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
 def group_key(r):
@@ -155,4 +143,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check("rejected before ranking" in p.stdout and "(--gpu-memory-utilization, --max-model-len)" in p.stdout,
           "explain: the memory rejections name the engine flags", p.stdout)
 
-sys.exit(1 if failures else 0)
+sys.exit(1 if searchlib.failures else 0)

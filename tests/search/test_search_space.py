@@ -11,10 +11,10 @@ import subprocess
 import sys
 import tempfile
 
-RP = os.environ.get("RANKPLAN", "build/rankplan")
-SRC = pathlib.Path(os.environ.get("SRCROOT", ".")).resolve()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import searchlib  # noqa: E402
+from searchlib import RP, SRC, check  # noqa: E402
 FIX = SRC / "tests" / "search"
-failures = 0
 
 # Llama-3.1-70B on two nodes of 8 H200, no offered rate (the most goodput
 # per GPU the cluster can give), the 70B example's workload and SLOs.
@@ -29,14 +29,6 @@ deployment:
 {hooks}{pools}
 """
 
-
-def check(cond, what, extra=""):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL {what}\n{extra}")
-    else:
-        print(f"ok   {what}")
 
 
 def write(tmp, name, text):
@@ -176,4 +168,4 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run([RP, "check", p], capture_output=True, text=True, timeout=60)
     check(r.returncode == 1 and "E0105" in r.stderr and "E0101" in r.stderr, "tp 0 and an unknown dimension", r.stderr)
 
-sys.exit(1 if failures else 0)
+sys.exit(1 if searchlib.failures else 0)
