@@ -8,10 +8,11 @@ MESON    ?= meson
 DEMO_SPEC ?= plans/examples/llama-3.1-70b-pd.yaml
 FUZZ_SECONDS ?= 60
 
-# Debian packages the build and the tests need.
+# Debian packages the build and the tests need (chromium and a font: the
+# render test loads its pages in headless Chromium).
 DEB_PKGS = build-essential clang meson ninja-build pkg-config libyaml-dev \
            libjansson-dev liblua5.4-dev python3 python3-jsonschema python3-yaml \
-           libclang-rt-14-dev iproute2
+           libclang-rt-14-dev iproute2 chromium fonts-dejavu-core
 
 .PHONY: all deps setup build demo test test-fast test-asan fuzz bench clean goldens
 

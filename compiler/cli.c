@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include "outfile.h"
+#include "plan.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -63,4 +64,14 @@ bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
   if (errno || *end || v < lo || v > hi) return false;
   *out = v;
   return true;
+}
+
+struct Plan *cli_plan_load(const char *cmd, const char *path, const char *spec, int *rc) {
+  char *err = NULL;
+  Plan *p = plan_load(path, spec, &err);
+  if (p) return p;
+  fprintf(stderr, "rankplan %s: %s\n", cmd, err);
+  *rc = strstr(err, "cannot read") != NULL ? RP_EXIT_USAGE : RP_EXIT_INPUT;
+  free(err);
+  return NULL;
 }

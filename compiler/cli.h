@@ -14,6 +14,8 @@ int cmd_check(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_search(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_render(int argc, char **argv);
 
 /* Prints "rankplan <cmd>: <msg>" and the hint to use --help; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) RP_PRINTF(2, 3);
@@ -40,6 +42,12 @@ int cli_parse(const char *cmd, const char *usage_text, const RpOpt *opts,
  * and every one kept is E0500 or E0508 (the spec is valid; `check` and
  * `search` exit RP_EXIT_SLO then). */
 bool cli_slo_only(const Diags *d);
+/* Loads plan `path` with the shared loader (plan_load, plan.h), checked
+ * against spec when not NULL. On failure prints "rankplan <cmd>: <the
+ * loader's message>", sets *rc (2 when the file cannot be read, else 1)
+ * and returns NULL. */
+struct Plan;
+struct Plan *cli_plan_load(const char *cmd, const char *path, const char *spec, int *rc);
 
 /* Parses a non-negative decimal integer option value; false when invalid. */
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);

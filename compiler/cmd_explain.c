@@ -80,15 +80,10 @@ int cmd_explain(int argc, char **argv) {
   }
   if (!o.summary && !o.memory && !o.reshard && !o.groups && o.rank < 0) o.summary = o.ranks = true;
 
-  char *err = NULL;
-  Plan *p = plan_load(path, spec, &err);
-  if (!p) {
-    fprintf(stderr, "rankplan explain: %s\n", err);
-    bool unreadable = strstr(err, "cannot read") != NULL;
-    free(err);
-    return unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
-  }
-  int rc = plan_explain(stdout, stderr, p, &o) ? RP_EXIT_OK : RP_EXIT_INPUT;
+  int rc = RP_EXIT_OK;
+  Plan *p = cli_plan_load("explain", path, spec, &rc);
+  if (!p) return rc;
+  rc = plan_explain(stdout, stderr, p, &o) ? RP_EXIT_OK : RP_EXIT_INPUT;
   plan_free(p);
   return rc;
 }

@@ -19,6 +19,7 @@
 #include "hooks.h"
 #include "layout.h"
 #include "outfile.h"
+#include "render.h"
 #include "reshard.h"
 #include "search.h"
 #include "search_whatif.h"
@@ -58,6 +59,9 @@ static const char search_usage[] =
     "                        (catalog hardware entries on the spec's nodes) or\n"
     "                        nodes=N,... (cluster sizes); prints that table\n"
     "                        instead of the ranking\n"
+    "  --plot FILE           write goodput per GPU against TTFT and TPOT, the\n"
+    "                        Pareto front and the winner marked: an SVG when\n"
+    "                        FILE ends in .svg, else an HTML page (docs/render.md)\n"
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -92,6 +96,22 @@ static int search__compile(Diags *d, const Spec *spec, const SearchResult *w, co
     fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", what ? what : path, rp_strerror(werr));
   free(what);
   return rc;
+}
+
+/* Writes the Pareto plot of a search that ran (render.h); returns an exit
+ * code. */
+static int search__plot(const SearchOut *out, const char *spec_path, const char *file) {
+  size_t n = strlen(file);
+  bool svg = n >= 4 && strcmp(file + n - 4, ".svg") == 0;
+  const char *slash = strrchr(spec_path, '/');
+  StrBuf sb;
+  sb_init(&sb);
+  render_pareto(&sb, out, slash ? slash + 1 : spec_path, svg);
+  int e = rp_write_file_atomic(file, sb.buf, sb.len);
+  sb_free(&sb);
+  if (!e) return RP_EXIT_OK;
+  fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", file, rp_strerror(e));
+  return RP_EXIT_USAGE;
 }
 
 /* --emit-spec: the winner's deployment section (search_deployment_yaml,
@@ -129,8 +149,36 @@ static int search__what_if(Diags *d, const char *arg, const char *path, const ch
   return ok ? RP_EXIT_OK : RP_EXIT_INPUT;
 }
 
+/* The output files' usage rules: none is standard output (the results
+ * are), none is an input, --plot and -o differ, --what-if takes none.
+ * Returns RP_OPT_GO when they hold, else the usage error's exit code. */
+static int search__outputs_ok(const char *path, const char *calib, const char *plan,
+                              const char *emit, const char *plot, const char *whatif_s) {
+  if (whatif_s && (plan || emit || plot))
+    return cli_usage_error("search", "--what-if prints a table of winners; -o, --emit-spec and "
+                                     "--plot take the search of the spec as written");
+  if (emit && strcmp(emit, "-") == 0)
+    return cli_usage_error("search", "--emit-spec - is not available: the results are standard "
+                                     "output; write the section to a file");
+  if (plan && strcmp(plan, "-") == 0)
+    return cli_usage_error("search", "-o - is not available: the results are standard output; "
+                                     "write the plan to a file");
+  const char *inputs[] = {path, calib};
+  if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
+  if (emit && cli_output_not_input("search", "--emit-spec", emit, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && strcmp(plot, "-") == 0)
+    return cli_usage_error("search", "--plot - is not available: the results are standard output; "
+                                     "write the plot to a file");
+  if (plot && cli_output_not_input("search", "--plot", plot, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && plan && strcmp(plot, plan) == 0)
+    return cli_usage_error("search", "--plot and -o name the same file `%s`", plot);
+
+  return RP_OPT_GO;
+}
+
 int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
+  const char *plot = NULL;
   const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL, *sort_s = NULL, *emit = NULL;
   const char *whatif_s = NULL;
   bool explain = false, min_gpus = false;
@@ -148,6 +196,7 @@ int cmd_search(int argc, char **argv) {
       {"--emit-spec", NULL, true, &emit, NULL, NULL, NULL},
       {"--min-gpus", NULL, false, NULL, &min_gpus, NULL, NULL},
       {"--what-if", NULL, true, &whatif_s, NULL, NULL, NULL},
+      {"--plot", NULL, true, &plot, NULL, NULL, NULL},
   };
   int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
   if (pr != RP_OPT_GO) return pr;
@@ -168,19 +217,8 @@ int cmd_search(int argc, char **argv) {
                                      "goodput)", sort_s);
   if (min_gpus) sort = SEARCH_SORT_MIN_GPUS;
   if (!path) return cli_usage_error("search", "missing SPEC");
-  if (whatif_s && (plan || emit))
-    return cli_usage_error("search", "--what-if prints a table of winners; -o and --emit-spec "
-                                     "take the search of the spec as written");
-  if (emit && strcmp(emit, "-") == 0)
-    return cli_usage_error("search", "--emit-spec - is not available: the results are standard "
-                                     "output; write the section to a file");
-  if (plan && strcmp(plan, "-") == 0)
-    return cli_usage_error("search", "-o - is not available: the results are standard output; "
-                                     "write the plan to a file");
-  const char *inputs[] = {path, calib};
-  if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
-  if (emit && cli_output_not_input("search", "--emit-spec", emit, inputs, 2)) return RP_EXIT_USAGE;
-
+  int oo = search__outputs_ok(path, calib, plan, emit, plot, whatif_s);
+  if (oo != RP_OPT_GO) return oo;
   Diags d;
   diags_init(&d);
   int rc = RP_EXIT_OK;
@@ -220,8 +258,11 @@ int cmd_search(int argc, char **argv) {
   }
   bool ok = search_run(&d, spec, &k, &so, &out);
   size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
-  if (!ok) {
-    rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
+  /* The plot also when nothing met the SLOs, of what was ranked. */
+  if (plot && out.results.len) rc = search__plot(&out, path, plot);
+  else if (plot) fprintf(stderr, "rankplan search: no plot written to `%s`: no deployment was ranked\n", plot);
+  if (!ok || rc != RP_EXIT_OK) {
+    if (rc == RP_EXIT_OK) rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
     goto done;
   }
   search_load_check(&d, spec, &out);

@@ -149,15 +149,16 @@ int64_t cost_layout_gpus(const CostLayout *l) {
 
 static int64_t cost__cdiv(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 
-/* Peak dense FLOP/s of the GPU for the model's compute dtype: fp8 or int8
- * weights run on the fp8/int8 tensor cores when the hardware gives that
- * figure (as DeepSeek-V3's FP8 GEMMs do); otherwise bf16 (fp16 for fp16
- * activations). */
+/* Peak dense FLOP/s of the GPU for the model's compute dtype: fp8, int8,
+ * mxfp4 or nvfp4 weights run on the fp8/int8/fp4 tensor cores when the
+ * hardware gives that figure (as DeepSeek-V3's FP8 GEMMs do); otherwise
+ * bf16 (fp16 for fp16 activations). */
 static double cost__peak(const Spec *s) {
   const ModelSpec *ms = &s->model;
   DType w = (DType)ms->dtype.weights.v;
   if (w == DT_FP8 && s->hardware.gpu.fp8.v > 0) return s->hardware.gpu.fp8.v;
   if (w == DT_INT8 && s->hardware.gpu.int8.v > 0) return s->hardware.gpu.int8.v;
+  if ((w == DT_MXFP4 || w == DT_NVFP4) && s->hardware.gpu.fp4.v > 0) return s->hardware.gpu.fp4.v;
   if ((DType)ms->dtype.activations.v == DT_FP16 && s->hardware.gpu.fp16.v > 0)
     return s->hardware.gpu.fp16.v;
   return s->hardware.gpu.bf16.v;

@@ -1,7 +1,7 @@
 /*
  * main.c: the `rankplan` command line. Dispatches to one subcommand per
- * pipeline entry point (check, compile, search, explain); each lives in its
- * own cmd_*.c. Exit codes: 0 ok, 1 input wrong, 2 usage, 70 internal.
+ * pipeline entry point (check, compile, search, explain, render) and to the
+ * model import (import-hf); each lives in its own cmd_*.c. Exit codes: 0 ok, 1 input wrong, 2 usage, 70 internal.
  */
 #include <stdlib.h>
 #include <jansson.h>
@@ -21,6 +21,8 @@ static const char usage[] =
     "  compile SPEC -o PLAN  write the per-rank launch plan (JSON)\n"
     "  search SPEC           find the layout and xPyD pool sizes with the best goodput\n"
     "  explain PLAN          print a plan as tables (ranks, groups, memory, reshard)\n"
+    "  import-hf CONFIG      write a Hugging Face config.json as a model entry (YAML)\n"
+    "  render PLAN -o FILE   draw a plan as a self-contained HTML page (or SVG)\n"
     "\n"
     "options:\n"
     "  -h, --help            show this help (and `rankplan <command> --help`)\n"
@@ -51,8 +53,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 1, argv + 1);
   if (strcmp(cmd, "search") == 0) return cmd_search(argc - 1, argv + 1);
   if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 1, argv + 1);
+  if (strcmp(cmd, "import-hf") == 0) return cmd_import(argc - 1, argv + 1);
+  if (strcmp(cmd, "render") == 0) return cmd_render(argc - 1, argv + 1);
   fprintf(stderr, "rankplan: unknown command '%s'\n", cmd);
-  static const char *const cmds[] = {"check", "compile", "search", "explain"};
+  static const char *const cmds[] = {"check", "compile", "search", "explain", "import-hf", "render"};
   const char *near = diag_closest(cmd, cmds, RP_ARRAY_LEN(cmds));
   if (near) fprintf(stderr, "help: did you mean 'rankplan %s'?\n", near);
   fputs("run 'rankplan --help' for the list of commands\n", stderr);

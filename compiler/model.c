@@ -143,18 +143,24 @@ void model_dtype_size(DType t, int64_t *num, int64_t *den) {
   case DT_FP16: *num = 2; break;
   case DT_FP8:
   case DT_INT8: *num = 1; break;
-  case DT_INT4: *num = 1; *den = 2; break;
+  case DT_INT4:
+  case DT_MXFP4:
+  case DT_NVFP4: *num = 1; *den = 2; break;
   case DT__COUNT:
   default: rp_internal("model_dtype_size: bad dtype %d", (int)t);
   }
 }
 
 bool model_dtype_quantised(DType t) {
-  return t == DT_FP8 || t == DT_INT8 || t == DT_INT4;
+  return t == DT_FP8 || t == DT_INT8 || t == DT_INT4 || t == DT_MXFP4 || t == DT_NVFP4;
 }
 
 /* Quantisation block edge (fp8) and group size (int8, int4). */
 #define QUANT_BLOCK 128
+/* Elements per shared scale: MXFP4 32 (OCP Microscaling Formats v1.0),
+ * NVFP4 16 (NVIDIA's NVFP4 format). docs/memory.md cites both. */
+#define MXFP4_BLOCK 32
+#define NVFP4_BLOCK 16
 
 static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 
@@ -175,6 +181,12 @@ int64_t model_matrix_bytes(DType t, int64_t rows, int64_t cols, int64_t count) {
     break;
   case DT_INT4: /* bf16 scale and bf16 zero point per row and group */
     scales = ckm(&st, ckm(&st, rows, ceil_div(cols, QUANT_BLOCK)), 4);
+    break;
+  case DT_MXFP4: /* one E8M0 byte per row and block of 32 inputs */
+    scales = ckm(&st, rows, ceil_div(cols, MXFP4_BLOCK));
+    break;
+  case DT_NVFP4: /* one E4M3 byte per row and block of 16 inputs, one fp32 per matrix */
+    scales = cka(&st, ckm(&st, rows, ceil_div(cols, NVFP4_BLOCK)), 4);
     break;
   case DT_FP32:
   case DT_BF16:

@@ -68,18 +68,21 @@ typedef struct ModelParams {
  * take their spec.h defaults. */
 bool model_params(const ModelSpec *m, ModelParams *out, Diags *d);
 
-/* Bytes per element of a dtype as a fraction num/den (int4: 1/2). */
+/* Bytes per element of a dtype as a fraction num/den (int4, mxfp4,
+ * nvfp4: 1/2). */
 void model_dtype_size(DType t, int64_t *num, int64_t *den);
 
 /* Whether weights of this dtype carry quantisation scales (fp8, int8,
- * int4). Quantised models keep embedding, lm_head, norms, routers and
+ * int4, mxfp4, nvfp4). Quantised models keep embedding, lm_head, norms, routers and
  * biases in bf16; only the linear projections are quantised. */
 bool model_dtype_quantised(DType t);
 
 /* Bytes of `count` copies of a [rows, cols] projection in dtype t,
  * including scales: fp8 one fp32 scale per 128x128 block (as DeepSeek-V3
  * ships); int8 and int4 one bf16 scale per group of 128 input elements
- * per row, int4 also one bf16 zero point per group; fp32/bf16/fp16 none.
+ * per row, int4 also one bf16 zero point per group; mxfp4 one byte per 32
+ * input elements per row; nvfp4 one byte per 16 and one fp32 per matrix;
+ * fp32/bf16/fp16 none.
  * Returns -1 on overflow. */
 int64_t model_matrix_bytes(DType t, int64_t rows, int64_t cols, int64_t count);
 

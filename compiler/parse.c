@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_import.h"
 #include "rp_config.h"
 #include "spec.h"
 #include "units.h"
@@ -36,7 +37,7 @@
 /* ---------------------------------------------------------------------- */
 /* Name tables. */
 
-static const char *const dtype_names[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4"};
+static const char *const dtype_names[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"};
 static const char *const attn_names[] = {"mha", "gqa", "mqa", "mla"};
 static const char *const mode_names[] = {"aggregated", "disaggregated", "search"};
 static const char *const engine_names[] = {"generic", "vllm", "sglang"};
@@ -641,6 +642,30 @@ out:
   return result;
 }
 
+/* Resolves `hf_config:` in the model mapping: the config is imported
+ * (hf_import.c) and its YAML merged under the keys written beside it, as
+ * a preset's is. Returns m itself when absent or on error. */
+static const YNode *apply_hf_config(P *p, const YNode *m, SStr *out) {
+  out->loc = m->loc;
+  const YNode *v = yaml_map_get(m, "hf_config");
+  if (!v || !want_scalar(p, v, "model.hf_config", "a path to a config.json")) return m;
+  if (yaml_map_get(m, "preset")) {
+    Diag *g = diag_at(p->d, DIAG_E0152, v->loc, "`model.hf_config` and `model.preset` both give the model");
+    diag_help(g, "keep one of them; keys written beside it override its values");
+    return m;
+  }
+  const char *yname = NULL;
+  char *yaml = hf_import_for_spec(p->d, p->s->file, v->str, v->loc, &yname);
+  if (!yaml) return m;
+  YNode *root = yaml_load(p->d, p->a, yname, yaml, strlen(yaml));
+  free(yaml);
+  RP_ASSERT(root && root->kind == YN_MAP); /* the import writes a mapping */
+  out->v = arena_strdup(p, v->str);
+  out->loc = v->loc;
+  out->set = true;
+  return merge(p, root, m, "hf_config");
+}
+
 /* ---------------------------------------------------------------------- */
 /* Sections. */
 
@@ -651,10 +676,12 @@ static void parse_model(P *p, const YNode *root) {
   SrcLoc sec;
   const YNode *m = section(p, root, "model", "model", root->loc, &sec);
   mo->loc = sec;
+  if (m) m = apply_hf_config(p, m, &mo->hf_config);
   if (m) m = apply_preset(p, m, "models", "model", &mo->preset);
   else mo->preset.loc = sec;
-  p->quiet_missing = yaml_map_get(m, "preset") && !mo->preset.set;
-  check_keys(p, m, "model", KEYS("preset", "name", "layers", "hidden_size", "vocab_size",
+  p->quiet_missing = (yaml_map_get(m, "preset") && !mo->preset.set) ||
+                     (yaml_map_get(m, "hf_config") && !mo->hf_config.set);
+  check_keys(p, m, "model", KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                   "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context"));
   rd_str(p, m, sec, "model", "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
   rd_lim(p, m, sec, "model", "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
@@ -785,13 +812,14 @@ static void parse_hardware(P *p, const YNode *root) {
   const YNode *g = section(p, m, "gpu", "hardware.gpu", sec, &gs);
   h->gpu.loc = gs;
   if (m && !yaml_map_get(m, "gpu")) missing(p, m, "hardware", "gpu");
-  check_keys(p, g, "hardware.gpu", KEYS("memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "int8"));
+  check_keys(p, g, "hardware.gpu", KEYS("memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "fp4", "int8"));
   rd_qty(p, g, gs, "hardware.gpu", "memory", UNIT_MEMORY, &h->gpu.memory, NULL, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "hbm_bandwidth", UNIT_BANDWIDTH, NULL, &h->gpu.hbm_bandwidth, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "bf16", UNIT_COMPUTE, NULL, &h->gpu.bf16, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "fp16", UNIT_COMPUTE, NULL, &h->gpu.fp16, false, h->gpu.bf16.v, false);
   rd_qty(p, g, gs, "hardware.gpu", "fp8", UNIT_COMPUTE, NULL, &h->gpu.fp8, false, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "int8", UNIT_COMPUTE, NULL, &h->gpu.int8, false, 0, false);
+  rd_qty(p, g, gs, "hardware.gpu", "fp4", UNIT_COMPUTE, NULL, &h->gpu.fp4, false, 0, false);
 
   SrcLoc us;
   const YNode *u = section(p, m, "scale_up", "hardware.scale_up", sec, &us);

@@ -17,14 +17,9 @@
 
 #include "layout.h"
 
-/* The scale-up domain of a GPU. A domain at least as large as a node spans
- * whole nodes (an NVL72 rack: domain 72, 4 GPUs per node), so it is counted
- * over the global GPU index; a smaller one splits each node. */
+/* The scale-up domain of a GPU (util.h, rp_scaleup_domain). */
 static int64_t domain_of(const Layout *L, int64_t node, int64_t gpu) {
-  int64_t D = L->domain;
-  if (D >= L->gpus_per_node) return (node * L->gpus_per_node + gpu) / D;
-  int64_t per_node = (L->gpus_per_node + D - 1) / D;
-  return node * per_node + gpu / D;
+  return rp_scaleup_domain(L->domain, L->gpus_per_node, node, gpu);
 }
 
 /* The cluster's GPU count; lay_build refused clusters past INT32_MAX GPUs,

@@ -265,6 +265,13 @@ const PlanGroup *plan_rank_group(const Plan *p, const PlanRank *r, GroupKind k);
  * split plan holds only its node's ranks). */
 const PlanRank *plan_find_rank(const Plan *p, int64_t r);
 
+/* Global rank of relative rank rel (t + tp * (c + cp * s), docs/reshard.md)
+ * of the attention replica (instance inst, attention-dp rank dp) of pool
+ * pool, found from the ranks' coordinates, so independent of the rank
+ * order; -1 when the plan holds no such rank. The KV executor and
+ * `rankplan render` map kv_reshard transfers with it (reshard_plan.c). */
+int64_t plan_replica_rank(const Plan *p, int pool, int64_t inst, int64_t dp, int64_t rel);
+
 /* ---- explain.c: `rankplan explain` ------------------------------------ */
 
 typedef struct {

@@ -324,7 +324,7 @@ bool rs_xfer_bytes(const RsTransfer *x, int64_t T, int64_t *out) {
 /* DType names as the spec spells them (spec.h order); kept here so that
  * this stage links without the front end. */
 static const char *rs__dtype_name(int t) {
-  static const char *const names[DT__COUNT] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4"};
+  static const char *const names[DT__COUNT] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"};
   return t >= 0 && t < DT__COUNT ? names[t] : "?";
 }
 

@@ -27,3 +27,20 @@ int64_t rs_plan_xfer_bytes(const PlanTransfer *x, int64_t n_tokens) {
   if (count < 0 || !ck_mul(count, x->bytes_per_token, &b)) return -1;
   return b;
 }
+
+int64_t plan_replica_rank(const Plan *pl, int pool, int64_t inst, int64_t dp, int64_t rel) {
+  const PlanPool *P = &pl->pools[pool];
+  int64_t tp = P->size[CO_TP], cp = P->size[CO_CP];
+  int64_t t = rel % tp, c = (rel / tp) % cp, s = rel / (tp * cp);
+  /* A whole plan lists the pool's ranks at their global ranks; a node
+   * file only its node's, anywhere in ranks[]. */
+  int64_t lo = pl->partial ? 0 : P->first_rank;
+  int64_t hi = pl->partial ? pl->nranks : P->first_rank + P->nranks;
+  for (int64_t i = lo; i < hi; i++) {
+    const PlanRank *R = &pl->ranks[i];
+    if (R->pool == pool && R->instance == inst && R->coords[CO_DP] == dp && R->coords[CO_TP] == t &&
+        R->coords[CO_CP] == c && R->coords[CO_PP] == s)
+      return R->rank;
+  }
+  return -1;
+}

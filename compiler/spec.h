@@ -23,7 +23,7 @@ typedef struct { const char *v; SrcLoc loc; bool set; } SStr;
 typedef struct { bool v; SrcLoc loc; bool set; } SBool;
 typedef struct { int v; SrcLoc loc; bool set; } SEnum;
 
-typedef enum { DT_FP32, DT_BF16, DT_FP16, DT_FP8, DT_INT8, DT_INT4, DT__COUNT } DType;
+typedef enum { DT_FP32, DT_BF16, DT_FP16, DT_FP8, DT_INT8, DT_INT4, DT_MXFP4, DT_NVFP4, DT__COUNT } DType;
 typedef enum { ATTN_MHA, ATTN_GQA, ATTN_MQA, ATTN_MLA } AttnKind;
 typedef enum { MODE_AGGREGATED, MODE_DISAGGREGATED, MODE_SEARCH } DeployMode;
 typedef enum { ENGINE_GENERIC, ENGINE_VLLM, ENGINE_SGLANG } Engine;
@@ -38,6 +38,7 @@ const char *role_name(PoolRole r);
 typedef struct {
   SrcLoc loc;   /* the `model:` mapping */
   SStr preset;  /* catalog entry name, if any */
+  SStr hf_config; /* Hugging Face config.json the model was imported from, if any */
   SStr name;    /* display name (catalog "name:" or the preset) */
   SInt layers, hidden_size, vocab_size;
   SBool tie_embeddings;                   /* default false */
@@ -78,6 +79,7 @@ typedef struct {
     SInt memory;         /* bytes */
     SNum hbm_bandwidth;  /* bytes/s */
     SNum bf16, fp16, fp8, int8;  /* dense FLOP/s (or OP/s); fp8/int8 may be unset */
+    SNum fp4;            /* dense FP4 FLOP/s; may be unset (no dtype uses it yet) */
   } gpu;
   SInt nodes, gpus_per_node;
   SInt nodes_per_rack;   /* optional; topology for placement hooks */

@@ -315,3 +315,8 @@ const char *rp_fmt_bytes(int64_t bytes, char *buf, size_t n) {
     snprintf(buf, n, "%.2f %s", v, units[u]);
   return buf;
 }
+
+int64_t rp_scaleup_domain(int64_t domain, int64_t gpus_per_node, int64_t node, int64_t gpu) {
+  if (domain >= gpus_per_node) return (node * gpus_per_node + gpu) / domain;
+  return node * ((gpus_per_node + domain - 1) / domain) + gpu / domain;
+}

@@ -126,4 +126,11 @@ void rp_sha256_hex(const void *data, size_t len, char hex[65]);
 /* Formats bytes as "12.34 GiB" into buf. */
 const char *rp_fmt_bytes(int64_t bytes, char *buf, size_t n);
 
+/* The scale-up domain of GPU `gpu` of node `node`, for domains of `domain`
+ * GPUs on nodes of `gpus_per_node`. A domain at least as large as a node
+ * spans whole nodes (an NVL72 rack: domain 72, 4 GPUs per node), so it is
+ * counted over the global GPU index; a smaller one splits each node. The
+ * one rule of placement and of every reader of a plan. */
+int64_t rp_scaleup_domain(int64_t domain, int64_t gpus_per_node, int64_t node, int64_t gpu);
+
 #endif

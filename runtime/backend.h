@@ -26,7 +26,7 @@
 #include "rtplan.h"
 #include "store.h"
 
-#define RT_BACKEND_VERSION 4
+#define RT_BACKEND_VERSION 5
 
 typedef enum { RT_I64 = 0, RT_F32 = 1 } RtDtype;
 typedef enum { RT_SUM = 0, RT_MAX = 1 } RtRedOp;
@@ -43,6 +43,12 @@ typedef struct {
   double timeout;    /* join and operation deadline, seconds */
   const char *job;   /* deployment id (hex), the same on every rank of one
                         run: names shared-memory segments */
+  const char *keyspace; /* prefix of the backend's store keys: "" for
+                           rankrun's ranks, "u/" for a command's processes
+                           (librankrun), so that they never read the
+                           preflight's addresses and ids */
+  long owner_pid;    /* the launcher whose child this process is (names
+                        its shared-memory rings); 0: the parent process */
 } RtBackendCtx;
 
 typedef struct RtComm RtComm; /* one per (backend, group); backend-defined */
@@ -180,6 +186,12 @@ typedef struct {
    * that a node whose segments cannot fit fails before any rank starts.
    * NULL when the backend uses no shared memory. */
   int64_t (*shm_segments)(const Plan *pl, int node, int64_t *seg_bytes);
+
+  /* Optional (NULL when the backend has none); version 5. The backend's
+   * own handle of a communicator, for a worker that calls the library
+   * underneath itself (librankrun's rankrun_comm_native): the
+   * ncclComm_t on nccl. */
+  void *(*comm_native)(RtComm *comm);
 } RtBackend;
 
 /* The registry: every backend compiled into this binary. */

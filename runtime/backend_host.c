@@ -73,6 +73,7 @@ typedef struct {
   int rank;
   double timeout;
   RtStore *store;
+  char keyspace[16]; /* RtBackendCtx.keyspace */
   int lfd;
   int *fd;    /* per global rank, -1 until connected */
   Ring **rx;  /* per global rank: the ring it writes to us (ours) */
@@ -254,6 +255,7 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
   hs->rank = ctx->rank;
   hs->timeout = ctx->timeout;
   hs->store = ctx->store;
+  snprintf(hs->keyspace, sizeof hs->keyspace, "%s", ctx->keyspace ? ctx->keyspace : "");
   hs->fd = rp_malloc(sizeof(int) * (size_t)ctx->plan->world_size);
   for (int i = 0; i < ctx->plan->world_size; i++) hs->fd[i] = -1;
   hs->rx = rp_calloc((size_t)ctx->plan->world_size, sizeof *hs->rx);
@@ -265,7 +267,8 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
    * which rt_shm_remove_rings recognises. */
   hs->has_owner = strlen(hs->job) == 16 &&
                   strspn(hs->job, "0123456789abcdef") == 16 &&
-                  rt_shm_owner_of((long)getppid(), &hs->owner);
+                  rt_shm_owner_of(ctx->owner_pid > 0 ? ctx->owner_pid : (long)getppid(),
+                                  &hs->owner);
   const char *skew = getenv("RANKRUN_TEST_TAG_SKEW");
   hs->tag_skew = skew && strcmp(skew, "1") == 0 ? 1 : 0;
   /* Our receive rings, before our address is published: a peer that can
@@ -289,7 +292,7 @@ static RtResult host_init(const RtBackendCtx *ctx, void **state) {
     return r;
   }
   char key[64], val[128];
-  snprintf(key, sizeof key, "host/addr/%d", ctx->rank);
+  snprintf(key, sizeof key, "%shost/addr/%d", hs->keyspace, ctx->rank);
   int vl = snprintf(val, sizeof val, "%s:%d", ctx->bind_host, port);
   r = rt_store_set(ctx->store, key, val, (size_t)vl);
   if (r != RT_OK) {
@@ -348,7 +351,7 @@ static void open_tx(HostState *hs, int peer) {
 /* Connects to lower rank `peer` and introduces this rank. */
 static RtResult host_dial(HostState *hs, int peer, double deadline) {
   char key[64], *addr = NULL, *host = NULL;
-  snprintf(key, sizeof key, "host/addr/%d", peer);
+  snprintf(key, sizeof key, "%shost/addr/%d", hs->keyspace, peer);
   RtResult r = rt_store_wait(hs->store, key, deadline - rt_now(), &addr, NULL);
   if (r == RT_ERR_TIMEOUT)
     return rt_err(r, "rank %d never published its address (waited %.1f s)",
@@ -854,4 +857,5 @@ const RtBackend rt_backend_host = {
     .copy_ref_kind = "memcpy",
     .kv_grouped = false,
     .shm_segments = host_shm_segments,
+    .comm_native = NULL,
 };

@@ -36,6 +36,7 @@ typedef struct {
   int rank;
   double timeout;
   RtStore *store;
+  char keyspace[16]; /* RtBackendCtx.keyspace */
   /* Every NCCL operation and copy_ref run on `stream`; from_host and
    * to_host on `xstream`, so that the next layer group's copy into the
    * pool overlaps a posted p2p group. Both are non-blocking streams: no
@@ -201,6 +202,7 @@ static RtResult nccl_init(const RtBackendCtx *ctx, void **state) {
   ns->rank = ctx->rank;
   ns->timeout = ctx->timeout;
   ns->store = ctx->store;
+  snprintf(ns->keyspace, sizeof ns->keyspace, "%s", ctx->keyspace ? ctx->keyspace : "");
   const char *what = "cudaStreamCreate";
   e = cudaStreamCreateWithFlags(&ns->stream, cudaStreamNonBlocking);
   if (e == cudaSuccess)
@@ -235,7 +237,7 @@ static RtResult nccl_group_create(void *state, int group, RtComm **out) {
                   g->id);
   ncclUniqueId id;
   char key[64];
-  snprintf(key, sizeof key, "nccl/id/%d", group);
+  snprintf(key, sizeof key, "%snccl/id/%d", ns->keyspace, group);
   if (me == 0) {
     ncclResult_t e = ncclGetUniqueId(&id);
     if (e != ncclSuccess)
@@ -511,6 +513,8 @@ static RtResult nccl_from_host(void *state, void *mem, const void *host,
   return wait_local(ns, ns->xstream, "copy to device");
 }
 
+static void *nccl_comm_native(RtComm *c) { return (void *)c->comm; }
+
 const RtBackend rt_backend_nccl = {
     .version = RT_BACKEND_VERSION,
     .name = "nccl",
@@ -540,4 +544,5 @@ const RtBackend rt_backend_nccl = {
     .copy_ref_kind = "device-to-device copy",
     .kv_grouped = true,
     .shm_segments = NULL,
+    .comm_native = nccl_comm_native,
 };

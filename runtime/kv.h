@@ -122,6 +122,38 @@ RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
                    RtKvPool *pool, const RtKvOpts *o, RtKvStats *st);
 void rt_kv_stats_free(RtKvStats *st);
 
+/* A request's KV moved from and into buffers the caller owns (librankrun,
+ * docs/runtime.md "Worker API"), by the one executor rt_kv_run uses: the
+ * same walk, order and paths, without the fill and the verification.
+ * rank's region of request `request` at `tokens` tokens is laid out
+ * [layer][kv head][token][cell bytes] over its shard's layers and kv
+ * heads (kv_reshard's cell size: a transfer's bytes_per_token over its
+ * layers x kv heads); region is backend memory (host memory on host,
+ * device memory on nccl) of exactly that many bytes (rt_kv_region_bytes).
+ * A sender's region is read, a receiver's written where it owns cells;
+ * other bytes are left as they are. Every rank that sends or receives the
+ * request calls it (the request's role: rt_kv_role). */
+typedef enum { RT_KV_NONE = 0, RT_KV_SEND = 1, RT_KV_RECV = 2 } RtKvRole;
+typedef struct {
+  const RtBackend *be;
+  void *state;
+  const Plan *pl;
+  int rank;
+  RtComm *world;      /* this rank's communicator of the world group */
+  int world_group;    /* its index in pl->groups */
+  int64_t request, tokens;
+  void *region;
+  size_t bytes;
+} RtKvMove;
+/* st: from rt_kv_stats_alloc(st, 1): the request's figures at index 0. */
+RtResult rt_kv_move(const RtKvMove *m, RtKvStats *st);
+RtResult rt_kv_role(const Plan *pl, int rank, int64_t request, RtKvRole *role);
+RtResult rt_kv_region_bytes(const Plan *pl, int rank, int64_t request,
+                            int64_t tokens, int64_t *bytes);
+/* The per-request arrays of st, zeroed, for n requests (the rest of st
+ * is left as it is). */
+void rt_kv_stats_alloc(RtKvStats *st, int n);
+
 /* The `kv/RANK` store record: st as one line of text (appended to sb),
  * and back. The decoder takes untrusted text (anyone who can reach the
  * store can write a record): it fills *st (free with rt_kv_stats_free)

@@ -122,23 +122,6 @@ static RtResult req_role(const Plan *pl, const PlanRank *me, int64_t k, ReqRole 
   return RT_OK;
 }
 
-/* Global rank of relative rank rel (t + tp * (c + cp * s)) of the serving
- * replica (instance inst, attention-dp rank dp) of pool pi, found from the
- * ranks' coordinates: independent of the rank order. -1 when none. */
-static int64_t global_of(const Plan *pl, int pi, int64_t inst, int64_t dp,
-                         int64_t rel) {
-  const PlanPool *P = &pl->pools[pi];
-  int64_t tp = P->size[CO_TP], cp = P->size[CO_CP];
-  int64_t t = rel % tp, c = (rel / tp) % cp, s = rel / (tp * cp);
-  for (int64_t r = P->first_rank; r < P->first_rank + P->nranks; r++) {
-    const PlanRank *R = &pl->ranks[r];
-    if (R->instance == inst && R->coords[CO_DP] == dp && R->coords[CO_TP] == t &&
-        R->coords[CO_CP] == c && R->coords[CO_PP] == s)
-      return R->rank;
-  }
-  return -1;
-}
-
 static bool xfer_has(const PlanTransfer *x, int64_t p) {
   if (x->stride > 1 && p % x->stride != x->offset) return false;
   if (x->tokens == PT_RANGES) {
@@ -299,8 +282,8 @@ static bool in_region(const Region *g, const PlanTransfer *x) {
  * the map names a rank the pools do not have. */
 static RtResult xfer_ends(const Plan *pl, const ReqRole *rr,
                           const PlanTransfer *x, int64_t *sg, int64_t *dg) {
-  *sg = global_of(pl, rr->pi, rr->pinst, rr->pdp, x->src);
-  *dg = global_of(pl, rr->di, rr->dinst, rr->ddp, x->dst);
+  *sg = plan_replica_rank(pl, rr->pi, rr->pinst, rr->pdp, x->src);
+  *dg = plan_replica_rank(pl, rr->di, rr->dinst, rr->ddp, x->dst);
   if (*sg < 0 || *dg < 0)
     return rt_err(RT_ERR_INVALID, "kv_reshard transfer %lld -> %lld names a "
                   "rank the pools do not have", (long long)x->src,
@@ -362,8 +345,7 @@ static RtResult verify_region(const PlanPool *MP, const PlanRank *me, int rank,
   return RT_OK;
 }
 
-/* The per-request arrays of st, zeroed, for n requests. */
-static void stats_alloc(RtKvStats *st, int n) {
+void rt_kv_stats_alloc(RtKvStats *st, int n) {
   st->nreq = n;
   st->req_bytes = rp_calloc((size_t)n + 1, sizeof *st->req_bytes);
   st->req_secs = rp_calloc((size_t)n + 1, sizeof *st->req_secs);
@@ -437,7 +419,7 @@ bool rt_kv_stats_decode(const char *text, int requests, RtKvStats *st) {
   st->bytes_cross_node = bc;
   st->cells_verified = cells;
   st->grouped = grouped == 1;
-  stats_alloc(st, nreq);
+  rt_kv_stats_alloc(st, nreq);
   const char *q = text + off;
   for (int i = 0; ok && i < nreq; i++) {
     long long rb, b0, b1;
@@ -518,10 +500,17 @@ struct KvWalk {
   const PlanPool *MP;
   const PlanGroup *wg; /* the world group: peers are indices in it */
   RtComm *world;
-  RtKvPool *pool;
+  RtKvPool *pool;       /* rankrun's check: the KV pool; NULL otherwise */
   const RtKvOpts *o;
   RtKvStats *st;
   int64_t T;
+  /* rankrun's own check (rt_kv_run): the walk fills what a prefill rank
+   * sends with the pattern, layer group by layer group as they go out,
+   * and verifies what a decode rank received. Otherwise (rt_kv_move) the
+   * region is the caller's and moves as it is. */
+  bool check;
+  unsigned char *region; /* the request's region in backend memory */
+  int64_t si;            /* the request's index in st's arrays */
   int nclasses;        /* buckets per layer group: 2 by link class, or 1 */
   const KvExec *ex;
   void *ex_state;
@@ -602,25 +591,34 @@ static RtResult walk_layers(KvWalk *w) {
  * then on a receiving rank the request's time and the verification. */
 static RtResult walk_request(KvWalk *w) {
   RTCHECK(xfer_bph(&w->rr.pair->transfers[0], &w->bph));
-  RTCHECK(region_of(w->me, w->T, w->bph, w->pool, &w->g));
+  if (w->check) {
+    RTCHECK(region_of(w->me, w->T, w->bph, w->pool, &w->g));
+    w->region = w->pool->kv;
+  } else {
+    geom_of(w->me, w->T, w->bph, &w->g);
+  }
   w->rbytes = cell_off(&w->g, w->g.l1, w->g.h0, 0);
   w->filled = rp_calloc((size_t)(w->g.l1 - w->g.l0) + 1, sizeof *w->filled);
   RtResult r = w->ex->begin(w);
   double t_req = rt_now();
   if (r == RT_OK) r = walk_layers(w);
   if (r == RT_OK && w->rr.is_dst) {
-    w->st->req_secs[w->k] = rt_now() - t_req;
+    w->st->req_secs[w->si] = rt_now() - t_req;
+    if (!w->check) goto done;
     if (w->ex->fetch) r = w->ex->fetch(w);
     if (r == RT_OK)
       r = verify_region(w->MP, w->me, w->rank, w->k, &w->g, w->host, w->st);
   }
+done:
   free(w->filled);
   w->filled = NULL;
   return r;
 }
 
+/* rankrun's check: every request in order. */
 static RtResult kv_walk(KvWalk *w) {
   for (w->k = 0; w->k < w->o->requests; w->k++) {
+    w->si = w->k;
     RTCHECK(req_role(w->pl, w->me, w->k, &w->rr));
     if ((!w->rr.is_src && !w->rr.is_dst) || w->rr.pair->ntransfers == 0)
       continue;
@@ -630,6 +628,9 @@ static RtResult kv_walk(KvWalk *w) {
     w->st->memcpy_gbs = (double)w->st->memcpy_bytes / w->st->memcpy_secs / 1e9;
   return RT_OK;
 }
+
+/* rt_kv_move: the one request w->k (its role is known already). */
+static RtResult kv_walk_one(KvWalk *w) { return walk_request(w); }
 
 /* ---------------------------------------------------------------------------
  * The grouped path (p2p_post): per bucket, one group of this rank's sends
@@ -726,22 +727,23 @@ static RtResult fill_layers(KvWalk *w, int64_t lb, int64_t le) {
   }
   if (first < 0) return RT_OK;
   size_t off = cell_off(g, first, g->h0, 0), end = cell_off(g, b, g->h0, 0);
-  return w->be->from_host(w->state, (unsigned char *)w->pool->kv + off,
-                          w->host + off, end - off);
+  return w->be->from_host(w->state, w->region + off, w->host + off, end - off);
 }
 
 static RtResult g_begin(KvWalk *w) {
   Grouped *G = w->ex_state;
-  if (w->rbytes + 1 > G->host_bytes) {
+  if (w->check && w->rbytes + 1 > G->host_bytes) {
     free(G->host);
     G->host_bytes = w->rbytes + 1;
     G->host = rp_malloc(G->host_bytes);
   }
   w->host = G->host;
-  memset(w->host, 0, w->rbytes);
-  /* Zero the pool's region, so that a cell nobody sent reads as zeros,
-   * not as the previous request's bytes. */
-  RTCHECK(w->be->from_host(w->state, w->pool->kv, w->host, w->rbytes));
+  /* The check zeroes the pool's region, so that a cell nobody sent reads
+   * as zeros, not as the previous request's bytes. */
+  if (w->check) {
+    memset(w->host, 0, w->rbytes);
+    RTCHECK(w->be->from_host(w->state, w->region, w->host, w->rbytes));
+  }
   const PlanReshard *pair = w->rr.pair;
   if (pair != G->runs_of) { /* T is the same for every request */
     if (pair->ntransfers > G->runs_cap) {
@@ -755,7 +757,7 @@ static RtResult g_begin(KvWalk *w) {
   G->L.n = 0;
   G->piece = 0;
   G->next_filled = false;
-  return w->rr.is_src ? fill_layers(w, 0, RT_KV_LAYER_GROUP) : RT_OK;
+  return w->check && w->rr.is_src ? fill_layers(w, 0, RT_KV_LAYER_GROUP) : RT_OK;
 }
 
 /* A transfer of the bucket: this rank's pieces (maximal token runs per
@@ -782,7 +784,7 @@ static RtResult g_xfer(KvWalk *w, size_t j, const PlanTransfer *x, int64_t a,
         }
         int64_t p1 = p + 1;
         while (p1 < T && xfer_has(x, p1)) p1++;
-        ops_add(&G->L, G->piece++, send, peer, w->pool->kv,
+        ops_add(&G->L, G->piece++, send, peer, w->region,
                 (int64_t)cell_off(gs, l, h, p), (int64_t)cell_off(gd, l, h, p),
                 (p1 - p) * w->bph);
         p = p1;
@@ -835,7 +837,7 @@ static RtResult g_bucket_end(KvWalk *w, int lc) {
     }
     RTCHECK(w->be->p2p_post(w->world, L->ops + i0, n));
     /* Fill the next layer group while this one is on the wire. */
-    if (w->rr.is_src && !G->next_filled) {
+    if (w->check && w->rr.is_src && !G->next_filled) {
       G->next_filled = true;
       RTCHECK(fill_layers(w, w->le, w->le + RT_KV_LAYER_GROUP));
     }
@@ -844,11 +846,11 @@ static RtResult g_bucket_end(KvWalk *w, int lc) {
     int64_t nb = 0;
     for (int i = i0; i < i0 + n; i++) nb += (int64_t)L->ops[i].bytes;
     if (w->rr.is_src) {
-      count_sent(w->st, lc, w->k, nb, secs);
+      count_sent(w->st, lc, w->si, nb, secs);
       for (int i = i0; i < i0 + n; i++) RTCHECK(g_reference(w, &L->ops[i]));
     } else {
       w->st->bytes_recv += nb;
-      w->st->req_bytes[w->k] += nb;
+      w->st->req_bytes[w->si] += nb;
     }
   }
   L->n = 0;
@@ -858,13 +860,13 @@ static RtResult g_bucket_end(KvWalk *w, int lc) {
 
 static RtResult g_group_end(KvWalk *w) {
   Grouped *G = w->ex_state;
-  bool fill = w->rr.is_src && !G->next_filled;
+  bool fill = w->check && w->rr.is_src && !G->next_filled;
   G->next_filled = false;
   return fill ? fill_layers(w, w->le, w->le + RT_KV_LAYER_GROUP) : RT_OK;
 }
 
 static RtResult g_fetch(KvWalk *w) {
-  return w->be->to_host(w->state, w->host, w->pool->kv, w->rbytes);
+  return w->be->to_host(w->state, w->host, w->region, w->rbytes);
 }
 
 static const KvExec grouped_exec = {g_begin, g_xfer, g_bucket_end, g_group_end,
@@ -884,7 +886,9 @@ static RtResult chunk_size(int64_t *chunk) {
   return RT_OK;
 }
 
-static RtResult kv_run_grouped(KvWalk *w) {
+typedef RtResult (*WalkFn)(KvWalk *w);
+
+static RtResult kv_run_grouped(KvWalk *w, WalkFn walk) {
   w->st->grouped = true;
   Grouped G;
   memset(&G, 0, sizeof G);
@@ -892,7 +896,7 @@ static RtResult kv_run_grouped(KvWalk *w) {
   w->nclasses = 2;
   w->ex = &grouped_exec;
   w->ex_state = &G;
-  RtResult r = kv_walk(w);
+  RtResult r = walk(w);
   if (G.scratch) w->be->mem_free(w->state, G.scratch);
   free(G.host);
   free(G.L.ops);
@@ -914,7 +918,8 @@ typedef struct {
   bool host;            /* the backend's memory is host memory */
   unsigned char *buf;   /* the wire buffer, host memory */
   void *dev;            /* its staging copy in backend memory (!host) */
-  unsigned char *region; /* the request's region */
+  unsigned char *region; /* the check's host copy of a request's region
+                            when the backend's memory is not the host's */
   /* Destination of the reference memcpy: pre-faulted (memset), as the
    * rings' pages are, and written round-robin through as many bytes as
    * one ring holds (or one message, when larger), as a ring is; a
@@ -926,9 +931,13 @@ typedef struct {
 
 static RtResult m_begin(KvWalk *w) {
   Msgs *M = w->ex_state;
-  if (!M->region) M->region = rp_malloc(w->rbytes + 1);
-  w->host = M->region;
-  memset(w->host, 0, w->rbytes);
+  if (M->host || !w->check) {
+    w->host = w->region; /* host memory (rt_kv_move checks) */
+  } else {
+    if (!M->region) M->region = rp_malloc(w->rbytes + 1);
+    w->host = M->region;
+  }
+  if (w->check) memset(w->host, 0, w->rbytes);
   return RT_OK;
 }
 
@@ -941,16 +950,16 @@ static RtResult m_send(KvWalk *w, const PlanTransfer *x, int64_t lb,
   Msgs *M = w->ex_state;
   const Region *g = &w->g;
   int64_t nb = 0, bph = w->bph;
-  for (int64_t l = lb; l < le; l++) {
+  for (int64_t l = lb; l < le && w->check; l++) {
     if (w->filled[l - g->l0]) continue;
-    fill_layer(w, M->region, l, false);
+    fill_layer(w, w->host, l, false);
     w->filled[l - g->l0] = true;
   }
   for (int64_t l = lb; l < le; l++)
     for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
       for (int64_t p = 0; p < w->T; p++) {
         if (!xfer_has(x, p)) continue;
-        memcpy(M->buf + nb, M->region + cell_off(g, l, h, p), (size_t)bph);
+        memcpy(M->buf + nb, w->host + cell_off(g, l, h, p), (size_t)bph);
         if (corrupt_at(w->o, w->k, l, h, p, bph))
           M->buf[nb + w->o->corrupt[4]] ^= 0xA5;
         nb += bph;
@@ -970,7 +979,7 @@ static RtResult m_send(KvWalk *w, const PlanTransfer *x, int64_t lb,
   if (r == RT_OK)
     r = w->be->send(w->world, M->host ? (void *)M->buf : M->dev, (size_t)nb,
                     rt_group_index(w->wg, (int)dg));
-  count_sent(w->st, link_class(w->pl, sg, dg), w->k, nb, rt_now() - t0);
+  count_sent(w->st, link_class(w->pl, sg, dg), w->si, nb, rt_now() - t0);
   return r;
 }
 
@@ -988,11 +997,11 @@ static RtResult m_recv(KvWalk *w, const PlanTransfer *x, int64_t lb,
     for (int64_t h = x->kv_heads[0]; h < x->kv_heads[1]; h++)
       for (int64_t p = 0; p < w->T; p++) {
         if (!xfer_has(x, p)) continue;
-        memcpy(M->region + cell_off(&w->g, l, h, p), M->buf + off, (size_t)bph);
+        memcpy(w->host + cell_off(&w->g, l, h, p), M->buf + off, (size_t)bph);
         off += bph;
       }
   w->st->bytes_recv += nb;
-  w->st->req_bytes[w->k] += nb;
+  w->st->req_bytes[w->si] += nb;
   return RT_OK;
 }
 
@@ -1027,7 +1036,7 @@ static RtResult max_message(const Plan *pl, int64_t T, int64_t *maxb) {
   return RT_OK;
 }
 
-static RtResult kv_run_msgs(KvWalk *w) {
+static RtResult kv_run_msgs(KvWalk *w, WalkFn walk) {
   int64_t maxb = 0;
   RTCHECK(max_message(w->pl, w->T, &maxb));
   Msgs M;
@@ -1039,7 +1048,6 @@ static RtResult kv_run_msgs(KvWalk *w) {
   memset(M.ref, 0, M.ref_bytes + 1);
   memset(M.buf, 0, (size_t)maxb + 1);
   M.dev = M.host ? NULL : w->be->mem_alloc(w->state, (size_t)maxb + 1);
-  M.region = M.host ? w->pool->kv : NULL;
   RtResult r = RT_OK;
   if (!M.host && !M.dev)
     r = rt_err(RT_ERR_SYS, "cannot allocate a %lld-byte transfer buffer",
@@ -1047,12 +1055,12 @@ static RtResult kv_run_msgs(KvWalk *w) {
   w->nclasses = 1;
   w->ex = &msgs_exec;
   w->ex_state = &M;
-  if (r == RT_OK) r = kv_walk(w);
+  if (r == RT_OK) r = walk(w);
   /* Read the reference copy back so that it cannot be optimised away. */
   volatile unsigned char sink = M.ref[M.ref_bytes / 2];
   (void)sink;
   if (M.dev) w->be->mem_free(w->state, M.dev);
-  if (!M.host) free(M.region);
+  free(M.region);
   free(M.ref);
   free(M.buf);
   return r;
@@ -1061,6 +1069,7 @@ static RtResult kv_run_msgs(KvWalk *w) {
 static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
                        int rank, RtComm *world, int world_group,
                        RtKvPool *pool, const RtKvOpts *o, RtKvStats *st);
+static RtResult kv_exec(KvWalk *w, WalkFn walk);
 
 RtResult rt_kv_run(const RtBackend *be, void *state, const Plan *pl,
                    int rank, RtComm *world, int world_group,
@@ -1081,7 +1090,7 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
                        int rank, RtComm *world, int world_group,
                        RtKvPool *pool, const RtKvOpts *o, RtKvStats *st) {
   memset(st, 0, sizeof *st);
-  stats_alloc(st, o->requests);
+  rt_kv_stats_alloc(st, o->requests);
   if (pl->nreshard == 0 || o->requests <= 0) return RT_OK;
   int64_t ranges_T = -1;
   RTCHECK(rt_kv_plan_check(pl, &ranges_T));
@@ -1096,9 +1105,80 @@ static RtResult kv_run(const RtBackend *be, void *state, const Plan *pl,
               .MP = &pl->pools[me->pool], .wg = &pl->groups[world_group],
               .world = world, .pool = pool, .o = o, .st = st,
               .T = o->input_tokens};
+  w.check = true;
+  return kv_exec(&w, kv_walk);
+}
+
+/* One executor for both callers: the grouped path where the backend
+ * takes it by default or RANKRUN_KV_GROUPED=1 asks for it, else one
+ * message at a time. */
+static bool kv_grouped_path(const RtBackend *be) {
   const char *ge = getenv("RANKRUN_KV_GROUPED");
-  if (be->p2p_post && be->p2p_wait && be->copy_ref &&
-      (be->kv_grouped || (ge && strcmp(ge, "1") == 0)))
-    return kv_run_grouped(&w);
-  return kv_run_msgs(&w);
+  return be->p2p_post && be->p2p_wait && be->copy_ref &&
+         (be->kv_grouped || (ge && strcmp(ge, "1") == 0));
+}
+
+static RtResult kv_exec(KvWalk *w, WalkFn walk) {
+  return kv_grouped_path(w->be) ? kv_run_grouped(w, walk) : kv_run_msgs(w, walk);
+}
+
+RtResult rt_kv_role(const Plan *pl, int rank, int64_t k, RtKvRole *role) {
+  *role = RT_KV_NONE;
+  if (pl->nreshard == 0) return RT_OK;
+  ReqRole rr;
+  RTCHECK(req_role(pl, &pl->ranks[rank], k, &rr));
+  if (rr.pair->ntransfers == 0) return RT_OK;
+  *role = rr.is_src ? RT_KV_SEND : rr.is_dst ? RT_KV_RECV : RT_KV_NONE;
+  return RT_OK;
+}
+
+RtResult rt_kv_region_bytes(const Plan *pl, int rank, int64_t k, int64_t T,
+                            int64_t *bytes) {
+  *bytes = 0;
+  if (pl->nreshard == 0) return RT_OK;
+  int64_t bph = 0;
+  const PlanReshard *pair = &pl->reshard[k % (int64_t)pl->nreshard];
+  if (pair->ntransfers == 0) return RT_OK;
+  RTCHECK(xfer_bph(&pair->transfers[0], &bph));
+  const PlanRank *R = &pl->ranks[rank];
+  CkState ck = {true};
+  *bytes = ckm(&ck, ckm(&ck, ckm(&ck, R->shard[SH_LAYERS][1] - R->shard[SH_LAYERS][0],
+                                 R->shard[SH_KV_HEADS][1] - R->shard[SH_KV_HEADS][0]),
+                         T), bph);
+  if (!ck.ok) return rt_err(RT_ERR_INVALID, "one request's KV region at %lld "
+                            "tokens overflows a 64-bit byte count", (long long)T);
+  return RT_OK;
+}
+
+RtResult rt_kv_move(const RtKvMove *m, RtKvStats *st) {
+  const Plan *pl = m->pl;
+  int64_t ranges_T = -1, need = 0;
+  RtKvRole role;
+  RTCHECK(rt_kv_plan_check(pl, &ranges_T));
+  if (m->tokens < ranges_T || m->tokens < 1 || m->tokens > RT_KV_MAX_TOKENS || m->request < 0)
+    return rt_err(RT_ERR_INVALID, "request %lld of %lld tokens: expected a "
+                  "request >= 0 and %lld to %d tokens", (long long)m->request,
+                  (long long)m->tokens, (long long)(ranges_T > 1 ? ranges_T : 1),
+                  RT_KV_MAX_TOKENS);
+  RTCHECK(rt_kv_role(pl, m->rank, m->request, &role));
+  if (role == RT_KV_NONE)
+    return rt_err(RT_ERR_INVALID, "rank %d neither sends nor receives request "
+                  "%lld", m->rank, (long long)m->request);
+  RTCHECK(rt_kv_region_bytes(pl, m->rank, m->request, m->tokens, &need));
+  if ((int64_t)m->bytes != need)
+    return rt_err(RT_ERR_INVALID, "rank %d's KV buffer for request %lld has %zu "
+                  "bytes; its region (layers x kv heads x tokens x bytes per "
+                  "cell) has %lld", m->rank, (long long)m->request, m->bytes,
+                  (long long)need);
+  if (!m->be->host_memory && !kv_grouped_path(m->be))
+    return rt_err(RT_ERR_UNSUPPORTED, "backend %s moves KV from its own memory "
+                  "only by grouped send and receive, which it lacks", m->be->name);
+  const PlanRank *me = &pl->ranks[m->rank];
+  RtKvOpts o = {1, m->tokens, {-1, 0, 0, 0, 0}};
+  KvWalk w = {.be = m->be, .state = m->state, .pl = pl, .rank = m->rank, .me = me,
+              .MP = &pl->pools[me->pool], .wg = &pl->groups[m->world_group],
+              .world = m->world, .o = &o, .st = st, .T = m->tokens,
+              .region = m->region, .k = m->request, .si = 0};
+  RTCHECK(req_role(pl, me, m->request, &w.rr));
+  return kv_exec(&w, kv_walk_one);
 }

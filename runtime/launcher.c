@@ -16,6 +16,10 @@
  * connections close, so its peers' consequences cannot come first.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,8 @@
 #include "backend.h"
 #include "kv.h"
 #include "launcher.h"
+#include "procio.h"
+#include "procs.h"
 #include "plan.h"
 #include "report.h"
 #include "store.h"
@@ -225,7 +231,7 @@ int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   RTCHECKGOTO(rt_local_addr(st.fd, host, sizeof host), r, fail);
   RTCHECKGOTO(rt_store_wait(&st, "job", o->timeout, &job, NULL), r, fail);
   RtBackendCtx ctx = {plan, (int)rank, me->local_rank, me->device, &st, host,
-                      o->timeout, job};
+                      o->timeout, job, "", 0};
   RTCHECKGOTO(be->init(&ctx, &state), r, fail);
   for (int i = 0; i < ng; i++)
     RTCHECKGOTO(be->group_create(state, groups[i], &comms[i]), r, fail);
@@ -315,6 +321,21 @@ typedef struct {
   bool killed;
   int joined; /* launchers known to have joined (node 0 waits for them) */
   char *job;  /* deployment id from node 0 (names shared memory) */
+  char *ujob; /* the user phase's (its own shared-memory names) */
+  /* what supervise watches: the ranks, then the user processes */
+  RtRankStatus *cur;
+  int ncur;
+  bool user;           /* the user phase: process groups, output, readiness */
+  RtProcSpec *specs;   /* user processes (procs.h) */
+  RtProcIo *io;
+  pid_t *ready_pid;    /* a --ready-cmd running per process, else 0 */
+  double *started;     /* each process's start */
+  double next_ready;   /* next readiness probe */
+  bool all_ready;
+  char **ready_arg;    /* --ready-port/--ready-cmd expanded per process */
+  char ***envs;        /* each process's environment */
+  int fail_proc;       /* the process that failed first here, else -1 */
+  char addr[64];       /* this node's address (seen by the store) */
 } Launch;
 
 static void set_fail(Launch *L, int rank, int node, int code, int sig,
@@ -367,24 +388,32 @@ static bool read_fail(Launch *L) {
   return true;
 }
 
+/* User processes run in their own process groups, so that what they
+ * start is signalled with them. */
 static void signal_all(Launch *L, int sig) {
-  for (int i = 0; i < L->rep.nlocal; i++)
-    if (!L->rep.local[i].exited && L->rep.local[i].pid > 0)
-      kill(L->rep.local[i].pid, sig);
+  for (int i = 0; i < L->ncur; i++)
+    if (!L->cur[i].exited && L->cur[i].pid > 0)
+      kill(L->user ? -L->cur[i].pid : L->cur[i].pid, sig);
 }
 
+/* Stops every process: the signal the launcher got (forwarded), else
+ * SIGTERM; SIGKILL follows after the grace period. */
 static void start_stop(Launch *L) {
   if (L->stopping) return;
   L->stopping = true;
   L->stop_t = rt_now();
-  signal_all(L, SIGTERM);
+  signal_all(L, got_signal ? (int)got_signal : SIGTERM);
 }
 
 static bool all_exited(const Launch *L) {
-  for (int i = 0; i < L->rep.nlocal; i++)
-    if (!L->rep.local[i].exited) return false;
+  for (int i = 0; i < L->ncur; i++)
+    if (!L->cur[i].exited) return false;
   return true;
 }
+
+static void ready_reaped(Launch *L, pid_t pid, int status);
+
+static void user_failed(Launch *L, int i, bool cause);
 
 /* Reaps children; a failure before shutdown becomes this node's failure,
  * causes (signals, exit codes other than RT_WORKER_PEER) first. */
@@ -394,15 +423,16 @@ static void reap(Launch *L) {
     int status;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) break;
-    for (int i = 0; i < L->rep.nlocal; i++) {
-      RtRankStatus *s = &L->rep.local[i];
+    ready_reaped(L, pid, status);
+    for (int i = 0; i < L->ncur; i++) {
+      RtRankStatus *s = &L->cur[i];
       if (s->pid != pid) continue;
       s->exited = true;
       s->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
       s->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       bool bad = s->signal || s->exit_code != 0;
       if (bad && !L->stopping) {
-        if (s->signal || s->exit_code != RT_WORKER_PEER) {
+        if (s->signal || (!L->user && s->exit_code != RT_WORKER_PEER)) {
           if (cause < 0) cause = i;
         } else if (conseq < 0) {
           conseq = i;
@@ -412,7 +442,11 @@ static void reap(Launch *L) {
   }
   int pick = cause >= 0 ? cause : conseq;
   if (pick < 0 || L->have_fail) return;
-  RtRankStatus *s = &L->rep.local[pick];
+  if (L->user) {
+    user_failed(L, pick, cause >= 0);
+    return;
+  }
+  RtRankStatus *s = &L->cur[pick];
   const char *why = s->signal ? "rank was killed by a signal"
                     : cause >= 0 ? "rank exited with an error"
                                  : "rank lost a peer or a deadline passed";
@@ -658,6 +692,27 @@ static void collect_kv(Launch *L, double deadline) {
                                    : 0;
 }
 
+/* The command's processes of a dry run: who, and torchrun's names (ports
+ * and MASTER_* are chosen when they start). */
+static void dry_run_cmd(const Launch *L, StrBuf *sb) {
+  if (!L->o->cmd) return;
+  RtProcSpec *ps;
+  int n = rt_procs_of_node(L->plan, L->o->node, (RtPer)L->o->per, &ps);
+  for (int i = 0; i < n; i++) {
+    sb_printf(sb, "would run process %s: RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d "
+              "LOCAL_WORLD_SIZE=%d GROUP_RANK=%d CUDA_VISIBLE_DEVICES=%s:",
+              ps[i].label, ps[i].rank, ps[i].world_size, ps[i].local_rank,
+              ps[i].local_world_size, ps[i].group_rank, ps[i].devices);
+    for (int a = 0; L->o->cmd[a]; a++) {
+      char *e = rt_escape_dup(L->o->cmd[a]);
+      sb_printf(sb, " %s", e);
+      free(e);
+    }
+    sb_putc(sb, '\n');
+  }
+  rt_procs_free(ps, n);
+}
+
 /* Built whole, then printed: an internal error half-way prints nothing. */
 static void print_dry_run(const Launch *L) {
   StrBuf sb;
@@ -685,9 +740,12 @@ static void print_dry_run(const Launch *L) {
     }
     sb_printf(&sb, "\n");
   }
+  dry_run_cmd(L, &sb);
   fputs(sb.buf ? sb.buf : "", stdout);
   sb_free(&sb);
 }
+
+static void user_free(Launch *L);
 
 static int finish(Launch *L, RtStoreServer *srv, double t0) {
   L->rep.exit_code = L->have_fail ? RP_EXIT_RUNTIME : RP_EXIT_OK;
@@ -713,6 +771,7 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
   if (rt_shm_owner_of((long)getpid(), &me)) rt_shm_remove_rings(&me, NULL);
   L->rep.elapsed_s = rt_now() - t0;
   L->rep.job = L->job;
+  L->rep.user_job = L->user ? L->ujob : NULL;
   char *text = rt_report_text(&L->rep);
   fputs(text, stdout);
   fflush(stdout);
@@ -737,6 +796,8 @@ static int finish(Launch *L, RtStoreServer *srv, double t0) {
     free(L->rep.kv.req_link_secs[c]);
   }
   free(L->job);
+  free(L->ujob);
+  user_free(L);
   return code;
 }
 
@@ -775,6 +836,7 @@ static int by_local_rank(const void *a, const void *b) {
  * node's ranks, by local rank. */
 static void launch_init(Launch *L, const RtLaunchOpts *o, const Plan *plan) {
   memset(L, 0, sizeof *L);
+  L->fail_proc = -1;
   L->o = o;
   L->plan = plan;
   L->st.fd = -1;
@@ -804,9 +866,12 @@ static void local_ranks(Launch *L) {
     const PlanRank *R = &plan->ranks[i];
     if (rt_rank_node(plan, R->rank) == L->o->node)
       L->rep.local[L->rep.nlocal++] = (RtRankStatus){
-          R->rank, R->local_rank, R->device, 0, false, -1, 0, false, 0, 0, 0, 0};
+          .rank = R->rank, .local_rank = R->local_rank, .device = R->device,
+          .exit_code = -1, .ready = -1};
   }
   qsort(L->rep.local, (size_t)L->rep.nlocal, sizeof *L->rep.local, by_local_rank);
+  L->cur = L->rep.local;
+  L->ncur = L->rep.nlocal;
 }
 
 /* Records a failure of this node before any rank started, with its
@@ -852,6 +917,14 @@ static bool join_store(Launch *L, RtLaunchOpts *oo, RtStoreServer **srv) {
   return false;
 }
 
+/* The user phase's deployment id, another than the preflight's: its
+ * processes make shared-memory rings of their own. */
+static unsigned long long mix_job(unsigned long long x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  return x ^ (x >> 33) ^ 0x5bd1e995ull;
+}
+
 /* Every launcher must run the same plan with the same options as node 0:
  * ranks of different nodes that disagree on sizes would exchange
  * garbage. The settings that change the KV schedule (RANKRUN_KV_GROUPED,
@@ -863,11 +936,12 @@ static bool agree_config(Launch *L) {
   const char *kg = getenv("RANKRUN_KV_GROUPED"), *kc = getenv("RANKRUN_KV_CHUNK");
   char *cfg = rp_sprintf("plan %s world %d backend %s preflight %lld soak %g "
                          "requests %d tokens %lld scale %.17g kv-grouped %s "
-                         "kv-chunk %s",
+                         "kv-chunk %s exec %s per %s preflight %d",
                          L->plan->spec_sha256, (int)L->plan->world_size, o->backend,
                          (long long)o->preflight_bytes, o->soak, o->requests,
                          (long long)o->input_tokens, o->mem_scale,
-                         kg ? kg : "-", kc ? kc : "-");
+                         kg ? kg : "-", kc ? kc : "-", o->cmd ? "yes" : "no",
+                         rt_per_name((RtPer)o->per), o->no_preflight ? 0 : 1);
   char *theirs = NULL;
   RtResult r;
   if (o->node == 0) {
@@ -878,11 +952,14 @@ static bool agree_config(Launch *L) {
       rnd = (unsigned long long)getpid() ^ (unsigned long long)(rt_now() * 1e9);
     if (u) fclose(u);
     L->job = rp_sprintf("%016llx", rnd);
+    L->ujob = rp_sprintf("%016llx", mix_job(rnd));
     r = rt_store_set(&L->st, "job", L->job, strlen(L->job));
+    if (r == RT_OK) r = rt_store_set(&L->st, "u/job", L->ujob, strlen(L->ujob));
     if (r == RT_OK) r = rt_store_set(&L->st, "config", cfg, strlen(cfg));
   } else {
     r = rt_store_wait(&L->st, "config", o->timeout, &theirs, NULL);
     if (r == RT_OK) r = rt_store_get(&L->st, "job", &L->job, NULL);
+    if (r == RT_OK) r = rt_store_get(&L->st, "u/job", &L->ujob, NULL);
   }
   if (r == RT_OK && theirs && strcmp(theirs, cfg) != 0) {
     char *why = rp_sprintf("node %d's plan or options differ from node 0's: "
@@ -969,6 +1046,8 @@ static void start_ranks(Launch *L) {
   if (L->have_fail || got_signal) start_stop(L);
 }
 
+static void ready_tick(Launch *L);
+
 /* Supervises the local ranks until every one has exited (shared fate:
  * the opening comment). */
 static void supervise(Launch *L) {
@@ -1002,19 +1081,26 @@ static void supervise(Launch *L) {
     }
     if (all_exited(L) && (!L->have_fail || L->fail_published || !L->store_ok))
       break;
-    sleep_s(RT_POLL_S);
+    if (L->user) {
+      rt_io_pump(L->io, L->ncur, RT_POLL_S);
+      ready_tick(L);
+    } else {
+      sleep_s(RT_POLL_S);
+    }
   }
 }
 
-/* Locally fine: waits for every node to end, or for a failure. */
-static void wait_end(Launch *L) {
+/* Locally fine: waits for every node to end (keys PREFIX/N), or for a
+ * failure. The user phase has no deadline: other nodes' processes run as
+ * long as they run. */
+static void wait_end(Launch *L, const char *prefix) {
   char key[64];
-  snprintf(key, sizeof key, "end/%d", L->o->node);
+  snprintf(key, sizeof key, "%s/%d", prefix, L->o->node);
   rt_store_set(&L->st, key, "ok", 2);
-  double deadline = rt_now() + L->o->timeout;
+  double deadline = L->user ? HUGE_VAL : rt_now() + L->o->timeout;
   for (int n = 0; n < (int)L->plan->nnodes && !L->have_fail;) {
     char *v = NULL;
-    snprintf(key, sizeof key, "end/%d", n);
+    snprintf(key, sizeof key, "%s/%d", prefix, n);
     RtResult r = rt_store_get(&L->st, key, &v, NULL);
     free(v);
     if (r == RT_OK) {
@@ -1023,7 +1109,8 @@ static void wait_end(Launch *L) {
     }
     if (read_fail(L)) break;
     if (r != RT_ERR_NOTFOUND || rt_now() > deadline || got_signal) {
-      set_fail(L, -1, n, -1, 0, "node did not finish");
+      set_fail(L, -1, n, -1, got_signal, got_signal ? "launcher received a signal"
+                                                   : "node did not finish");
       break;
     }
     sleep_s(RT_POLL_S);
@@ -1048,6 +1135,310 @@ static void collect(Launch *L) {
       set_fail(L, -1, o->node, -1, 0, "a group's preflight result is missing");
 }
 
+/* ---------------------------------------------------------------------------
+ * The user phase: `rankrun PLAN --node N -- CMD ARGS...` (procs.h for who
+ * runs and with what environment, procio.h for their output). Shared fate
+ * as for the ranks: the first process to fail is published under `fail`,
+ * every launcher stops its processes' groups (SIGTERM, or the signal the
+ * launcher got, then SIGKILL after the grace period). */
+
+/* Every process's MASTER_ADDR and MASTER_PORT: the launcher of each
+ * instance's leader node (per node: node 0) publishes its address and a
+ * free port under the instance's key, created once; every launcher of the
+ * instance reads the same value. */
+static RtResult user_master(Launch *L, RtProcSpec *p, const char *addr) {
+  char *key = rt_proc_master_key(p), *v = NULL, host[64];
+  RtResult r = RT_OK;
+  if (p->leader_node == L->o->node) {
+    int port = 0, fd = -1;
+    r = rt_listen(addr, &port, 1, &fd);
+    if (fd >= 0) close(fd);
+    char *val = rp_sprintf("%s %d", addr, port);
+    if (r == RT_OK) r = rt_store_create(&L->st, key, val, strlen(val));
+    if (r == RT_ERR_EXISTS) r = RT_OK;
+    free(val);
+  }
+  if (r == RT_OK) r = rt_store_wait(&L->st, key, L->o->timeout, &v, NULL);
+  if (r == RT_OK && sscanf(v, "%63s %d", host, &p->master_port) == 2)
+    p->master_addr = rp_strdup(host);
+  else if (r == RT_OK)
+    r = rt_err(RT_ERR_PROTO, "malformed `%s` in the store", key);
+  free(key);
+  free(v);
+  return r;
+}
+
+/* {port} of every process: ports bound at once and released together, so
+ * that no two processes get the same one. */
+static RtResult user_ports(Launch *L, const char *addr) {
+  int *fds = rp_calloc((size_t)L->ncur + 1, sizeof *fds);
+  RtResult r = RT_OK;
+  int n = 0;
+  for (; n < L->ncur && r == RT_OK; n++) {
+    fds[n] = -1;
+    r = rt_listen(addr, &L->specs[n].port, 1, &fds[n]);
+  }
+  for (int i = 0; i < n; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  free(fds);
+  return r;
+}
+
+/* The command of process p with its templates expanded (checked by
+ * main.c before anything started). */
+static char **user_argv(const Launch *L, const RtProcSpec *p) {
+  size_t n = 0;
+  while (L->o->cmd[n]) n++;
+  char **a = rp_calloc(n + 1, sizeof *a), *bad = NULL;
+  for (size_t i = 0; i < n; i++) {
+    a[i] = rt_template_expand(L->o->cmd[i], L->plan, p, L->o->node, &bad);
+    if (!a[i]) rp_internal("a template passed main.c's check and failed here");
+  }
+  return a;
+}
+
+static void user_status(Launch *L, int i) {
+  const RtProcSpec *p = &L->specs[i];
+  const PlanRank *R = plan_find_rank(L->plan, p->ranks[0]);
+  L->cur[i] = (RtRankStatus){.rank = R->rank, .local_rank = R->local_rank,
+                             .device = R->device, .exit_code = -1,
+                             .label = p->label,
+                             .ready = L->o->ready_port || L->o->ready_cmd ? 0 : -1};
+}
+
+/* Starts process i: its own process group, stdout and stderr into the
+ * launcher's pipes, dies with the launcher. */
+static bool user_start(Launch *L, int i, const RtProcEnvCtx *ec) {
+  RtProcSpec *p = &L->specs[i];
+  int child[2] = {-1, -1};
+  if (rt_io_open(&L->io[i], p->label, L->o->log_dir, child) != RT_OK) {
+    set_fail(L, L->cur[i].rank, L->o->node, -1, 0, rt_errmsg());
+    return false;
+  }
+  char **argv = user_argv(L, p);
+  L->envs[i] = rt_proc_env(ec, p, environ);
+  pid_t parent = getpid(), pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(child[0], STDOUT_FILENO);
+    dup2(child[1], STDERR_FILENO);
+    signal(SIGPIPE, SIG_DFL);
+    execvpe(argv[0], argv, L->envs[i]);
+    _exit(127);
+  }
+  close(child[0]);
+  close(child[1]);
+  rt_strv_free(argv);
+  if (pid < 0) {
+    set_fail(L, L->cur[i].rank, L->o->node, -1, 0, "fork failed");
+    return false;
+  }
+  setpgid(pid, pid);
+  L->cur[i].pid = pid;
+  L->started[i] = rt_now();
+  if (!L->o->quiet)
+    fprintf(stderr, "rankrun: node %d: started process %s pid %d\n", L->o->node,
+            p->label, (int)pid);
+  return true;
+}
+
+/* A process killed by a signal is a cause, published at once; one that
+ * exited non-zero may have lost a peer (a worker's connection closed),
+ * so, as a rank's consequence, it waits RT_SECONDARY_WAIT for a cause. */
+static void user_failed(Launch *L, int i, bool cause) {
+  RtRankStatus *s = &L->cur[i];
+  char *why = s->signal ? rp_sprintf("process %s was killed by signal %d",
+                                     s->label, s->signal)
+                        : rp_sprintf("process %s exited with code %d",
+                                     s->label, s->exit_code);
+  set_fail(L, s->rank, L->o->node, s->signal ? -1 : s->exit_code, s->signal, why);
+  free(why);
+  L->fail_proc = i;
+  L->fail_is_cause = cause;
+  if (cause) publish_fail(L);
+  else L->secondary_t = rt_now();
+}
+
+static void mark_ready(Launch *L, int i) {
+  RtRankStatus *s = &L->cur[i];
+  s->ready = 1;
+  s->ready_s = rt_now() - L->started[i];
+  if (!L->o->quiet)
+    fprintf(stderr, "rankrun: node %d: process %s ready after %.2f s\n",
+            L->o->node, s->label, s->ready_s);
+}
+
+static void ready_reaped(Launch *L, pid_t pid, int status) {
+  for (int i = 0; L->user && L->ready_pid && i < L->ncur; i++)
+    if (L->ready_pid[i] == pid) {
+      L->ready_pid[i] = 0;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && L->cur[i].ready == 0)
+        mark_ready(L, i);
+    }
+}
+
+/* Whether something accepts connections on this node's port. */
+static bool port_open(const char *addr, const char *port_s) {
+  char *end = NULL;
+  long port = strtol(port_s, &end, 10);
+  if (!end || *end || port < 1 || port > 65535) return false;
+  int fd = -1;
+  bool ok = rt_connect(addr, (int)port, rt_now(), &fd) == RT_OK;
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+/* --ready-cmd: `sh -c CMD` with the process's environment. */
+static void ready_spawn(Launch *L, int i) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, STDOUT_FILENO);
+      dup2(null, STDERR_FILENO);
+    }
+    signal(SIGPIPE, SIG_DFL);
+    char sh[] = "sh", c[] = "-c";
+    execve("/bin/sh", (char *[]){sh, c, L->ready_arg[i], NULL}, L->envs[i]);
+    _exit(127);
+  }
+  L->ready_pid[i] = pid > 0 ? pid : 0;
+}
+
+/* One readiness round (every RT_STORE_POLL_S): a process not ready by its
+ * deadline is the deployment's failure. */
+static void ready_tick(Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  double now = rt_now();
+  if ((!o->ready_port && !o->ready_cmd) || L->stopping || L->all_ready ||
+      now < L->next_ready)
+    return;
+  L->next_ready = now + RT_STORE_POLL_S;
+  bool all = true;
+  for (int i = 0; i < L->ncur; i++) {
+    RtRankStatus *s = &L->cur[i];
+    if (s->ready == 1 || s->exited) {
+      all = all && s->ready == 1;
+      continue;
+    }
+    all = false;
+    if (now - L->started[i] > o->ready_timeout) {
+      char *why = rp_sprintf("process %s was not ready within %g s (%s `%s`)",
+                             s->label, o->ready_timeout,
+                             o->ready_port ? "--ready-port" : "--ready-cmd",
+                             L->ready_arg[i]);
+      set_fail(L, s->rank, o->node, -1, 0, why);
+      free(why);
+      L->fail_is_cause = true;
+      publish_fail(L);
+      start_stop(L);
+      return;
+    }
+    if (o->ready_port && port_open(L->addr, L->ready_arg[i])) mark_ready(L, i);
+    else if (o->ready_cmd && !L->ready_pid[i]) ready_spawn(L, i);
+  }
+  if (all) {
+    L->all_ready = true;
+    if (!o->quiet)
+      fprintf(stderr, "rankrun: node %d: all %d process(es) ready\n", o->node,
+              L->ncur);
+  }
+}
+
+/* The arrays of the user phase, and its readiness arguments. */
+static void user_init(Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  L->user = true;
+  L->ncur = rt_procs_of_node(L->plan, o->node, (RtPer)o->per, &L->specs);
+  L->cur = L->rep.procs = rp_calloc((size_t)L->ncur + 1, sizeof *L->cur);
+  L->rep.nprocs = L->ncur;
+  L->rep.per = rt_per_name((RtPer)o->per);
+  size_t n = (size_t)L->ncur + 1;
+  L->io = rp_calloc(n, sizeof *L->io);
+  L->ready_pid = rp_calloc(n, sizeof *L->ready_pid);
+  L->started = rp_calloc(n, sizeof *L->started);
+  L->ready_arg = rp_calloc(n, sizeof *L->ready_arg);
+  L->envs = rp_calloc(n, sizeof *L->envs);
+  for (int i = 0; i < L->ncur; i++) {
+    user_status(L, i);
+    L->io[i].fd[0] = L->io[i].fd[1] = L->io[i].log_fd = -1;
+  }
+}
+
+/* After the processes ended: whatever is left in their groups, running
+ * readiness commands, the rest of their output, and their tails. */
+static void user_end(Launch *L) {
+  for (int i = 0; i < L->ncur; i++) {
+    if (L->cur[i].pid > 0) kill(-L->cur[i].pid, SIGKILL);
+    if (L->ready_pid[i] > 0) {
+      kill(L->ready_pid[i], SIGKILL);
+      waitpid(L->ready_pid[i], NULL, 0);
+      L->ready_pid[i] = 0;
+    }
+  }
+  rt_io_drain(L->io, L->ncur, rt_now() + 1.0);
+  for (int i = 0; i < L->ncur; i++) L->cur[i].tail = rt_io_tail(&L->io[i]);
+  /* Only when the deployment's first failure is still that process (a
+   * cause from another node may have won over a local exit code). */
+  if (L->fail_proc >= 0 && L->rep.fail_node == L->o->node &&
+      L->rep.fail_rank == L->cur[L->fail_proc].rank)
+    L->rep.fail_tail = L->cur[L->fail_proc].tail;
+}
+
+static void user_phase(Launch *L) {
+  const RtLaunchOpts *o = L->o;
+  user_init(L);
+  RtResult r = rt_local_addr(L->st.fd, L->addr, sizeof L->addr);
+  for (int i = 0; i < L->ncur && r == RT_OK; i++)
+    r = user_master(L, &L->specs[i], L->addr);
+  if (r == RT_OK) r = user_ports(L, L->addr);
+  char *bad = NULL;
+  for (int i = 0; i < L->ncur && r == RT_OK; i++)
+    if (o->ready_port || o->ready_cmd)
+      L->ready_arg[i] = rt_template_expand(o->ready_port ? o->ready_port : o->ready_cmd,
+                                           L->plan, &L->specs[i], o->node, &bad);
+  if (r != RT_OK) {
+    fail_early(L, o->node, rt_errmsg());
+    publish_fail(L);
+    return;
+  }
+  char *plan_abs = realpath(o->plan_path, NULL);
+  char *store = rp_sprintf("%s:%d", o->rdzv_host, o->rdzv_port);
+  RtProcEnvCtx ec = {L->plan, plan_abs ? plan_abs : o->plan_path, o->node,
+                     (RtPer)o->per, store, o->backend, L->ujob, o->timeout,
+                     (long)getpid(), o->env, o->nenv};
+  for (int i = 0; i < L->ncur && !got_signal && !L->have_fail; i++)
+    if (!user_start(L, i, &ec)) publish_fail(L);
+  for (int i = 0; i < L->ncur; i++)
+    if (L->cur[i].pid == 0) L->cur[i].exited = true;
+  if (L->have_fail || got_signal) start_stop(L);
+  supervise(L);
+  user_end(L);
+  free(plan_abs);
+  free(store);
+  if (!L->have_fail && L->store_ok) wait_end(L, "u/end");
+}
+
+static void user_free(Launch *L) {
+  for (int i = 0; i < L->ncur && L->user; i++) {
+    rt_io_close(&L->io[i]);
+    free(L->cur[i].tail);
+    free(L->ready_arg[i]);
+    rt_strv_free(L->envs[i]);
+  }
+  if (!L->user) return;
+  free(L->io);
+  free(L->ready_pid);
+  free(L->started);
+  free(L->ready_arg);
+  free(L->envs);
+  free(L->rep.procs);
+  rt_procs_free(L->specs, L->ncur);
+}
+
 static void on_signals(void) {
   signal(SIGPIPE, SIG_IGN);
   struct sigaction sa;
@@ -1069,6 +1460,7 @@ int rt_launch(const RtLaunchOpts *o, const Plan *plan) {
     return RP_EXIT_USAGE;
   }
   local_ranks(&L);
+  if (o->no_preflight) L.rep.nlocal = L.ncur = 0; /* no rank starts */
   if (o->dry_run) {
     print_dry_run(&L);
     free(L.rep.local);
@@ -1090,11 +1482,14 @@ int rt_launch(const RtLaunchOpts *o, const Plan *plan) {
     publish_fail(&L);
     return finish(&L, srv, t0);
   }
-  start_ranks(&L);
-  supervise(&L);
-  if (!L.have_fail && L.store_ok) {
-    wait_end(&L);
-    collect(&L);
+  if (!o->no_preflight) {
+    start_ranks(&L);
+    supervise(&L);
+    if (!L.have_fail && L.store_ok) {
+      wait_end(&L, "end");
+      collect(&L);
+    }
   }
+  if (o->cmd && !L.have_fail && L.store_ok) user_phase(&L);
   return finish(&L, srv, t0);
 }

@@ -44,6 +44,17 @@ typedef struct {
   int64_t corrupt[5];    /* --test-corrupt R:L:H:P:B; corrupt[0] < 0: off */
   bool test_ignore_sigterm; /* tests only: workers ignore SIGTERM, so that
                                the SIGKILL after the grace period is seen */
+  /* `-- CMD ARGS...` (procs.h): the user processes after the preflight */
+  char **cmd;            /* NULL-terminated; NULL: no command */
+  int per;               /* RtPer: --per rank|instance|node */
+  bool no_preflight;     /* --no-preflight */
+  bool preflight_only;   /* --preflight-only */
+  char **env;            /* --env K=V, NULL-terminated */
+  int nenv;
+  const char *log_dir;   /* --log-dir DIR */
+  const char *ready_port; /* --ready-port PORT (a template) */
+  const char *ready_cmd;  /* --ready-cmd CMD (a template, run by /bin/sh) */
+  double ready_timeout;   /* --ready-timeout S */
 } RtLaunchOpts;
 
 /* Timed copies of the probe (after one untimed copy); the median counts. */

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "kv.h"
@@ -17,6 +18,7 @@
 #include "opts.h"
 #include "outfile.h"
 #include "plan.h"
+#include "procs.h"
 #include "rp_config.h"
 
 static void usage(FILE *f) {
@@ -24,10 +26,13 @@ static void usage(FILE *f) {
           "usage: rankrun PLAN --node N [--rendezvous HOST:PORT] "
           "[--backend host|nccl]\n"
           "               [--timeout S] [--grace S] [--dry-run] [--report FILE]\n"
+          "               [--preflight-only | [--no-preflight] [--per MODE] -- CMD ARGS...]\n"
           "\n"
           "Starts the ranks of node N of a plan written by `rankplan compile`,\n"
           "one process per local rank, checks every group's collectives and\n"
-          "stops every rank of every node when one fails.\n"
+          "stops every rank of every node when one fails. With `-- CMD ARGS...`\n"
+          "it then runs CMD as the plan says (docs/runtime.md), with the same\n"
+          "shared fate.\n"
           "\n"
           "options:\n"
           "  --node N              this launcher's node (0 runs the rendezvous store)\n"
@@ -54,6 +59,24 @@ static void usage(FILE *f) {
           "  --probe-copy-bytes N  bytes of the probe's memory copy (default 256 MiB on\n"
           "                        nccl, 64 MiB on host)\n"
           "  --quiet               no progress lines on stderr\n"
+          "  --preflight-only      check every group's communicator and exit (the\n"
+          "                        default without a command; refuses one)\n"
+          "running a command (after `--`):\n"
+          "  --per MODE            rank (default): one process per local rank;\n"
+          "                        instance: one per instance on this node;\n"
+          "                        node: one for the node\n"
+          "  --no-preflight        start the command without the preflight\n"
+          "  --env K=V             one more environment variable (repeatable)\n"
+          "  --log-dir DIR         each process's output also goes to DIR/LABEL.log\n"
+          "  --ready-port PORT     a process is ready when its node accepts\n"
+          "                        connections on PORT (a template: {port})\n"
+          "  --ready-cmd CMD       a process is ready when `sh -c CMD` exits 0\n"
+          "  --ready-timeout S     seconds a process has to be ready (default\n"
+          "                        --timeout)\n"
+          "  CMD and ARGS may hold templates: {rank} {world_size} {local_rank}\n"
+          "  {local_world_size} {group_rank} {instance_rank} {global_rank} {node}\n"
+          "  {nnodes} {port} {master_addr} {master_port} {devices} {pool} {role}\n"
+          "  {instance} {tp} {cp} {dp} {pp} {ep} {etp} {edp} {dcp}; {{ and }} are braces\n"
           "  --help, --version\n"
           "\n"
           "exit codes: 0 success, 1 bad plan, 2 usage, 3 runtime failure, "
@@ -92,6 +115,7 @@ typedef struct {
   RtLaunchOpts o;
   bool worker;
   const char *rdzv;
+  bool per_given;
 } Cli;
 
 /* A numeric option: its range, whether it is a whole number, what the
@@ -124,6 +148,28 @@ static int opt_corrupt(void *ctx, const RpOpt *opt, const char *v) {
       c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] < 0 || c[4] < 0)
     return bad_usage("bad --test-corrupt `%s`: expected REQUEST:LAYER:HEAD:TOKEN:BYTE", v);
   for (int k = 0; k < 5; k++) ((Cli *)ctx)->o.corrupt[k] = c[k];
+  return RP_OPT_GO;
+}
+
+static int opt_per(void *ctx, const RpOpt *opt, const char *v) {
+  (void)opt;
+  RtPer p;
+  if (!rt_per_parse(v, &p))
+    return bad_usage("bad --per `%s`: expected rank, instance or node", v);
+  ((Cli *)ctx)->o.per = (int)p;
+  ((Cli *)ctx)->per_given = true;
+  return RP_OPT_GO;
+}
+
+static int opt_env(void *ctx, const RpOpt *opt, const char *v) {
+  (void)opt;
+  RtLaunchOpts *o = &((Cli *)ctx)->o;
+  const char *eq = strchr(v, '=');
+  if (!eq || eq == v)
+    return bad_usage("bad --env `%s`: expected NAME=VALUE", v);
+  o->env = rp_realloc(o->env, sizeof *o->env * (size_t)(o->nenv + 2));
+  o->env[o->nenv++] = (char *)v;
+  o->env[o->nenv] = NULL;
   return RP_OPT_GO;
 }
 
@@ -163,6 +209,7 @@ static int parse_cli(int argc, char **argv, Cli *c) {
   o->mem_scale = 1.0;
   o->input_tokens = -1;
   o->corrupt[0] = -1;
+  o->ready_timeout = -1;
   const RpOpt opts[] = {
       {"--help", "-h", false, NULL, NULL, opt_help, NULL},
       {"--version", NULL, false, NULL, NULL, opt_version, NULL},
@@ -194,10 +241,27 @@ static int parse_cli(int argc, char **argv, Cli *c) {
       {"--probe-copy-bytes", NULL, true, NULL, NULL, opt_num,
        NUM(probe_copy_bytes, NUM_I64, 4096, (double)(INT64_C(1) << 40), true,
            "expected 4096 to 1099511627776")},
+      {"--per", NULL, true, NULL, NULL, opt_per, NULL},
+      {"--no-preflight", NULL, false, NULL, &o->no_preflight, NULL, NULL},
+      {"--preflight-only", NULL, false, NULL, &o->preflight_only, NULL, NULL},
+      {"--env", NULL, true, NULL, NULL, opt_env, NULL},
+      {"--log-dir", NULL, true, &o->log_dir, NULL, NULL, NULL},
+      {"--ready-port", NULL, true, &o->ready_port, NULL, NULL, NULL},
+      {"--ready-cmd", NULL, true, &o->ready_cmd, NULL, NULL, NULL},
+      {"--ready-timeout", NULL, true, NULL, NULL, opt_num,
+       NUM(ready_timeout, NUM_DOUBLE, 0.1, 86400 * 7, false,
+           "expected 0.1 to 604800 seconds")},
   };
   RpOptSpec spec = {"rankrun", opts, RP_ARRAY_LEN(opts), usage_msg, opt_plan,
                     NULL, "PLAN", c};
-  return rp_opts_parse(&spec, argc, argv, 1);
+  /* Everything after `--` is the command, never an option of rankrun. */
+  int end = 1;
+  while (end < argc && strcmp(argv[end], "--") != 0) end++;
+  if (end < argc) {
+    if (end + 1 == argc) return bad_usage("%s", "`--` needs a command after it");
+    o->cmd = argv + end + 1;
+  }
+  return rp_opts_parse(&spec, end, argv, 1);
 }
 
 /* What the options need of each other and of this build. */
@@ -223,6 +287,51 @@ static int check_cli(Cli *c) {
   if (!c->worker && o->probe_path && o->probe_copy_bytes == 0)
     o->probe_copy_bytes = o->be->probe_copy_bytes;
   return RP_OPT_GO;
+}
+
+/* What a command (`-- CMD ARGS...`) needs of the options. */
+static int check_cmd_opts(Cli *c) {
+  RtLaunchOpts *o = &c->o;
+  if (o->cmd && o->preflight_only)
+    return bad_usage("%s", "--preflight-only runs no command: drop it or `-- CMD`");
+  const char *needs = c->per_given ? "--per" : o->nenv ? "--env" : o->log_dir ? "--log-dir"
+                      : o->ready_port ? "--ready-port" : o->ready_cmd ? "--ready-cmd"
+                      : o->ready_timeout >= 0 ? "--ready-timeout"
+                      : o->no_preflight ? "--no-preflight" : NULL;
+  if (!o->cmd && needs) return bad_usage("%s needs a command: `-- CMD ARGS...`", needs);
+  if (o->ready_port && o->ready_cmd)
+    return bad_usage("%s", "--ready-port and --ready-cmd: give one");
+  if (o->ready_timeout < 0) o->ready_timeout = o->timeout;
+  if (o->cmd && !rt_command_found(o->cmd[0]))
+    return bad_usage("command `%s` not found (not an executable path, not in PATH)",
+                     o->cmd[0]);
+  if (o->log_dir && mkdir(o->log_dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "rankrun: cannot make --log-dir `%s`: %s\n", o->log_dir,
+            strerror(errno));
+    return RP_EXIT_USAGE;
+  }
+  return RP_OPT_GO;
+}
+
+/* Every template of the command and of --ready-* names something each
+ * of this node's processes has; checked before anything starts. */
+static int check_templates(const RtLaunchOpts *o, const Plan *plan) {
+  if (!o->cmd || o->node >= (int)plan->nnodes) return RP_OPT_GO;
+  if (plan->partial)
+    return bad_usage("%s", "a command needs the whole plan (every node's ranks "
+                     "give each instance's world), not a --split-by-node file");
+  RtProcSpec *ps;
+  int n = rt_procs_of_node(plan, o->node, (RtPer)o->per, &ps), code = RP_OPT_GO;
+  for (int i = 0; i < n && code == RP_OPT_GO; i++)
+    for (int a = -1; (a < 0 || o->cmd[a]) && code == RP_OPT_GO; a++) {
+      const char *t = a < 0 ? (o->ready_port ? o->ready_port : o->ready_cmd) : o->cmd[a];
+      char *bad = NULL, *x = t ? rt_template_expand(t, plan, &ps[i], o->node, &bad) : NULL;
+      if (bad) code = bad_usage("%s", bad);
+      free(bad);
+      free(x);
+    }
+  rt_procs_free(ps, n);
+  return code;
 }
 
 /* The rendezvous address: --rendezvous, or 127.0.0.1 and a free port for
@@ -276,18 +385,25 @@ int main(int argc, char **argv) {
   Cli c;
   int code = parse_cli(argc, argv, &c);
   if (code == RP_OPT_GO) code = check_cli(&c);
-  if (code != RP_OPT_GO) return code;
+  if (code == RP_OPT_GO) code = check_cmd_opts(&c);
+  if (code != RP_OPT_GO) {
+    free(c.o.env);
+    return code;
+  }
   Plan *plan = NULL;
   RtResult r = rt_plan_open(c.o.plan_path, &plan);
   if (r != RT_OK) {
     fprintf(stderr, "rankrun: %s\n", rt_errmsg());
+    free(c.o.env);
     return r == RT_ERR_SYS ? RP_EXIT_USAGE : RP_EXIT_INPUT;
   }
-  code = rendezvous(&c, plan);
+  code = check_templates(&c.o, plan);
+  if (code == RP_OPT_GO) code = rendezvous(&c, plan);
   if (code == RP_OPT_GO) code = request_length(&c.o, plan);
   if (code == RP_OPT_GO)
     code = c.worker ? rt_worker_main(&c.o, plan) : rt_launch(&c.o, plan);
   free(c.o.rdzv_host);
+  free(c.o.env);
   plan_free(plan);
   return code;
 }

@@ -139,6 +139,31 @@ static json_t *kv_json(const RtReport *r) {
   return o;
 }
 
+/* One user process (`-- CMD`). */
+static json_t *proc_json(const RtRankStatus *s) {
+  json_t *x = json_object();
+  json_object_set_new(x, "label", json_string(s->label));
+  json_object_set_new(x, "first_rank", json_integer(s->rank));
+  json_object_set_new(x, "pid", s->pid > 0 ? json_integer(s->pid) : json_null());
+  json_object_set_new(x, "exit_code", s->exited && s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
+  json_object_set_new(x, "signal", s->signal ? json_integer(s->signal) : json_null());
+  json_object_set_new(x, "ready", s->ready < 0 ? json_null() : json_boolean(s->ready == 1));
+  json_object_set_new(x, "ready_s", s->ready == 1 ? json_real(s->ready_s) : json_null());
+  json_object_set_new(x, "log_tail", s->tail ? json_string(s->tail) : json_null());
+  return x;
+}
+
+/* The user phase: its mode and processes, or null without a command. */
+static json_t *command_json(const RtReport *r) {
+  if (!r->per) return json_null();
+  json_t *c = json_object(), *ps = json_array();
+  json_object_set_new(c, "per", json_string(r->per));
+  json_object_set_new(c, "job", r->user_job ? json_string(r->user_job) : json_null());
+  for (int i = 0; i < r->nprocs; i++) json_array_append_new(ps, proc_json(&r->procs[i]));
+  json_object_set_new(c, "processes", ps);
+  return c;
+}
+
 char *rt_report_json(const RtReport *r) {
   json_t *o = json_object();
   json_object_set_new(o, "format", json_string("rankrun.report/1"));
@@ -160,6 +185,7 @@ char *rt_report_json(const RtReport *r) {
     json_object_set_new(f, "signal_name",
                         r->fail_signal ? json_string(sig_name(r->fail_signal)) : json_null());
     json_object_set_new(f, "reason", json_string(r->fail_reason ? r->fail_reason : ""));
+    json_object_set_new(f, "log_tail", r->fail_tail ? json_string(r->fail_tail) : json_null());
     json_object_set_new(o, "first_failure", f);
   } else {
     json_object_set_new(o, "first_failure", json_null());
@@ -177,6 +203,7 @@ char *rt_report_json(const RtReport *r) {
     json_array_append_new(ranks, x);
   }
   json_object_set_new(o, "ranks", ranks);
+  json_object_set_new(o, "command", command_json(r));
   json_t *pf = json_object();
   json_t *groups = json_array();
   for (int i = 0; i < r->ngroups; i++) {
@@ -251,6 +278,30 @@ char *rt_report_json(const RtReport *r) {
   return out;
 }
 
+/* The user processes: one line each, and a failed one's last lines. */
+static void procs_text(StrBuf *sb, const RtReport *r) {
+  if (r->per) sb_printf(sb, "command: one process per %s\n", r->per);
+  for (int i = 0; i < r->nprocs; i++) {
+    const RtRankStatus *s = &r->procs[i];
+    sb_printf(sb, "  process %s", s->label);
+    if (s->pid > 0) sb_printf(sb, " (pid %d)", s->pid);
+    if (s->pid <= 0) sb_puts(sb, ": not started");
+    else if (s->signal) sb_printf(sb, ": signal %d (SIG%s)", s->signal, sig_name(s->signal));
+    else sb_printf(sb, ": exit %d", s->exit_code);
+    if (s->ready == 1) sb_printf(sb, ", ready after %.2f s", s->ready_s);
+    if (s->ready == 0) sb_puts(sb, ", never ready");
+    sb_putc(sb, '\n');
+    if (!s->tail || (s->exit_code == 0 && !s->signal)) continue;
+    sb_puts(sb, "    last lines:\n");
+    for (const char *l = s->tail; *l;) {
+      const char *nl = strchr(l, '\n');
+      size_t n = nl ? (size_t)(nl - l) : strlen(l);
+      sb_printf(sb, "    | %.*s\n", (int)n, l);
+      l += n + (nl != NULL);
+    }
+  }
+}
+
 char *rt_report_text(const RtReport *r) {
   StrBuf sb;
   sb_init(&sb);
@@ -290,6 +341,7 @@ char *rt_report_text(const RtReport *r) {
     else
       sb_printf(&sb, "exit %d\n", s->exit_code);
   }
+  procs_text(&sb, r);
   KindSum *ks;
   int nk = kind_sums(r, &ks);
   int have = 0;

@@ -17,6 +17,11 @@ typedef struct {
   int signal;    /* the signal that ended it, else 0 */
   bool have_mem; /* memory figures came back (--requests) */
   int64_t planned_weights, planned_kv, alloc_weights, alloc_kv;
+  /* a user process (`rankrun ... -- CMD`): rank is its first rank */
+  const char *label; /* "N/RANK", "N/POOL.INSTANCE", "N"; NULL: a rank */
+  char *tail;        /* its last lines of output, escaped; NULL: none */
+  int ready;         /* -1 not asked, 0 not (yet), 1 ready */
+  double ready_s;    /* seconds from its start to ready */
 } RtRankStatus;
 
 /* KV transfers of the whole deployment (--requests): bytes and cells from
@@ -98,6 +103,14 @@ typedef struct {
   int64_t copy_bytes; /* 0: no copy probe */
   double *copy_gbs;   /* world_size entries */
   RtCalibration calib; /* --probe */
+  /* `-- CMD`: the user processes of this node, in the mode per */
+  const char *per;     /* "rank", "instance", "node"; NULL: no command */
+  int nprocs;
+  RtRankStatus *procs;
+  const char *fail_tail; /* the first failure's last lines, when it is a
+                            process of this node */
+  const char *user_job;  /* the user phase's deployment id (its processes'
+                            RANKPLAN_JOB, naming their shared memory) */
 } RtReport;
 
 /* Renders the report; the caller frees the string. */

@@ -11,11 +11,10 @@
 # usage: tests/bench/bench_compile.sh [BUILD_DIR] [SIZES...]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-build}
+# shellcheck source=tests/bench/bench_lib.sh
+. "$root/tests/bench/bench_lib.sh"
+rp=$(bench_rankplan bench_compile "$root" "${1:-build}")
 [ $# -gt 0 ] && shift
-case $build in /*) ;; *) build=$root/$build ;; esac
-rp=$build/rankplan
-[ -x "$rp" ] || { echo "bench_compile: $rp not built" >&2; exit 2; }
 sizes=${*:-1024 8192 32768 131072}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -24,36 +23,7 @@ echo "| ranks | nodes | wall time (s) | peak RSS (MiB) | plan size (MB) | us per
 echo "|------:|------:|--------------:|---------------:|---------------:|------------:|"
 for n in $sizes; do
   nodes=$((n / 8))
-  pre=$((n / 2 / 8))
-  dec=$((n / 2 / 4))
-  cat > "$tmp/spec.yaml" <<SPEC
-version: 1
-name: bench-$n
-model:
-  preset: llama-3.1-70b
-hardware:
-  preset: h200-sxm
-  nodes: $nodes
-  gpus_per_node: 8
-workload:
-  input_tokens: 4000
-  output_tokens: 500
-slo:
-  ttft: 600 ms
-  tpot: 40 ms
-deployment:
-  mode: disaggregated
-  engine: vllm
-  pools:
-    - name: prefill
-      role: prefill
-      replicas: $pre
-      tp: 8
-    - name: decode
-      role: decode
-      replicas: $dec
-      tp: 4
-SPEC
+  bench_spec "$n" > "$tmp/spec.yaml"
   /usr/bin/time -f "%e %M" -o "$tmp/time" "$rp" compile "$tmp/spec.yaml" -o "$tmp/plan.json" 2>"$tmp/err" ||
     { cat "$tmp/err" >&2; exit 1; }
   read -r wall rss < "$tmp/time"

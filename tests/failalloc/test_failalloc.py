@@ -46,6 +46,7 @@ CASES = [
                                  "--split-by-node", "OUTDIR"], "plan.json"),
     ("search", [RANKPLAN, "search", str(EX / "llama-3.1-8b-agg.yaml"), "--top", "3"], None),
     ("explain", [RANKPLAN, "explain", str(EX / "llama-3.1-70b-pd.plan.json")], None),
+    ("render", [RANKPLAN, "render", str(EX / "llama-3.1-8b-pd-1node.plan.json"), "-o", "OUT"], "plan.json"),
 ]
 if RANKRUN:
     CASES.append(("rankrun --dry-run",

@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
   PlanRank ranks[2] = {{.rank = 0, .local_rank = 0, .device = 0},
                        {.rank = 1, .local_rank = 1, .device = 1}};
   Plan plan = {.world_size = 2, .nnodes = 1, .nranks = 2, .ranks = ranks, .ngroups = 2, .groups = groups};
-  RtBackendCtx ctx = {&plan, 0, 0, 0, &st, "127.0.0.1", timeout, "0"};
+  RtBackendCtx ctx = {&plan, 0, 0, 0, &st, "127.0.0.1", timeout, "0", "", 0};
   const RtBackend *be = &rt_backend_nccl;
   void *state = NULL;
   RtResult r = be->init(&ctx, &state);

@@ -555,7 +555,7 @@ try:
         ("transfers and ranks' bytes_per_token halved",
          mutate(P70, lambda d: (set_all("bytes_per_token", lambda b: b // 2)(d),
                                 [r["kv"].__setitem__("bytes_per_token", r["kv"]["bytes_per_token"] // 2) for r in d["ranks"]])),
-         "ranks[0].kv.blocks: expected 325565 (memory.kv_cache 106681326208 over blocks of 16 tokens x 20480 bytes), got 162782"),
+         "ranks[0].kv.blocks: expected 352357 (memory.kv_cache 115460664294 over blocks of 16 tokens x 20480 bytes), got 176178"),
         ("one rank's bytes_per_token off", mutate(P70, lambda d: d["ranks"][17]["kv"].__setitem__("bytes_per_token", 81921)),
          "ranks[17].kv.bytes_per_token: expected 81920 (80 layers x 2 kv heads x 512 bytes, as ranks[0] holds), got 81921"),
         ("a huge bytes_per_token", mutate(P70, lambda d: d["kv_reshard"][0]["transfers"][3].__setitem__("bytes_per_token", 2**62)),
@@ -634,18 +634,18 @@ try:
          "ranks[16].shard.kv_heads: expected [0, 2] (tp rank 0 of 4 over 8 KV heads), got [0, 3]"),
         # the memory ledger: one per pool and pp stage, adding up to capacity
         ("a huge kv_cache", mutate(P70, lambda d: d["ranks"][5]["memory"].__setitem__("kv_cache", 2**62)),
-         "ranks[5].kv.blocks: expected 7036874417766 (memory.kv_cache 4611686018427387904 over blocks of 16 tokens x 40960 bytes), got 162782"),
+         "ranks[5].kv.blocks: expected 7036874417766 (memory.kv_cache 4611686018427387904 over blocks of 16 tokens x 40960 bytes), got 176178"),
         ("a kv_cache over capacity, blocks to match",
          mutate(P70, lambda d: (d["ranks"][5]["memory"].__setitem__("kv_cache", 2**40 * 40960 * 16),
                                 d["ranks"][5]["kv"].__setitem__("blocks", 2**40))),
-         "ranks[5].memory: expected weights + kv_cache + activations + workspace + reserved = capacity 141000000000, got"),
+         "ranks[5].memory: expected weights + kv_cache + activations + workspace + reserved = capacity 150754820096, got"),
         ("one rank's ledger unlike its stage's", mutate(P70, lambda d: d["ranks"][5]["memory"].update(
             activations=d["ranks"][5]["memory"]["activations"] + 1, workspace=d["ranks"][5]["memory"]["workspace"] - 1)),
          "ranks[5].memory.activations: expected 329792128 (as ranks[0]: pool `prefill` pp stage 0 has one ledger), got 329792129"),
         ("another GPU's capacity", mutate(P70, lambda d: [r["memory"].update(capacity=r["memory"]["capacity"] + 1,
                                                                              reserved=r["memory"]["reserved"] + 1)
                                                           for r in d["ranks"][16:]]),
-         "ranks[16].memory.capacity: expected 141000000000 (every GPU of the plan, as ranks[0]), got 141000000001"),
+         "ranks[16].memory.capacity: expected 150754820096 (every GPU of the plan, as ranks[0]), got 150754820097"),
         # scale_up_domain
         ("scale_up_domain missing", mutate(P70, lambda d: d.pop("scale_up_domain")), "scale_up_domain: missing"),
         ("scale_up_domain against the hardware", mutate(P70, lambda d: d.__setitem__("scale_up_domain", 4)),

@@ -141,6 +141,7 @@ class Launcher:
         self.err = []
         self.out = ""
         self.pids = {}
+        self.procs = {}
         self.ready = set()
         self.cv = threading.Condition()
         self.th = threading.Thread(target=self._read, daemon=True)
@@ -155,6 +156,8 @@ class Launcher:
                 w = line.split()
                 if "started rank" in line:
                     self.pids[int(w[-3])] = int(w[-1])
+                if "started process" in line:
+                    self.procs[w[-3]] = int(w[-1])
                 if "preflight ok" in line:
                     self.ready.add(int(w[2].rstrip(":")))
                 self.cv.notify_all()

@@ -952,6 +952,306 @@ def fakegpu_probe():
               "stand-in nccl: --probe writes hbm_efficiency from every rank's device copies", (rcs, c, mc))
 
 
+# --- running a command: `rankrun PLAN --node N [--per MODE] -- CMD ARGS...` ----------------
+ENGINE = os.path.join(SRC, "tests/runtime/fake_engine.py")
+
+
+def engine_records(out):
+    return [load_json(os.path.join(out, f)) for f in sorted(os.listdir(out))
+            if f.endswith(".json") and not f.startswith(".")]
+
+
+def expected_procs(pj, per):
+    """Each process's torchrun names and identity for mode PER, computed
+    here from the plan JSON as docs/runtime.md defines them, keyed by
+    (node, RANKPLAN_RANKS)."""
+    ranks = sorted(pj["ranks"], key=lambda r: (r["node"], r["local_rank"]))
+    role = {p["name"]: p["role"] for p in pj["pools"]}
+    inst = lambda r: sorted((q for q in pj["ranks"] if (q["pool"], q["instance"]) == (r["pool"], r["instance"])),
+                            key=lambda q: q["rank"])
+    exp = {}
+    if per == "node":
+        for n in range(len(pj["nodes"])):
+            rs = [r for r in ranks if r["node"] == n]
+            exp[(n, ",".join(str(r["rank"]) for r in rs))] = {
+                "RANK": str(n), "WORLD_SIZE": str(len(pj["nodes"])), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                "GROUP_RANK": str(n), "CUDA_VISIBLE_DEVICES": ",".join(str(r["device"]) for r in rs)}
+        return exp
+    for r in ranks:
+        I = inst(r)
+        nodes = sorted({q["node"] for q in I})
+        on = [q for q in ranks if q in I and q["node"] == r["node"]]
+        ident = {"RANKPLAN_POOL": r["pool"], "RANKPLAN_ROLE": role[r["pool"]], "RANKPLAN_INSTANCE": str(r["instance"]),
+                 "GROUP_RANK": str(nodes.index(r["node"]))}
+        if per == "rank":
+            exp[(r["node"], str(r["rank"]))] = dict(ident, RANK=str(I.index(r)), WORLD_SIZE=str(len(I)),
+                                                    LOCAL_RANK=str(on.index(r)), LOCAL_WORLD_SIZE=str(len(on)),
+                                                    CUDA_VISIBLE_DEVICES=str(r["device"]), RANKPLAN_RANK=str(r["rank"]),
+                                                    RANKPLAN_TP=str(r["coords"]["tp"]))
+        elif on[0] is r:
+            exp[(r["node"], ",".join(str(q["rank"]) for q in on))] = dict(
+                ident, RANK=str(nodes.index(r["node"])), WORLD_SIZE=str(len(nodes)), LOCAL_RANK="0",
+                LOCAL_WORLD_SIZE="1", CUDA_VISIBLE_DEVICES=",".join(str(q["device"]) for q in on))
+    return exp
+
+
+@scenario("exec-env")
+def exec_env():
+    """The fake engine, once per rank, per instance and per node on
+    pd-small's two nodes (prefill TP2 on node 0, decode TP4 across both):
+    every process gets the names its mode gives, computed here from the
+    plan; processes of one instance share MASTER_ADDR:MASTER_PORT, other
+    instances have another; templates expand per process."""
+    pd = need_plan(PD)
+    pj = load_json(pd)
+    for per in ("rank", "instance", "node"):
+        out = tempfile.mkdtemp(dir=tmp(), prefix=f"env-{per}-")
+        ls, rcs = run_nodes(pd, 2, "--quiet", "--no-preflight", "--per", per, "--env", "EXTRA_VAR=a=b", "--",
+                            sys.executable, ENGINE, out, "{rank}", "{world_size}", "{port}", "{devices}",
+                            "{node}", "{{literal}}")
+        recs = engine_records(out)
+        want = expected_procs(pj, per)
+        got = {(int(r["env"]["RANKPLAN_NODE"]), r["env"]["RANKPLAN_RANKS"]): r for r in recs}
+        check(rcs == [0, 0] and set(got) == set(want), f"exec --per {per}: one process each for {sorted(want)}",
+              (rcs, sorted(got), "".join(l.stderr() for l in ls)[-2000:]))
+        bad = [(k, n, got[k]["env"].get(n), v) for k, w in want.items() if k in got for n, v in w.items()
+               if got[k]["env"].get(n) != v]
+        check(not bad, f"exec --per {per}: torchrun names scoped to the instance, devices and identity", bad)
+        if per == "node":
+            check(all("RANKPLAN_POOL" not in r["env"] for r in recs), "exec --per node: no pool in a node's process")
+        e = [r["env"] for r in recs]
+        args_ok = all(r["args"] == [r["env"]["RANK"], r["env"]["WORLD_SIZE"], r["env"]["RANKPLAN_PORT"],
+                                    r["env"]["CUDA_VISIBLE_DEVICES"], r["env"]["RANKPLAN_NODE"], "{literal}"]
+                      for r in recs)
+        check(args_ok, f"exec --per {per}: argument templates expanded per process", [r["args"] for r in recs])
+        masters = {}
+        for x in e:
+            masters.setdefault((x.get("RANKPLAN_POOL"), x.get("RANKPLAN_INSTANCE")), set()).add(
+                (x["MASTER_ADDR"], x["MASTER_PORT"]))
+        ports = [x["RANKPLAN_PORT"] for x in e]
+        check(all(len(v) == 1 for v in masters.values()) and len({min(v) for v in masters.values()}) == len(masters)
+              and all(int(p) > 0 for _, p in (min(v) for v in masters.values()))
+              and len(set(ports)) == len(ports) and all(x["EXTRA_VAR"] == "a=b" for x in e),
+              f"exec --per {per}: one MASTER_ADDR:PORT per instance, distinct {{port}}s, --env passed", masters)
+        r0 = ls[0].load_report() or {}
+        procs = (r0.get("command") or {}).get("processes", [])
+        check(len(procs) == len([k for k in want if k[0] == 0]) and all(p["exit_code"] == 0 and "engine up"
+                                                                         in (p["log_tail"] or "") for p in procs),
+              f"exec --per {per}: node 0's report lists its processes with exit 0 and their last lines", procs)
+
+
+@scenario("exec-kill")
+def exec_kill():
+    """A process killed mid-run (one of node 1's, each with a grandchild):
+    both launchers exit 3, the report names it with its last lines, no
+    process or grandchild of either node is left, and no shared memory of
+    the run is left in /dev/shm."""
+    pd = need_plan(PD)
+    out = tempfile.mkdtemp(dir=tmp(), prefix="kill-")
+    ls = start_nodes(pd, 2, "--grace", "1", "--", sys.executable, ENGINE, out, "--child", "--sleep", "120")
+    deadline = time.monotonic() + 60
+    while len(engine_records(out)) < 6 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    recs = engine_records(out)
+    check(len(recs) == 6, "exec kill: all 6 processes running", "".join(l.stderr() for l in ls)[-2000:])
+    victim = ls[1].procs.get("1/5")
+    if victim:
+        os.kill(victim, signal.SIGKILL)
+    rcs = [l.wait(60) for l in ls]
+    left = [p for r in recs for p in (r["pid"], r.get("child")) if p and alive(p)]
+    check(victim and rcs == [3, 3] and not left, "exec kill: both launchers exit 3, no process or grandchild left",
+          (rcs, left))
+    for n, l in enumerate(ls):
+        r = l.load_report() or {}
+        f = r.get("first_failure") or {}
+        check(f.get("rank") == 5 and f.get("node") == 1 and f.get("signal") == 9 and "process 1/5" in f.get("reason", ""),
+              f"exec kill: node {n}'s report names process 1/5 killed by SIGKILL", f)
+    f1 = (ls[1].load_report() or {}).get("first_failure") or {}
+    check("engine up" in (f1.get("log_tail") or ""), "exec kill: the failure's last log lines are in the report", f1)
+    jobs = [j for l in ls for j in ((l.load_report() or {}).get("job"),
+                                    ((l.load_report() or {}).get("command") or {}).get("job")) if j]
+    shm = [f for f in os.listdir("/dev/shm") if any(f.startswith(f"rankrun-{j}-") for j in jobs)]
+    check(len(jobs) == 4 and not shm, "exec kill: no shared memory of the run left in /dev/shm", (jobs, shm))
+
+
+@scenario("exec-signals", serial="asserts that SIGTERM reaches every process within the grace period")
+def exec_signals():
+    """SIGTERM and SIGINT to node 0's launcher reach every process of both
+    nodes (node 0's get the launcher's signal, node 1's a SIGTERM from
+    shared fate); both launchers exit 3."""
+    pd = need_plan(PD)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        out = tempfile.mkdtemp(dir=tmp(), prefix="sig-")
+        ls = start_nodes(pd, 2, "--grace", "5", "--quiet", "--no-preflight", "--", sys.executable, ENGINE, out,
+                         "--trap", "--sleep", "120")
+        deadline = time.monotonic() + 60
+        while len(engine_records(out)) < 6 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ls[0].p.send_signal(sig)
+        rcs = [l.wait(60) for l in ls]
+        r0 = ls[0].load_report() or {}
+        procs0 = (r0.get("command") or {}).get("processes", [])
+        procs1 = ((ls[1].load_report() or {}).get("command") or {}).get("processes", [])
+        terms = [f for f in os.listdir(out) if f.startswith("term-")]
+        f = r0.get("first_failure") or {}
+        if sig == signal.SIGTERM:
+            ok = len(terms) == 6 and all(p["exit_code"] == 143 for p in procs0 + procs1)
+        else:
+            ok = len(terms) == 2 and all(p["signal"] == 2 or p["exit_code"] == 130 for p in procs0) \
+                and all(p["exit_code"] == 143 for p in procs1)
+        check(rcs == [3, 3] and ok and f.get("signal") == sig and f.get("node") == 0,
+              f"exec signals: SIG{sig.name[3:]} to node 0 is forwarded, node 1's processes get SIGTERM, exit 3",
+              (rcs, terms, procs0, procs1, f))
+
+
+@scenario("exec-ready")
+def exec_ready():
+    """--ready-port {port}: every process is ready once it listens, which
+    the report gives per process; --ready-cmd that never succeeds: the
+    deployment fails at the deadline, naming the process."""
+    pd = need_plan(PD)
+    out = tempfile.mkdtemp(dir=tmp(), prefix="ready-")
+    ls, rcs = run_nodes(pd, 2, "--no-preflight", "--ready-port", "{port}", "--", sys.executable, ENGINE, out,
+                        "--listen", "--sleep", "2")
+    procs = [p for l in ls for p in ((l.load_report() or {}).get("command") or {}).get("processes", [])]
+    check(rcs == [0, 0] and len(procs) == 6 and all(p["ready"] is True and p["ready_s"] >= 0 for p in procs)
+          and "all 4 process(es) ready" in ls[0].stderr(),
+          "exec ready: --ready-port {port}: every process ready, in the report", (rcs, procs, ls[0].stderr()[-1500:]))
+    ls, rcs = run_nodes(pd, 2, "--no-preflight", "--quiet", "--ready-cmd", "test -e {port}.never",
+                        "--ready-timeout", "1", "--", sys.executable, ENGINE, out, "--sleep", "30")
+    f = (ls[0].load_report() or {}).get("first_failure") or {}
+    check(rcs == [3, 3] and "was not ready within 1 s (--ready-cmd" in f.get("reason", ""),
+          "exec ready: a process not ready by --ready-timeout fails the deployment, named", (rcs, f))
+
+
+@scenario("exec-cli")
+def exec_cli():
+    pd = need_plan(PD)
+    cases = [
+        (["--node", "0", "--"], "`--` needs a command after it"),
+        (["--node", "0", "--preflight-only", "--", "true"], "--preflight-only runs no command"),
+        (["--node", "0", "--per", "pod", "--", "true"], "bad --per `pod`: expected rank, instance or node"),
+        (["--node", "0", "--per", "node"], "--per needs a command"),
+        (["--node", "0", "--", "true", "{nope}"], "unknown template `{nope}`"),
+        (["--node", "0", "--", "true", "{rank"], "unclosed `{`"),
+        (["--node", "0", "--per", "node", "--", "true", "{pool}"], "has no value in a per-node process"),
+        (["--node", "0", "--", "no-such-command-rankrun"], "command `no-such-command-rankrun` not found"),
+        (["--node", "0", "--env", "=x", "--", "true"], "bad --env `=x`: expected NAME=VALUE"),
+        (["--node", "0", "--ready-port", "1", "--ready-cmd", "true", "--", "true"], "give one"),
+    ]
+    for args, msg in cases:
+        p = run(pd, *args)
+        check(p.returncode == 2 and msg in p.stderr, f"exec cli: {' '.join(args[2:])} -> exit 2, {msg}", p.stderr)
+    p = run(pd, "--help")
+    check(all(o in p.stdout for o in ("--per MODE", "--no-preflight", "--preflight-only", "--env K=V", "--log-dir",
+                                      "--ready-port", "--ready-cmd", "--ready-timeout", "{instance_rank}")),
+          "exec cli: --help names every option of a command", p.stdout)
+    p = run(pd, "--node", "1", "--dry-run", "--per", "instance", "--", "true", "{port}")
+    check(p.returncode == 0 and "would run process 1/decode.0: RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
+          "GROUP_RANK=1 CUDA_VISIBLE_DEVICES=0,1: true {port}" in p.stdout,
+          "exec cli: --dry-run names each process with its torchrun names", p.stdout + p.stderr)
+    # --log-dir: one file per process, the console's lines prefixed [node/rank].
+    logs = os.path.join(tmp(), "logs")
+    ls, rcs = run_nodes(pd, 2, "--no-preflight", "--log-dir", logs, "--", "sh", "-c", "echo out {rank}; echo err >&2")
+    names = sorted(os.listdir(logs)) if os.path.isdir(logs) else []
+    with open(os.path.join(logs, "0-2.log")) if "0-2.log" in names else open(os.devnull) as f:
+        body = f.read()
+    check(rcs == [0, 0] and names == [f"{r // 4}-{r}.log" for r in range(6)] and sorted(body.split("\n")) ==
+          ["", "err", "out 0"] and "[0/2] out 0" in ls[0].out and "[1/5] err" in ls[1].stderr(),
+          "exec --log-dir: DIR/NODE-RANK.log per process; console lines prefixed [node/rank]", (rcs, names, body))
+
+
+# --- workers on librankrun: tests/runtime/worker.c and worker.py ------------------------------
+WORKER_C = os.environ.get("RANKRUN_WORKER")
+WORKER_PY = [sys.executable, os.path.join(SRC, "tests/runtime/worker.py")]
+
+
+def worker_expect(pj, requests, tokens):
+    """KV bytes each decode rank of pd-small verifies: its region (layers x
+    kv heads x tokens x the pair's cell bytes) per request, computed here
+    from the plan JSON."""
+    x = pj["kv_reshard"][0]["transfers"][0]
+    cell = x["bytes_per_token"] // ((x["layers"][1] - x["layers"][0]) * (x["kv_heads"][1] - x["kv_heads"][0]))
+    dec = pj["kv_reshard"][0]["decode"]
+    return {r["rank"]: requests * (r["shard"]["layers"][1] - r["shard"]["layers"][0]) *
+            (r["shard"]["kv_heads"][1] - r["shard"]["kv_heads"][0]) * tokens * cell if r["pool"] == dec else 0
+            for r in pj["ranks"]}
+
+
+def worker_run(plan, pj, cmd, what, rr=None, prefix=(), extra=(), requests=3, tokens=16):
+    pre = os.environ.get("RANKRUN_PY_PRELOAD")
+    if pre and cmd[0] == sys.executable:  # a sanitized librankrun.so in python3 (tests/meson.build)
+        extra = (*extra, "--env", f"LD_PRELOAD={pre}", "--env", "ASAN_OPTIONS=detect_leaks=0")
+    ls, rcs = run_nodes(plan, 2, "--quiet", *extra, "--", *cmd, str(requests), str(tokens), rr=rr, prefix=prefix)
+    want = worker_expect(pj, requests, tokens)
+    procs = [p for l in ls for p in ((l.load_report() or {}).get("command") or {}).get("processes", [])]
+    got = {}
+    for p in procs:
+        m = re.search(r"worker ok: rank (\d+) .*, (\d+) groups, (\d+) KV bytes verified", p["log_tail"] or "")
+        if m:
+            got[int(m.group(1))] = int(m.group(3))
+    members = lambda g: g["ranks"] if "ranks" in g else range(*g["span"])  # the world group is a span
+    groups = {r["rank"]: sum(1 for g in pj["groups"] if r["rank"] in members(g)) for r in pj["ranks"]}
+    ok_groups = all(f", {groups[p['first_rank']]} groups," in (p["log_tail"] or "") for p in procs)
+    check(rcs == [0, 0] and got == want and ok_groups and sum(want.values()) > 0,
+          f"{what}: every rank all-reduced in each of its groups and used the store; prefill TP2 -> decode TP4 "
+          f"KV byte for byte ({sum(want.values())} bytes)",
+          (rcs, got, want, [p["log_tail"] for p in procs], "".join(l.stderr() for l in ls)[-2000:]))
+
+
+@scenario("exec-worker")
+def exec_worker():
+    """The C worker (librankrun.so, rankrun.h only) and the Python worker
+    (python/rankrun.py over ctypes) on pd-small's two nodes, host backend:
+    both KV paths (per message, and grouped with RANKRUN_KV_GROUPED=1)."""
+    pd = need_plan(PD)
+    pj = load_json(pd)
+    worker_run(pd, pj, [WORKER_C], "C worker on host")
+    worker_run(pd, pj, [WORKER_C], "C worker on host, grouped KV path", prefix=GROUPED)
+    worker_run(pd, pj, WORKER_PY, "Python worker on host")
+
+
+@scenario("exec-worker-kill")
+def exec_worker_kill():
+    """A C worker killed while the KV of many requests moves: both
+    launchers exit 3, no worker is left, and no shared-memory ring of the
+    preflight or of the workers is left in /dev/shm."""
+    pd = need_plan(PD)
+    ls = start_nodes(pd, 2, "--grace", "1", "--", WORKER_C, "100000", "16")
+    deadline = time.monotonic() + 60
+    while len(ls[0].procs) + len(ls[1].procs) < 6 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)
+    pids = {**ls[0].procs, **ls[1].procs}
+    if "0/1" in pids:
+        os.kill(pids["0/1"], signal.SIGKILL)
+    rcs = [l.wait(60) for l in ls]
+    left = [p for p in pids.values() if alive(p)]
+    f = (ls[1].load_report() or {}).get("first_failure") or {}
+    check(len(pids) == 6 and rcs == [3, 3] and not left and f.get("rank") == 1 and f.get("signal") == 9,
+          "exec worker kill: a prefill worker killed mid-transfer stops both nodes (exit 3), none left",
+          (pids, rcs, left, f, "".join(l.stderr() for l in ls)[-2000:]))
+    jobs = [j for l in ls for j in ((l.load_report() or {}).get("job"),
+                                    ((l.load_report() or {}).get("command") or {}).get("job")) if j]
+    shm = [x for x in os.listdir("/dev/shm") if any(x.startswith(f"rankrun-{j}-") for j in jobs)]
+    check(len(set(jobs)) == 2 and not shm, "exec worker kill: no ring of the run left in /dev/shm", (jobs, shm))
+
+
+@scenario("fakegpu-worker")
+def fakegpu_worker():
+    """Both workers on the nccl backend over the stand-in CUDA runtime and
+    NCCL (librankrun built against tests/fakegpu)."""
+    pd = need_plan(PD)
+    pj = load_json(pd)
+    wf = os.environ.get("RANKRUN_WORKER_FAKEGPU")
+    with fakegpu_section():
+        worker_run(pd, pj, [wf], "C worker on stand-in nccl", rr=RRF, prefix=fake_env(),
+                   extra=("--backend", "nccl", "--timeout", "60"))
+        worker_run(pd, pj, WORKER_PY, "Python worker on stand-in nccl", rr=RRF,
+                   prefix=fake_env(RANKRUN_LIB=os.environ.get("RANKRUN_LIB_FAKEGPU")),
+                   extra=("--backend", "nccl", "--timeout", "60"))
+
+
 # --- driver ----------------------------------------------------------------------------------
 def run_scenario(name):
     fn, _ = SCENARIOS[name]

@@ -138,6 +138,15 @@ static void test_dtype_bytes(void) {
   /* int4: half a byte per weight plus bf16 scale and zero per group. */
   T_EQ_INT(model_matrix_bytes(DT_INT4, 4096, 4096, 1), 4096LL * 4096 / 2 + 4096 * 32 * 4);
   T_EQ_INT(model_matrix_bytes(DT_INT4, 3, 3, 1), 5 + 3 * 1 * 4);
+  /* mxfp4: half a byte per weight, one scale byte per 32 inputs of a row
+   * (gpt-oss-120b's expert up/gate projection, 5760x2880: 90 blocks). */
+  T_EQ_INT(model_matrix_bytes(DT_MXFP4, 5760, 2880, 1), 5760LL * 2880 / 2 + 5760 * 90);
+  T_EQ_INT(model_matrix_bytes(DT_MXFP4, 3, 33, 2), 2 * ((3 * 33 + 1) / 2 + 3 * 2));
+  /* nvfp4: one scale byte per 16 inputs of a row, one fp32 per matrix. */
+  T_EQ_INT(model_matrix_bytes(DT_NVFP4, 4096, 4096, 1), 4096LL * 4096 / 2 + 4096 * 256 + 4);
+  T_EQ_INT(model_matrix_bytes(DT_NVFP4, 1, 17, 3), 3 * (9 + 2 + 4));
+  T_CHECK(model_dtype_quantised(DT_MXFP4) && model_dtype_quantised(DT_NVFP4));
+  T_EQ_INT(model_plain_bytes(DT_NVFP4, 100), 200);
   T_EQ_INT(model_matrix_bytes(DT_BF16, INT64_MAX / 2, 4, 1), -1);
   /* Plain (unquantised) tensors stay bf16 under quantised dtypes. */
   T_EQ_INT(model_plain_bytes(DT_FP8, 100), 200);

@@ -1,0 +1,798 @@
+/*
+ * hf_import.c: Hugging Face config.json → ModelSpec → model YAML.
+ *
+ * Input IR: the bytes of a config.json. Output IR: HfModel (hf_import.h),
+ * a ModelSpec with .set on every field the config gave, and its YAML.
+ * Invariants: the config is parsed by Jansson with duplicate keys refused;
+ * every value is type- and range-checked before use and a problem is a
+ * diagnostic naming its JSON field path (`text_config.hidden_size`); every
+ * key is read, in the list of keys without bearing on memory or compute
+ * (ignored_keys), or listed in W0150; shapes the spec cannot hold are
+ * E0151, features it does not model are W0151. docs/models.md describes
+ * the mapping family by family.
+ */
+#include "hf_import.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "model.h"
+
+/* ---------------------------------------------------------------------- */
+/* Families. */
+
+typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK, MOE_LLAMA4 } MoeStyle;
+/* A flag that is never set, always set, or read from a config key. */
+typedef enum { TRI_NO, TRI_YES, TRI_FIELD } Tri;
+
+typedef struct {
+  const char *type;   /* model_type */
+  bool nested;        /* the language model is under `text_config` */
+  bool tie_default;   /* tie_word_embeddings when absent: the transformers class default */
+  Tri qkv_bias;       /* TRI_FIELD: attention_bias */
+  Tri qk_norm;        /* TRI_FIELD: use_qk_norm */
+  MoeStyle moe;
+  bool mla;
+  Tri router_bias;    /* TRI_FIELD: topk_method is noaux_tc (e_score_correction_bias) */
+} Family;
+
+/* Qwen2 always has q/k/v biases and no attention_bias key; Qwen3 and
+ * Gemma 3 always have per-head q/k RMSNorms; Llama 4's use_qk_norm is an
+ * L2 norm without weights, so it adds no parameters. */
+static const Family families[] = {
+    {"llama", false, false, TRI_FIELD, TRI_NO, MOE_NONE, false, TRI_NO},
+    {"mistral", false, false, TRI_NO, TRI_NO, MOE_NONE, false, TRI_NO},
+    {"mixtral", false, false, TRI_NO, TRI_NO, MOE_MIXTRAL, false, TRI_NO},
+    {"qwen2", false, false, TRI_YES, TRI_NO, MOE_NONE, false, TRI_NO},
+    {"qwen2_moe", false, false, TRI_YES, TRI_NO, MOE_QWEN, false, TRI_NO},
+    {"qwen3", false, false, TRI_FIELD, TRI_YES, MOE_NONE, false, TRI_NO},
+    {"qwen3_moe", false, false, TRI_FIELD, TRI_YES, MOE_QWEN, false, TRI_NO},
+    {"deepseek_v2", false, false, TRI_FIELD, TRI_NO, MOE_DEEPSEEK, true, TRI_FIELD},
+    {"deepseek_v3", false, false, TRI_FIELD, TRI_NO, MOE_DEEPSEEK, true, TRI_FIELD},
+    {"kimi_k2", false, false, TRI_FIELD, TRI_NO, MOE_DEEPSEEK, true, TRI_FIELD},
+    {"glm4_moe", false, false, TRI_FIELD, TRI_FIELD, MOE_DEEPSEEK, false, TRI_YES},
+    {"gpt_oss", false, false, TRI_FIELD, TRI_NO, MOE_MIXTRAL, false, TRI_YES},
+    {"gemma3", true, true, TRI_FIELD, TRI_YES, MOE_NONE, false, TRI_NO},
+    {"gemma3_text", false, true, TRI_FIELD, TRI_YES, MOE_NONE, false, TRI_NO},
+    {"llama4", true, false, TRI_FIELD, TRI_NO, MOE_LLAMA4, false, TRI_NO},
+    {"llama4_text", false, false, TRI_FIELD, TRI_NO, MOE_LLAMA4, false, TRI_NO},
+};
+
+/* Keys that change neither the weights, the KV cache nor the FLOPs of a
+ * token (positions, initialisation, token ids, training losses, routing
+ * arithmetic, softcaps, library versions). docs/models.md lists them. */
+static const char *const ignored_keys[] = {
+    "_name_or_path", "architectures", "attention_dropout", "attn_logit_softcapping",
+    "attn_scale", "attn_temperature_tuning", "auto_map", "aux_loss_alpha", "boi_token_index",
+    "bos_token_id", "cache_implementation", "eoi_token_index", "eos_token_id", "ep_size",
+    "final_logit_softcapping", "floor_scale", "hidden_act", "hidden_activation",
+    "image_token_index", "initial_context_length", "initializer_range", "max_window_layers",
+    "mm_tokens_per_image", "n_group", "no_rope_layers", "norm_topk_prob", "output_router_logits",
+    "pad_token_id", "partial_rotary_factor", "pretraining_tp", "query_pre_attn_scalar",
+    "rms_norm_eps", "rope_local_base_freq", "rope_parameters", "rope_scaling", "rope_theta",
+    "routed_scaling_factor", "router_aux_loss_coef", "router_jitter_noise", "scoring_func",
+    "seq_aux", "swiglu_limit", "topk_group", "transformers_version", "use_cache"};
+
+/* Keys of quantization_config that the import reads or that only tune how
+ * the quantised kernels run. */
+static const char *const quant_keys[] = {"activation_scheme", "fmt", "ignore", "ignored_layers",
+                                         "modules_to_not_convert", "quant_method",
+                                         "weight_block_size"};
+
+/* ---------------------------------------------------------------------- */
+/* Reading typed values. */
+
+typedef struct {
+  Diags *d;
+  SrcLoc loc;          /* the config file (no line: JSON keeps none) */
+  const Family *fam;
+  json_t *root, *cfg;  /* cfg: the language model's object */
+  const char *pre;     /* "" or "text_config." */
+  json_t *seen;        /* object whose keys are the paths read */
+  StrBuf notes;        /* what W0151 reported, one line each */
+  bool ok;
+} H;
+
+static const char *json_kind(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_OBJECT: return "an object";
+  case JSON_ARRAY: return "an array";
+  case JSON_STRING: return "a string";
+  case JSON_INTEGER: return "an integer";
+  case JSON_REAL: return "a number with a fraction or exponent";
+  case JSON_TRUE:
+  case JSON_FALSE: return "a boolean";
+  case JSON_NULL:
+  default: return "null";
+  }
+}
+
+/* obj[key], recording pre+key as read. */
+static json_t *get_in(H *h, json_t *obj, const char *pre, const char *key) {
+  char *p = rp_sprintf("%s%s", pre, key);
+  json_object_set_new(h->seen, p, json_true());
+  free(p);
+  return json_object_get(obj, key);
+}
+
+static json_t *get(H *h, const char *key) { return get_in(h, h->cfg, h->pre, key); }
+
+static void type_err(H *h, const char *pre, const char *key, const char *want, const json_t *v) {
+  Diag *g = diag_at(h->d, DIAG_E0103, h->loc, "`%s%s` in the config: expected %s, got %s", pre, key,
+                    want, json_kind(v));
+  diag_help(g, "the config is read as Hugging Face transformers writes it; check the file");
+  h->ok = false;
+}
+
+static void missing_err(H *h, const char *key) {
+  Diag *g = diag_at(h->d, DIAG_E0102, h->loc, "`%s%s` is missing from the config", h->pre, key);
+  diag_help(g, "model_type `%s` needs it; check that the file is the model's config.json",
+            h->fam->type);
+  h->ok = false;
+}
+
+/* An integer key of the language model in [lo, hi]: *out is its value, or
+ * def when absent (or null and nullable); a required key that is absent is
+ * E0102. Returns whether the key gave the value. */
+static bool rd_int(H *h, const char *key, bool required, bool nullable, int64_t def, int64_t lo,
+                   int64_t hi, int64_t *out) {
+  *out = def;
+  json_t *v = get(h, key);
+  if (!v || (nullable && json_is_null(v))) {
+    if (required) missing_err(h, key);
+    return false;
+  }
+  if (!json_is_integer(v)) {
+    type_err(h, h->pre, key, "an integer", v);
+    return false;
+  }
+  json_int_t x = json_integer_value(v);
+  if (x < lo || x > hi) {
+    diag_at(h->d, DIAG_E0105, h->loc, "`%s%s` in the config is %lld, outside [%lld, %lld]", h->pre,
+            key, (long long)x, (long long)lo, (long long)hi);
+    h->ok = false;
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+static bool rd_bool(H *h, const char *key, bool def) {
+  json_t *v = get(h, key);
+  if (!v || json_is_null(v)) return def;
+  if (!json_is_boolean(v)) {
+    type_err(h, h->pre, key, "a boolean", v);
+    return def;
+  }
+  return json_is_true(v);
+}
+
+/* A string key of obj (NULL when absent or null; E0103 when another type). */
+static const char *rd_str_in(H *h, json_t *obj, const char *pre, const char *key) {
+  json_t *v = get_in(h, obj, pre, key);
+  if (!v || json_is_null(v)) return NULL;
+  if (!json_is_string(v)) {
+    type_err(h, pre, key, "a string", v);
+    return NULL;
+  }
+  return json_string_value(v);
+}
+
+static void set_int(SInt *f, SrcLoc loc, int64_t v) {
+  f->v = v;
+  f->loc = loc;
+  f->set = true;
+}
+
+static void set_bool(SBool *f, SrcLoc loc, bool v) {
+  f->v = v;
+  f->loc = loc;
+  f->set = true;
+}
+
+/* One diagnostic of the import, with its help line: W0151 (a key that
+ * matters for memory or compute but that the spec does not express; its
+ * line also goes into the YAML header) or E0151 (a shape the spec cannot
+ * hold; the import fails). */
+static void report(H *h, DiagCode code, const char *fmt, ...) RP_PRINTF(3, 4);
+static void report(H *h, DiagCode code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = rp_vsprintf(fmt, ap);
+  va_end(ap);
+  Diag *g = diag_at(h->d, code, h->loc, "%s", msg);
+  if (code == DIAG_W0151) {
+    diag_help(g, "docs/models.md lists what the import does not model and what it means for the plan");
+    sb_printf(&h->notes, "%s\n", msg);
+  } else {
+    diag_help(g, "write the model by hand (docs/spec.md, \"model\"); docs/models.md lists the "
+                 "shapes the import reads");
+    h->ok = false;
+  }
+  free(msg);
+}
+#define not_modelled(h, ...) report(h, DIAG_W0151, __VA_ARGS__)
+#define unsupported(h, ...) report(h, DIAG_E0151, __VA_ARGS__)
+
+/* ---------------------------------------------------------------------- */
+/* The model's shape. */
+
+/* The bounds of docs/spec.md, "Limits" (the spec's parser checks them
+ * again on the YAML). */
+#define HF_DIM_MAX (1LL << 24)
+#define HF_LAYERS_MAX 1024LL
+#define HF_TOKENS_MAX (1LL << 30)
+
+static void read_dims(H *h, ModelSpec *m) {
+  int64_t v;
+  if (rd_int(h, "num_hidden_layers", true, false, 0, 1, HF_LAYERS_MAX, &v)) set_int(&m->layers, h->loc, v);
+  if (rd_int(h, "hidden_size", true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->hidden_size, h->loc, v);
+  if (rd_int(h, "vocab_size", true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->vocab_size, h->loc, v);
+  if (rd_int(h, "max_position_embeddings", true, false, 0, 1, HF_TOKENS_MAX, &v))
+    set_int(&m->max_context, h->loc, v);
+  /* Gemma 3 and Llama 4 state the flag at the top level of the
+   * multimodal config, some exports inside text_config too. */
+  bool tie = rd_bool(h, "tie_word_embeddings", h->fam->tie_default);
+  if (h->cfg != h->root) {
+    json_t *t = get_in(h, h->root, "", "tie_word_embeddings");
+    if (t && json_is_boolean(t) && !json_object_get(h->cfg, "tie_word_embeddings")) tie = json_is_true(t);
+    else if (t && !json_is_boolean(t) && !json_is_null(t)) type_err(h, "", "tie_word_embeddings", "a boolean", t);
+  }
+  set_bool(&m->tie_embeddings, h->loc, tie);
+  if (rd_bool(h, "mlp_bias", false))
+    unsupported(h, "`%smlp_bias` is true: rankplan's FFNs have no biases", h->pre);
+}
+
+static bool tri(H *h, Tri t, const char *key) {
+  return t == TRI_YES || (t == TRI_FIELD && rd_bool(h, key, false));
+}
+
+static void read_mla(H *h, ModelSpec *m) {
+  int64_t v;
+  m->attention.kind.v = ATTN_MLA;
+  set_int(&m->attention.kv_heads, h->loc, 1);
+  get(h, "num_key_value_heads"); /* MLA caches one latent; the key is a leftover */
+  if (rd_int(h, "q_lora_rank", false, true, 0, 1, HF_DIM_MAX, &v)) set_int(&m->attention.q_lora_rank, h->loc, v);
+  if (rd_int(h, "kv_lora_rank", true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->attention.kv_lora_rank, h->loc, v);
+  if (rd_int(h, "qk_nope_head_dim", true, false, 0, 1, HF_DIM_MAX, &v))
+    set_int(&m->attention.qk_nope_head_dim, h->loc, v);
+  if (rd_int(h, "qk_rope_head_dim", true, false, 0, 1, HF_DIM_MAX, &v))
+    set_int(&m->attention.qk_rope_head_dim, h->loc, v);
+  if (rd_int(h, "v_head_dim", true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->attention.v_head_dim, h->loc, v);
+  if (rd_bool(h, "attention_bias", false))
+    unsupported(h, "`%sattention_bias` is true on an MLA model: rankplan's MLA projections have no biases",
+                h->pre);
+}
+
+static void read_attention(H *h, ModelSpec *m) {
+  int64_t heads, kv, hd;
+  m->attention.kind.set = true;
+  m->attention.kind.loc = h->loc;
+  if (rd_int(h, "num_attention_heads", true, false, 0, 1, HF_DIM_MAX, &heads))
+    set_int(&m->attention.heads, h->loc, heads);
+  if (h->fam->mla) {
+    read_mla(h, m);
+    return;
+  }
+  m->attention.kind.v = ATTN_GQA;
+  bool has_kv = rd_int(h, "num_key_value_heads", false, true, heads, 1, HF_DIM_MAX, &kv);
+  if (has_kv || heads > 0) set_int(&m->attention.kv_heads, h->loc, has_kv ? kv : heads);
+  int64_t hidden = m->hidden_size.v;
+  bool has_hd = rd_int(h, "head_dim", false, true, 0, 1, HF_DIM_MAX, &hd);
+  if (!has_hd && heads > 0 && hidden % heads == 0) {
+    hd = hidden / heads;
+    has_hd = true;
+  }
+  if (has_hd) set_int(&m->attention.head_dim, h->loc, hd);
+  else if (heads > 0)
+    unsupported(h, "`%shead_dim` is absent and hidden_size %lld is not divisible by %lld heads", h->pre,
+                (long long)hidden, (long long)heads);
+  if (tri(h, h->fam->qkv_bias, "attention_bias")) set_bool(&m->attention.qkv_bias, h->loc, true);
+  if (tri(h, h->fam->qk_norm, "use_qk_norm")) set_bool(&m->attention.qk_norm, h->loc, true);
+  else if (h->fam->moe == MOE_LLAMA4) rd_bool(h, "use_qk_norm", false);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Feed-forward and mixture of experts. */
+
+static void set_dense_ffn(H *h, ModelSpec *m, const char *key) {
+  int64_t v;
+  if (rd_int(h, key, true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->ffn.intermediate_size, h->loc, v);
+}
+
+/* mlp_only_layers must be the leading layers 0..k-1 (the spec's
+ * dense_layers); returns k, or -1 after E0151/E0103. */
+static int64_t leading_layers(H *h, const char *key) {
+  json_t *a = get(h, key);
+  if (!a || json_is_null(a)) return 0;
+  if (!json_is_array(a)) {
+    type_err(h, h->pre, key, "an array of layer indices", a);
+    return -1;
+  }
+  for (size_t i = 0; i < json_array_size(a); i++) {
+    json_t *x = json_array_get(a, i);
+    if (!json_is_integer(x) || json_integer_value(x) != (json_int_t)i) {
+      unsupported(h, "`%s%s[%zu]` is not %zu: rankplan expresses dense layers only as the leading "
+                  "layers 0..k-1", h->pre, key, i, i);
+      return -1;
+    }
+  }
+  return (int64_t)json_array_size(a);
+}
+
+/* A key that must be 1 when present (every layer of the kind). */
+static void want_one(H *h, const char *key, const char *what) {
+  int64_t v;
+  if (rd_int(h, key, false, true, 1, 0, HF_LAYERS_MAX, &v) && v != 1)
+    unsupported(h, "`%s%s` is %lld: %s", h->pre, key, (long long)v, what);
+}
+
+static void moe_common(H *h, ModelSpec *m, const char *experts_key, const char *size_key) {
+  int64_t v;
+  m->moe.present = true;
+  m->moe.loc = h->loc;
+  if (rd_int(h, experts_key, true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->moe.experts, h->loc, v);
+  if (rd_int(h, "num_experts_per_tok", true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->moe.top_k, h->loc, v);
+  if (rd_int(h, size_key, true, false, 0, 1, HF_DIM_MAX, &v))
+    set_int(&m->moe.expert_intermediate_size, h->loc, v);
+  set_int(&m->moe.shared_experts, h->loc, 0);
+  set_int(&m->moe.dense_layers, h->loc, 0);
+  set_bool(&m->moe.router_bias, h->loc, false);
+}
+
+static void read_moe_qwen(H *h, ModelSpec *m) {
+  moe_common(h, m, "num_experts", "moe_intermediate_size");
+  want_one(h, "decoder_sparse_step", "rankplan expresses MoE layers only as every layer after the dense ones");
+  int64_t k = leading_layers(h, "mlp_only_layers"), s;
+  if (k > 0) set_int(&m->moe.dense_layers, h->loc, k);
+  if (k > 0) set_dense_ffn(h, m, "intermediate_size");
+  else get(h, "intermediate_size"); /* no dense layer uses it */
+  int64_t e = m->moe.expert_intermediate_size.v;
+  if (rd_int(h, "shared_expert_intermediate_size", false, true, 0, 0, HF_DIM_MAX, &s) && s > 0) {
+    if (e > 0 && s % e == 0) set_int(&m->moe.shared_experts, h->loc, s / e);
+    else
+      unsupported(h, "`%sshared_expert_intermediate_size` %lld is not a multiple of moe_intermediate_size "
+                  "%lld: rankplan counts shared experts in units of the routed expert's size",
+                  h->pre, (long long)s, (long long)e);
+  }
+}
+
+static void read_mtp(H *h) {
+  int64_t n;
+  if (rd_int(h, "num_nextn_predict_layers", false, true, 0, 0, HF_LAYERS_MAX, &n) && n > 0)
+    not_modelled(h, "`%snum_nextn_predict_layers` %lld: the multi-token-prediction module's weights "
+                 "and KV are not counted", h->pre, (long long)n);
+}
+
+static void read_moe_deepseek(H *h, ModelSpec *m) {
+  int64_t v;
+  moe_common(h, m, "n_routed_experts", "moe_intermediate_size");
+  if (rd_int(h, "n_shared_experts", false, true, 0, 0, HF_DIM_MAX, &v)) set_int(&m->moe.shared_experts, h->loc, v);
+  if (rd_int(h, "first_k_dense_replace", false, true, 0, 0, HF_LAYERS_MAX, &v))
+    set_int(&m->moe.dense_layers, h->loc, v);
+  want_one(h, "moe_layer_freq", "rankplan expresses MoE layers only as every layer after the dense ones");
+  if (m->moe.dense_layers.v > 0) set_dense_ffn(h, m, "intermediate_size");
+  else get(h, "intermediate_size");
+  bool bias = h->fam->router_bias == TRI_YES;
+  const char *tk = rd_str_in(h, h->cfg, h->pre, "topk_method");
+  if (h->fam->router_bias == TRI_FIELD && tk) bias = strcmp(tk, "noaux_tc") == 0;
+  set_bool(&m->moe.router_bias, h->loc, bias);
+  read_mtp(h);
+}
+
+static void read_moe_mixtral(H *h, ModelSpec *m) {
+  moe_common(h, m, "num_local_experts", "intermediate_size");
+  int64_t k;
+  /* gpt-oss states top-k twice; they must agree */
+  if (rd_int(h, "experts_per_token", false, false, 0, 1, HF_DIM_MAX, &k) && k != m->moe.top_k.v)
+    unsupported(h, "`%sexperts_per_token` %lld differs from num_experts_per_tok %lld", h->pre,
+                (long long)k, (long long)m->moe.top_k.v);
+  set_bool(&m->moe.router_bias, h->loc, h->fam->router_bias == TRI_YES);
+}
+
+static void read_moe_llama4(H *h, ModelSpec *m) {
+  moe_common(h, m, "num_local_experts", "intermediate_size");
+  set_int(&m->moe.shared_experts, h->loc, 1); /* one shared expert of the routed size */
+  want_one(h, "interleave_moe_layer_step",
+           "MoE layers interleaved with dense ones are not expressible (only leading dense layers)");
+  get(h, "intermediate_size_mlp"); /* the dense layers' size; step 1 has none */
+  json_t *ml = get(h, "moe_layers");
+  if (ml && !json_is_null(ml) && (!json_is_array(ml) || (int64_t)json_array_size(ml) != m->layers.v))
+    unsupported(h, "`%smoe_layers` does not list every layer: only leading dense layers are expressible",
+                h->pre);
+}
+
+static void read_ffn(H *h, ModelSpec *m) {
+  switch (h->fam->moe) {
+  case MOE_NONE: set_dense_ffn(h, m, "intermediate_size"); break;
+  case MOE_MIXTRAL: read_moe_mixtral(h, m); break;
+  case MOE_QWEN: read_moe_qwen(h, m); break;
+  case MOE_DEEPSEEK: read_moe_deepseek(h, m); break;
+  case MOE_LLAMA4: read_moe_llama4(h, m); break;
+  }
+  if (m->moe.present && m->layers.set && m->moe.dense_layers.v > m->layers.v) {
+    diag_at(h->d, DIAG_E0105, h->loc, "the config's %lld leading dense layers are more than its %lld layers",
+            (long long)m->moe.dense_layers.v, (long long)m->layers.v);
+    h->ok = false;
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Weights dtype, quantisation, and what the spec does not model. */
+
+static void read_dtype(H *h, ModelSpec *m) {
+  m->dtype.loc = h->loc;
+  /* `dtype` is the newer transformers' name; a multimodal config may state
+   * it at the top level, in text_config, or both (text_config wins). */
+  const char *t = rd_str_in(h, h->cfg, h->pre, "torch_dtype");
+  if (!t) t = rd_str_in(h, h->cfg, h->pre, "dtype");
+  if (h->cfg != h->root) {
+    const char *top = rd_str_in(h, h->root, "", "torch_dtype");
+    if (!top) top = rd_str_in(h, h->root, "", "dtype");
+    if (!t) t = top;
+  }
+  static const char *const names[] = {"float32", "bfloat16", "float16"};
+  static const DType types[] = {DT_FP32, DT_BF16, DT_FP16};
+  m->dtype.weights.v = DT_BF16;
+  for (size_t i = 0; t && i < RP_ARRAY_LEN(names); i++)
+    if (strcmp(t, names[i]) == 0) {
+      m->dtype.weights.v = (int)types[i];
+      m->dtype.weights.set = types[i] != DT_BF16;
+      return;
+    }
+  if (t) unsupported(h, "`torch_dtype` `%s` is not one of float32, bfloat16, float16", t);
+}
+
+/* MXFP4 (gpt-oss): the spec's mxfp4 quantises every linear projection;
+ * a checkpoint that keeps the attention projections unquantised
+ * (modules_to_not_convert) is counted smaller than it is, and says so. */
+static void read_mxfp4(H *h, json_t *q, ModelSpec *m) {
+  m->dtype.weights.v = DT_MXFP4;
+  m->dtype.weights.set = true;
+  json_t *keep = get_in(h, q, "quantization_config.", "modules_to_not_convert");
+  for (size_t i = 0; keep && json_is_array(keep) && i < json_array_size(keep); i++) {
+    const char *s = json_string_value(json_array_get(keep, i));
+    if (s && strstr(s, "self_attn"))
+      not_modelled(h, "`quantization_config.modules_to_not_convert` keeps `%s` unquantised; rankplan "
+                   "counts every linear projection in mxfp4", s);
+  }
+}
+
+static void read_quant(H *h, ModelSpec *m) {
+  json_t *q = get_in(h, h->root, "", "quantization_config");
+  if (!q || json_is_null(q)) return;
+  if (!json_is_object(q)) {
+    type_err(h, "", "quantization_config", "an object", q);
+    return;
+  }
+  const char *qm = rd_str_in(h, q, "quantization_config.", "quant_method");
+  if (!qm) {
+    Diag *g = diag_at(h->d, DIAG_E0102, h->loc, "`quantization_config.quant_method` is missing from the config");
+    diag_help(g, "a quantised checkpoint names its method, e.g. `fp8` or `mxfp4`");
+    h->ok = false;
+    return;
+  }
+  if (strcmp(qm, "mxfp4") == 0) {
+    read_mxfp4(h, q, m);
+    return;
+  }
+  if (strcmp(qm, "fp8") != 0) {
+    not_modelled(h, "`quantization_config.quant_method` `%s`: the spec has no dtype for it; weights are "
+                 "counted in %s", qm, dtype_name((DType)m->dtype.weights.v));
+    return;
+  }
+  m->dtype.weights.v = DT_FP8;
+  m->dtype.weights.set = true;
+  json_t *b = get_in(h, q, "quantization_config.", "weight_block_size");
+  bool blocks128 = b && json_is_array(b) && json_array_size(b) == 2 &&
+                   json_integer_value(json_array_get(b, 0)) == 128 &&
+                   json_integer_value(json_array_get(b, 1)) == 128;
+  if (!blocks128)
+    not_modelled(h, "`quantization_config`: fp8 scales are counted as one fp32 per 128x128 block, which "
+                 "this checkpoint does not state");
+}
+
+static void read_windows(H *h) {
+  int64_t w = 0, pat = 0, chunk = 0, nslide = 0;
+  bool has_w = rd_int(h, "sliding_window", false, true, 0, 0, HF_TOKENS_MAX, &w) && w > 0;
+  bool use = rd_bool(h, "use_sliding_window", true);
+  bool has_pat = rd_int(h, "sliding_window_pattern", false, true, 0, 1, HF_LAYERS_MAX, &pat);
+  json_t *lt = get(h, "layer_types");
+  if (lt && !json_is_null(lt) && !json_is_array(lt)) type_err(h, h->pre, "layer_types", "an array", lt);
+  for (size_t i = 0; lt && json_is_array(lt) && i < json_array_size(lt); i++) {
+    const char *s = json_string_value(json_array_get(lt, i));
+    if (s && strcmp(s, "sliding_attention") == 0) nslide++;
+  }
+  if (has_w && use && nslide > 0)
+    not_modelled(h, "`%slayer_types`: %lld layers use a %lld-token sliding window; their KV is counted "
+                 "at full context", h->pre, (long long)nslide, (long long)w);
+  else if (has_w && use && has_pat)
+    not_modelled(h, "`%ssliding_window_pattern` %lld: all but every %lld-th layer use a %lld-token "
+                 "sliding window; their KV is counted at full context", h->pre, (long long)pat,
+                 (long long)pat, (long long)w);
+  else if (has_w && use)
+    not_modelled(h, "`%ssliding_window` %lld: the KV of windowed layers is counted at full context",
+                 h->pre, (long long)w);
+  if (rd_int(h, "attention_chunk_size", false, true, 0, 1, HF_TOKENS_MAX, &chunk))
+    not_modelled(h, "`%sattention_chunk_size` %lld: the KV of chunked-attention layers is counted at "
+                 "full context", h->pre, (long long)chunk);
+  static const char *const towers[] = {"vision_config", "audio_config"};
+  for (size_t i = 0; i < RP_ARRAY_LEN(towers); i++) {
+    json_t *v = get_in(h, h->root, "", towers[i]);
+    if (v && !json_is_null(v))
+      not_modelled(h, "`%s`: the encoder's weights are not counted", towers[i]);
+  }
+}
+
+static bool in_list(const char *k, const char *const *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(k, list[i]) == 0) return true;
+  return false;
+}
+
+/* Appends the keys of obj (path prefix pre) that were neither read nor
+ * known to be irrelevant. */
+static void unknown_keys(H *h, json_t *obj, const char *pre, StrBuf *sb, size_t *n) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(obj, k, v) {
+    char *p = rp_sprintf("%s%s", pre, k);
+    bool known = json_object_get(h->seen, p) || in_list(k, ignored_keys, RP_ARRAY_LEN(ignored_keys));
+    if (strcmp(p, "quantization_config") == 0 && json_is_object(v)) {
+      const char *qk;
+      json_t *qv;
+      json_object_foreach(v, qk, qv) {
+        if (!in_list(qk, quant_keys, RP_ARRAY_LEN(quant_keys)))
+          sb_printf(sb, "%s`quantization_config.%s`", (*n)++ ? ", " : "", qk);
+      }
+    }
+    if (!known) sb_printf(sb, "%s`%s`", (*n)++ ? ", " : "", p);
+    free(p);
+  }
+}
+
+static void report_unknown(H *h) {
+  StrBuf sb;
+  sb_init(&sb);
+  size_t n = 0;
+  unknown_keys(h, h->root, "", &sb, &n);
+  if (h->cfg != h->root) unknown_keys(h, h->cfg, h->pre, &sb, &n);
+  if (n) {
+    Diag *g = diag_at(h->d, DIAG_W0150, h->loc, "%zu key%s of the config %s not read by the import: %s",
+                      n, n == 1 ? "" : "s", n == 1 ? "is" : "are", sb.buf);
+    diag_help(g, "check that none of them changes the model's shape (docs/models.md)");
+  }
+  sb_free(&sb);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Entry points. */
+
+/* The display name: the file name without `.json`, or its directory's
+ * name when the file is called config.json. */
+static char *default_name(const char *file) {
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  size_t n = strlen(base);
+  if (n > 5 && strcmp(base + n - 5, ".json") == 0) n -= 5;
+  if (n == 6 && strncmp(base, "config", 6) == 0 && base != file) {
+    const char *end = base - 1, *start = end;
+    while (start > file && start[-1] != '/') start--;
+    if (end > start) return rp_strndup(start, (size_t)(end - start));
+  }
+  return n ? rp_strndup(base, n) : rp_strdup("model");
+}
+
+static const Family *find_family(H *h) {
+  const char *t = rd_str_in(h, h->root, "", "model_type");
+  if (!t) {
+    if (h->ok) {
+      Diag *g = diag_at(h->d, DIAG_E0102, h->loc, "`model_type` is missing from the config");
+      diag_help(g, "a transformers config.json names its model_type; check the file");
+    }
+    h->ok = false;
+    return NULL;
+  }
+  for (size_t i = 0; i < RP_ARRAY_LEN(families); i++)
+    if (strcmp(t, families[i].type) == 0) return &families[i];
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < RP_ARRAY_LEN(families); i++) sb_printf(&sb, "%s%s", i ? ", " : "", families[i].type);
+  Diag *g = diag_at(h->d, DIAG_E0151, h->loc, "`model_type` `%s` is not one the import reads", t);
+  diag_help(g, "supported: %s; other models can be written by hand (docs/spec.md, \"model\")", sb.buf);
+  sb_free(&sb);
+  h->ok = false;
+  return NULL;
+}
+
+/* Points h->cfg at the language model's object. */
+static bool find_text(H *h) {
+  if (!h->fam->nested) return true;
+  json_t *t = get_in(h, h->root, "", "text_config");
+  if (!t || !json_is_object(t)) {
+    if (t) type_err(h, "", "text_config", "an object", t);
+    else {
+      Diag *g = diag_at(h->d, DIAG_E0102, h->loc, "`text_config` is missing from the config");
+      diag_help(g, "model_type `%s` keeps its language model under text_config", h->fam->type);
+    }
+    h->ok = false;
+    return false;
+  }
+  h->cfg = t;
+  h->pre = "text_config.";
+  rd_str_in(h, t, h->pre, "model_type");
+  return true;
+}
+
+static void read_model(H *h, ModelSpec *m) {
+  m->loc = h->loc;
+  m->attention.loc = m->ffn.loc = m->moe.loc = h->loc;
+  read_dims(h, m);
+  read_attention(h, m);
+  read_ffn(h, m);
+  read_dtype(h, m);
+  read_quant(h, m);
+  read_windows(h);
+}
+
+bool hf_import(Diags *d, const char *file, const char *text, size_t len, const char *name,
+               HfModel *out) {
+  memset(out, 0, sizeof *out);
+  SrcLoc loc = {file, 0, 0};
+  json_error_t je;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    SrcLoc at = {file, je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 0};
+    Diag *g = diag_at(d, DIAG_E0150, at, "the model config is not valid JSON: %s", je.text);
+    diag_help(g, "give the model's config.json as Hugging Face serves it");
+    return false;
+  }
+  H h = {d, loc, NULL, root, root, "", json_object(), {0}, true};
+  sb_init(&h.notes);
+  if (!json_is_object(root)) {
+    Diag *g = diag_at(d, DIAG_E0150, loc, "the model config is %s, expected a JSON object", json_kind(root));
+    diag_help(g, "give the model's config.json as Hugging Face serves it");
+    h.ok = false;
+  } else if ((h.fam = find_family(&h)) && find_text(&h)) {
+    read_model(&h, &out->m);
+    report_unknown(&h);
+  }
+  out->name = name ? rp_strdup(name) : default_name(file);
+  out->m.name = (SStr){out->name, loc, true};
+  out->model_type = rp_strdup(h.fam ? h.fam->type : "");
+  out->source = rp_strdup(file);
+  out->notes = sb_take(&h.notes);
+  json_decref(h.seen);
+  json_decref(root);
+  return h.ok;
+}
+
+void hf_model_free(HfModel *h) {
+  free(h->name);
+  free(h->model_type);
+  free(h->source);
+  free(h->notes);
+  memset(h, 0, sizeof *h);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The model YAML. */
+
+static void y_int(StrBuf *sb, const char *ind, const char *k, const SInt *f) {
+  if (f->set) sb_printf(sb, "%s%s: %lld\n", ind, k, (long long)f->v);
+}
+
+static void y_true(StrBuf *sb, const char *ind, const char *k, const SBool *f) {
+  if (f->set && f->v) sb_printf(sb, "%s%s: true\n", ind, k);
+}
+
+static void y_attention(StrBuf *sb, const ModelSpec *m) {
+  sb_printf(sb, "attention:\n  kind: %s\n", attn_kind_name((AttnKind)m->attention.kind.v));
+  y_int(sb, "  ", "heads", &m->attention.heads);
+  y_int(sb, "  ", "kv_heads", &m->attention.kv_heads);
+  y_int(sb, "  ", "head_dim", &m->attention.head_dim);
+  y_true(sb, "  ", "qk_norm", &m->attention.qk_norm);
+  y_true(sb, "  ", "qkv_bias", &m->attention.qkv_bias);
+  y_int(sb, "  ", "q_lora_rank", &m->attention.q_lora_rank);
+  y_int(sb, "  ", "kv_lora_rank", &m->attention.kv_lora_rank);
+  y_int(sb, "  ", "qk_nope_head_dim", &m->attention.qk_nope_head_dim);
+  y_int(sb, "  ", "qk_rope_head_dim", &m->attention.qk_rope_head_dim);
+  y_int(sb, "  ", "v_head_dim", &m->attention.v_head_dim);
+}
+
+static void y_body(StrBuf *sb, const ModelSpec *m) {
+  sb_puts(sb, "name: ");
+  sb_json_str(sb, m->name.v);
+  sb_putc(sb, '\n');
+  y_int(sb, "", "layers", &m->layers);
+  y_int(sb, "", "hidden_size", &m->hidden_size);
+  y_int(sb, "", "vocab_size", &m->vocab_size);
+  sb_printf(sb, "tie_embeddings: %s\n", m->tie_embeddings.v ? "true" : "false");
+  y_attention(sb, m);
+  if (m->ffn.intermediate_size.set) sb_printf(sb, "ffn:\n  intermediate_size: %lld\n", (long long)m->ffn.intermediate_size.v);
+  if (m->moe.present) {
+    sb_puts(sb, "moe:\n");
+    y_int(sb, "  ", "experts", &m->moe.experts);
+    y_int(sb, "  ", "top_k", &m->moe.top_k);
+    y_int(sb, "  ", "shared_experts", &m->moe.shared_experts);
+    y_int(sb, "  ", "expert_intermediate_size", &m->moe.expert_intermediate_size);
+    y_int(sb, "  ", "dense_layers", &m->moe.dense_layers);
+    sb_printf(sb, "  router_bias: %s\n", m->moe.router_bias.v ? "true" : "false");
+  }
+  if (m->dtype.weights.set) sb_printf(sb, "dtype:\n  weights: %s\n", dtype_name((DType)m->dtype.weights.v));
+  y_int(sb, "", "max_context", &m->max_context);
+}
+
+/* One comment line: control bytes of untrusted text (a file name, a
+ * quant_method) become `?`, so no text can end the comment. */
+static void y_comment(StrBuf *sb, const char *prefix, const char *s, size_t n) {
+  sb_printf(sb, "# %s", prefix);
+  for (size_t i = 0; i < n; i++) sb_putc(sb, (unsigned char)s[i] < 0x20 ? '?' : s[i]);
+  sb_putc(sb, '\n');
+}
+
+char *hf_model_yaml(Diags *d, const HfModel *h) {
+  ModelParams mp;
+  if (!model_params(&h->m, &mp, d)) return NULL;
+  StrBuf sb;
+  sb_init(&sb);
+  char *from = rp_sprintf("from %s (model_type %s).", h->source, h->model_type);
+  y_comment(&sb, "Imported by `rankplan import-hf` ", from, strlen(from));
+  free(from);
+  sb_printf(&sb, "# Parameters as rankplan counts them: %lld in total, %lld active per token.\n",
+            (long long)mp.total, (long long)mp.active);
+  for (const char *l = h->notes; l && *l;) {
+    const char *e = strchr(l, '\n');
+    size_t n = e ? (size_t)(e - l) : strlen(l);
+    y_comment(&sb, "Not modelled: ", l, n);
+    l += n + (e != NULL);
+  }
+  y_body(&sb, &h->m);
+  return sb_take(&sb);
+}
+
+/* ---------------------------------------------------------------------- */
+/* model.hf_config in a spec. */
+
+/* Reads the config a spec names; NULL after E0152. */
+static char *read_for_spec(Diags *d, const char *file, SrcLoc at, size_t *len) {
+  size_t n = strlen(file);
+  char *text = NULL;
+  /* Only files named as JSON are read: diagnostics quote the lines of the
+   * config, and a spec that names another file must not get its text
+   * printed into a CI log. */
+  int e = n > 5 && strcmp(file + n - 5, ".json") == 0 ? rp_read_file(file, SPEC_MAX_BYTES, &text, len)
+                                                     : EINVAL;
+  if (!e) return text;
+  Diag *g = diag_at(d, DIAG_E0152, at, "cannot read `model.hf_config` `%s`: %s", file,
+                    e == EINVAL     ? "the import reads files whose names end in `.json`"
+                    : e == EFBIG    ? "file is over 1 MiB"
+                    : e == RP_ENOTREG ? "not a regular file"
+                                    : rp_strerror(e));
+  diag_help(g, "hf_config paths are relative to the directory of the spec file");
+  return NULL;
+}
+
+char *hf_import_for_spec(Diags *d, const char *spec_file, const char *path, SrcLoc at,
+                         const char **yaml_name) {
+  const char *slash = spec_file ? strrchr(spec_file, '/') : NULL;
+  char *file = path[0] == '/' || !slash ? rp_strdup(path)
+                                        : rp_sprintf("%.*s/%s", (int)(slash - spec_file), spec_file, path);
+  size_t len = 0;
+  char *text = read_for_spec(d, file, at, &len), *yaml = NULL;
+  if (text) {
+    const char *iname = diags_add_source(d, file, text, len);
+    HfModel h;
+    if (hf_import(d, iname, text, len, NULL, &h)) yaml = hf_model_yaml(d, &h);
+    hf_model_free(&h);
+    if (yaml) {
+      char *shown = rp_sprintf("%s (imported)", file);
+      *yaml_name = diags_add_source(d, shown, yaml, strlen(yaml));
+      free(shown);
+    }
+  }
+  free(text);
+  free(file);
+  return yaml;
+}

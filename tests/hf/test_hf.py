@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""`rankplan import-hf` and `model: {hf_config: PATH}` on real config.json
+fixtures (tests/hf/fixtures/SOURCES.md): parameter totals against the
+published ones (tests/hf/published.json), the YAML against the spec's
+parser, diagnostics naming JSON field paths, determinism, atomic output."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import tempfile
+
+RP = os.environ["RANKPLAN"]
+SRC = pathlib.Path(os.environ["SRCROOT"])
+FIX = SRC / "tests" / "hf" / "fixtures"
+fails = 0
+passes = 0
+
+
+def run(*args, **kw):
+    env = dict(os.environ, NO_COLOR="1")
+    return subprocess.run([RP, *args], capture_output=True, text=True, env=env, timeout=60, **kw)
+
+
+def check(cond, what):
+    global fails, passes
+    print(("ok   " if cond else "FAIL ") + what)
+    if cond:
+        passes += 1
+    else:
+        fails += 1
+
+
+def counts(yaml_text):
+    m = re.search(r"^# Parameters as rankplan counts them: (\d+) in total, (\d+) active", yaml_text, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def rounds_to(count, total, digits):
+    """count, in the unit of total's magnitude (B or T), rounded to digits
+    decimals, equals the published figure."""
+    unit = 1e12 if total >= 1e12 else 1e9
+    return round(count / unit, digits) == round(total / unit, digits)
+
+
+def check_totals():
+    table = json.loads((SRC / "tests" / "hf" / "published.json").read_text())["models"]
+    listed = {e["fixture"] for e in table}
+    for f in sorted(p.name for p in FIX.glob("*.json")):
+        check(f in listed or f.startswith("Llama-4-Maverick"), f"{f} has a published total to check")
+    for e in table:
+        p = run("import-hf", str(FIX / e["fixture"]))
+        total, _ = counts(p.stdout)
+        if p.returncode != 0 or total is None:
+            check(False, f"{e['fixture']}: import-hf exits 0 and states the count ({p.stderr[-300:]})")
+            continue
+        rel = total / e["total"] - 1
+        if e["check"] == "tolerance":
+            check(abs(rel) <= 0.005, f"{e['fixture']}: {total:,} within 0.5% of {e['total']:,.0f} ({rel:+.3%})")
+        elif e["check"] == "rounding":
+            check(rounds_to(total, e["total"], e["digits"]),
+                  f"{e['fixture']}: {total:,} rounds to the published {e['total']:,.0f}")
+        else:
+            check(abs(rel - e["deviation"]) < 0.0005 and e.get("reason"),
+                  f"{e['fixture']}: deviation {rel:+.3%} is the documented {e['deviation']:+.2%}")
+
+
+SPEC = """version: 1
+model:
+{model}
+hardware:
+  preset: h100-sxm
+  nodes: 2
+  gpus_per_node: 8
+workload:
+  input_tokens: 2000
+  output_tokens: 300
+deployment:
+  mode: aggregated
+  pools:
+    - name: main
+      tp: 8
+      pp: 2
+"""
+
+
+def ledger_rows(check_json):
+    """The memory ledger of `check --format json` output, without the key
+    naming the spec each row came from (the two specs compared differ)."""
+    rows = json.loads(check_json).get("ledger") or []
+    return [{k: v for k, v in r.items() if k != "spec"} for r in rows]
+
+
+def check_yaml_parses(tmp):
+    """Every imported model is a valid `model:` mapping for the spec parser,
+    and `hf_config:` gives the same model as the imported YAML."""
+    for f in sorted(FIX.glob("*.json")):
+        if f.name.startswith("Llama-4-Maverick"):
+            continue
+        out = pathlib.Path(tmp) / (f.stem + ".yaml")
+        p = run("import-hf", str(f), "-o", str(out))
+        body = "".join("  " + l + "\n" for l in out.read_text().splitlines() if not l.startswith("#"))
+        a = pathlib.Path(tmp) / "a.yaml"
+        a.write_text(SPEC.format(model=body))
+        b = pathlib.Path(tmp) / "b.yaml"
+        b.write_text(SPEC.format(model=f"  hf_config: {f}"))
+        pa = run("check", "--format", "json", str(a))
+        pb = run("check", "--format", "json", str(b))
+        la, lb = ledger_rows(pa.stdout), ledger_rows(pb.stdout)
+        codes = {d["code"] for d in json.loads(pa.stdout)["diagnostics"]}
+        check(p.returncode == 0 and not any(c.startswith("E01") for c in codes),
+              f"{f.name}: the imported YAML parses as a spec's model")
+        check(la == lb, f"{f.name}: hf_config gives the same memory ledger as the imported YAML")
+
+
+def check_catalog_agrees():
+    """The catalog entries hold the numbers of the configs they cite (dtype
+    set alike: DeepSeek-V3's config states fp8 weights, the entry leaves
+    the dtype to the spec)."""
+    pairs = {"Llama-3.1-8B.json": "llama-3.1-8b", "DeepSeek-V3.json": "deepseek-v3",
+             "Qwen3-235B-A22B.json": "qwen3-235b-a22b", "Mixtral-8x7B-v0.1.json": "mixtral-8x7b"}
+    with tempfile.TemporaryDirectory() as tmp:
+        for f, preset in pairs.items():
+            a = pathlib.Path(tmp) / "a.yaml"
+            a.write_text(SPEC.format(model=f"  preset: {preset}\n  dtype: bf16"))
+            b = pathlib.Path(tmp) / "b.yaml"
+            b.write_text(SPEC.format(model=f"  hf_config: {FIX / f}\n  dtype: bf16"))
+            la = ledger_rows(run("check", "--format", "json", str(a)).stdout)
+            lb = ledger_rows(run("check", "--format", "json", str(b)).stdout)
+            check(la and la == lb, f"catalog {preset} and hf_config {f} give the same ledger")
+
+
+def check_catalog_imports():
+    """Catalog entries written by import-hf still are its output for the
+    fixture they name (a change in the importer shows as a failure here)."""
+    n = 0
+    for f in sorted((SRC / "plans" / "catalog" / "models").glob("*.yaml")):
+        text = f.read_text()
+        m = re.search(r"^# Imported by `rankplan import-hf` from (\S+) ", text, re.M)
+        if not m:
+            continue
+        n += 1
+        body = text[m.start():]
+        name = re.search(r'^name: "(.*)"$', text, re.M).group(1)
+        p = subprocess.run([RP, "import-hf", m.group(1), "--name", name], capture_output=True, text=True,
+                           cwd=SRC, timeout=60)
+        check(p.returncode == 0 and p.stdout == body, f"catalog {f.name} is import-hf's output for {m.group(1)}")
+    check(n >= 18, f"{n} catalog entries come from fixtures")
+    total = len(list((SRC / "plans" / "catalog" / "models").glob("*.yaml")))
+    check(total >= 25, f"the catalog has {total} models")
+
+
+def check_diagnostics(tmp):
+    t = pathlib.Path(tmp)
+    base = json.loads((FIX / "Qwen3-30B-A3B.json").read_text())
+
+    def imp(cfg, *extra):
+        f = t / "c.json"
+        f.write_text(cfg if isinstance(cfg, str) else json.dumps(cfg))
+        return run("import-hf", "--format", "json", str(f), *extra)
+
+    def diags(p):
+        return [(d["code"], d["message"]) for d in json.loads(p.stderr)["diagnostics"]]
+
+    p = imp('{"model_type": "llama",\n "hidden_size": 1,,}')
+    d = json.loads(p.stderr)["diagnostics"]
+    check(p.returncode == 1 and d[0]["code"] == "E0150" and d[0]["location"]["line"] == 2, "bad JSON is E0150 at its line")
+    p = imp("[1, 2]")
+    check(p.returncode == 1 and diags(p)[0][0] == "E0150", "a JSON array is E0150")
+    for key, val, want in (("num_hidden_layers", "48", "E0103"), ("num_experts", 1.5, "E0103"),
+                           ("hidden_size", -1, "E0105"), ("mlp_only_layers", [3], "E0151"),
+                           ("decoder_sparse_step", 2, "E0151"), ("model_type", "bert", "E0151"),
+                           ("model_type", 7, "E0103")):
+        cfg = dict(base, **{key: val})
+        p = imp(cfg)
+        ds = diags(p)
+        check(p.returncode == 1 and any(c == want and f"`{key}" in m for c, m in ds),
+              f"{key} = {val!r} is {want} naming `{key}`")
+    dsv2 = json.loads((FIX / "DeepSeek-V2-Lite.json").read_text())
+    ds = diags(imp(dict(dsv2, first_k_dense_replace=28)))
+    check(any(c == "E0105" and "28 leading dense layers" in m for c, m in ds), "more dense layers than layers is E0105")
+    cfg = dict(base)
+    del cfg["num_attention_heads"]
+    ds = diags(imp(cfg))
+    check(("E0102", "`num_attention_heads` is missing from the config") in ds, "a missing key is E0102")
+    cfg = dict(base, zz_unknown=1, another_one={"a": 1})
+    p = imp(cfg)
+    w = [m for c, m in diags(p) if c == "W0150"]
+    check(p.returncode == 0 and w and "`zz_unknown`" in w[0] and "`another_one`" in w[0],
+          "unknown keys are listed in W0150")
+    cfg = dict(base, quantization_config={"quant_method": "awq", "bits": 4})
+    ds = diags(imp(cfg))
+    check(any(c == "W0151" and "awq" in m for c, m in ds) and any(c == "W0150" and "quantization_config.bits" in m for c, m in ds),
+          "an unmodelled quantisation is W0151, its unknown keys W0150")
+    scout = json.loads((FIX / "Llama-4-Scout-17B-16E-Instruct.json").read_text())
+    scout["text_config"]["vocab_size"] = "202048"
+    ds = diags(imp(scout))
+    check(any(c == "E0103" and "`text_config.vocab_size`" in m for c, m in ds), "nested paths are named")
+    p = run("import-hf", "--format", "json", str(FIX / "Llama-4-Maverick-17B-128E-Instruct.json"))
+    check(p.returncode == 1 and any(c == "E0151" and "interleave_moe_layer_step" in m for c, m in diags(p)),
+          "interleaved MoE layers are E0151")
+    p = run("import-hf", str(FIX / "gpt-oss-120b.json"))
+    check("dtype:\n  weights: mxfp4\n" in p.stdout
+          and "# Not modelled: `quantization_config.modules_to_not_convert` keeps `model.layers.*.self_attn`" in p.stdout
+          and "sliding window" in p.stdout, "mxfp4 weights, and what is not modelled stated in the YAML header")
+
+
+def check_cli(tmp):
+    t = pathlib.Path(tmp)
+    f = str(FIX / "DeepSeek-V3.json")
+    a, b = run("import-hf", f), run("import-hf", f)
+    check(a.returncode == 0 and a.stdout == b.stdout, "output is deterministic")
+    out = t / "m.yaml"
+    p = run("import-hf", f, "-o", str(out), "--name", "DSV3")
+    check(p.returncode == 0 and out.read_text() == a.stdout.replace('name: "DeepSeek-V3"', 'name: "DSV3"'),
+          "-o writes the same YAML; --name sets the name")
+    check(not [x for x in os.listdir(tmp) if x.startswith(".m.yaml") or ".tmp" in x], "no temporary is left")
+    p = run("import-hf", "--help")
+    check(p.returncode == 0 and "usage: rankplan import-hf" in p.stdout, "import-hf --help")
+    check(run("import-hf").returncode == 2, "import-hf without CONFIG exits 2")
+    check(run("import-hf", str(t / "absent.json")).returncode == 2, "an unreadable config exits 2")
+    p = run("import-hf", f, "-o", f)
+    check(p.returncode == 2 and "destroy the input" in p.stderr, "-o naming the input is refused")
+    sub = t / "dir" / "Some-Model"
+    sub.mkdir(parents=True)
+    (sub / "config.json").write_text((FIX / "Qwen3-8B.json").read_text())
+    p = run("import-hf", str(sub / "config.json"))
+    check('name: "Some-Model"' in p.stdout, "config.json takes its directory's name")
+    spec = t / "dir" / "s.yaml"
+    spec.write_text(SPEC.format(model="  hf_config: Some-Model/config.json\n  name: Mine"))
+    p = run("check", str(spec))
+    check(p.returncode == 0, "hf_config is relative to the spec's directory")
+
+
+def check_docs_list_keys():
+    """docs/models.md names every key the import passes over as irrelevant."""
+    src = (SRC / "compiler" / "hf_import.c").read_text()
+    doc = (SRC / "docs" / "models.md").read_text()
+    for table in ("ignored_keys", "quant_keys"):
+        start = src.index(table + "[] = {")
+        keys = re.findall(r'"([^"]+)"', src[start:src.index("};", start)])
+        missing = [k for k in keys if f"`{k}`" not in doc]
+        check(keys and not missing, f"docs/models.md lists the {len(keys)} keys of {table} {missing or ''}")
+
+
+check_docs_list_keys()
+check_totals()
+with tempfile.TemporaryDirectory() as tmp:
+    check_yaml_parses(tmp)
+check_catalog_agrees()
+check_catalog_imports()
+with tempfile.TemporaryDirectory() as tmp:
+    check_diagnostics(tmp)
+with tempfile.TemporaryDirectory() as tmp:
+    check_cli(tmp)
+print(f"{passes} passed, {fails} failed")
+raise SystemExit(1 if fails else 0)
