@@ -1317,7 +1317,7 @@ static json_t *layout_json(const CostLayout *l) {
   return o;
 }
 
-/* The other members of row i's group as {layout, goodput_tok_s_per_gpu}. */
+/* The other members of row i's group as {layout, goodput_tok_s_per_gpu, pareto}. */
 static json_t *also_json(const SearchOut *out, size_t i) {
   json_t *a = json_array();
   for (size_t j = i + 1; j < out->results.len; j++) {
@@ -1328,6 +1328,7 @@ static json_t *also_json(const SearchOut *out, size_t i) {
     json_object_set_new(e, "layout", json_string(ls));
     free(ls);
     json_object_set_new(e, "goodput_tok_s_per_gpu", jreal(o->goodput_gpu, 1e2));
+    json_object_set_new(e, "pareto", json_boolean(o->pareto));
     json_array_append_new(a, e);
   }
   return a;
