@@ -124,6 +124,16 @@ static int search__emit_spec(const char *yaml, const char *path) {
   return RP_EXIT_USAGE;
 }
 
+/* The search options of the command line (no progress lines). */
+static SearchOptions search__options(SearchSort sort, long long maxc, long long gpus) {
+  SearchOptions so;
+  memset(&so, 0, sizeof so);
+  so.sort = sort;
+  so.max_candidates = maxc;
+  so.gpu_budget = gpus;
+  return so;
+}
+
 /* --what-if: the table of winners, one search per value
  * (search_whatif.h). Returns an exit code. */
 static int search__what_if(Diags *d, const char *arg, const char *path, const char *catalog,
@@ -136,11 +146,7 @@ static int search__what_if(Diags *d, const char *arg, const char *path, const ch
     free(err);
     return rc;
   }
-  SearchOptions so;
-  memset(&so, 0, sizeof so);
-  so.sort = sort;
-  so.max_candidates = maxc;
-  so.gpu_budget = gpus;
+  SearchOptions so = search__options(sort, maxc, gpus);
   char *txt = NULL;
   bool ok = search_what_if_run(d, &w, path, catalog, k, &so, json, &txt);
   search_what_if_free(&w);
@@ -243,11 +249,7 @@ int cmd_search(int argc, char **argv) {
     rc = unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
     goto done;
   }
-  SearchOptions so;
-  memset(&so, 0, sizeof so);
-  so.sort = sort;
-  so.max_candidates = maxc;
-  so.gpu_budget = gpus;
+  SearchOptions so = search__options(sort, maxc, gpus);
   so.progress = isatty(fileno(stderr)) ? stderr : NULL;
   if (sort == SEARCH_SORT_MIN_GPUS && !(spec->workload.rate.v > 0)) {
     Diag *g = diag_at(&d, DIAG_E0507, spec->workload.loc, "--min-gpus needs the offered load, "

@@ -33,18 +33,9 @@ const char *search_space_reject(const SearchSpec *se, PoolRole role, const CostL
   return NULL;
 }
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 int64_t search_space_xstep(const SearchSpec *se, int64_t gp, int64_t gpn) {
   if (!se->separate_nodes.v || gpn < 1 || gp < 1) return 1;
-  return gpn / gcd64(gp, gpn);
+  return gpn / rp_gcd64(gp, gpn);
 }
 
 void search_rejects_add(SearchRejects *v, const char *why, PoolRole role, const CostLayout *l) {

@@ -83,6 +83,17 @@ char *sb_take(StrBuf *sb); /* returns the buffer (NUL-terminated), resets sb */
  * string writer of both binaries (NULL writes ""). */
 void sb_json_str(StrBuf *sb, const char *s);
 
+/* The greatest common divisor of two non-negative counts (0 when both
+ * are 0). */
+static inline int64_t rp_gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 /* Checked 64-bit arithmetic: return false on overflow, *out untouched. */
 static inline bool ck_add(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_add_overflow(a, b, out);
