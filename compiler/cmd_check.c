@@ -279,7 +279,11 @@ static void check_slo(Diags *d, const Spec *s, const Layout *L) {
   const char *why = NULL;
   if (!compile_estimates(s, L, NULL, &e, &why)) return;
   double ttft = s->slo.ttft.v * 1e3, tpot = s->slo.tpot.v * 1e3;
-  if (e.goodput_tok_s_per_gpu > 0) return;
+  if (e.goodput_tok_s_per_gpu > 0) {
+    compile_load_check(d, s, e.throughput_tok_s / (double)s->workload.output_tokens.v,
+                       "the deployment", NULL);
+    return;
+  }
   Diag *g = diag_at(d, DIAG_W0501, s->slo.loc,
                     "the pools' predicted TTFT %.1f ms and TPOT %.2f ms at %.0f tok/s miss the SLO "
                     "(ttft %.0f ms, tpot %.1f ms)", e.ttft_ms, e.tpot_ms, e.throughput_tok_s, ttft, tpot);

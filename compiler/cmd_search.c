@@ -22,6 +22,7 @@
 #include "render.h"
 #include "reshard.h"
 #include "search.h"
+#include "search_whatif.h"
 #include "spec.h"
 #include "validate.h"
 
@@ -45,16 +46,30 @@ static const char search_usage[] =
     "  --max-candidates N    the search budget (default 4000000 evaluations)\n"
     "  --gpus N              GPU budget (default: search.gpu_budget, else the\n"
     "                        whole cluster)\n"
+    "  --sort KEY            rank by goodput per used-gpu (default), per\n"
+    "                        cluster-gpu (GPUs of the budget: idle ones count),\n"
+    "                        total goodput, or min-gpus\n"
     "  -o PLAN               compile the winner to a plan file (the same\n"
     "                        stages as `rankplan compile`, hooks included)\n"
+    "  --emit-spec FILE      write the winner's `deployment:` section as YAML,\n"
+    "                        to replace the spec's (written atomically)\n"
+    "  --min-gpus            rank by the fewest GPUs that serve workload.rate\n"
+    "                        under the SLOs (the same as --sort min-gpus)\n"
+    "  --what-if KEY=V,...   one search per value, one row each: gpu=ENTRY,...\n"
+    "                        (catalog hardware entries on the spec's nodes) or\n"
+    "                        nodes=N,... (cluster sizes); prints that table\n"
+    "                        instead of the ranking\n"
     "  --plot FILE           write goodput per GPU against TTFT and TPOT, the\n"
     "                        Pareto front and the winner marked: an SVG when\n"
     "                        FILE ends in .svg, else an HTML page (docs/render.md)\n"
     "  --catalog DIR         where `preset:` entries are looked up\n"
     "  -h, --help            show this help\n"
     "\n"
-    "Lua hooks named in the spec (the `objective` hook re-ranks the results;\n"
-    "-o runs the placement hooks) run in a sandbox with these limits\n"
+    "The spec's `search:` constraints bound the space before anything is\n"
+    "evaluated (docs/spec.md, \"Search constraints\"). Lua hooks named in the\n"
+    "spec (`filter` drops pool layouts before the shortlist, `objective`\n"
+    "re-ranks the results; -o runs the placement hooks) run in a sandbox with\n"
+    "these limits\n"
     "(environment, docs/hooks.md):\n"
     HOOK_ENV_HELP
     "\n"
@@ -99,11 +114,80 @@ static int search__plot(const SearchOut *out, const char *spec_path, const char 
   return RP_EXIT_USAGE;
 }
 
+/* --emit-spec: the winner's deployment section (search_deployment_yaml,
+ * made before anything is printed), written atomically. Returns an exit
+ * code. */
+static int search__emit_spec(const char *yaml, const char *path) {
+  int err = rp_write_file_atomic(path, yaml, strlen(yaml));
+  if (!err) return RP_EXIT_OK;
+  fprintf(stderr, "rankplan search: cannot write `%s`: %s\n", path, rp_strerror(err));
+  return RP_EXIT_USAGE;
+}
+
+/* The search options of the command line (no progress lines). */
+static SearchOptions search__options(SearchSort sort, long long maxc, long long gpus) {
+  SearchOptions so;
+  memset(&so, 0, sizeof so);
+  so.sort = sort;
+  so.max_candidates = maxc;
+  so.gpu_budget = gpus;
+  return so;
+}
+
+/* --what-if: the table of winners, one search per value
+ * (search_whatif.h). Returns an exit code. */
+static int search__what_if(Diags *d, const char *arg, const char *path, const char *catalog,
+                           const CostConsts *k, SearchSort sort, long long maxc, long long gpus,
+                           bool json) {
+  WhatIf w;
+  char *err = NULL;
+  if (!search_what_if_parse(arg, &w, &err)) {
+    int rc = cli_usage_error("search", "%s", err);
+    free(err);
+    return rc;
+  }
+  SearchOptions so = search__options(sort, maxc, gpus);
+  char *txt = NULL;
+  bool ok = search_what_if_run(d, &w, path, catalog, k, &so, json, &txt);
+  search_what_if_free(&w);
+  if (txt) fputs(txt, stdout);
+  free(txt);
+  return ok ? RP_EXIT_OK : RP_EXIT_INPUT;
+}
+
+/* The output files' usage rules: none is standard output (the results
+ * are), none is an input, --plot and -o differ, --what-if takes none.
+ * Returns RP_OPT_GO when they hold, else the usage error's exit code. */
+static int search__outputs_ok(const char *path, const char *calib, const char *plan,
+                              const char *emit, const char *plot, const char *whatif_s) {
+  if (whatif_s && (plan || emit || plot))
+    return cli_usage_error("search", "--what-if prints a table of winners; -o, --emit-spec and "
+                                     "--plot take the search of the spec as written");
+  if (emit && strcmp(emit, "-") == 0)
+    return cli_usage_error("search", "--emit-spec - is not available: the results are standard "
+                                     "output; write the section to a file");
+  if (plan && strcmp(plan, "-") == 0)
+    return cli_usage_error("search", "-o - is not available: the results are standard output; "
+                                     "write the plan to a file");
+  const char *inputs[] = {path, calib};
+  if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
+  if (emit && cli_output_not_input("search", "--emit-spec", emit, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && strcmp(plot, "-") == 0)
+    return cli_usage_error("search", "--plot - is not available: the results are standard output; "
+                                     "write the plot to a file");
+  if (plot && cli_output_not_input("search", "--plot", plot, inputs, 2)) return RP_EXIT_USAGE;
+  if (plot && plan && strcmp(plot, plan) == 0)
+    return cli_usage_error("search", "--plot and -o name the same file `%s`", plot);
+
+  return RP_OPT_GO;
+}
+
 int cmd_search(int argc, char **argv) {
   const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
   const char *plot = NULL;
-  const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL;
-  bool explain = false;
+  const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL, *sort_s = NULL, *emit = NULL;
+  const char *whatif_s = NULL;
+  bool explain = false, min_gpus = false;
   const RpOpt opts[] = {
       {"--help", "-h", false, NULL, NULL, cli_help, NULL},
       {"--explain", NULL, false, NULL, &explain, NULL, NULL},
@@ -114,6 +198,10 @@ int cmd_search(int argc, char **argv) {
       {"--max-candidates", NULL, true, &max_s, NULL, NULL, NULL},
       {"--gpus", NULL, true, &gpus_s, NULL, NULL, NULL},
       {"-o", NULL, true, &plan, NULL, NULL, NULL},
+      {"--sort", NULL, true, &sort_s, NULL, NULL, NULL},
+      {"--emit-spec", NULL, true, &emit, NULL, NULL, NULL},
+      {"--min-gpus", NULL, false, NULL, &min_gpus, NULL, NULL},
+      {"--what-if", NULL, true, &whatif_s, NULL, NULL, NULL},
       {"--plot", NULL, true, &plot, NULL, NULL, NULL},
   };
   int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
@@ -129,19 +217,14 @@ int cmd_search(int argc, char **argv) {
     return cli_usage_error("search", "--max-candidates expects a count from 1, got '%s'", max_s);
   if (gpus_s && !cli_parse_int(gpus_s, 1, INT32_MAX, &gpus))
     return cli_usage_error("search", "--gpus expects a count from 1, got '%s'", gpus_s);
+  SearchSort sort = SEARCH_SORT_USED_GPU;
+  if (sort_s && !search_sort_parse(sort_s, &sort))
+    return cli_usage_error("search", "unknown --sort key '%s' (expected used-gpu, cluster-gpu or "
+                                     "goodput)", sort_s);
+  if (min_gpus) sort = SEARCH_SORT_MIN_GPUS;
   if (!path) return cli_usage_error("search", "missing SPEC");
-  if (plan && strcmp(plan, "-") == 0)
-    return cli_usage_error("search", "-o - is not available: the results are standard output; "
-                                     "write the plan to a file");
-  const char *inputs[] = {path, calib};
-  if (plan && cli_output_not_input("search", "-o", plan, inputs, 2)) return RP_EXIT_USAGE;
-  if (plot && strcmp(plot, "-") == 0)
-    return cli_usage_error("search", "--plot - is not available: the results are standard output; "
-                                     "write the plot to a file");
-  if (plot && cli_output_not_input("search", "--plot", plot, inputs, 2)) return RP_EXIT_USAGE;
-  if (plot && plan && strcmp(plot, plan) == 0)
-    return cli_usage_error("search", "--plot and -o name the same file `%s`", plot);
-
+  int oo = search__outputs_ok(path, calib, plan, emit, plot, whatif_s);
+  if (oo != RP_OPT_GO) return oo;
   Diags d;
   diags_init(&d);
   int rc = RP_EXIT_OK;
@@ -155,6 +238,10 @@ int cmd_search(int argc, char **argv) {
     rc = unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
     goto done;
   }
+  if (whatif_s) {
+    rc = search__what_if(&d, whatif_s, path, catalog, &k, sort, maxc, gpus, json);
+    goto done;
+  }
   spec = spec_parse_file(&d, path, catalog);
   for (size_t i = 0; i < d.list.len; i++)
     if (d.list.items[i]->code == DIAG_E0001) unreadable = true;
@@ -162,11 +249,15 @@ int cmd_search(int argc, char **argv) {
     rc = unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
     goto done;
   }
-  SearchOptions so;
-  memset(&so, 0, sizeof so);
-  so.max_candidates = maxc;
-  so.gpu_budget = gpus;
+  SearchOptions so = search__options(sort, maxc, gpus);
   so.progress = isatty(fileno(stderr)) ? stderr : NULL;
+  if (sort == SEARCH_SORT_MIN_GPUS && !(spec->workload.rate.v > 0)) {
+    Diag *g = diag_at(&d, DIAG_E0507, spec->workload.loc, "--min-gpus needs the offered load, "
+                                                         "`workload.rate`");
+    diag_help(g, "add `rate: 20 req/s` (your load) under `workload:`");
+    rc = RP_EXIT_INPUT;
+    goto done;
+  }
   bool ok = search_run(&d, spec, &k, &so, &out);
   size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
   /* The plot also when nothing met the SLOs, of what was ranked. */
@@ -176,11 +267,15 @@ int cmd_search(int argc, char **argv) {
     if (rc == RP_EXIT_OK) rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
     goto done;
   }
+  search_load_check(&d, spec, &out);
+  char *yaml = emit ? search_deployment_yaml(spec, &out) : NULL;
   char *txt = json ? search_format_json(&out, spec, rows, explain)
                    : search_format_text(&out, spec, rows, explain);
   fputs(txt, stdout);
   free(txt);
-  if (plan) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
+  if (emit) rc = search__emit_spec(yaml, emit);
+  free(yaml);
+  if (plan && rc == RP_EXIT_OK) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
 done:
   if (d.list.len) {
     if (json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);

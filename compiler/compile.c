@@ -275,6 +275,15 @@ bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
   return true;
 }
 
+void compile_load_check(Diags *d, const Spec *spec, double served, const char *who,
+                        const char *help) {
+  double rate = spec->workload.rate.v;
+  if (!spec->workload.rate.set || !(rate > 0) || !(served < rate * (1 - 1e-9))) return;
+  Diag *g = diag_at(d, DIAG_W0502, spec->workload.rate.loc,
+                    "%s serves %.2f of the %g req/s offered (workload.rate)", who, served, rate);
+  diag_help(g, "%s", help ? help : "add replicas, or let `rankplan search` size the pools for the load");
+}
+
 /* ---- the whole pipeline --------------------------------------------------- */
 
 int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char **what,
@@ -285,7 +294,9 @@ int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char 
   if (!L) return RP_EXIT_INPUT;
   PlanEstimates est = {0};
   const char *why = NULL;
-  compile_estimates(spec, L, o->consts, &est, &why);
+  if (compile_estimates(spec, L, o->consts, &est, &why) && est.goodput_tok_s_per_gpu > 0)
+    compile_load_check(d, spec, est.throughput_tok_s / (double)spec->workload.output_tokens.v,
+                       "the deployment", NULL);
   int rc = RP_EXIT_OK;
   *werr = emit_plan_files(d, spec, L, &est, o->out, o->split_dir, what);
   if (*werr) rc = RP_EXIT_USAGE;

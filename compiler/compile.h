@@ -35,6 +35,12 @@ int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char 
  * ledger, or NULL after reporting. The caller frees it with lay_free. */
 Layout *compile_layout(const Spec *spec, Diags *d);
 
+/* W0502 at workload.rate when served (req/s; from a plan's estimates or a
+ * search row) is less than the offered rate: "`who` serves X of Y req/s".
+ * Nothing when the spec gives no rate. help: NULL for the default. */
+void compile_load_check(Diags *d, const Spec *spec, double served, const char *who,
+                        const char *help);
+
 /* The plan's `estimates` for a compiled layout, from the cost model
  * (cost.h) with the formulas the search uses (docs/plan.md, "estimates"):
  * one pool of role `both`, or one prefill and one decode pool, at the

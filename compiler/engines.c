@@ -126,8 +126,12 @@ static void refuse(Diags *d, const EngineCaps *c, const PoolSpec *p, EngineDim d
 
 /* A dense pool's dp under an engine whose dp is attention data
  * parallelism: the same GPUs are dp times the replicas. */
+static bool dense_dp_refused(const EngineCaps *c, int64_t dp, bool moe) {
+  return !moe && (c->rules & ER_DP_MOE_ONLY) && dp > 1;
+}
+
 static bool dense_dp(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe) {
-  if (moe || !(c->rules & ER_DP_MOE_ONLY) || p->dp.v <= 1) return false;
+  if (!dense_dp_refused(c, p->dp.v, moe)) return false;
   Diag *g = diag_at(d, DIAG_E0703, dim_loc(p, ED_DP),
                     "engine `%s` %s cannot run `dp` %lld in pool `%s` of a dense model: its data parallelism "
                     "inside an instance is attention data parallelism, for MoE models",
@@ -138,30 +142,59 @@ static bool dense_dp(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe)
   return true;
 }
 
-static void check_pool(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe) {
-  PoolRole role = (PoolRole)p->role.v;
-  Sizes z = pool_sizes(p);
-  if (dense_dp(d, c, p, moe)) return;
+/* The one statement of what an entry refuses in a pool of sizes z (MoE
+ * or dense pools; the dense-dp rule is dense_dp's): the reason and, in
+ * *dim, the dimension it names; NULL when the engine runs it. */
+static const char *pool_refusal(const EngineCaps *c, PoolRole role, const Sizes *z, bool moe, EngineDim *dim) {
   for (int k = 0; k < ED__COUNT; k++) {
-    if (z.v[k] > 1 && !c->dim[k].roles[role] && (moe || (k != ED_EP && k != ED_ETP))) {
-      refuse(d, c, p, (EngineDim)k, "the engine has no such mode for this role", z, moe);
-      return;
+    if (z->v[k] > 1 && !c->dim[k].roles[role] && (moe || (k != ED_EP && k != ED_ETP))) {
+      *dim = (EngineDim)k;
+      return "the engine has no such mode for this role";
     }
   }
-  if ((c->rules & ER_DCP_DIVIDES_TP) && z.v[ED_DCP] > 1 && z.v[ED_TP] % z.v[ED_DCP] != 0)
-    refuse(d, c, p, ED_DCP, "dcp must divide tp (it regroups the tp ranks)", z, moe);
-  else if (moe && (c->rules & ER_DP_NEEDS_TP1) && z.v[ED_DP] > 1 && z.v[ED_TP] > 1)
-    refuse(d, c, p, ED_DP, "attention data parallelism runs with attention tp 1 only", z, moe);
-  else if (moe && (c->rules & ER_EDP_ONE) && z.edp > 1)
-    refuse(d, c, p, ED_EP, "the engine shards experts over every rank of an instance (edp must be 1)", z, moe);
-  else if (moe && (c->rules & ER_EP_ALL_OR_NONE) && z.v[ED_EP] > 1 && z.v[ED_ETP] > 1)
-    refuse(d, c, p, ED_ETP, "experts are either tp-sharded (ep 1) or expert-parallel over all ranks (etp 1)",
-           z, moe);
+  if ((c->rules & ER_DCP_DIVIDES_TP) && z->v[ED_DCP] > 1 && z->v[ED_TP] % z->v[ED_DCP] != 0)
+    return *dim = ED_DCP, "dcp must divide tp (it regroups the tp ranks)";
+  if (moe && (c->rules & ER_DP_NEEDS_TP1) && z->v[ED_DP] > 1 && z->v[ED_TP] > 1)
+    return *dim = ED_DP, "attention data parallelism runs with attention tp 1 only";
+  if (moe && (c->rules & ER_EDP_ONE) && z->edp > 1)
+    return *dim = ED_EP, "the engine shards experts over every rank of an instance (edp must be 1)";
+  if (moe && (c->rules & ER_EP_ALL_OR_NONE) && z->v[ED_EP] > 1 && z->v[ED_ETP] > 1)
+    return *dim = ED_ETP, "experts are either tp-sharded (ep 1) or expert-parallel over all ranks (etp 1)";
+  return NULL;
+}
+
+static void check_pool(Diags *d, const EngineCaps *c, const PoolSpec *p, bool moe) {
+  Sizes z = pool_sizes(p);
+  if (dense_dp(d, c, p, moe)) return;
+  EngineDim dim = ED_TP;
+  const char *why = pool_refusal(c, (PoolRole)p->role.v, &z, moe, &dim);
+  if (why) refuse(d, c, p, dim, why, z, moe);
+}
+
+const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe) {
+  Sizes z = {{0}, 1};
+  for (int k = 0; k < ED__COUNT; k++) z.v[k] = v[k];
+  int64_t ranks = mul_sat(mul_sat(v[ED_TP], v[ED_CP]), v[ED_DP]), eg = mul_sat(v[ED_EP], v[ED_ETP]);
+  if (eg > 0 && eg != INT64_MAX && ranks % eg == 0) z.edp = ranks / eg;
+  if (dense_dp_refused(c, v[ED_DP], moe))
+    return "its data parallelism inside an instance is attention data parallelism, for MoE models";
+  EngineDim dim = ED_TP;
+  return pool_refusal(c, role, &z, moe, &dim);
 }
 
 static const char *pd_name(PdRule r) {
   static const char *const n[] = {"any", "equal", "decode-multiple", "unverified"};
   return n[r];
+}
+
+/* Whether rule r lets prefill size a feed decode size b without an error
+ * (an unverified pair is a warning, so it is allowed). */
+static bool pd_allows(PdRule r, int64_t a, int64_t b) {
+  return a == b || r == PD_ANY || r == PD_UNVERIFIED || (r == PD_DECODE_MULTIPLE && a > 0 && b % a == 0);
+}
+
+bool engine_pd_allows(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp) {
+  return pd_allows(c->pd_tp, pre_tp, dec_tp) && pd_allows(c->pd_pp, pre_pp, dec_pp);
 }
 
 /* One prefill/decode pair for one dimension (tp or pp) under rule r. */
@@ -179,7 +212,7 @@ static void check_pd_dim(Diags *d, const EngineCaps *c, const PoolSpec *pre, con
     diag_help(g, "verify it on the engine before launching, or use %s %lld in pool `%s`", dn, (long long)a, qn);
     return;
   }
-  if (r == PD_DECODE_MULTIPLE && b % a == 0) return;
+  if (pd_allows(r, a, b)) return;
   Diag *g = diag_at(d, DIAG_E0704, dim_loc(dec, dim),
                     "engine `%s` %s cannot move KV from prefill %s %lld (pool `%s`) to decode %s %lld (pool `%s`): "
                     "it needs %s",

@@ -83,6 +83,14 @@ const char *engine_flag(const EngineCaps *c, const char *term);
 /* Compares dotted version strings numerically, segment by segment. */
 int engine_version_cmp(const char *a, const char *b);
 
+/* The search's engine filter, the same rules as engine_check's pools:
+ * why engine entry c cannot run a pool of role with sizes v (EngineDim
+ * order), or NULL when it can. */
+const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe);
+/* Whether c lets a prefill pool of tp/pp feed a decode pool of tp/pp
+ * (its `pd:` rules; an unverified pair is allowed, with W0701 at check). */
+bool engine_pd_allows(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp);
+
 /* `check`/`compile`: refuses pools the engine of s cannot run (E0703,
  * E0704), KV dtypes and transfer backends it lacks (E0705, E0706), a
  * missing catalog entry (E0701, E0702) and host names that do not match

@@ -141,11 +141,15 @@ void hk_push_ctx(lua_State *L, const Run *r) {
     }
     lua_setfield(L, -2, "default");
   }
-  if (r->kind == HOOK_OBJECTIVE) {
-    lua_createtable(L, 0, (int)r->ncand);
+  if (r->kind == HOOK_OBJECTIVE || r->kind == HOOK_FILTER) {
+    lua_createtable(L, 0, (int)r->ncand + 1);
     for (size_t i = 0; i < r->ncand; i++) {
       lua_pushnumber(L, r->cand[i].value);
       lua_setfield(L, -2, r->cand[i].key);
+    }
+    if (r->cand_role) {
+      lua_pushstring(L, r->cand_role);
+      lua_setfield(L, -2, "role");
     }
     lua_setfield(L, -2, "candidate");
   }
@@ -589,8 +593,31 @@ static bool convert_objective(Run *r, lua_State *L, int res) {
 }
 
 
+/* filter: true keeps, false drops, a string drops and says why. */
+static bool convert_filter(Run *r, lua_State *L, int res) {
+  int t = lua_type(L, res);
+  if (t == LUA_TBOOLEAN) {
+    r->keep = lua_toboolean(L, res);
+    return true;
+  }
+  size_t n = 0;
+  const char *s = t == LUA_TSTRING ? lua_tolstring(L, res, &n) : NULL;
+  if (s && n > 0 && n <= HOOK_WHY_MAX && strlen(s) == n) {
+    r->keep = false;
+    r->why = rp_strdup(s);
+    return true;
+  }
+  char buf[64];
+  describe(L, res, buf, sizeof buf);
+  Diag *g = diag_at(r->d, DIAG_E0609, hk_result_loc(r), "`filter` is %s, expected true, false or a reason", buf);
+  diag_help(g, "return true to keep the candidate, false or a short reason (1 to %d bytes, no NUL) to drop it",
+            HOOK_WHY_MAX);
+  return false;
+}
+
 bool hk_convert(Run *r, lua_State *L, int res) {
   switch (r->kind) {
+  case HOOK_FILTER: return convert_filter(r, L, res);
   case HOOK_PLACEMENT: return convert_placement(r, L, res);
   case HOOK_LAYER_PARTITION: return convert_partition(r, L, res);
   case HOOK_EXPERT_PLACEMENT: return convert_experts(r, L, res);

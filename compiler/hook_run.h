@@ -50,6 +50,7 @@ typedef struct {
   size_t pool;
   const HookKV *cand;
   size_t ncand;
+  const char *cand_role; /* filter: the candidate's pool role */
   Diags *d;
   /* sandbox state */
   lua_State *L;
@@ -84,6 +85,8 @@ typedef struct {
   int64_t *node, *gpu, *layers;
   HookExpertMap em;
   double score;
+  bool keep;   /* filter */
+  char *why;   /* filter: the reason a candidate was dropped, or NULL */
 } Run;
 
 static inline Run *run_of(lua_State *L) { return *(Run **)lua_getextraspace(L); }

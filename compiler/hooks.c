@@ -41,7 +41,7 @@
 #include <time.h>
 
 static const char *const kind_names[HOOK__COUNT] = {
-    "placement", "layer_partition", "expert_placement", "objective"};
+    "placement", "layer_partition", "expert_placement", "objective", "filter"};
 
 const char *hook_kind_name(HookKind k) {
   RP_ASSERT((unsigned)k < HOOK__COUNT);
@@ -141,7 +141,8 @@ void hook_env_set(HookEnv *env, Diags *d, HookKind k, const char *path, SrcLoc l
 void hook_env_from_spec(HookEnv *env, Diags *d, const Spec *spec) {
   const SStr *p[HOOK__COUNT] = {
       &spec->deployment.hooks.placement, &spec->deployment.hooks.layer_partition,
-      &spec->deployment.hooks.expert_placement, &spec->deployment.hooks.objective};
+      &spec->deployment.hooks.expert_placement, &spec->deployment.hooks.objective,
+      &spec->deployment.hooks.filter};
   const char *slash = spec->file ? strrchr(spec->file, '/') : NULL;
   for (int k = 0; k < HOOK__COUNT; k++) {
     if (!p[k]->set || !p[k]->v) continue;
@@ -658,6 +659,8 @@ static void run_init(Run *r, HookEnv *env, HookKind k, const HookCtx *ctx, Diags
 }
 
 static void run_free(Run *r) {
+  free(r->why);
+  r->why = NULL;
   free(r->chunkname);
   free(r->errmsg);
   free(r->traceback);
@@ -864,3 +867,43 @@ bool hook_run_objective(HookEnv *env, const HookCtx *ctx, const HookKV *cand,
   return ok;
 }
 
+
+/* ---- filter ---- */
+
+typedef struct {
+  const char *role;
+  const HookKV *cand;
+  size_t ncand;
+} FilterArg;
+
+static void filter_setup(Run *r, const void *arg, bool second) {
+  (void)second;
+  const FilterArg *f = arg;
+  r->cand_role = f->role;
+  r->cand = f->cand;
+  r->ncand = f->ncand;
+}
+
+static bool filter_same(Run *a, Run *b) {
+  bool same_why = (!a->why && !b->why) || (a->why && b->why && strcmp(a->why, b->why) == 0);
+  if (a->keep == b->keep && same_why) return true;
+  nondeterministic(a, "%s, then %s", a->keep ? "keep" : a->why ? a->why : "drop",
+                   b->keep ? "keep" : b->why ? b->why : "drop");
+  return false;
+}
+
+bool hook_run_filter(HookEnv *env, const HookCtx *ctx, const char *role, const HookKV *cand,
+                     size_t ncand, bool *keep_out, char **why_out, Diags *d) {
+  static const RunKind rk = {filter_setup, filter_same, NULL};
+  FilterArg arg = {role, cand, ncand};
+  Run a;
+  bool ok = run_checked(env, HOOK_FILTER, ctx, d, &rk, &arg, &a);
+  *why_out = NULL;
+  if (ok) {
+    *keep_out = a.keep;
+    *why_out = a.why;
+    a.why = NULL;
+  }
+  run_free(&a);
+  return ok;
+}

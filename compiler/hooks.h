@@ -1,8 +1,9 @@
 /*
  * hooks.h: sandboxed Lua 5.4 hooks (docs/hooks.md).
  *
- * A spec may name up to four Lua files under `deployment.hooks`:
- * `placement`, `layer_partition`, `expert_placement` and `objective`. Each
+ * A spec may name up to five Lua files under `deployment.hooks`:
+ * `placement`, `layer_partition`, `expert_placement`, `objective` and
+ * `filter`. Each
  * file returns either a function (the hook) or a table holding a function
  * under the hook's name, so one file can serve several hooks. The compiler
  * calls the hook with one argument, the context table (topology, pools,
@@ -30,10 +31,11 @@ typedef enum {
   HOOK_LAYER_PARTITION,
   HOOK_EXPERT_PLACEMENT,
   HOOK_OBJECTIVE,
+  HOOK_FILTER,
   HOOK__COUNT
 } HookKind;
 
-/* "placement", "layer_partition", "expert_placement", "objective". */
+/* "placement", "layer_partition", "expert_placement", "objective", "filter". */
 const char *hook_kind_name(HookKind k);
 
 /* Limits of one hook call. Defaults (hook_limits_default) and the
@@ -216,6 +218,15 @@ typedef struct {
 } HookKV;
 bool hook_run_objective(HookEnv *env, const HookCtx *ctx, const HookKV *cand,
                         size_t ncand, double *score_out, Diags *d);
+
+/* filter: keeps or drops one search candidate (one pool layout of role
+ * `role`, "prefill", "decode" or "both": ctx.candidate, with its named
+ * numbers and `role`). Checked: true (keep), false (drop) or a string
+ * (drop, saying why; at most HOOK_WHY_MAX bytes). *why_out: NULL, or the
+ * string (caller frees). */
+enum { HOOK_WHY_MAX = 200 };
+bool hook_run_filter(HookEnv *env, const HookCtx *ctx, const char *role, const HookKV *cand,
+                     size_t ncand, bool *keep_out, char **why_out, Diags *d);
 
 /* The sandbox's worst-case estimate, in steps, of one Lua pattern call
  * (string.find, match, gmatch or gsub) on an n-byte subject: anchor_ok is

@@ -69,6 +69,7 @@ typedef struct {
   Spec *s;
   const char *catalog_dir;
   bool quiet_missing; /* a preset failed: its keys' absence is no news */
+  const char *hw_preset; /* spec_parse_file_hw: the hardware entry to use instead */
 } P;
 
 /* Upper bounds on the spec's sizes that drive a loop or an allocation
@@ -840,11 +841,34 @@ static void parse_hostnames(P *p, const YNode *m, SrcLoc sec) {
   h->hostnames.set = ok;
 }
 
+/* spec_parse_file_hw: the hardware mapping as `{preset: NAME}` plus the
+ * spec's own `nodes` and `nodes_per_rack` (the cluster's size), every
+ * other figure from the catalog entry. */
+static const YNode *hw_what_if(P *p, const YNode *m) {
+  static const char *const keep[] = {"nodes", "nodes_per_rack"};
+  YNode *out = yaml_arena_alloc(p->a, sizeof *out);
+  memset(out, 0, sizeof *out);
+  out->kind = YN_MAP;
+  out->loc = m->loc;
+  out->pairs = yaml_arena_alloc(p->a, 3 * sizeof *out->pairs);
+  YNode *k = yaml_arena_alloc(p->a, 2 * sizeof *k);
+  memset(k, 0, 2 * sizeof *k);
+  k[0] = (YNode){.kind = YN_SCALAR, .loc = m->loc, .str = "preset", .len = 6, .style = YS_PLAIN};
+  k[1] = (YNode){.kind = YN_SCALAR, .loc = m->loc, .str = p->hw_preset, .len = strlen(p->hw_preset),
+                 .style = YS_PLAIN};
+  out->pairs[out->n++] = (YPair){&k[0], &k[1]};
+  for (size_t i = 0; i < m->n; i++)
+    for (size_t j = 0; j < RP_ARRAY_LEN(keep); j++)
+      if (strcmp(m->pairs[i].key->str, keep[j]) == 0) out->pairs[out->n++] = m->pairs[i];
+  return out;
+}
+
 static void parse_hardware(P *p, const YNode *root) {
   HardwareSpec *h = &p->s->hardware;
   SrcLoc sec;
   const YNode *m = section(p, root, "hardware", "hardware", root->loc, &sec);
   h->loc = sec;
+  if (m && p->hw_preset) m = hw_what_if(p, m);
   if (m) m = apply_preset(p, m, "hardware", "hardware", &h->preset);
   else h->preset.loc = sec;
   p->quiet_missing = yaml_map_get(m, "preset") && !h->preset.set;
@@ -1055,11 +1079,12 @@ static void parse_deployment(P *p, const YNode *root) {
   SrcLoc hs;
   const YNode *hk = section(p, m, "hooks", "deployment.hooks", sec, &hs);
   dp->hooks.loc = hs;
-  check_keys(p, hk, "deployment.hooks", KEYS("placement", "layer_partition", "expert_placement", "objective"));
+  check_keys(p, hk, "deployment.hooks", KEYS("placement", "layer_partition", "expert_placement", "objective", "filter"));
   rd_str(p, hk, hs, "deployment.hooks", "placement", &dp->hooks.placement, false, NULL);
   rd_str(p, hk, hs, "deployment.hooks", "layer_partition", &dp->hooks.layer_partition, false, NULL);
   rd_str(p, hk, hs, "deployment.hooks", "expert_placement", &dp->hooks.expert_placement, false, NULL);
   rd_str(p, hk, hs, "deployment.hooks", "objective", &dp->hooks.objective, false, NULL);
+  rd_str(p, hk, hs, "deployment.hooks", "filter", &dp->hooks.filter, false, NULL);
   /* `deployment.placement` is the shorthand spec.md shows for hooks.placement */
   const YNode *pl = yaml_map_get(m, "placement");
   if (pl) {
@@ -1093,17 +1118,143 @@ static void parse_serving(P *p, const YNode *root) {
   rd_str(p, m, sec, "serving", "kv_transfer", &sv->kv_transfer, false, NULL);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Search constraints (docs/spec.md, "Search constraints"). */
+
+static const char *const sdim_names[SDIM__COUNT] = {"tp", "pp", "cp", "dp", "ep", "etp", "dcp", "gpus"};
+
+const char *search_dim_name(SearchDim d) {
+  return (unsigned)d < SDIM__COUNT ? sdim_names[d] : "?";
+}
+
+bool search_dim_allows(const SearchDimSet *s, int64_t v) {
+  if (!s->set) return true;
+  if (s->n == 0) return v >= s->lo && v <= s->hi;
+  for (size_t i = 0; i < s->n; i++)
+    if (s->vals[i] == v) return true;
+  return false;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* A list of allowed values: sorted, distinct (a repeat is E0120). */
+static void rd_dim_list(P *p, const YNode *v, const char *fp, SearchDimSet *o) {
+  if (v->n == 0) {
+    Diag *g = diag_at(p->d, DIAG_E0120, v->loc, "`%s` is an empty list: it allows no layout", fp);
+    diag_help(g, "list the allowed values, e.g. [1, 2, 4, 8], or remove the key to allow any");
+    return;
+  }
+  int64_t *vals = yaml_arena_alloc(p->a, v->n * sizeof *vals);
+  size_t n = 0;
+  for (size_t i = 0; i < v->n; i++) {
+    const YNode *it = v->items[i];
+    if (want_scalar(p, it, fp, "an integer") &&
+        read_int_literal(p, it, fp, 1, LIM_GPUS.max, LIM_GPUS.why, &vals[n]))
+      n++;
+  }
+  if (n != v->n) return;
+  qsort(vals, n, sizeof *vals, cmp_i64);
+  for (size_t i = 1; i < n; i++)
+    if (vals[i] == vals[i - 1]) {
+      Diag *g = diag_at(p->d, DIAG_E0120, v->loc, "`%s` lists %lld twice", fp, (long long)vals[i]);
+      diag_help(g, "list each allowed value once");
+      return;
+    }
+  o->vals = vals;
+  o->n = n;
+  o->set = true;
+}
+
+/* A range {min, max}, either bound optional (not both). */
+static void rd_dim_range(P *p, const YNode *v, SrcLoc at, const char *fp, SearchDimSet *o) {
+  check_keys(p, v, fp, KEYS("min", "max"));
+  SInt lo, hi;
+  rd_lim(p, v, at, fp, "min", &lo, false, 1, 1, &LIM_GPUS);
+  rd_lim(p, v, at, fp, "max", &hi, false, LIM_GPUS.max, 1, &LIM_GPUS);
+  if (!lo.set && !hi.set) {
+    Diag *g = diag_at(p->d, DIAG_E0120, at, "`%s` gives neither `min` nor `max`", fp);
+    diag_help(g, "write `{min: 2, max: 8}`, a list such as [2, 4, 8], or remove the key");
+    return;
+  }
+  if (lo.v > hi.v) {
+    Diag *g = diag_at(p->d, DIAG_E0120, at, "`%s` allows no value: min %lld is above max %lld", fp,
+                      (long long)lo.v, (long long)hi.v);
+    diag_help(g, "swap the bounds, or widen the range");
+    return;
+  }
+  o->lo = lo.v;
+  o->hi = hi.v;
+  o->set = true;
+}
+
+/* One dimension's allowed values: an integer, a list or a range. */
+static void rd_dim(P *p, const YNode *m, const char *path, SearchDim dim, SearchDimSet *o) {
+  const YNode *v = yaml_map_get(m, sdim_names[dim]);
+  if (!v) return;
+  char *fp = join_path(p, path, sdim_names[dim]);
+  o->loc = v->loc;
+  if (v->kind == YN_SEQ) {
+    rd_dim_list(p, v, fp, o);
+  } else if (v->kind == YN_MAP) {
+    rd_dim_range(p, v, v->loc, fp, o);
+  } else if (want_scalar(p, v, fp, "an integer, a list or {min, max}")) {
+    int64_t *one = yaml_arena_alloc(p->a, sizeof *one);
+    if (!read_int_literal(p, v, fp, 1, LIM_GPUS.max, LIM_GPUS.why, one)) return;
+    o->vals = one;
+    o->n = 1;
+    o->set = true;
+  }
+}
+
+/* A constraint that no layout of its role can meet: cp off (search.cp:
+ * false, or any decode/both pool) or pp off with a set that excludes 1,
+ * dcp on a prefill pool. */
+static void check_dim_one(P *p, const SearchDimSet *o, const char *fp, bool forced, const char *why) {
+  if (!o->set || !forced || search_dim_allows(o, 1)) return;
+  Diag *g = diag_at(p->d, DIAG_E0120, o->loc, "`%s` excludes 1, but %s: no layout is left", fp, why);
+  diag_help(g, "allow 1 in `%s`, or remove the other constraint", fp);
+}
+
+static void parse_search_role(P *p, const YNode *m, SrcLoc sec, PoolRole role) {
+  SearchSpec *se = &p->s->search;
+  char *path = join_path(p, "search", role_names[role]);
+  SrcLoc at;
+  const YNode *r = section(p, m, role_names[role], path, sec, &at);
+  se->role_loc[role] = at;
+  if (!r) return;
+  check_keys(p, r, path, sdim_names, SDIM__COUNT);
+  for (int d = 0; d < SDIM__COUNT; d++) {
+    SearchDimSet *o = &se->dims[role][d];
+    rd_dim(p, r, path, (SearchDim)d, o);
+    char *fp = join_path(p, path, sdim_names[d]);
+    if (d == SDIM_PP) check_dim_one(p, o, fp, se->pp.set && !se->pp.v, "`search.pp: false` turns pipeline parallelism off");
+    if (d == SDIM_CP) check_dim_one(p, o, fp, (se->cp.set && !se->cp.v) || role != ROLE_PREFILL,
+                                    role == ROLE_PREFILL ? "`search.cp: false` turns context parallelism off"
+                                                         : "context parallelism is for prefill pools");
+    if (d == SDIM_DCP) check_dim_one(p, o, fp, role == ROLE_PREFILL, "decode context parallelism is for decode pools");
+  }
+}
+
 static void parse_search(P *p, const YNode *root) {
   SearchSpec *se = &p->s->search;
   SrcLoc sec;
   const YNode *m = section(p, root, "search", "search", root->loc, &sec);
   se->loc = sec;
-  check_keys(p, m, "search", KEYS("gpu_budget", "top", "headroom"));
+  check_keys(p, m, "search", KEYS("gpu_budget", "top", "headroom", "cp", "pp", "whole_nodes",
+                                   "separate_nodes", "prefill", "decode", "both"));
   int64_t all = 0;
   if (!ck_mul(p->s->hardware.nodes.v, p->s->hardware.gpus_per_node.v, &all)) all = I64MAX;
   rd_int(p, m, sec, "search", "gpu_budget", &se->gpu_budget, false, all, 1, I64MAX);
   rd_int(p, m, sec, "search", "top", &se->top, false, 10, 1, I64MAX);
   rd_frac(p, m, sec, "search", "headroom", &se->headroom, 0.9, 0.0, 1.0);
+  rd_bool(p, m, sec, "search", "cp", &se->cp, true);
+  rd_bool(p, m, sec, "search", "pp", &se->pp, true);
+  rd_bool(p, m, sec, "search", "whole_nodes", &se->whole_nodes, false);
+  rd_bool(p, m, sec, "search", "separate_nodes", &se->separate_nodes, false);
+  for (int r = 0; r < 3; r++) parse_search_role(p, m, sec, (PoolRole)r);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1139,7 +1290,15 @@ static Spec *parse_tree(P *p, const YNode *root, const char *name) {
   return s;
 }
 
+static Spec *spec_parse_ex(Diags *d, const char *name, const char *text, size_t len,
+                          const char *catalog_dir, const char *hw_preset);
+
 Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const char *catalog_dir) {
+  return spec_parse_ex(d, name, text, len, catalog_dir, NULL);
+}
+
+static Spec *spec_parse_ex(Diags *d, const char *name, const char *text, size_t len,
+                          const char *catalog_dir, const char *hw_preset) {
   const char *file = diags_add_source(d, name, text, len);
   int before = d->nerrors;
   if (len > SPEC_MAX_BYTES) {
@@ -1153,7 +1312,7 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const
   s->arena = a;
   s->file = file;
   rp_sha256_hex(text, len, s->sha256);
-  P p = {d, a, s, catalog_dir ? catalog_dir : spec_catalog_dir(), false};
+  P p = {d, a, s, catalog_dir ? catalog_dir : spec_catalog_dir(), false, hw_preset};
   s->catalog_dir = arena_strdup(&p, p.catalog_dir);
   const YNode *root = yaml_load(d, a, file, text, len);
   if (root) {
@@ -1181,6 +1340,10 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len, const
 }
 
 Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
+  return spec_parse_file_hw(d, path, catalog_dir, NULL);
+}
+
+Spec *spec_parse_file_hw(Diags *d, const char *path, const char *catalog_dir, const char *hw_preset) {
   char *text = NULL;
   size_t len = 0;
   int err = rp_read_file(path, SPEC_MAX_BYTES, &text, &len);
@@ -1201,7 +1364,7 @@ Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir) {
             rp_strerror(err));
     return NULL;
   }
-  Spec *s = spec_parse(d, path, text, len, catalog_dir);
+  Spec *s = spec_parse_ex(d, path, text, len, catalog_dir, hw_preset);
   free(text);
   return s;
 }

@@ -39,16 +39,7 @@
 
 static int64_t rs__heads(const RsLayout *l) { return l->mla ? 1 : l->kv_heads; }
 
-static int64_t rs__gcd(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-static int64_t rs__lcm(int64_t a, int64_t b) { return a / rs__gcd(a, b) * b; }
+static int64_t rs__lcm(int64_t a, int64_t b) { return a / rp_gcd64(a, b) * b; }
 
 /* Lists the head-sharding sizes (tp / dcp) that split h heads evenly, up to
  * 64, as the help line of E0403. */
@@ -221,7 +212,7 @@ static bool rs__tokens_meet(const RsTokens *a, const RsTokens *b, RsTokens *out)
   if (r.nids == 0) return false;
   /* Residue classes: x = oa (mod sa) and x = ob (mod sb) meet iff
    * oa = ob (mod gcd); the meet is one class modulo lcm. */
-  int64_t g = rs__gcd(a->stride, b->stride);
+  int64_t g = rp_gcd64(a->stride, b->stride);
   if ((a->offset - b->offset) % g != 0) return false;
   r.stride = rs__lcm(a->stride, b->stride);
   r.offset = -1;

@@ -26,8 +26,10 @@
  * the inputs, so the output is byte-identical run to run.
  */
 #include "search.h"
+#include "engines.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,35 +54,50 @@ const char *search_binding_name(SearchBinding b) {
   return "?";
 }
 
+const char *search_binding_words(SearchBinding b) {
+  switch (b) {
+  case BIND_MEMORY: return "KV cache full (--gpu-memory-utilization, --max-model-len)";
+  case BIND_TPOT: return "a larger decode batch would miss the TPOT SLO";
+  case BIND_BATCH_CAP:
+    return "the batch cap per attention data parallel rank (--max-num-seqs)";
+  case BIND_LOAD: return "the offered load (workload.rate), served with room to spare";
+  case BIND_TTFT: return "prefill queueing at the TTFT SLO";
+  case BIND_HEADROOM: return "prefill utilisation at search.headroom";
+  case BIND_GPUS: return "the GPU budget (--gpus, search.gpu_budget)";
+  case BIND_SLO_MISS: return "an SLO missed at any load";
+  }
+  return "?";
+}
+
 /* ---- rules ---------------------------------------------------------------- */
 
 bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
                          bool tp_across_domain, const char **why) {
   const char *w = NULL;
-  if (m->heads % l->tp) w = "heads % tp != 0";
+  if (m->heads % l->tp) w = "tensor parallel size does not divide the attention heads";
   else if (m->kind != ATTN_MLA && m->kv_heads % l->tp && l->tp % m->kv_heads)
-    w = "kv_heads and tp do not divide one another";
-  else if (m->hidden % l->tp) w = "hidden_size % tp != 0";
+    w = "tensor parallel size and the KV heads do not divide one another";
+  else if (m->hidden % l->tp) w = "tensor parallel size does not divide hidden_size";
   else if (m->n_dense > 0 && m->dense_ffn_size > 0 && m->dense_ffn_size % l->tp)
-    w = "intermediate_size % tp != 0";
-  else if (!tp_across_domain && l->tp > m->domain) w = "tp wider than the scale-up domain";
-  else if (l->pp > m->layers) w = "pp > layers";
-  else if (l->cp > 1 && role != ROLE_PREFILL) w = "cp is for prefill pools";
-  else if (l->cp > 1 && m->kind == ATTN_MLA) w = "MLA cannot use head-split cp";
-  else if (l->cp > 1 && m->heads % (l->tp * l->cp)) w = "heads % (tp*cp) != 0";
-  else if (l->dcp > 1 && role == ROLE_PREFILL) w = "dcp is for decode pools";
-  else if (l->dcp > 1 && m->heads % l->dcp) w = "heads % dcp != 0";
-  else if (l->dcp > 1 && m->kind == ATTN_MLA && (l->tp % l->dcp)) w = "dcp must divide tp";
+    w = "tensor parallel size does not divide the FFN intermediate_size";
+  else if (!tp_across_domain && l->tp > m->domain) w = "tensor parallel group wider than the NVLink (scale-up) domain";
+  else if (l->pp > m->layers) w = "more pipeline stages than layers";
+  else if (l->cp > 1 && role != ROLE_PREFILL) w = "context parallelism only in prefill pools";
+  else if (l->cp > 1 && m->kind == ATTN_MLA) w = "MLA attention cannot split heads for context parallelism";
+  else if (l->cp > 1 && m->heads % (l->tp * l->cp)) w = "tp * cp does not divide the attention heads";
+  else if (l->dcp > 1 && role == ROLE_PREFILL) w = "decode context parallelism only in decode pools";
+  else if (l->dcp > 1 && m->heads % l->dcp) w = "decode context parallel size does not divide the attention heads";
+  else if (l->dcp > 1 && m->kind == ATTN_MLA && (l->tp % l->dcp)) w = "decode context parallel size does not divide tp (MLA)";
   else if (l->dcp > 1 && m->kind != ATTN_MLA &&
            (l->tp < m->kv_heads || (l->tp / m->kv_heads) % l->dcp))
-    w = "dcp must divide tp / kv_heads";
-  else if (!m->moe && (l->ep > 1 || l->etp > 1)) w = "ep and etp need a MoE model";
-  else if (m->moe && (m->experts % l->ep || l->ep > m->experts)) w = "experts % ep != 0";
-  else if (m->moe && m->expert_ffn_size % l->etp) w = "expert_intermediate_size % etp != 0";
+    w = "decode context parallel size does not divide tp / KV heads";
+  else if (!m->moe && (l->ep > 1 || l->etp > 1)) w = "expert parallelism needs a MoE model";
+  else if (m->moe && (m->experts % l->ep || l->ep > m->experts)) w = "expert parallel size does not divide the experts";
+  else if (m->moe && m->expert_ffn_size % l->etp) w = "expert tensor parallel size does not divide expert_intermediate_size";
   else if (m->moe && l->etp > 1 && m->expert_ffn_size / l->etp < SEARCH_MIN_EXPERT_COLS)
     w = "expert GEMMs narrower than one 128-wide tile (W0203)";
   else if (m->moe && (l->tp * l->cp * l->dp) % (l->ep * l->etp))
-    w = "ep*etp does not divide tp*cp*dp";
+    w = "ep * etp does not divide the instance's tp * cp * attention data parallel ranks";
   if (why) *why = w;
   return w == NULL;
 }
@@ -178,6 +195,12 @@ typedef struct {
   bool strict;    /* SearchOptions.strict: validate_pool on every layout, no prefilter */
   LayWeights lw;  /* the generic engine's partition weights, computed once */
   FILE *progress;
+  int64_t gpn;    /* GPUs per node (search.whole_nodes, separate_nodes) */
+  SearchRejects *rej; /* why candidates were rejected (search_space.h) */
+  HookSession *filter; /* the spec's filter hook, NULL when none */
+  EngineCaps *caps;    /* deployment.engine's catalog entry, NULL: generic */
+  Diags *d;
+  bool failed;    /* the filter hook failed (reported): stop */
 } Ctx;
 
 /* Progress line (stderr on a terminal only): the phase and the count,
@@ -202,6 +225,7 @@ static bool ctx_spend(Ctx *c, int64_t n) {
  * the loops of search__role count against the budget too, so a space where
  * few sizes are valid (a prime expert count on a large cluster) ends. */
 static bool ctx_step(Ctx *c) {
+  if (c->failed) return false;
   if (++c->steps > c->max_steps) {
     c->hit = true;
     return false;
@@ -212,6 +236,54 @@ static bool ctx_step(Ctx *c) {
 /* The binding constraint of a decode or both instance's batch. */
 static SearchBinding batch_binding(const CostInstance *in) {
   return in->batch == in->bmem ? BIND_MEMORY : in->batch == in->cap ? BIND_BATCH_CAP : BIND_TPOT;
+}
+
+/* Why the cost model or the memory ledger dropped a layout, in the words
+ * of the engine flags that set each figure (docs/cost-model.md). */
+typedef enum { REJ_PROMPT_MEM, REJ_KV_MEM, REJ_TTFT, REJ_TPOT } RejectTerm;
+static const char *const reject_terms[] = {
+    [REJ_PROMPT_MEM] = "the weights and one prompt's KV cache do not fit GPU memory "
+                       "(--gpu-memory-utilization)",
+    [REJ_KV_MEM] = "the weights fit but not one max_context request's KV cache "
+                   "(--max-model-len, --gpu-memory-utilization)",
+    [REJ_TTFT] = "one prompt's prefill alone takes longer than the TTFT SLO",
+    [REJ_TPOT] = "a decode step at batch 1 already misses the TPOT SLO",
+};
+
+static void search__reject(Ctx *c, PoolRole role, const CostLayout *l, RejectTerm t) {
+  search_rejects_add(c->rej, reject_terms[t], role, l);
+}
+
+/* Runs the spec's filter hook on an evaluated layout (ctx.candidate: its
+ * role, sizes and figures); true when it keeps it. A hook failure (already
+ * reported) stops the search. */
+static bool search__filter(Ctx *c, PoolRole role, const RoleEval *e) {
+  if (!c->filter) return true;
+  const CostLayout *l = &e->lay;
+  double lat = role == ROLE_PREFILL ? e->inst.pre.latency : e->inst.tpot;
+  HookKV kv[] = {{"tp", (double)l->tp}, {"pp", (double)l->pp}, {"cp", (double)l->cp},
+                 {"dp", (double)l->dp}, {"ep", (double)l->ep}, {"etp", (double)l->etp},
+                 {"dcp", (double)l->dcp}, {"gpus", (double)e->gpus},
+                 {"batch", role == ROLE_PREFILL ? 0.0 : (double)e->inst.batch},
+                 {"latency_ms", lat * 1e3}, {"tok_s_per_gpu", e->score}};
+  bool keep = false;
+  char *why = NULL;
+  if (!hook_run_filter(&c->filter->env, &c->filter->ctx, role_name(role), kv, RP_ARRAY_LEN(kv),
+                       &keep, &why, c->d)) {
+    c->failed = true;
+    return false;
+  }
+  if (!keep) {
+    char *w = rp_sprintf("the filter hook: %s", why ? why : "dropped (returned false)");
+    search_rejects_add(c->rej, w, role, l);
+    free(w);
+  }
+  free(why);
+  return keep;
+}
+
+static void search__keep(Ctx *c, PoolRole role, const RoleEval *e, RoleVec *out) {
+  if (search__filter(c, role, e)) rp_vec_push(out, *e);
 }
 
 /* Evaluates one valid layout of a role with the cost model's instance
@@ -230,17 +302,34 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
      * weights. */
     int64_t kv = cost_kv_bytes_token_gpu(m, l);
     int64_t w = cost_weight_bytes_gpu(m, l);
-    if (kv < 0 || w < 0 || (double)w + (double)kv * (double)m->tin > (double)m->usable_mem) return;
+    if (kv < 0 || w < 0 || (double)w + (double)kv * (double)m->tin > (double)m->usable_mem)
+      {
+      search__reject(c, role, l, REJ_PROMPT_MEM);
+      return;
+    }
     if (!cost_instance_eval(m, role, l, 0, c->rho, NULL, &e.inst)) return;
-    if (e.inst.pre.latency >= m->slo_ttft) return;
+    if (e.inst.pre.latency >= m->slo_ttft) {
+      search__reject(c, role, l, REJ_TTFT);
+      return;
+    }
     e.score = e.inst.pre.tok_s_gpu;
-    rp_vec_push(out, e);
+    search__keep(c, role, &e, out);
     return;
   }
-  if (bmem < 1) return;
+  if (bmem < 1) {
+      search__reject(c, role, l, REJ_KV_MEM);
+      return;
+    }
   bool ok = cost_instance_eval(m, role, l, bmem, c->rho, &c->guess, &e.inst);
-  if (!ok || !e.inst.slo_ok) return;
-  if (role == ROLE_BOTH && e.inst.pre.latency >= m->slo_ttft) return;
+  if (!ok) return;
+  if (!e.inst.slo_ok) {
+      search__reject(c, role, l, REJ_TPOT);
+      return;
+    }
+  if (role == ROLE_BOTH && e.inst.pre.latency >= m->slo_ttft) {
+      search__reject(c, role, l, REJ_TTFT);
+      return;
+    }
   e.binding = batch_binding(&e.inst);
   if (role == ROLE_DECODE) {
     e.score = e.inst.dec_tok_s / (double)e.gpus;
@@ -248,7 +337,7 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
     if (e.inst.ttft_bound && e.binding == BIND_TPOT) e.binding = BIND_TTFT;
     e.score = e.inst.rho * e.inst.rcap * (double)m->tout / (double)e.gpus;
   }
-  rp_vec_push(out, e);
+  search__keep(c, role, &e, out);
 }
 
 /* A PoolSpec of one layout, every value at position `at`. */
@@ -331,6 +420,33 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64
   return ok;
 }
 
+/* Whether layout l of role is in the search space, before any rule,
+ * memory ledger or cost evaluation: the spec's constraints first
+ * (search_space.h), then the rules the search needs (search_layout_valid).
+ * A rejection is tallied with the constraint or rule that decided it. */
+static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
+  char buf[160];
+  const char *why = search_space_reject(&c->s->search, role, l, cost_layout_gpus(l), c->gpn, buf,
+                                        sizeof buf);
+  /* The engine's capability rules (what deployment.engine can run, per
+   * role; engines.h, the rules `check` applies): after the spec's
+   * constraints, before the model's rules, so the tally names the engine
+   * when it is the engine that refuses. */
+  if (!why && c->caps) {
+    int64_t v[ED__COUNT] = {l->tp, l->pp, l->dp, l->ep, l->etp, l->cp, l->dcp};
+    const char *e = engine_layout_refusal(c->caps, role, v, c->s->model.moe.present);
+    if (e) {
+      snprintf(buf, sizeof buf, "engine %s %s: %s", engine_name(c->caps->engine), c->caps->version, e);
+      why = buf;
+    }
+  }
+  if (!why)
+    search_layout_valid(c->m, l, role, c->s->deployment.allow_tp_across_domain.v, &why);
+  if (!why) return true;
+  search_rejects_add(c->rej, why, role, l);
+  return false;
+}
+
 /* Enumerates the layouts of one role in a fixed order (tp, cp, dp, ep, etp,
  * dcp, pp, each ascending; pp innermost so that the stage ledgers are
  * shared) and evaluates the valid ones. Every size runs
@@ -382,20 +498,21 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
               for (int64_t pp = 1; pp <= m->layers && ranks * pp <= G; pp++) {
                 if (!ctx_step(c)) return;
                 CostLayout l = {tp, pp, cp, dp, ep, etp, dcp};
-                if (!search_layout_valid(m, &l, role, across, NULL)) continue;
+                if (!search__admit(c, role, &l)) continue;
                 if (!ctx_spend(c, 1)) return;
                 int64_t bmem = 0;
                 MemSlot *ms = role == ROLE_BOTH && !c->strict && cp == 1 && dcp == 1
                                   ? memmap_find(&c->prefill_mem, &l)
                                   : NULL;
-                if (ms) {
-                  if (ms->bmem < 0) continue;
-                  bmem = ms->bmem;
-                } else {
-                  bool pass = search__rules_pass(c, role, &l, &bmem);
-                  if (role == ROLE_PREFILL && cp == 1 && !c->strict)
-                    memmap_put(&c->prefill_mem, &l, pass ? bmem : -1);
-                  if (!pass) continue;
+                bool pass = ms ? ms->bmem >= 0 : search__rules_pass(c, role, &l, &bmem);
+                if (ms) bmem = ms->bmem;
+                else if (role == ROLE_PREFILL && cp == 1 && !c->strict)
+                  memmap_put(&c->prefill_mem, &l, pass ? bmem : -1);
+                if (!pass) {
+                  search_rejects_add(c->rej, "a pipeline stage's weights or one max_context "
+                                     "request do not fit GPU memory (--gpu-memory-utilization, "
+                                     "--max-model-len)", role, &l);
+                  continue;
                 }
                 search__eval_layout(c, role, &l, bmem, out);
               }
@@ -539,6 +656,12 @@ static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t 
 
 bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
                       int64_t *x, int64_t *y, int64_t *evals, bool *cut) {
+  return search_xpyd_best_step(gp, gd, rp, rd, G, 1, budget, x, y, evals, cut);
+}
+
+bool search_xpyd_best_step(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t xstep,
+                           int64_t budget, int64_t *x, int64_t *y, int64_t *evals, bool *cut) {
+  RP_ASSERT(xstep >= 1);
   bool found = false;
   *cut = false;
   double best = -1, best_r = -1;
@@ -549,7 +672,7 @@ bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, i
   int64_t gx = 1, gy = 1;
   if (!cost_xpyd_ratio(1.0, 1.0, rp / (double)gp, rd / (double)gd, G, &gx, &gy)) return false;
   double y_per_x = ((double)gy / (double)gd) / ((double)gx / (double)gp);
-  for (int64_t xi = 1; xi * gp + gd <= G; xi++) {
+  for (int64_t xi = xstep; xi * gp + gd <= G; xi += xstep) {
     int64_t ymax = (G - xi * gp) / gd;
     /* Clamped to [1, ymax] before converting, as the candidates are
      * after: a ratio far off either end is no integer. */
@@ -624,6 +747,7 @@ static void search__figures(const Ctx *c, const CostDeploy *dp, SearchResult *r)
   r->tok_s = ev.tok_s;
   r->feasible = ev.feasible;
   r->goodput_gpu = ev.goodput_gpu;
+  r->goodput_cluster_gpu = c->G > 0 ? ev.goodput_gpu * (double)ev.gpus / (double)c->G : 0.0;
 }
 
 /* One prefill/decode pair: the planned rates (utilisation caps), the xPyD
@@ -631,6 +755,8 @@ static void search__figures(const Ctx *c, const CostDeploy *dp, SearchResult *r)
 static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchResult *r) {
   const CostModel *m = c->m;
   memset(r, 0, sizeof *r);
+  /* the engine's prefill/decode rules (a KV layout it cannot move) */
+  if (c->caps && !engine_pd_allows(c->caps, P->lay.tp, D->lay.tp, P->lay.pp, D->lay.pp)) return false;
   r->mode = SEARCH_DISAGGREGATED;
   r->npools = 2;
   CostDeploy dp = {2, {&P->inst, &D->inst}, {1, 1}, c->rho};
@@ -651,7 +777,9 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
                   rd * (double)m->tout / (double)D->gpus, c->G, &r->ratio_x, &r->ratio_y);
   int64_t x = 0, y = 0, ev = 0;
   bool cut = false;
-  bool fits = search_xpyd_best(P->gpus, D->gpus, rp, rd, c->G, c->max - c->evals, &x, &y, &ev, &cut);
+  int64_t xstep = search_space_xstep(&c->s->search, P->gpus, c->gpn);
+  bool fits = search_xpyd_best_step(P->gpus, D->gpus, rp, rd, c->G, xstep, c->max - c->evals, &x, &y,
+                                    &ev, &cut);
   /* A pair whose integer search the budget cut keeps the best point it
    * reached; the pairs after it are not tried (c->hit). */
   if (!ctx_spend(c, ev > 0 || cut ? ev : 1)) return false;
@@ -661,8 +789,9 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
   bool at_rate = false;
   if (m->rate > 0) {
     int64_t xn = 0, yn = 0;
-    at_rate = instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn) &&
-              xn * P->gpus + yn * D->gpus <= c->G;
+    at_rate = instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn);
+    xn = (xn + xstep - 1) / xstep * xstep;
+    at_rate = at_rate && xn <= c->G && xn * P->gpus + yn * D->gpus <= c->G;
     if (at_rate) {
       x = xn;
       y = yn;
@@ -718,16 +847,6 @@ void search_result_spec(const Spec *spec, const SearchResult *r, PoolSpec pools[
   out->deployment.mode.v = r->mode == SEARCH_AGGREGATED ? MODE_AGGREGATED : MODE_DISAGGREGATED;
 }
 
-static void layout_put(StrBuf *sb, const CostLayout *l) {
-  sb_printf(sb, "tp%lld", (long long)l->tp);
-  if (l->pp > 1) sb_printf(sb, ",pp%lld", (long long)l->pp);
-  if (l->cp > 1) sb_printf(sb, ",cp%lld", (long long)l->cp);
-  if (l->dp > 1) sb_printf(sb, ",dp%lld", (long long)l->dp);
-  if (l->ep > 1) sb_printf(sb, ",ep%lld", (long long)l->ep);
-  if (l->etp > 1) sb_printf(sb, ",etp%lld", (long long)l->etp);
-  if (l->dcp > 1) sb_printf(sb, ",dcp%lld", (long long)l->dcp);
-}
-
 char *search_layout_str(const SearchResult *r) {
   StrBuf sb;
   sb_init(&sb);
@@ -736,15 +855,50 @@ char *search_layout_str(const SearchResult *r) {
     if (i) sb_putc(&sb, ' ');
     sb_printf(&sb, "%lldx%s(", (long long)p->replicas,
               p->role == ROLE_PREFILL ? "P" : p->role == ROLE_DECODE ? "D" : "PD");
-    layout_put(&sb, &p->lay);
+    search_layout_put(&sb, &p->lay);
     sb_putc(&sb, ')');
   }
   return sb_take(&sb);
 }
 
+static const char *const sort_names[] = {"used-gpu", "cluster-gpu", "goodput", "min-gpus"};
+
+const char *search_sort_name(SearchSort k) {
+  return (unsigned)k < RP_ARRAY_LEN(sort_names) ? sort_names[k] : "?";
+}
+
+bool search_sort_parse(const char *s, SearchSort *k) {
+  for (size_t i = 0; i < RP_ARRAY_LEN(sort_names); i++)
+    if (strcmp(s, sort_names[i]) == 0) {
+      *k = (SearchSort)i;
+      return true;
+    }
+  return false;
+}
+
+/* The ranking's first key under --sort and the offered rate (qsort has no
+ * context argument). */
+static SearchSort cmp_sort;
+static double cmp_rate;
+
+/* --min-gpus: serving the rate first, then the fewest GPUs (negated, so
+ * that higher is better like the other keys). */
+static double sort_key(const SearchResult *r) {
+  switch (cmp_sort) {
+  case SEARCH_SORT_CLUSTER_GPU: return r->goodput_cluster_gpu;
+  case SEARCH_SORT_GOODPUT: return r->goodput_gpu * (double)r->gpus;
+  case SEARCH_SORT_MIN_GPUS:
+    return (r->req_s >= cmp_rate * (1 - 1e-9) ? 1e12 : 0.0) - (double)r->gpus;
+  case SEARCH_SORT_USED_GPU: break;
+  }
+  return r->goodput_gpu;
+}
+
 static int cmp_result(const void *a, const void *b) {
   const SearchResult *x = a, *y = b;
   if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
+  double kx = sort_key(x), ky = sort_key(y);
+  if (kx != ky) return kx > ky ? -1 : 1;
   if (x->goodput_gpu != y->goodput_gpu) return x->goodput_gpu > y->goodput_gpu ? -1 : 1;
   if (x->ttft != y->ttft) return x->ttft < y->ttft ? -1 : 1;
   if (x->tpot != y->tpot) return x->tpot < y->tpot ? -1 : 1;
@@ -861,6 +1015,30 @@ static void search__budget_hit(Diags *d, const Spec *s, const Ctx *c) {
  * k2 fastest; pairs are k_total^2 at most. */
 enum { SHORT_BEST = 24, SHORT_FAST = 8 };
 
+/* deployment.engine's catalog entry, or NULL for the generic engine (or an
+ * entry that does not load, which validation reports as E0701/E0702). */
+static EngineCaps *search__engine(const Spec *s) {
+  if ((Engine)s->deployment.engine.v == ENGINE_GENERIC) return NULL;
+  char *err = NULL;
+  bool none = false;
+  EngineCaps *caps = engine_caps_load(s->catalog_dir, (Engine)s->deployment.engine.v,
+                                      s->deployment.engine_version.v, &err, &none);
+  free(err);
+  return caps;
+}
+
+static void search__free_ctx(Ctx *c, RoleVec *pre, RoleVec *dec, RoleVec *both, RoleVec *sp,
+                             RoleVec *sd) {
+  free(c->stages);
+  free(c->prefill_mem.slots);
+  engine_caps_free(c->caps);
+  free(pre->items);
+  free(dec->items);
+  free(both->items);
+  free(sp->items);
+  free(sd->items);
+}
+
 bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
                 SearchOut *out) {
   memset(out, 0, sizeof *out);
@@ -888,6 +1066,17 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   c.strict = o->strict;
   c.stages = rp_calloc((size_t)((m->layers + 1) * (m->n_dense + 1) * 4), sizeof *c.stages);
   c.lw = lay_default_weights(s);
+  c.gpn = s->hardware.gpus_per_node.v;
+  c.rej = &out->rejects;
+  c.d = d;
+  c.caps = search__engine(s);
+  HookSession fhs;
+  bool filter_ok = true;
+  if (s->deployment.hooks.filter.set) {
+    filter_ok = hook_session_open(&fhs, s, d);
+    c.filter = &fhs;
+    c.failed = !filter_ok;
+  }
   out->gpu_budget = c.G;
   out->headroom = c.rho;
   out->max_candidates = c.max;
@@ -922,13 +1111,22 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     rp_vec_push(&out->results, r);
   }
   free(sb.items);
+  if (c.filter) hook_session_close(&fhs);
+  if (c.failed) {
+    search__free_ctx(&c, &pre, &dec, &both, &sp, &sd);
+    return false;
+  }
   if (c.progress) fputs("\r\033[K", c.progress);
   out->evaluated = c.evals;
   out->budget_hit = c.hit;
+  out->sort = o->sort;
+  cmp_sort = o->sort;
+  cmp_rate = m->rate;
   if (out->results.len)
     qsort(out->results.items, out->results.len, sizeof *out->results.items, cmp_result);
   bool hook_ok = search__objective(d, s, out);
   search__pareto(out);
+  search_group(out);
   /* MLA: the attention tp that minimises per-GPU decode reads at the
    * winner's batch, reported next to the tp the search chose. */
   if (m->kind == ATTN_MLA && out->results.len) {
@@ -960,18 +1158,13 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     diag_help(g, "relax `slo`, lower `workload.rate`, or add GPUs");
     ok = false;
   }
-  free(c.stages);
-  free(c.prefill_mem.slots);
-  free(pre.items);
-  free(dec.items);
-  free(both.items);
-  free(sp.items);
-  free(sd.items);
+  search__free_ctx(&c, &pre, &dec, &both, &sp, &sd);
   return ok;
 }
 
 void search_out_free(SearchOut *out) {
   free(out->results.items);
+  search_rejects_free(&out->rejects);
   memset(out, 0, sizeof *out);
 }
 
@@ -983,7 +1176,7 @@ char *search_explain(const SearchOut *out, size_t i) {
   const SearchResult *r = &out->results.items[i];
   const CostModel *m = &out->model;
   if (i == 0) {
-    sb_printf(&sb, "winner: bound by %s", search_binding_name(r->binding));
+    sb_printf(&sb, "winner: bound by %s", search_binding_words(r->binding));
     return sb_take(&sb);
   }
   if (!r->feasible) {
@@ -1010,8 +1203,8 @@ char *search_explain(const SearchOut *out, size_t i) {
   }
   /* The binding constraint of each: what stopped this one from going
    * further, against what stopped the winner. */
-  sb_printf(&sb, "; bound by %s (#1: %s)", search_binding_name(r->binding),
-            search_binding_name(w->binding));
+  sb_printf(&sb, "; bound by %s (#1: %s)", search_binding_words(r->binding),
+            r->binding == w->binding ? "the same" : search_binding_words(w->binding));
   if (r->mode != w->mode) {
     sb_printf(&sb, "; %s instead of %s", r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated",
               w->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated");
@@ -1030,7 +1223,9 @@ char *search_explain(const SearchOut *out, size_t i) {
     else
       sb_printf(&sb, "; %s %.0f vs %.0f output tok/s/GPU at batch %lld vs %lld (bound by %s)",
                 a->role == ROLE_DECODE ? "decode" : "instance", a->tok_s_gpu, b->tok_s_gpu,
-                (long long)a->batch, (long long)b->batch, search_binding_name(a->binding));
+                (long long)a->batch, (long long)b->batch, search_binding_words(a->binding));
+    if (a->lay.dp != b->lay.dp)
+      sb_printf(&sb, "; attention data parallel %lld vs %lld", (long long)a->lay.dp, (long long)b->lay.dp);
   }
   if (r->mode == SEARCH_DISAGGREGATED && w->mode == SEARCH_DISAGGREGATED &&
       memcmp(&r->pools[0].lay, &w->pools[0].lay, sizeof r->pools[0].lay) == 0 &&
@@ -1040,8 +1235,28 @@ char *search_explain(const SearchOut *out, size_t i) {
   return sb_take(&sb);
 }
 
-static size_t nrows(const SearchOut *out, size_t top) {
-  return top == 0 || top > out->results.len ? out->results.len : top;
+/* The results shown as rows (SearchResult.group == its index), at most
+ * top (all when 0), into idx (out->results.len entries). Returns the count. */
+static size_t shown_rows(const SearchOut *out, size_t top, size_t *idx) {
+  size_t n = 0;
+  for (size_t i = 0; i < out->results.len && (top == 0 || n < top); i++)
+    if (out->results.items[i].group == i) idx[n++] = i;
+  return n;
+}
+
+/* "also as 2xD(tp4) 327.3, 4xD(tp2) 310.2": the other members of row i's
+ * group, with their goodput per GPU; nothing when it has none. */
+static void also_put(StrBuf *sb, const SearchOut *out, size_t i) {
+  bool first = true;
+  for (size_t j = i + 1; j < out->results.len; j++) {
+    const SearchResult *o = &out->results.items[j];
+    if (o->group != i) continue;
+    const SearchPool *d = &o->pools[o->npools - 1];
+    sb_printf(sb, "%s%lldx%s(", first ? "also as " : ", ", (long long)d->replicas, "D");
+    search_layout_put(sb, &d->lay);
+    sb_printf(sb, ") %.1f", o->goodput_gpu);
+    first = false;
+  }
 }
 
 char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool explain) {
@@ -1067,26 +1282,45 @@ char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool e
                    "uses attention tp %lld\n",
               out->tp_opt, (long long)w->pools[w->npools - 1].lay.tp);
   }
-  sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs", "TTFT ms",
-            "TPOT ms", "req/s", "tok/s", "goodput/GPU", "binding", "pareto");
-  size_t n = nrows(out, top);
-  for (size_t i = 0; i < n; i++) {
-    const SearchResult *r = &out->results.items[i];
+  static const char *const sort_words[] = {
+      [SEARCH_SORT_USED_GPU] = "goodput per used GPU",
+      [SEARCH_SORT_CLUSTER_GPU] = "goodput per GPU of the budget",
+      [SEARCH_SORT_GOODPUT] = "goodput of the deployment",
+      [SEARCH_SORT_MIN_GPUS] = "the fewest GPUs that serve the offered rate"};
+  sb_printf(&sb, "ranked by %s (--sort %s)\n", sort_words[out->sort], search_sort_name(out->sort));
+  sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs",
+            "TTFT ms", "TPOT ms", "req/s", "tok/s", "goodput/GPU", "/budgetGPU", "binding", "pareto");
+  size_t *idx = rp_malloc((out->results.len ? out->results.len : 1) * sizeof *idx);
+  size_t n = shown_rows(out, top, idx);
+  for (size_t k = 0; k < n; k++) {
+    const SearchResult *r = &out->results.items[idx[k]];
     char *ls = search_layout_str(r);
-    sb_printf(&sb, "%3zu  %-6s  %-44s %6lld %9.1f %8.2f %9.2f %11.0f %11.1f  %-9s %s\n", i + 1,
+    sb_printf(&sb, "%3zu  %-6s  %-44s %6lld %9.1f %8.2f %9.2f %11.0f %11.1f %11.1f  %-9s %s\n", k + 1,
               r->mode == SEARCH_AGGREGATED ? "agg" : "disagg", ls, (long long)r->gpus, r->ttft * 1e3,
-              r->tpot * 1e3, r->req_s, r->tok_s, r->goodput_gpu, search_binding_name(r->binding),
-              r->pareto ? "yes" : "");
+              r->tpot * 1e3, r->req_s, r->tok_s, r->goodput_gpu, r->goodput_cluster_gpu,
+              search_binding_name(r->binding), r->pareto ? "yes" : "");
     free(ls);
+    StrBuf also;
+    sb_init(&also);
+    also_put(&also, out, idx[k]);
+    if (also.len) sb_printf(&sb, "%3s  %-6s  %s\n", "", "", also.buf);
+    sb_free(&also);
+  }
+  if (n > 0 && m->rate > 0) {
+    const SearchResult *w = &out->results.items[0];
+    sb_printf(&sb, "\n#1 serves %.2f of %g req/s offered on %lld of %lld GPUs\n", w->req_s, m->rate,
+              (long long)w->gpus, (long long)out->gpu_budget);
   }
   if (explain && n > 0) {
     sb_puts(&sb, "\nwhy the alternatives lost:\n");
-    for (size_t i = 0; i < n; i++) {
-      char *e = search_explain(out, i);
-      sb_printf(&sb, "%3zu  %s\n", i + 1, e);
+    for (size_t k = 0; k < n; k++) {
+      char *e = search_explain(out, idx[k]);
+      sb_printf(&sb, "%3zu  %s\n", k + 1, e);
       free(e);
     }
   }
+  free(idx);
+  if (explain) search_rejects_text(&sb, &out->rejects);
   return sb_take(&sb);
 }
 
@@ -1107,6 +1341,23 @@ static json_t *layout_json(const CostLayout *l) {
   json_object_set_new(o, "etp", json_integer(l->etp));
   json_object_set_new(o, "dcp", json_integer(l->dcp));
   return o;
+}
+
+/* The other members of row i's group as {layout, goodput_tok_s_per_gpu, pareto}. */
+static json_t *also_json(const SearchOut *out, size_t i) {
+  json_t *a = json_array();
+  for (size_t j = i + 1; j < out->results.len; j++) {
+    const SearchResult *o = &out->results.items[j];
+    if (o->group != i) continue;
+    json_t *e = json_object();
+    char *ls = search_layout_str(o);
+    json_object_set_new(e, "layout", json_string(ls));
+    free(ls);
+    json_object_set_new(e, "goodput_tok_s_per_gpu", jreal(o->goodput_gpu, 1e2));
+    json_object_set_new(e, "pareto", json_boolean(o->pareto));
+    json_array_append_new(a, e);
+  }
+  return a;
 }
 
 char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool explain) {
@@ -1134,12 +1385,16 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
     json_object_set_new(k, t[i].name, json_real(*(const double *)((const char *)&m->k + t[i].offset)));
   json_object_set_new(root, "constants", k);
   json_object_set_new(root, "mla_tp_opt", out->tp_opt > 0 ? jreal(out->tp_opt, 1e3) : json_null());
+  json_object_set_new(root, "sort", json_string(search_sort_name(out->sort)));
+  json_object_set_new(root, "offered_req_s", m->rate > 0 ? jreal(m->rate, 1e6) : json_null());
   json_t *arr = json_array();
-  size_t n = nrows(out, top);
-  for (size_t i = 0; i < n; i++) {
+  size_t *idx = rp_malloc((out->results.len ? out->results.len : 1) * sizeof *idx);
+  size_t n = shown_rows(out, top, idx);
+  for (size_t row = 0; row < n; row++) {
+    size_t i = idx[row];
     const SearchResult *r = &out->results.items[i];
     json_t *o = json_object();
-    json_object_set_new(o, "rank", json_integer((json_int_t)i + 1));
+    json_object_set_new(o, "rank", json_integer((json_int_t)row + 1));
     json_object_set_new(o, "mode", json_string(r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated"));
     char *ls = search_layout_str(r);
     json_object_set_new(o, "layout", json_string(ls));
@@ -1173,6 +1428,8 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
     json_object_set_new(o, "throughput_req_s", jreal(r->req_s, 1e3));
     json_object_set_new(o, "throughput_tok_s", jreal(r->tok_s, 1e1));
     json_object_set_new(o, "goodput_tok_s_per_gpu", jreal(r->goodput_gpu, 1e2));
+    json_object_set_new(o, "goodput_tok_s_per_budget_gpu", jreal(r->goodput_cluster_gpu, 1e2));
+    json_object_set_new(o, "also", also_json(out, i));
     json_object_set_new(o, "binding", json_string(search_binding_name(r->binding)));
     json_object_set_new(o, "feasible", json_boolean(r->feasible));
     json_object_set_new(o, "pareto", json_boolean(r->pareto));
@@ -1183,7 +1440,9 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
     }
     json_array_append_new(arr, o);
   }
+  free(idx);
   json_object_set_new(root, "results", arr);
+  if (explain) json_object_set_new(root, "rejected", search_rejects_json(&out->rejects));
   char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
   json_decref(root);
   char *res = rp_sprintf("%s\n", txt);

@@ -16,6 +16,7 @@
 #define RANKPLAN_SEARCH_H
 
 #include "cost.h"
+#include "search_space.h"
 
 /* The named budget: evaluations (one layout of one role, or one (x, y)
  * point of the xPyD integer search) before the search stops. */
@@ -50,6 +51,10 @@ typedef enum {
 } SearchBinding;
 
 const char *search_binding_name(SearchBinding b);
+/* What a binding means to someone running the engine: the SLO, the spec
+ * key or the engine flag that sets the bound ("the batch cap per attention
+ * data parallel rank (--max-num-seqs)"); the explanations use these. */
+const char *search_binding_words(SearchBinding b);
 
 typedef struct {
   PoolRole role;
@@ -73,6 +78,9 @@ typedef struct {
   double req_s;         /* requests/s served */
   double tok_s;         /* output tokens/s served */
   double goodput_gpu;   /* output tokens/s per GPU of requests meeting both SLOs */
+  double goodput_cluster_gpu; /* the same per GPU of the budget (idle GPUs count) */
+  size_t group;         /* the row this one is shown under: itself, or the best-ranked
+                         * deployment it equals up to splitting decode instances */
   double util_prefill;  /* prefill (or instance) utilisation */
   SearchBinding binding;
   bool feasible, pareto;
@@ -80,7 +88,20 @@ typedef struct {
   double score;         /* the hook's score (higher is better) */
 } SearchResult;
 
+/* The ranking's first key (--sort): goodput per used GPU, per GPU of the
+ * budget (idle GPUs count against a deployment), total goodput, or
+ * (--min-gpus) serving workload.rate with the fewest GPUs. */
+typedef enum {
+  SEARCH_SORT_USED_GPU, SEARCH_SORT_CLUSTER_GPU, SEARCH_SORT_GOODPUT, SEARCH_SORT_MIN_GPUS
+} SearchSort;
+
+/* "used-gpu", "cluster-gpu", "goodput", "min-gpus"; search_sort_parse:
+ * false when s is none of them. */
+const char *search_sort_name(SearchSort k);
+bool search_sort_parse(const char *s, SearchSort *k);
+
 typedef struct {
+  SearchSort sort;
   int64_t max_candidates; /* the budget; <= 0: SEARCH_MAX_CANDIDATES_DEFAULT */
   int64_t gpu_budget;     /* <= 0: the spec's search.gpu_budget, else the cluster */
   double headroom;        /* <= 0: the spec's search.headroom, else 0.9 */
@@ -100,7 +121,24 @@ typedef struct {
   double headroom;
   int64_t layouts[3];           /* valid layouts per role (prefill, decode, both) */
   double tp_opt;                /* MLA attention tp optimum at the winner's decode batch, 0 else */
+  SearchRejects rejects;        /* why candidates left the search, by reason */
+  SearchSort sort;
 } SearchOut;
+
+/* Marks each result's group (SearchResult.group): disaggregated results
+ * with the same prefill pool and as many decode GPUs, split into other
+ * instances, are shown as one row under the best-ranked of them. */
+void search_group(SearchOut *out);
+
+/* The winner's `deployment:` section as YAML (mode, the spec's engine,
+ * order, allow_tp_across_domain, memory and hooks as it sets them, and the
+ * winner's pools), with a comment naming the spec and the row: replacing
+ * the spec's section with it compiles the winner. Caller frees. */
+char *search_deployment_yaml(const Spec *s, const SearchOut *out);
+
+/* W0502 when the winner serves less than workload.rate (nothing when the
+ * spec gives no rate or no result is feasible). */
+void search_load_check(Diags *d, const Spec *s, const SearchOut *out);
 
 /* The named numbers the `objective` hook sees as ctx.candidate for one
  * result (docs/cost-model.md, "Objective hook"): goodput (req/s meeting the
@@ -143,6 +181,10 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
  * (or the budget allowed no point). */
 bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
                       int64_t *x, int64_t *y, int64_t *evals, bool *cut);
+/* The same with x restricted to multiples of xstep (search_space_xstep:
+ * search.separate_nodes). */
+bool search_xpyd_best_step(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t xstep,
+                           int64_t budget, int64_t *x, int64_t *y, int64_t *evals, bool *cut);
 
 /* The spec with its deployment replaced by result r's pools (named
  * prefill, decode or serve, at the spec's deployment position), for

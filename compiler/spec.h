@@ -142,7 +142,7 @@ typedef struct {
   } memory;
   struct {
     SrcLoc loc;
-    SStr placement, layer_partition, expert_placement, objective;  /* Lua files */
+    SStr placement, layer_partition, expert_placement, objective, filter;  /* Lua files */
   } hooks;
 } DeploymentSpec;
 
@@ -156,13 +156,38 @@ typedef struct {
   SInt max_num_batched_tokens; /* chunked-prefill token budget; optional */
   SStr kv_transfer;            /* KV transfer backend; default: the engine's */
 } ServingSpec;
+/* The layout dimensions a `search:` constraint can name per role
+ * (docs/spec.md, "Search constraints"); SDIM_GPUS is one instance's GPUs. */
+typedef enum {
+  SDIM_TP, SDIM_PP, SDIM_CP, SDIM_DP, SDIM_EP, SDIM_ETP, SDIM_DCP, SDIM_GPUS, SDIM__COUNT
+} SearchDim;
+
+/* Allowed values of one dimension: a list (n > 0, ascending, distinct) or
+ * a range lo..hi (n == 0). Unset: every value. */
+typedef struct {
+  bool set;
+  SrcLoc loc;
+  size_t n;
+  int64_t *vals;
+  int64_t lo, hi;
+} SearchDimSet;
 
 typedef struct {
   SrcLoc loc;
   SInt gpu_budget;     /* default: whole cluster */
   SInt top;            /* rows to print, default 10 */
   SNum headroom;       /* rho for xPyD sizing, default 0.9 */
+  SBool cp, pp;        /* set and false: no context / pipeline parallelism in any pool */
+  SBool whole_nodes;   /* every instance's GPUs are whole nodes; default false */
+  SBool separate_nodes; /* prefill and decode instances never share a node; default false */
+  SrcLoc role_loc[3];  /* search.prefill, .decode, .both (PoolRole order) */
+  SearchDimSet dims[3][SDIM__COUNT];
 } SearchSpec;
+
+/* "tp", "pp", "cp", "dp", "ep", "etp", "dcp", "gpus". */
+const char *search_dim_name(SearchDim d);
+/* Whether v is allowed by s (an unset s allows every value). */
+bool search_dim_allows(const SearchDimSet *s, int64_t v);
 
 typedef struct Spec {
   const char *file;    /* interned path of the spec */
@@ -188,6 +213,10 @@ Spec *spec_parse(Diags *d, const char *name, const char *text, size_t len,
                  const char *catalog_dir);
 /* Reads path (size-capped) and parses it; unreadable → E0001/E0002. */
 Spec *spec_parse_file(Diags *d, const char *path, const char *catalog_dir);
+/* The same with the hardware replaced by catalog entry hw_preset (NULL:
+ * as written): the spec's `hardware.nodes` and `nodes_per_rack` stay, every
+ * other hardware figure comes from the entry (search --what-if gpu=). */
+Spec *spec_parse_file_hw(Diags *d, const char *path, const char *catalog_dir, const char *hw_preset);
 void spec_free(Spec *s);
 
 /* The catalog directory: $RANKPLAN_CATALOG, else the data directory's

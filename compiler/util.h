@@ -86,6 +86,17 @@ void sb_json_str(StrBuf *sb, const char *s);
  * as the shortest %g form that reads back to the same double (v finite). */
 void sb_put_exact(StrBuf *sb, double v);
 
+/* The greatest common divisor of two non-negative counts (0 when both
+ * are 0). */
+static inline int64_t rp_gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 /* Checked 64-bit arithmetic: return false on overflow, *out untouched. */
 static inline bool ck_add(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_add_overflow(a, b, out);

@@ -51,7 +51,10 @@ check(rc == 0, "llama search exits 0", err)
 check("goodput/GPU" in out and "binding" in out and "pareto" in out, "table header", out)
 rows = [l for l in out.splitlines() if l.strip()[:2].strip().isdigit()]
 check(len(rows) == 10, "ten rows by default", out)
-check(err == "", "nothing on stderr when it is not a terminal (no progress)", err)
+check("\r" not in err and "candidates evaluated" not in err,
+      "no progress on stderr when it is not a terminal", err)
+check("warning[W0502]" in err and "serves 18.33 of the 20 req/s" in err,
+      "the winner's unserved load is W0502", err)
 
 rc, out, err = run(LLAMA, "--format", "json", "--top", "3", "--explain")
 doc = json.loads(out)

@@ -50,33 +50,33 @@ static void test_rules(void) {
   T_CHECK(why == NULL);
   CostLayout bad_tp = {3, 1, 1, 1, 1, 1, 1};
   T_CHECK(!search_layout_valid(&m, &bad_tp, ROLE_DECODE, false, &why));
-  T_EQ_STR(why, "heads % tp != 0");
+  T_EQ_STR(why, "tensor parallel size does not divide the attention heads");
   CostLayout wide = {16, 1, 1, 1, 1, 1, 1};
   T_CHECK(!search_layout_valid(&m, &wide, ROLE_DECODE, false, &why));
-  T_EQ_STR(why, "tp wider than the scale-up domain");
+  T_EQ_STR(why, "tensor parallel group wider than the NVLink (scale-up) domain");
   T_CHECK(search_layout_valid(&m, &wide, ROLE_DECODE, true, &why));
   CostLayout ep = {8, 1, 1, 1, 2, 1, 1};
   T_CHECK(!search_layout_valid(&m, &ep, ROLE_DECODE, false, &why));
-  T_EQ_STR(why, "ep and etp need a MoE model");
+  T_EQ_STR(why, "expert parallelism needs a MoE model");
   CostLayout cpd = {4, 1, 2, 1, 1, 1, 1};
   T_CHECK(search_layout_valid(&m, &cpd, ROLE_PREFILL, false, &why));
   T_CHECK(!search_layout_valid(&m, &cpd, ROLE_DECODE, false, &why));
   /* GQA dcp: at most tp / kv_heads; tp 8 over 8 KV heads leaves none. */
   CostLayout dcp = {8, 1, 1, 1, 1, 1, 2};
   T_CHECK(!search_layout_valid(&m, &dcp, ROLE_DECODE, false, &why));
-  T_EQ_STR(why, "dcp must divide tp / kv_heads");
+  T_EQ_STR(why, "decode context parallel size does not divide tp / KV heads");
 
   Spec v3 = dsv3(16);
   CostModel d = model_of(&v3);
   CostLayout mla_cp = {8, 1, 2, 1, 1, 1, 1};
   T_CHECK(!search_layout_valid(&d, &mla_cp, ROLE_PREFILL, false, &why));
-  T_EQ_STR(why, "MLA cannot use head-split cp");
+  T_EQ_STR(why, "MLA attention cannot split heads for context parallelism");
   CostLayout e3 = {8, 1, 1, 1, 3, 1, 1};
   T_CHECK(!search_layout_valid(&d, &e3, ROLE_DECODE, false, &why));
-  T_EQ_STR(why, "experts % ep != 0");
+  T_EQ_STR(why, "expert parallel size does not divide the experts");
   CostLayout e16 = {8, 1, 1, 1, 16, 1, 1};
   T_CHECK(!search_layout_valid(&d, &e16, ROLE_DECODE, false, &why));
-  T_EQ_STR(why, "ep*etp does not divide tp*cp*dp");
+  T_EQ_STR(why, "ep * etp does not divide the instance's tp * cp * attention data parallel ranks");
   CostLayout e16d = {8, 1, 1, 2, 16, 1, 1};
   T_CHECK(search_layout_valid(&d, &e16d, ROLE_DECODE, false, &why));
   CostLayout mla_dcp = {8, 1, 1, 1, 8, 1, 8};
@@ -495,9 +495,10 @@ static void test_explain_alternatives(void) {
     const SearchResult *r = &out.results.items[i];
     if (r->feasible) {
       T_CHECK(strstr(e, "less goodput/GPU than #1") || strstr(e, "ties #1 on goodput/GPU"));
-      char want[64];
-      snprintf(want, sizeof want, "bound by %s (#1: %s)", search_binding_name(r->binding),
-               search_binding_name(out.results.items[0].binding));
+      char want[256];
+      SearchBinding wb = out.results.items[0].binding;
+      snprintf(want, sizeof want, "bound by %s (#1: %s)", search_binding_words(r->binding),
+               wb == r->binding ? "the same" : search_binding_words(wb));
       T_CHECK(strstr(e, want) != NULL);
       T_CHECK(strstr(e, "tok/s/GPU") != NULL);
     } else {

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""What `rankplan search` tells a reader: one row per deployment up to
+splitting its decode instances ("also as"), goodput per used GPU and per
+GPU of the budget with --sort, the offered load served (W0502 on search,
+compile and check), and --emit-spec writing a `deployment:` section that
+compiles to the winner."""
+import json
+import os
+import pathlib
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import searchlib  # noqa: E402
+from searchlib import SRC, check, rp  # noqa: E402
+LLAMA = str(SRC / "plans" / "examples" / "llama-3.1-70b-pd.yaml")
+
+
+
+
+def group_key(r):
+    """A disaggregated row's deployment up to splitting decode instances."""
+    if r["mode"] != "disaggregated":
+        return None
+    p, d = r["pools"]
+    return (json.dumps(p["parallel"], sort_keys=True), p["replicas"], d["replicas"] * d["gpus_per_instance"],
+            r["feasible"])
+
+
+p = rp("search", LLAMA, "--format", "json", "--top", "1000")
+doc = json.loads(p.stdout)
+res = doc["results"]
+keys = [group_key(r) for r in res if group_key(r)]
+check(len(keys) == len(set(keys)), "no two rows are one deployment split into other decode instances")
+check(any(r["also"] for r in res) and all(a["layout"].split(" ")[0] == r["layout"].split(" ")[0]
+                                          for r in res for a in r["also"]),
+      "grouped rows list the other splits under the same prefill pool")
+w = res[0]
+check(abs(w["goodput_tok_s_per_budget_gpu"] - w["goodput_tok_s_per_gpu"] * w["gpus"] / doc["gpu_budget"]) < 0.02,
+      "goodput per budget GPU = goodput per used GPU x used / budget", json.dumps(w)[:400])
+check(doc["sort"] == "used-gpu" and doc["offered_req_s"] == 20, "json names the sort key and the offered load")
+
+p = rp("search", LLAMA, "--top", "3")
+check("also as " in p.stdout and "/budgetGPU" in p.stdout, "text: also-as lines and the per-budget-GPU column",
+      p.stdout)
+check("#1 serves 18.33 of 20 req/s offered on 28 of 32 GPUs" in p.stdout, "text: the winner's served load", p.stdout)
+check("warning[W0502]" in p.stderr and "--sort cluster-gpu" in p.stderr,
+      "search warns when the winner leaves load unserved", p.stderr)
+
+p = rp("search", LLAMA, "--format", "json", "--sort", "cluster-gpu", "--top", "1000")
+doc = json.loads(p.stdout)
+ks = [r["goodput_tok_s_per_budget_gpu"] for r in doc["results"] if r["feasible"]]
+check(ks == sorted(ks, reverse=True) and doc["sort"] == "cluster-gpu", "--sort cluster-gpu ranks by it")
+check(doc["results"][0]["throughput_req_s"] == 20 and "W0502" not in p.stderr,
+      "--sort cluster-gpu: the winner serves the 20 req/s, no warning", p.stderr)
+p = rp("search", LLAMA, "--format", "json", "--sort", "goodput", "--top", "1000")
+ks = [r["throughput_tok_s"] for r in json.loads(p.stdout)["results"] if r["feasible"]]
+check(ks == sorted(ks, reverse=True), "--sort goodput ranks by total goodput")
+p = rp("search", LLAMA, "--sort", "speed")
+check(p.returncode == 2 and "--sort" in p.stderr, "an unknown --sort key is a usage error", p.stderr)
+
+# The bundled example serves 9 of its 20 req/s: compile and check say so.
+with tempfile.TemporaryDirectory() as tmp:
+    plan = str(pathlib.Path(tmp) / "p.json")
+    p = rp("compile", LLAMA, "-o", plan)
+    check(p.returncode == 0 and "warning[W0502]" in p.stderr and "serves 9.00 of the 20 req/s" in p.stderr,
+          "compile warns that the example serves 9 of 20 req/s", p.stderr)
+    diags = json.loads(pathlib.Path(plan).read_text())["diagnostics"]
+    check(any(d["code"] == "W0502" for d in diags), "the plan records W0502")
+    p = rp("check", LLAMA)
+    check(p.returncode == 0 and "warning[W0502]" in p.stderr, "check warns as compile does", p.stderr)
+
+    # --emit-spec: the spec with its deployment replaced compiles to the winner.
+    for sort in ("used-gpu", "cluster-gpu"):
+        dep = pathlib.Path(tmp) / "dep.yaml"
+        p = rp("search", LLAMA, "--format", "json", "--sort", sort, "--emit-spec", str(dep))
+        w = json.loads(p.stdout)["results"][0]
+        text = pathlib.Path(LLAMA).read_text()
+        spec = pathlib.Path(tmp) / "winner.yaml"
+        spec.write_text(text[: text.index("deployment:")] + dep.read_text())
+        p = rp("compile", str(spec), "-o", plan)
+        check(p.returncode == 0, f"--emit-spec ({sort}): the spec with the emitted section compiles", p.stderr)
+        got = json.loads(pathlib.Path(plan).read_text())
+        pools = [(q["role"], q["replicas"], q["tp"], q["pp"], q["cp"], q["dp"]) for q in got["pools"]]
+        want = [(q["role"], q["replicas"], q["parallel"]["tp"], q["parallel"]["pp"], q["parallel"]["cp"],
+                 q["parallel"]["dp"]) for q in w["pools"]]
+        check(pools == want and abs(got["estimates"]["goodput_tok_s_per_gpu"] - w["goodput_tok_s_per_gpu"]) < 0.01,
+              f"--emit-spec ({sort}): it compiles to the winner's pools and goodput", f"{pools}\n{want}")
+    p = rp("search", LLAMA, "--emit-spec", LLAMA)
+    check(p.returncode == 2, "--emit-spec onto the spec itself is refused", p.stderr)
+
+# --min-gpus: the winner serves the offered rate, and no ranked deployment
+# that serves it uses fewer GPUs.
+p = rp("search", LLAMA, "--format", "json", "--min-gpus", "--top", "1")
+w = json.loads(p.stdout)["results"][0]
+allr = json.loads(rp("search", LLAMA, "--format", "json", "--top", "1000").stdout)["results"]
+serving = [r["gpus"] for r in allr if r["feasible"] and r["throughput_req_s"] >= 20 - 1e-9]
+check(p.returncode == 0 and w["throughput_req_s"] == 20 and w["gpus"] == min(serving),
+      f"--min-gpus: {w['layout']} serves 20 req/s on the fewest GPUs ({w['gpus']})", p.stderr)
+with tempfile.TemporaryDirectory() as tmp:
+    norate = pathlib.Path(tmp) / "norate.yaml"
+    norate.write_text(pathlib.Path(LLAMA).read_text().replace("  rate: 20 req/s\n", ""))
+    p = rp("search", str(norate), "--min-gpus")
+    check(p.returncode == 1 and "E0507" in p.stderr and "workload.rate" in p.stderr,
+          "--min-gpus without a rate is E0507", p.stderr)
+
+# --what-if: one search per value; each row is that value's search winner.
+p = rp("search", LLAMA, "--format", "json", "--what-if", "gpu=h100-sxm,h200-sxm,b200")
+doc = json.loads(p.stdout)
+check(p.returncode == 0 and doc["format"] == "rankplan.search-what-if/1"
+      and [r["value"] for r in doc["rows"]] == ["h100-sxm", "h200-sxm", "b200"], "what-if gpu: a row per GPU type")
+plain = json.loads(rp("search", LLAMA, "--format", "json", "--top", "1").stdout)["results"][0]
+h200 = doc["rows"][1]["winner"]
+check(h200["layout"] == plain["layout"] and h200["goodput_tok_s_per_gpu"] == plain["goodput_tok_s_per_gpu"],
+      "what-if gpu: the spec's own GPU gives the plain search's winner", json.dumps(h200))
+with tempfile.TemporaryDirectory() as tmp:
+    h100 = pathlib.Path(tmp) / "h100.yaml"
+    h100.write_text(pathlib.Path(LLAMA).read_text().replace("preset: h200-sxm", "preset: h100-sxm"))
+    one = json.loads(rp("search", str(h100), "--format", "json", "--top", "1").stdout)["results"][0]
+    check(doc["rows"][0]["winner"]["layout"] == one["layout"], "what-if gpu=h100-sxm: as the spec edited to H100")
+p = rp("search", LLAMA, "--format", "json", "--min-gpus", "--what-if", "nodes=1,4")
+doc = json.loads(p.stdout)
+mg = json.loads(rp("search", LLAMA, "--format", "json", "--min-gpus", "--top", "1").stdout)["results"][0]
+check(doc["rows"][1]["gpu_budget"] == 32 and doc["rows"][1]["winner"]["layout"] == mg["layout"]
+      and doc["rows"][0]["gpu_budget"] == 8, "what-if nodes with --min-gpus: the budget follows the nodes", p.stdout)
+p = rp("search", LLAMA, "--what-if", "gpu=h200-sxm,h300")
+check(p.returncode == 1 and "E0111" in p.stderr, "what-if: an unknown GPU entry is E0111", p.stderr)
+for bad in ("gpu=", "tp=2", "nodes=0", "nodes=2,,4"):
+    p = rp("search", LLAMA, "--what-if", bad)
+    check(p.returncode == 2, f"what-if {bad!r} is a usage error", p.stderr)
+p = rp("search", LLAMA, "--what-if", "nodes=2,4")
+check(p.returncode == 0 and "serves req/s" in p.stdout and "of 20" in p.stdout, "what-if text table", p.stdout)
+
+# Explanations in the words of the engine flags and the spec keys.
+with tempfile.TemporaryDirectory() as tmp:
+    cal = pathlib.Path(tmp) / "cal.json"
+    cal.write_text('{"max_batch_per_dp": 4}\n')
+    dsv3 = str(SRC / "plans" / "examples" / "deepseek-v3-pd.yaml")
+    p = rp("search", dsv3, "--explain", "--top", "10", "--calibration", str(cal))
+    check("the batch cap per attention data parallel rank (--max-num-seqs)" in p.stdout
+          and re.search(r"attention data parallel \d+ vs \d+", p.stdout) is not None,
+          "explain: a decode batch at the engine's cap names --max-num-seqs and attention data parallel", p.stdout)
+    check("rejected before ranking" in p.stdout and "(--gpu-memory-utilization, --max-model-len)" in p.stdout,
+          "explain: the memory rejections name the engine flags", p.stdout)
+
+sys.exit(1 if searchlib.failures else 0)
