@@ -1039,6 +1039,30 @@ static void search__free_ctx(Ctx *c, RoleVec *pre, RoleVec *dec, RoleVec *both, 
   free(sd->items);
 }
 
+/* The search's context from the spec and the options (budget, headroom,
+ * limits, the engine's entry); out receives the rejection tally. */
+static void search__ctx_init(Ctx *c, Diags *d, const Spec *s, const SearchOptions *o, SearchOut *out) {
+  const CostModel *m = &out->model;
+  memset(c, 0, sizeof *c);
+  c->m = m;
+  c->s = s;
+  c->G = o->gpu_budget > 0 ? o->gpu_budget
+         : s->search.gpu_budget.v > 0 ? s->search.gpu_budget.v : m->gpus_total;
+  if (c->G > m->gpus_total && m->gpus_total > 0) c->G = m->gpus_total;
+  c->rho = o->headroom > 0 ? o->headroom : cost_headroom(s);
+  c->max = o->max_candidates > 0 ? o->max_candidates : SEARCH_MAX_CANDIDATES_DEFAULT;
+  c->max_steps = c->max > INT64_MAX / SEARCH_STEPS_PER_CANDIDATE ? INT64_MAX
+                                                                 : c->max * SEARCH_STEPS_PER_CANDIDATE;
+  c->progress = o->progress;
+  c->strict = o->strict;
+  c->stages = rp_calloc((size_t)((m->layers + 1) * (m->n_dense + 1) * 4), sizeof *c->stages);
+  c->lw = lay_default_weights(s);
+  c->gpn = s->hardware.gpus_per_node.v;
+  c->rej = &out->rejects;
+  c->d = d;
+  c->caps = search__engine(s);
+}
+
 bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
                 SearchOut *out) {
   memset(out, 0, sizeof *out);
@@ -1052,24 +1076,8 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     diag_help(g, "add `workload: {input_tokens, output_tokens}` and `slo: {ttft, tpot}`");
     return false;
   }
-  Ctx c = {0};
-  c.m = m;
-  c.s = s;
-  c.G = o->gpu_budget > 0 ? o->gpu_budget
-        : s->search.gpu_budget.v > 0 ? s->search.gpu_budget.v : m->gpus_total;
-  if (c.G > m->gpus_total && m->gpus_total > 0) c.G = m->gpus_total;
-  c.rho = o->headroom > 0 ? o->headroom : cost_headroom(s);
-  c.max = o->max_candidates > 0 ? o->max_candidates : SEARCH_MAX_CANDIDATES_DEFAULT;
-  c.max_steps = c.max > INT64_MAX / SEARCH_STEPS_PER_CANDIDATE ? INT64_MAX
-                                                                : c.max * SEARCH_STEPS_PER_CANDIDATE;
-  c.progress = o->progress;
-  c.strict = o->strict;
-  c.stages = rp_calloc((size_t)((m->layers + 1) * (m->n_dense + 1) * 4), sizeof *c.stages);
-  c.lw = lay_default_weights(s);
-  c.gpn = s->hardware.gpus_per_node.v;
-  c.rej = &out->rejects;
-  c.d = d;
-  c.caps = search__engine(s);
+  Ctx c;
+  search__ctx_init(&c, d, s, o, out);
   HookSession fhs;
   bool filter_ok = true;
   if (s->deployment.hooks.filter.set) {
