@@ -171,15 +171,16 @@ static void check_pool(Diags *d, const EngineCaps *c, const PoolSpec *p, bool mo
   if (why) refuse(d, c, p, dim, why, z, moe);
 }
 
-const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe) {
+const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe,
+                                  EngineDim *dim) {
   Sizes z = {{0}, 1};
   for (int k = 0; k < ED__COUNT; k++) z.v[k] = v[k];
   int64_t ranks = mul_sat(mul_sat(v[ED_TP], v[ED_CP]), v[ED_DP]), eg = mul_sat(v[ED_EP], v[ED_ETP]);
   if (eg > 0 && eg != INT64_MAX && ranks % eg == 0) z.edp = ranks / eg;
+  *dim = ED_DP;
   if (dense_dp_refused(c, v[ED_DP], moe))
     return "its data parallelism inside an instance is attention data parallelism, for MoE models";
-  EngineDim dim = ED_TP;
-  return pool_refusal(c, role, &z, moe, &dim);
+  return pool_refusal(c, role, &z, moe, dim);
 }
 
 static const char *pd_name(PdRule r) {

@@ -85,8 +85,9 @@ int engine_version_cmp(const char *a, const char *b);
 
 /* The search's engine filter, the same rules as engine_check's pools:
  * why engine entry c cannot run a pool of role with sizes v (EngineDim
- * order), or NULL when it can. */
-const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe);
+ * order), with the dimension it names in *dim, or NULL when it can. */
+const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe,
+                                  EngineDim *dim);
 /* Whether c lets a prefill pool of tp/pp feed a decode pool of tp/pp
  * (its `pd:` rules; an unverified pair is allowed, with W0701 at check). */
 bool engine_pd_allows(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp);

@@ -434,9 +434,11 @@ static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
    * when it is the engine that refuses. */
   if (!why && c->caps) {
     int64_t v[ED__COUNT] = {l->tp, l->pp, l->dp, l->ep, l->etp, l->cp, l->dcp};
-    const char *e = engine_layout_refusal(c->caps, role, v, c->s->model.moe.present);
+    EngineDim dim = ED_TP;
+    const char *e = engine_layout_refusal(c->caps, role, v, c->s->model.moe.present, &dim);
     if (e) {
-      snprintf(buf, sizeof buf, "engine %s %s: %s", engine_name(c->caps->engine), c->caps->version, e);
+      snprintf(buf, sizeof buf, "engine %s %s, `%s` of %s pools: %s", engine_name(c->caps->engine),
+               c->caps->version, engine_dim_name(dim), role_name(role), e);
       why = buf;
     }
   }
