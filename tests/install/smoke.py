@@ -98,3 +98,37 @@ def installed_tools(bindir, data, srcroot=None):
         check_versions(bindir, data, cwd, srcroot)
         check_examples(bindir, data, cwd)
         check_override(bindir, data, cwd)
+
+
+def check_worker_api(dest, prefix, o):
+    """librankrun as installed: the header, the shared library and its
+    pkg-config file let a C program build and link against it, and the
+    Python binding imports from where it was installed and loads the
+    installed library (rankrun_api_version from both)."""
+    root = pathlib.Path(dest) / prefix.lstrip("/")
+    libdir, incdir = root / o["libdir"], root / o["includedir"]
+    check((incdir / "rankrun.h").is_file(), "rankrun.h installed")
+    lib = libdir / "librankrun.so.1"
+    check(lib.exists(), "librankrun.so.1 installed")
+    env = dict(clean_env(), PKG_CONFIG_PATH=str(libdir / "pkgconfig"), PKG_CONFIG_SYSROOT_DIR=str(dest))
+    pc = subprocess.run(["pkg-config", "--cflags", "--libs", "rankrun"], env=env, capture_output=True, text=True)
+    check(pc.returncode == 0 and "-lrankrun" in pc.stdout, f"pkg-config rankrun: {pc.stdout.strip()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        c = pathlib.Path(tmp) / "v.c"
+        c.write_text('#include <rankrun.h>\n#include <stdio.h>\n'
+                     'int main(void) { printf("%d\\n", rankrun_api_version()); return 0; }\n')
+        exe = pathlib.Path(tmp) / "v"
+        b = subprocess.run(["cc", str(c), "-o", str(exe), *pc.stdout.split()], capture_output=True, text=True)
+        r = subprocess.run([str(exe)], env=dict(clean_env(), LD_LIBRARY_PATH=str(libdir)), capture_output=True,
+                           text=True) if b.returncode == 0 else None
+        check(r is not None and r.returncode == 0 and r.stdout.strip().isdigit(),
+              "a C program builds with pkg-config's flags and runs on the installed library"
+              + ("" if b.returncode == 0 else ": " + b.stderr[-300:]))
+    mods = sorted(root.glob("lib*/python3*/*-packages/rankrun.py"))
+    check(len(mods) == 1, f"the Python binding installed once ({[str(m) for m in mods]})")
+    if mods and r is not None:
+        py = subprocess.run(["python3", "-c", "import rankrun; print(rankrun.lib().rankrun_api_version())"],
+                            env=dict(clean_env(), PYTHONPATH=str(mods[0].parent), RANKRUN_LIB=str(lib)),
+                            capture_output=True, text=True, cwd="/")
+        check(py.returncode == 0 and py.stdout.strip() == r.stdout.strip(),
+              "the installed Python binding loads the installed library" + ("" if py.returncode == 0 else ": " + py.stderr[-300:]))

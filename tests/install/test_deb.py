@@ -67,6 +67,8 @@ def unpacked(deb):
         debian_paths(root)
         no_nccl(root / "usr" / "bin")
         smoke.installed_tools(root / "usr" / "bin", root / "usr" / "share" / "rankplan", SRC)
+        arch = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True).stdout.strip()
+        smoke.check_worker_api(root, "/usr", {"libdir": "lib/" + arch, "includedir": "include"})
 
 
 def installed(deb):

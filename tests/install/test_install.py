@@ -64,6 +64,7 @@ def main():
             smoke.check((comp / f).exists(), f"completion {f}")
         smoke.installed_tools(bindir, data, SRC)
         version_facts(bindir)
+        smoke.check_worker_api(dest, prefix, o)
         moved = pathlib.Path(tmp) / "moved"
         shutil.move(str(dest), str(moved))
         smoke.installed_tools(under(moved, prefix, o["bindir"]), under(moved, prefix, o["datadir"]) / "rankplan")
