@@ -121,6 +121,11 @@ def values(shell, cwd):
     eq = ["--format", "=", "s"] if shell == "bash" else ["--format=s"]
     expect(shell, [RANKPLAN, "check"] + eq, ["sarif"], cwd)
     expect(shell, [RANKRUN, "plan.json", "--backend", ""], ["host", "nccl"], cwd)
+    # the launch targets of `rankplan emit` (its help lists them)
+    expect(shell, [RANKPLAN, "emit", "plan.json", "--target", ""],
+           ["vllm", "sglang", "trtllm", "shell", "slurm", "k8s"], cwd)
+    expect(shell, [RANKPLAN, "emit", "plan.json", "-t", "s"], ["sglang", "shell", "slurm"], cwd)
+    expect(shell, [RANKPLAN, "compile", "spec.yaml", "--emit", "t"], ["trtllm"], cwd)
     expect(shell, [RANKRUN, "plan.json", "--node", ""], [], cwd)
 
 
