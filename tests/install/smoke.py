@@ -100,6 +100,13 @@ def installed_tools(bindir, data, srcroot=None):
         check_override(bindir, data, cwd)
 
 
+def sanitizer_runtimes(lib):
+    """The sanitizer runtimes lib needs (an ASan+UBSan build): a program
+    using it is built with the same sanitizers, and python3 preloads them."""
+    out = subprocess.run(["ldd", str(lib)], capture_output=True, text=True).stdout
+    return [w for line in out.splitlines() for w in line.split() if w.startswith("/") and "san" in w.rsplit("/", 1)[-1]]
+
+
 def check_worker_api(dest, prefix, o):
     """librankrun as installed: the header, the shared library and its
     pkg-config file let a C program build and link against it, and the
@@ -118,7 +125,9 @@ def check_worker_api(dest, prefix, o):
         c.write_text('#include <rankrun.h>\n#include <stdio.h>\n'
                      'int main(void) { printf("%d\\n", rankrun_api_version()); return 0; }\n')
         exe = pathlib.Path(tmp) / "v"
-        b = subprocess.run(["cc", str(c), "-o", str(exe), *pc.stdout.split()], capture_output=True, text=True)
+        san = sanitizer_runtimes(lib)
+        b = subprocess.run(["cc", str(c), "-o", str(exe), *pc.stdout.split(),
+                            *(["-fsanitize=address,undefined"] if san else [])], capture_output=True, text=True)
         r = subprocess.run([str(exe)], env=dict(clean_env(), LD_LIBRARY_PATH=str(libdir)), capture_output=True,
                            text=True) if b.returncode == 0 else None
         check(r is not None and r.returncode == 0 and r.stdout.strip().isdigit(),
@@ -128,7 +137,8 @@ def check_worker_api(dest, prefix, o):
     check(len(mods) == 1, f"the Python binding installed once ({[str(m) for m in mods]})")
     if mods and r is not None:
         py = subprocess.run(["python3", "-c", "import rankrun; print(rankrun.lib().rankrun_api_version())"],
-                            env=dict(clean_env(), PYTHONPATH=str(mods[0].parent), RANKRUN_LIB=str(lib)),
+                            env=dict(clean_env(), PYTHONPATH=str(mods[0].parent), RANKRUN_LIB=str(lib),
+                                     **({"LD_PRELOAD": " ".join(san), "ASAN_OPTIONS": "detect_leaks=0"} if san else {})),
                             capture_output=True, text=True, cwd="/")
         check(py.returncode == 0 and py.stdout.strip() == r.stdout.strip(),
               "the installed Python binding loads the installed library" + ("" if py.returncode == 0 else ": " + py.stderr[-300:]))
