@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "backend.h"
+#include "emitted.h"
 #include "kv.h"
 #include "launcher.h"
 #include "opts.h"
@@ -27,7 +28,8 @@ static void usage(FILE *f) {
           "usage: rankrun PLAN --node N [--rendezvous HOST:PORT] "
           "[--backend host|nccl]\n"
           "               [--timeout S] [--grace S] [--dry-run] [--report FILE]\n"
-          "               [--preflight-only | [--no-preflight] [--per MODE] -- CMD ARGS...]\n"
+          "               [--preflight-only | [--no-preflight] [--per MODE] -- CMD ARGS...\n"
+          "                | [--no-preflight] --emitted DIR]\n"
           "\n"
           "Starts the ranks of node N of a plan written by `rankplan compile`,\n"
           "one process per local rank, checks every group's collectives and\n"
@@ -78,6 +80,10 @@ static void usage(FILE *f) {
           "  {local_world_size} {group_rank} {instance_rank} {global_rank} {node}\n"
           "  {nnodes} {port} {master_addr} {master_port} {devices} {pool} {role}\n"
           "  {instance} {tp} {cp} {dp} {pp} {ep} {etp} {edp} {dcp}; {{ and }} are braces\n"
+          "  --emitted DIR         instead of `-- CMD`: run DIR/node-N.sh, written by\n"
+          "                        `rankplan emit` for this plan (checked against\n"
+          "                        DIR/manifest.json), as `--per node -- bash\n"
+          "                        DIR/node-N.sh`; the options above apply\n"
           "  --help, --version\n"
           "\n"
           "exit codes: 0 success, 1 bad plan, 2 usage, 3 runtime failure, "
@@ -117,6 +123,8 @@ typedef struct {
   bool worker;
   const char *rdzv;
   bool per_given;
+  const char *emitted; /* --emitted DIR */
+  char **emitted_cmd;  /* the command it runs (emitted.h) */
 } Cli;
 
 /* A numeric option: its range, whether it is a whole number, what the
@@ -249,6 +257,7 @@ static int parse_cli(int argc, char **argv, Cli *c) {
       {"--log-dir", NULL, true, &o->log_dir, NULL, NULL, NULL},
       {"--ready-port", NULL, true, &o->ready_port, NULL, NULL, NULL},
       {"--ready-cmd", NULL, true, &o->ready_cmd, NULL, NULL, NULL},
+      {"--emitted", NULL, true, &c->emitted, NULL, NULL, NULL},
       {"--ready-timeout", NULL, true, NULL, NULL, opt_num,
        NUM(ready_timeout, NUM_DOUBLE, 0.1, 86400 * 7, false,
            "expected 0.1 to 604800 seconds")},
@@ -293,13 +302,16 @@ static int check_cli(Cli *c) {
 /* What a command (`-- CMD ARGS...`) needs of the options. */
 static int check_cmd_opts(Cli *c) {
   RtLaunchOpts *o = &c->o;
+  if (c->emitted && (o->cmd || c->per_given || o->preflight_only))
+    return bad_usage("--emitted runs DIR/node-N.sh once for the node: drop %s",
+                     o->cmd ? "`-- CMD`" : c->per_given ? "--per" : "--preflight-only");
   if (o->cmd && o->preflight_only)
     return bad_usage("%s", "--preflight-only runs no command: drop it or `-- CMD`");
   const char *needs = c->per_given ? "--per" : o->nenv ? "--env" : o->log_dir ? "--log-dir"
                       : o->ready_port ? "--ready-port" : o->ready_cmd ? "--ready-cmd"
                       : o->ready_timeout >= 0 ? "--ready-timeout"
                       : o->no_preflight ? "--no-preflight" : NULL;
-  if (!o->cmd && needs) return bad_usage("%s needs a command: `-- CMD ARGS...`", needs);
+  if (!o->cmd && !c->emitted && needs) return bad_usage("%s needs a command: `-- CMD ARGS...`", needs);
   if (o->ready_port && o->ready_cmd)
     return bad_usage("%s", "--ready-port and --ready-cmd: give one");
   if (o->ready_timeout < 0) o->ready_timeout = o->timeout;
@@ -398,13 +410,21 @@ int main(int argc, char **argv) {
     free(c.o.env);
     return r == RT_ERR_SYS ? RP_EXIT_USAGE : RP_EXIT_INPUT;
   }
-  code = check_templates(&c.o, plan);
+  if (c.emitted) {
+    code = rt_emitted_command(c.emitted, plan, c.o.node, &c.emitted_cmd) ? RP_EXIT_USAGE
+           : rt_command_found("bash") ? RP_OPT_GO
+           : bad_usage("%s", "--emitted runs bash, not found in PATH");
+    c.o.cmd = c.emitted_cmd;
+    c.o.per = RT_PER_NODE;
+  }
+  if (code == RP_OPT_GO) code = check_templates(&c.o, plan);
   if (code == RP_OPT_GO) code = rendezvous(&c, plan);
   if (code == RP_OPT_GO) code = request_length(&c.o, plan);
   if (code == RP_OPT_GO)
     code = c.worker ? rt_worker_main(&c.o, plan) : rt_launch(&c.o, plan);
   free(c.o.rdzv_host);
   free(c.o.env);
+  rt_emitted_free(c.emitted_cmd);
   plan_free(plan);
   return code;
 }

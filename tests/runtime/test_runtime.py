@@ -1144,7 +1144,8 @@ def exec_cli():
         check(p.returncode == 2 and msg in p.stderr, f"exec cli: {' '.join(args[2:])} -> exit 2, {msg}", p.stderr)
     p = run(pd, "--help")
     check(all(o in p.stdout for o in ("--per MODE", "--no-preflight", "--preflight-only", "--env K=V", "--log-dir",
-                                      "--ready-port", "--ready-cmd", "--ready-timeout", "{instance_rank}")),
+                                      "--ready-port", "--ready-cmd", "--ready-timeout", "{instance_rank}",
+                                      "--emitted DIR")),
           "exec cli: --help names every option of a command", p.stdout)
     p = run(pd, "--node", "1", "--dry-run", "--per", "instance", "--", "true", "{port}")
     check(p.returncode == 0 and "would run process 1/decode.0: RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
@@ -1159,6 +1160,91 @@ def exec_cli():
     check(rcs == [0, 0] and names == [f"{r // 4}-{r}.log" for r in range(6)] and sorted(body.split("\n")) ==
           ["", "err", "out 0"] and "[0/2] out 0" in ls[0].out and "[1/5] err" in ls[1].stderr(),
           "exec --log-dir: DIR/NODE-RANK.log per process; console lines prefixed [node/rank]", (rcs, names, body))
+
+
+FAKE_VLLM = """#!/bin/sh
+# Stands in for vllm: records its devices and arguments, one line a call.
+printf '%s\\n' "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES $*" >> "$FAKE_VLLM_OUT"
+"""
+
+
+def emit_vllm(spec, name):
+    """`rankplan emit --target vllm` of SPEC's plan into this scenario's
+    directory: (plan, emit dir)."""
+    plan = need_plan(spec)
+    out = os.path.join(tmp(), name)
+    p = subprocess.run([RP, "emit", plan, "--target", "vllm", "-o", out], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"rankplan emit {spec} --target vllm", p.stderr)
+    return plan, out
+
+
+@scenario("exec-emitted")
+def exec_emitted():
+    """--emitted DIR runs the node script `rankplan emit` wrote, unchanged,
+    with a stand-in vllm first in PATH: every instance of the node starts
+    with the manifest's port and as many devices as its GPUs; a missing,
+    damaged or foreign manifest, an unlisted or edited script are refused."""
+    plan, em = emit_vllm("plans/examples/llama-3.1-8b-pd-1node.yaml", "emit-1node")
+    bindir, logs = os.path.join(tmp(), "bin"), os.path.join(tmp(), "engine-logs")
+    os.makedirs(bindir)
+    os.makedirs(logs)
+    with open(os.path.join(bindir, "vllm"), "w") as f:
+        f.write(FAKE_VLLM)
+    os.chmod(os.path.join(bindir, "vllm"), 0o755)
+    calls = os.path.join(tmp(), "vllm-calls.txt")
+    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"], FAKE_VLLM_OUT=calls)
+    report = os.path.join(tmp(), "emitted-report.json")
+    p = run(plan, "--node", "0", "--emitted", em, "--no-preflight", "--backend", "host", "--env",
+            f"RANKPLAN_LOG_DIR={logs}", "--report", report, env=env)
+    lines = open(calls).read().splitlines() if os.path.exists(calls) else []
+    got = {}
+    for line in lines:
+        a = line.split()
+        flag = lambda n: int(a[a.index(n) + 1]) if n in a else 0  # noqa: E731
+        ndev = len(a[0].split("=", 1)[1].split(","))
+        got[flag("--port")] = (a[1], ndev, flag("--tensor-parallel-size") * flag("--pipeline-parallel-size")
+                               * flag("--data-parallel-size"))
+    man = load_json(os.path.join(em, "manifest.json"))
+    want = {e["port"]: ("serve", e["gpus"], e["gpus"]) for e in man.get("endpoints", []) if e["node"] == 0}
+    cmd = (load_json(report) if os.path.exists(report) else {}).get("command") or {}
+    check(p.returncode == 0 and len(lines) == len(want) == 3 and got == want and cmd.get("per") == "node"
+          and [x.get("exit_code") for x in cmd.get("processes", [])] == [0]
+          and sorted(os.listdir(logs)) == ["decode-0.node-0.log", "prefill-0.node-0.log", "prefill-1.node-0.log"],
+          "exec emitted: node-0.sh runs once, every instance with its port, devices and parallel sizes, exit 0",
+          (p.returncode, lines, want, cmd, p.stderr[-1500:]))
+    _, other = emit_vllm("plans/examples/llama-3.1-70b-pd-vllm.yaml", "emit-other")
+    empty = tempfile.mkdtemp(dir=tmp(), prefix="empty-")
+    refused = [("no manifest", empty, "manifest.json: No such file or directory"),
+               ("another plan's manifest", other, "spec_sha256: emitted from another plan")]
+    for i, (what, edit, msg) in enumerate((
+            ("a damaged manifest", lambda d, m: put(m, "w", '{"format": '), "manifest.json: line 1: "),
+            ("node-0.sh not listed", lambda d, m: write_manifest(m, lambda j: j.update(files=[])),
+             "files: no node-0.sh"),
+            ("node-0.sh edited", lambda d, m: put(os.path.join(d, "node-0.sh"), "a", "true\n"),
+             "node-0.sh: differs from its bytes and sha256"))):
+        d = os.path.join(tmp(), f"emit-bad-{i}")
+        shutil.copytree(em, d)
+        edit(d, os.path.join(d, "manifest.json"))
+        refused.append((what, d, msg))
+    for what, d, msg in refused:
+        p = run(plan, "--node", "0", "--emitted", d, "--no-preflight", env=env)
+        check(p.returncode == 2 and msg in p.stderr, f"exec emitted: {what} -> exit 2, {msg}", p.stderr)
+    p = run(plan, "--node", "0", "--emitted", em, "--per", "rank")
+    check(p.returncode == 2 and "--emitted runs DIR/node-N.sh once for the node: drop --per" in p.stderr,
+          "exec emitted: --per with --emitted -> exit 2", p.stderr)
+
+
+def put(path, mode, text):
+    with open(path, mode) as f:
+        f.write(text)
+
+
+def write_manifest(path, change):
+    with open(path) as f:
+        j = json.load(f)
+    change(j)
+    with open(path, "w") as f:
+        json.dump(j, f)
 
 
 # --- workers on librankrun: tests/runtime/worker.c and worker.py ------------------------------
