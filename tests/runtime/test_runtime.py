@@ -1163,8 +1163,12 @@ def exec_cli():
 
 
 FAKE_VLLM = """#!/bin/sh
-# Stands in for vllm: records its devices and arguments, one line a call.
+# Stands in for vllm: records its devices and arguments, one line a call,
+# then serves for 3 s and exits 0; the instance on port $FAKE_VLLM_FAIL_PORT
+# instead fails after 1 s with status 7 (before any other exits).
 printf '%s\\n' "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES $*" >> "$FAKE_VLLM_OUT"
+case " $* " in *" --port ${FAKE_VLLM_FAIL_PORT:-none} "*) sleep 1; exit 7;; esac
+sleep 3
 """
 
 
@@ -1212,6 +1216,15 @@ def exec_emitted():
           and sorted(os.listdir(logs)) == ["decode-0.node-0.log", "prefill-0.node-0.log", "prefill-1.node-0.log"],
           "exec emitted: node-0.sh runs once, every instance with its port, devices and parallel sizes, exit 0",
           (p.returncode, lines, want, cmd, p.stderr[-1500:]))
+    # One engine failing ends the node script with its status (shared fate
+    # in the emitted node-N.sh), so rankrun fails the run: exit 3.
+    fail_port = sorted(want)[1] if len(want) > 1 else 0
+    p = run(plan, "--node", "0", "--emitted", em, "--no-preflight", "--backend", "host", "--env",
+            f"RANKPLAN_LOG_DIR={logs}", "--report", report, env=dict(env, FAKE_VLLM_FAIL_PORT=str(fail_port)))
+    cmd = (load_json(report) if os.path.exists(report) else {}).get("command") or {}
+    check(p.returncode == 3 and [x.get("exit_code") for x in cmd.get("processes", [])] == [7],
+          "exec emitted: an engine that fails (status 7) ends node-0.sh with its status and rankrun exits 3",
+          (p.returncode, cmd, p.stderr[-1500:]))
     _, other = emit_vllm("plans/examples/llama-3.1-70b-pd-vllm.yaml", "emit-other")
     empty = tempfile.mkdtemp(dir=tmp(), prefix="empty-")
     refused = [("no manifest", empty, "manifest.json: No such file or directory"),

@@ -25,4 +25,9 @@ mpirun -np 16 -x CUDA_VISIBLE_DEVICES -H "${host_0}":8,"${host_1}":8 \
     --config "$here/trtllm-context-0.yaml" \
     > "$log_dir/context-0.node-0.log" 2>&1 &
 
-wait
+# Shared fate: the first engine to exit ends the node with its status.
+status=0
+wait -n || status=$?
+jobs -p | xargs -r kill 2>/dev/null || true
+wait || true
+exit "$status"

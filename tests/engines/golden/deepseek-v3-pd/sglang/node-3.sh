@@ -26,4 +26,9 @@ CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 \
     --disaggregation-transfer-backend mooncake \
     > "$log_dir/decode-1.node-3.log" 2>&1 &
 
-wait
+# Shared fate: the first engine to exit ends the node with its status.
+status=0
+wait -n || status=$?
+jobs -p | xargs -r kill 2>/dev/null || true
+wait || true
+exit "$status"

@@ -21,4 +21,9 @@ CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 VLLM_NIXL_SIDE_CHANNEL_HOST="${host_2}" VLL
     --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' \
     > "$log_dir/decode-1.node-2.log" 2>&1 &
 
-wait
+# Shared fate: the first engine to exit ends the node with its status.
+status=0
+wait -n || status=$?
+jobs -p | xargs -r kill 2>/dev/null || true
+wait || true
+exit "$status"
