@@ -126,6 +126,16 @@ def values(shell, cwd):
            ["vllm", "sglang", "trtllm", "shell", "slurm", "k8s"], cwd)
     expect(shell, [RANKPLAN, "emit", "plan.json", "-t", "s"], ["sglang", "shell", "slurm"], cwd)
     expect(shell, [RANKPLAN, "compile", "spec.yaml", "--emit", "t"], ["trtllm"], cwd)
+    # search --what-if: its keys, then the catalog's hardware entries for gpu=
+    # (bash splits the word at '=', zsh does not)
+    hw = sorted(p.stem for p in (SRC / "plans" / "catalog" / "hardware").glob("h*.yaml"))
+    check(len(hw) >= 2, f"the catalog has hardware entries starting with h: {hw}")
+    expect(shell, [RANKPLAN, "search", "s.yaml", "--what-if", ""], ["gpu=", "nodes="], cwd)
+    gpu = ["--what-if", "gpu", "=", "h"] if shell == "bash" else ["--what-if", "gpu=h"]
+    expect(shell, [RANKPLAN, "search", "s.yaml", *gpu], hw, cwd)
+    if shell == "bash":
+        expect(shell, [RANKPLAN, "search", "s.yaml", "--what-if", "gpu", "=", "h200-sxm,h1"],
+               ["h200-sxm," + h for h in hw if h.startswith("h1")], cwd)
     expect(shell, [RANKRUN, "plan.json", "--node", ""], [], cwd)
 
 
