@@ -567,6 +567,39 @@ static void report_unknown(H *h) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* The length of the character at s[0..n) when YAML may hold it as text
+ * (YAML 1.1's printable set, as libyaml reads it: 0x20-0x7E, U+0085,
+ * U+00A0-U+D7FF, U+E000-U+FFFD but the byte order mark, U+10000 and up;
+ * tab and line breaks are left out, as a name or comment holds none),
+ * else 0. */
+static size_t yaml_char(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  if (c < 0x80) return c >= 0x20 && c != 0x7f;
+  size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (!len || c > 0xF4 || len > n) return 0;
+  uint32_t cp = c & (len == 2 ? 0x1fu : len == 3 ? 0x0fu : 0x07u);
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3fu);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+  bool ok = cp == 0x85 || (cp >= 0xA0 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) ||
+            cp >= 0x10000;
+  return ok ? len : 0;
+}
+
+/* Copies s[0..n) with every byte YAML may not hold as text (yaml_char)
+ * written as `?`. */
+static void y_printable(StrBuf *sb, const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    size_t k = yaml_char(u + i, n - i);
+    if (k) sb_putn(sb, s + i, k);
+    else sb_putc(sb, '?');
+    i += k ? k : 1;
+  }
+}
+
 /* Entry points. */
 
 /* The display name: the file name without `.json`, or its directory's
@@ -658,7 +691,13 @@ bool hf_import(Diags *d, const char *file, const char *text, size_t len, const c
     read_model(&h, &out->m);
     report_unknown(&h);
   }
-  out->name = name ? rp_strdup(name) : default_name(file);
+  /* the name is written into the YAML: what YAML cannot hold becomes `?` */
+  char *raw = name ? rp_strdup(name) : default_name(file);
+  StrBuf nb;
+  sb_init(&nb);
+  y_printable(&nb, raw, strlen(raw));
+  free(raw);
+  out->name = sb_take(&nb);
   out->m.name = (SStr){out->name, loc, true};
   out->model_type = rp_strdup(h.fam ? h.fam->type : "");
   out->source = rp_strdup(file);
@@ -724,11 +763,12 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
   y_int(sb, "", "max_context", &m->max_context);
 }
 
-/* One comment line: control bytes of untrusted text (a file name, a
- * quant_method) become `?`, so no text can end the comment. */
+/* One comment line: untrusted text (a file name, a quant_method, a module
+ * pattern) as y_printable copies it, so no text can end the comment or
+ * make the YAML unreadable. */
 static void y_comment(StrBuf *sb, const char *prefix, const char *s, size_t n) {
   sb_printf(sb, "# %s", prefix);
-  for (size_t i = 0; i < n; i++) sb_putc(sb, (unsigned char)s[i] < 0x20 ? '?' : s[i]);
+  y_printable(sb, s, n);
   sb_putc(sb, '\n');
 }
 

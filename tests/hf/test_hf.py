@@ -243,6 +243,28 @@ def check_docs_list_keys():
         check(keys and not missing, f"docs/models.md lists the {len(keys)} keys of {table} {missing or ''}")
 
 
+def check_unprintable_text(tmp):
+    """Text that YAML cannot hold as text reaches the imported YAML as `?`,
+    so the YAML still parses as a spec's model: a DEL inside a
+    modules_to_not_convert pattern (tests/hf/regress/, the input fuzz_hf
+    found), and DEL and a C1 control in the file name the model is named
+    after."""
+    cfg = json.loads((FIX.parent / "regress" / "fuzz-del-in-module-pattern.json").read_text())
+    name = os.fsencode(tmp) + b"/odd\x7f\xc2\x80name.json"
+    with open(name, "wb") as f:
+        f.write(json.dumps(cfg).encode())
+    out = pathlib.Path(tmp) / "odd.yaml"
+    p = run("import-hf", os.fsdecode(name), "-o", str(out))
+    text = out.read_text() if out.exists() else ""
+    check(p.returncode == 0 and ".ml&p.r?uter" in text and 'name: "odd???name"' in text,
+          "import-hf writes DEL and C1 controls as `?`, in comments and the name")
+    body = "".join("  " + l + "\n" for l in text.splitlines())
+    spec = pathlib.Path(tmp) / "odd-spec.yaml"
+    spec.write_text(SPEC.format(model=body.rstrip("\n")))
+    c = run("check", str(spec))
+    check("E0005" not in c.stderr and "error[E01" not in c.stderr,
+          "that YAML, comments included, parses as a spec's model")
+
 check_docs_list_keys()
 check_totals()
 with tempfile.TemporaryDirectory() as tmp:
@@ -253,5 +275,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check_diagnostics(tmp)
 with tempfile.TemporaryDirectory() as tmp:
     check_cli(tmp)
+with tempfile.TemporaryDirectory() as tmp:
+    check_unprintable_text(tmp)
 print(f"{passes} passed, {fails} failed")
 raise SystemExit(1 if fails else 0)
