@@ -166,12 +166,12 @@ static void node_body(Launch *l, size_t n, LRunFn fn, StrBuf *body, size_t *cmds
   }
 }
 
-/* The end of a node script that started engine processes: shared fate.
- * The first process to exit ends the node with its status (a bare `wait`
- * would return 0 whatever the engines did), the others are stopped, and
+/* Shared fate (the tail of every node script, launch.sh and job.sbatch):
+ * the first child to exit ends the script with its status (a bare `wait`
+ * would return 0 whatever the children did), the others are stopped, and
  * rankrun --emitted or the job system sees the failure. */
-static const char node_wait[] =
-    "# Shared fate: the first engine to exit ends the node with its status.\n"
+const char launch_shared_fate[] =
+    "# Shared fate: the first process to exit ends this script with its status.\n"
     "status=0\n"
     "wait -n || status=$?\n"
     "jobs -p | xargs -r kill 2>/dev/null || true\n"
@@ -189,7 +189,7 @@ void lnodes(Launch *l, LRunFn fn) {
     if (cmds) sb_puts(&body, "log_dir=${RANKPLAN_LOG_DIR:-.}\n");
     sb_puts(&body, "\n");
     sb_putn(&body, cmd.buf ? cmd.buf : "", cmd.len);
-    sb_puts(&body, cmds ? node_wait : cmd.len ? "" : "# no ranks of the plan on this node\n");
+    sb_puts(&body, cmds ? launch_shared_fate : cmd.len ? "" : "# no ranks of the plan on this node\n");
     char name[40], what[80];
     snprintf(name, sizeof name, "node-%zu.sh", n);
     snprintf(what, sizeof what, "node %zu: the %s processes of the plan's ranks there", n, l->L->engine);

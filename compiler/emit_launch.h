@@ -118,10 +118,13 @@ void lscript(Launch *l, StrBuf *out, const char *what, const StrBuf *body);
 
 /* Writes node-N.sh for every node: for each instance with ranks there,
  * its comment, then fn's command (true) with its log redirection and `&`,
- * or only what fn wrote (false: nothing runs there for it); `wait` ends
- * the script. */
+ * or only what fn wrote (false: nothing runs there for it);
+ * launch_shared_fate ends the script. */
 typedef bool (*LRunFn)(Launch *l, const Inst *in, size_t run, StrBuf *sb);
 void lnodes(Launch *l, LRunFn fn);
+/* The tail of a script that started children with `&`: the first to exit
+ * ends the script with its status and the others are stopped. */
+extern const char launch_shared_fate[];
 
 /* The instances of the plan with their runs and ports (false: lerr). */
 bool launch_instances(Launch *l);

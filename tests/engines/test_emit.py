@@ -380,6 +380,39 @@ def check_shell(name, d):
     if SHELLCHECK:
         p = subprocess.run([SHELLCHECK, "-S", "style", *files], capture_output=True, text=True)
         check(p.returncode == 0, f"{name}: {len(files)} scripts pass shellcheck", p.stdout)
+    if name.endswith("/shell") or name.endswith("/slurm"):
+        check_fate(name, d)
+
+
+# Stand-ins for ssh and srun: the node scripts fail at once with status 7,
+# anything else (the router) runs until it is stopped.
+FAKE_LAUNCHER = """#!/bin/bash
+for a in "$@"; do case "$a" in *router.sh*) exec sleep 60 ;; esac; done
+exit 7
+"""
+FAKE_SCONTROL = """#!/bin/bash
+for i in $(seq 0 511); do echo "node$i"; done
+"""
+
+
+def check_fate(name, d):
+    """launch.sh and job.sbatch end with shared fate: a failing node fails
+    the launch with its status at once and the rest is stopped (a bare
+    `wait` would return 0 after the router's minute)."""
+    with tempfile.TemporaryDirectory() as bindir:
+        for tool, body in (("ssh", FAKE_LAUNCHER), ("srun", FAKE_LAUNCHER), ("scontrol", FAKE_SCONTROL)):
+            with open(os.path.join(bindir, tool), "w") as f:
+                f.write(body)
+            os.chmod(os.path.join(bindir, tool), 0o755)
+        script = "launch.sh" if name.endswith("/shell") else "job.sbatch"
+        env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"], SLURM_JOB_NODELIST="node[0-511]",
+                   SLURM_SUBMIT_DIR=d, RANKPLAN_DIR=d)
+        try:
+            p = subprocess.run(["bash", os.path.join(d, script)], env=env, capture_output=True, text=True, timeout=30)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        check(rc == 7, f"{name}: {script} exits with a failing node's status (shared fate)", rc)
 
 
 def check_golden(name, target, d):
