@@ -48,12 +48,6 @@ int engine_version_cmp(const char *a, const char *b) {
   return 0;
 }
 
-/* a * b, or INT64_MAX past 64 bits: the products only appear in messages. */
-static int64_t mul_sat(int64_t a, int64_t b) {
-  CkState st = {true};
-  int64_t r = ckm(&st, a, b);
-  return st.ok ? r : INT64_MAX;
-}
 
 /* A pool's sizes in EngineDim order (etp and ep as written; edp derived). */
 typedef struct {

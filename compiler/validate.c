@@ -21,13 +21,6 @@
 #include "layout.h"
 
 static int64_t dimv(const SInt *v) { return v->v > 0 ? v->v : 1; }
-/* a * b for the messages and rules below, INT64_MAX when it overflows: the
- * spec's limits keep these products far below, but they are products of
- * spec integers all the same (docs/spec.md, "Limits"). */
-static int64_t mul_sat(int64_t a, int64_t b) {
-  int64_t r;
-  return ck_mul(a, b, &r) ? r : INT64_MAX;
-}
 static SrcLoc at(const SInt *v, const PoolSpec *p) { return v->set ? v->loc : p->loc; }
 static const char *pname(const PoolSpec *p) { return p->name.v ? p->name.v : "?"; }
 static bool is_mla(const ModelSpec *m) { return (AttnKind)m->attention.kind.v == ATTN_MLA; }
