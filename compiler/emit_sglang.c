@@ -53,26 +53,22 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   return true;
 }
 
-/* router.sh: the sgl-router in prefill/decode mode: each prefill server
- * with its bootstrap port, each decode server. */
-static void sglang_router(Launch *l) {
-  StrBuf body;
-  sb_init(&body);
-  char hb[32];
-  sb_puts(&body, "python3 -m sglang_router.launch_router \\\n    --pd-disaggregation");
+/* The sgl-router in prefill/decode mode: each prefill server with its
+ * bootstrap port, each decode server. */
+void lrouter_sglang(Launch *l, StrBuf *cmd) {
+  char hb[LHOST_MAX];
+  sb_puts(cmd, "python3 -m sglang_router.launch_router \\\n    --pd-disaggregation");
   for (size_t i = 0; i < l->ninst; i++) {
     const Inst *in = &l->inst[i];
     bool pre = strcmp(in->P->role, "prefill") == 0;
-    sb_printf(&body, " \\\n    --%s http://%s:%lld", pre ? "prefill" : "decode", lhost(l, in->runs[0].node, hb),
-              (long long)in->http);
-    if (pre) sb_printf(&body, " %lld", (long long)in->side);
+    sb_printf(cmd, " \\\n    --%s http://%s:%lld", pre ? "prefill" : "decode", linst_host(l, in, hb),
+              (long long)linst_ports(l, in)->http);
+    if (pre) sb_printf(cmd, " %lld", (long long)linst_ports(l, in)->side);
   }
-  sb_printf(&body, " \\\n    --host 0.0.0.0 \\\n    --port %lld\n", (long long)l->router_port);
-  lscript(l, lfile(l, "router.sh", true, l->router_node), "the sgl-router over the prefill and decode servers", &body);
-  sb_free(&body);
+  sb_printf(cmd, " \\\n    --host 0.0.0.0 \\\n    --port %lld\n", (long long)l->router_port);
 }
 
 void emit_sglang(Launch *l) {
   lnodes(l, lrun_sglang);
-  if (lrouter_place(l)) sglang_router(l);
+  if (lrouter_place(l)) lrouter_script(l, lrouter_sglang, "the sgl-router over the prefill and decode servers");
 }

@@ -105,19 +105,18 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
 
 static void url_list(Launch *l, StrBuf *y, const char *role) {
   size_t n = 0;
-  char *h;
   for (size_t i = 0; i < l->ninst; i++) n += strcmp(l->inst[i].P->role, role) == 0;
   sb_printf(y, "  num_instances: %zu\n  urls:\n", n);
   for (size_t i = 0; i < l->ninst; i++) {
     if (strcmp(l->inst[i].P->role, role) != 0) continue;
-    h = lhost_name(l, l->inst[i].runs[0].node);
-    sb_printf(y, "    - \"%s:%lld\"\n", h, (long long)l->inst[i].http);
+    char *h = linst_host_name(l, &l->inst[i]);
+    sb_printf(y, "    - \"%s:%lld\"\n", h, (long long)linst_ports(l, &l->inst[i])->http);
     free(h);
   }
 }
 
-/* disagg.yaml and router.sh: `trtllm-serve disaggregated`. */
-static void trtllm_router(Launch *l) {
+/* disagg.yaml and `trtllm-serve disaggregated` over it. */
+void lrouter_trtllm(Launch *l, StrBuf *cmd) {
   StrBuf *y = lfile(l, "disagg.yaml", false, l->router_node);
   sb_printf(y, "# trtllm-serve disaggregated -c disagg.yaml; written by rankplan\nhostname: 0.0.0.0\nport: %lld\n",
             (long long)l->router_port);
@@ -125,15 +124,11 @@ static void trtllm_router(Launch *l) {
   url_list(l, y, "prefill");
   sb_puts(y, "generation_servers:\n");
   url_list(l, y, "decode");
-  StrBuf body;
-  sb_init(&body);
-  sb_puts(&body, "here=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n");
-  sb_printf(&body, "%s disaggregated -c \"$here/disagg.yaml\"\n", l->c->command);
-  lscript(l, lfile(l, "router.sh", true, l->router_node), "the context/generation proxy of trtllm-serve", &body);
-  sb_free(&body);
+  sb_printf(cmd, "%s disaggregated -c \"$here/disagg.yaml\"\n", l->c->command);
 }
 
 void emit_trtllm(Launch *l) {
   lnodes(l, lrun_trtllm);
-  if (!l->err && lrouter_place(l)) trtllm_router(l);
+  if (!l->err && lrouter_place(l))
+    lrouter_script(l, lrouter_trtllm, "the context/generation proxy of trtllm-serve");
 }
