@@ -77,8 +77,11 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
                      "plan uses other devices on node %d than on node %d",
                   in->P->name, in->instance, in->runs[k].node, in->runs[0].node);
   if (l->k8s && in->nruns > 1)
-    return lerr(l, "pool `%s`: a multi-node TensorRT-LLM instance runs under mpirun across hosts, which the "
-                   "k8s target does not write; use the shell or slurm target",
+    return lerr(l, "pool `%s`: a multi-node TensorRT-LLM instance is one MPI job (trtllm-llmapi-launch takes "
+                   "each rank from mpirun or srun: tensorrt_llm/llmapi/trtllm-llmapi-launch), and mpirun starts "
+                   "the ranks of other hosts through a remote shell, which LeaderWorkerSet pods do not have (LWS's "
+                   "TensorRT-LLM example, docs/examples/tensorrt-llm, adds kubectl to the image and pods/exec "
+                   "rights for it); use the shell or slurm target, or instances of one node",
                 in->P->name);
   if (j > 0) {
     char *h = lhost_name(l, in->runs[0].node);

@@ -576,6 +576,13 @@ def k8s_trtllm(tmp):
         plan = json.load(open(os.path.join(d, "plan.json")))
         check_manifest("trtllm-1node/k8s", plan, d)
         check_k8s("trtllm-1node/k8s", plan, d)
+    multi = os.path.join(tmp, "trtllm-2node.yaml")
+    open(multi, "w").write(open(os.path.join(EX, "deepseek-v3-pd-trtllm.yaml")).read().replace(
+        "  engine: trtllm\n", "  engine: trtllm\n  image: nvcr.io/nvidia/tensorrt-llm/release:1.0.0\n"))
+    p = run("compile", multi, "--emit", "k8s", "-o", os.path.join(tmp, "multi"))
+    check(p.returncode == 1 and "one MPI job" in p.stderr and "trtllm-llmapi-launch" in p.stderr
+          and "docs/examples/tensorrt-llm" in p.stderr and not os.path.exists(os.path.join(tmp, "multi")),
+          "k8s: a multi-node TensorRT-LLM instance is refused, naming the reason and its sources", p.stderr)
     clash = os.path.join(tmp, "clash.yaml")
     open(clash, "w").write(text.replace("name: generation", "name: context-http"))
     p = run("compile", clash, "--emit", "k8s", "-o", os.path.join(tmp, "clash"))
