@@ -7,7 +7,8 @@
  * --dp-size dp --enable-dp-attention; a dense model's dp runs as --dp-size
  * replicas of --tp-size tp. A multi-node instance runs the same line on
  * every node with --nnodes, --node-rank and --dist-init-addr (the head's
- * rendezvous port). Every node of an instance gets its own --nccl-port.
+ * rendezvous port). Every node of an instance gets its own --nccl-port
+ * where the entry has one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   lflag_i(l, sb, "block_size", L->kv_block);
   lflag_frac(l, sb, lfrac_static(l, in->pool), false);
   lserving(l, sb);
-  lflag_i(l, sb, "nccl_port", r->port0 + 2);
+  if (engine_flag(l->c, "nccl_port")) lflag_i(l, sb, "nccl_port", r->port0 + 2); /* releases before 0.4.9 lack it */
   if (in->nruns > 1) {
     lflag_i(l, sb, "nnodes", (int64_t)in->nruns);
     if (l->k8s && j > 0) lflag_raw(l, sb, "node_rank", "\"${LWS_WORKER_INDEX}\"");

@@ -65,8 +65,14 @@ def fixture(name):
         return {l.strip() for l in f if l.strip() and not l.startswith("#")}
 
 
-ENGINE_FLAGS = {"vllm": fixture("vllm-0.11.flags"), "sglang": fixture("sglang-001067f.flags"),
-                "trtllm": fixture("trtllm-00209af.flags")}
+
+
+def engine_flags(L):
+    """The parser fixture of the catalog entry the plan names
+    (launch.engine and engine_version): tests/engines/fixtures/ENGINE-VERSION.flags."""
+    return fixture(f"{L['engine']}-{L['engine_version']}.flags")
+
+
 ROUTER_FLAGS = {"vllm": fixture("vllm-toy-proxy.flags"), "sglang": fixture("sglang-router.flags"),
                 "trtllm": fixture("trtllm-00209af.flags")}
 YAML_KEYS = fixture("trtllm-00209af.yaml-keys")
@@ -267,10 +273,11 @@ def read_back(name, plan, d):
         node = int(os.path.basename(script)[5:-3])
         cmds = commands(open(script).read())
         bad_flags = [f for c in cmds if c.kind() in ("vllm", "sglang", "trtllm", "mpirun")
-                     for f in c.flags if f not in ENGINE_FLAGS[L["engine"]] and c.kind() != "mpirun"]
+                     for f in c.flags if f not in engine_flags(L) and c.kind() != "mpirun"]
         bad_flags += [f for c in cmds if c.kind() == "mpirun" for f in c.flags
-                      if f not in ENGINE_FLAGS["trtllm"] and f not in ("-np", "-x", "-H")]
-        check(not bad_flags, f"{name}: node {node}: every engine flag is in the {L['engine']} parser fixture", bad_flags)
+                      if f not in engine_flags(L) and f not in ("-np", "-x", "-H")]
+        check(not bad_flags, f"{name}: node {node}: every engine flag is in the {L['engine']} {L['engine_version']} "
+              "parser fixture", bad_flags)
         for c in cmds:
             if c.kind() == "router" or "CUDA_VISIBLE_DEVICES" not in c.env:
                 continue
@@ -441,7 +448,7 @@ def check_k8s(name, plan, d):
             text = tm["spec"]["containers"][0]["args"][0]
             cmds = [c for c in commands(text) if c.kind() in ("vllm", "sglang", "trtllm")]
             for c in cmds:
-                bad_flags = [f for f in c.flags if f not in ENGINE_FLAGS[L["engine"]]]
+                bad_flags = [f for f in c.flags if f not in engine_flags(L)]
                 check(not bad_flags, f"{name}: pool {p['name']}: every flag in the pod command is in the fixture", bad_flags)
                 check_instance_flags(name, plan, c, pi, inst[(pi, 0)], len(nodes))
                 if tm is tmpls[0] and c.one("--port"):
@@ -590,6 +597,55 @@ def k8s_trtllm(tmp):
           "k8s: pools `context` and `context-http` (two Services of one name) are refused", p.stderr)
 
 
+def sglang_versions(tmp):
+    """A spec naming an SGLang release gets the entry covering it, and the
+    spelling that release's parser takes where the releases differ
+    (plans/catalog/engines/sglang-*.yaml): --nccl-port only from 0.4.9 on
+    (the 0.4.7 entry, for 0.4.7 to 0.4.10.post1, writes none); the KV dtype
+    word for bf16 `auto` before 0.5.4, `bf16` from 0.5.4 on. Every flag is
+    checked against the fixture of the entry the plan names."""
+    base = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read()
+    cases = [("0.4.8", "0.4.7", False, "auto"), ("0.5.2", "0.4.10.post2", True, "auto"),
+             ("0.5.5.post1", "0.5.4", True, "bf16"), ("0.5.10", "0.5.6", True, "bf16")]
+    for asked, entry, nccl, kv in cases:
+        text = base.replace("  engine: sglang\n", f'  engine: {{ name: sglang, version: "{asked}" }}\n')
+        if entry == "0.4.7":  # no EP there: experts tp-sharded over the instance
+            text = text.replace("ep: 8\n", "ep: 1\n      etp: 8\n")
+        spec = os.path.join(tmp, f"sglang-{asked}.yaml")
+        open(spec, "w").write(text)
+        d = os.path.join(tmp, f"sglang-{asked}.out")
+        p = run("compile", spec, "--emit", "sglang", "-o", d)
+        check(p.returncode == 0, f"sglang {asked}: compile --emit sglang", p.stderr)
+        if p.returncode:
+            continue
+        plan = json.load(open(os.path.join(d, "plan.json")))
+        name = f"sglang-{asked}"
+        check(plan["launch"]["engine_version"] == entry, f"{name}: the plan names entry {entry}",
+              plan["launch"]["engine_version"])
+        check_shell(name, d)
+        m = check_manifest(name, plan, d)
+        ports = read_back(name, plan, d)
+        check_router(name, plan, d, ports, m)
+        check_ports(name, ports)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == "sglang"]
+        check(cmds and all(("--nccl-port" in c.flags) == nccl and c.one("--kv-cache-dtype") == kv for c in cmds),
+              f"{name}: {'--nccl-port' if nccl else 'no --nccl-port'} and --kv-cache-dtype {kv}, as that release "
+              "spells them", [(sorted(c.flags), c.one("--kv-cache-dtype")) for c in cmds][:1])
+    text = base.replace("  engine: sglang\n", '  engine: { name: sglang, version: "0.4.8" }\n')
+    spec = os.path.join(tmp, "sglang-0.4.8-ep.yaml")
+    open(spec, "w").write(text)
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0703" in p.stderr and "`ep` 8" in p.stderr and "sglang` 0.4.7" in p.stderr,
+          "sglang 0.4.8: ep 8 is refused (EP needs --enable-ep-moe there)", p.stderr)
+    text = base.replace("  engine: sglang\n", '  engine: { name: sglang, version: "0.5.2" }\n').replace(
+        "      tp: 1\n      dp: 8\n      ep: 8\n", "      tp: 1\n      pp: 2\n      dp: 4\n      ep: 4\n", 1)
+    open(spec, "w").write(text)
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0703" in p.stderr and "`pp` 2" in p.stderr and "0.4.10.post2" in p.stderr,
+          "sglang 0.5.2: pp 2 is refused (its loader gives the last stage the whole remainder)", p.stderr)
+
+
 def directory_rules(tmp):
     plan = os.path.join(EX, "llama-3.1-8b-pd-1node.plan.json")
     d = os.path.join(tmp, "rules")
@@ -646,6 +702,7 @@ try:
     n = sum(emit_example(tmp, s) for s in sorted(glob.glob(os.path.join(EX, "*.yaml"))))
     check(n >= 5, f"at least five examples name an engine ({n})")
     k8s_trtllm(tmp)
+    sglang_versions(tmp)
     directory_rules(tmp)
     refusals(tmp)
 finally:
