@@ -168,7 +168,8 @@ void lrouter_script(Launch *l, LRouterFn fn, const char *what);
 bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
-/* k8s.yaml: a LeaderWorkerSet and a Service per pool (emit_k8s.c). */
+/* k8s.yaml: a LeaderWorkerSet and a Service per pool, and the router's
+ * Deployment and Service for a disaggregated plan (emit_k8s.c). */
 void emit_k8s(Launch *l);
 
 /* Engine targets: node-N.sh for every node, router.sh for disaggregated
