@@ -185,7 +185,7 @@ void lnodes(Launch *l, LRunFn fn) {
     sb_init(&body);
     size_t cmds = 0;
     node_body(l, n, fn, &cmd, &cmds);
-    if (cmd.buf && strstr(cmd.buf, "$here/")) sb_puts(&body, "here=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n");
+    lhere(&body, &cmd);
     if (cmds) sb_puts(&body, "log_dir=${RANKPLAN_LOG_DIR:-.}\n");
     sb_puts(&body, "\n");
     sb_putn(&body, cmd.buf ? cmd.buf : "", cmd.len);
@@ -197,6 +197,41 @@ void lnodes(Launch *l, LRunFn fn) {
     sb_free(&cmd);
     sb_free(&body);
   }
+}
+
+void lhere(StrBuf *body, const StrBuf *cmd) {
+  if (cmd->buf && strstr(cmd->buf, "$here/")) sb_puts(body, "here=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n");
+}
+
+/* ---- the router ------------------------------------------------------- */
+
+char *linst_host_name(const Launch *l, const Inst *in) {
+  /* LWS names a group's leader pod SET-GROUP and gives its pods the
+   * subdomain SET, the headless Service of the set (LWS_LEADER_ADDRESS) */
+  if (l->k8s) return rp_sprintf("rankplan-%s-%d.rankplan-%s", in->P->name, in->instance, in->P->name);
+  return lhost_name(l, in->runs[0].node);
+}
+
+const Inst *linst_ports(const Launch *l, const Inst *in) { return l->k8s ? in - in->instance : in; }
+
+const char *linst_host(Launch *l, const Inst *in, char *buf) {
+  if (!l->k8s) return lhost(l, in->runs[0].node, buf);
+  char *h = linst_host_name(l, in);
+  snprintf(buf, LHOST_MAX, "%s", h);
+  free(h);
+  return buf;
+}
+
+void lrouter_script(Launch *l, LRouterFn fn, const char *what) {
+  StrBuf cmd, body;
+  sb_init(&cmd);
+  sb_init(&body);
+  fn(l, &cmd);
+  lhere(&body, &cmd);
+  sb_putn(&body, cmd.buf ? cmd.buf : "", cmd.len);
+  lscript(l, lfile(l, "router.sh", true, l->router_node), what, &body);
+  sb_free(&cmd);
+  sb_free(&body);
 }
 
 /* ---- manifest and output directory ------------------------------------ */
