@@ -26,8 +26,7 @@ RP = os.environ["RANKPLAN"]
 SRC = pathlib.Path(os.environ["SRCROOT"])
 HW = SRC / "plans" / "catalog" / "hardware"
 ENV = dict(os.environ, NO_COLOR="1", RANKPLAN_CATALOG=str(SRC / "plans" / "catalog"))
-fails = 0
-passes = 0
+RESULTS = []  # one bool per check
 
 # The keys whose figures the header must state, as paths into the entry.
 FIGURES = [("gpu", "hbm_bandwidth"), ("gpu", "bf16"), ("gpu", "fp16"), ("gpu", "fp8"),
@@ -37,12 +36,8 @@ UNIT_BYTES = {"MiB": 1 << 20, "GiB": 1 << 30, "GB": 10**9}
 
 
 def check(cond, what):
-    global fails, passes
+    RESULTS.append(bool(cond))
     print(("ok   " if cond else "FAIL ") + what)
-    if cond:
-        passes += 1
-    else:
-        fails += 1
 
 
 def why(p):
@@ -179,8 +174,9 @@ def main():
             lint(path.stem, text, entry)
             loads(tmp, path.stem, entry)
         nvl72(tmp)
-    print(f"{passes} passed, {fails} failed")
-    return 1 if fails else 0
+    failed = RESULTS.count(False)
+    print(f"{len(RESULTS) - failed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
