@@ -197,8 +197,14 @@ static void ledger_activations(CkState *st, const Spec *s, const PoolSpec *p, co
   model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
   bool decode = (PoolRole)p->role.v == ROLE_DECODE;
   int64_t in_tok = s->workload.input_tokens.v > 0 ? s->workload.input_tokens.v : 1;
-  L->tokens_per_forward = decode ? MEM_DECODE_SEQS : ceil_div(in_tok, q->cp);
-  int64_t seqs = decode ? MEM_DECODE_SEQS : 1;
+  /* The engine's limits when the spec sets them: a decode step runs at
+   * most max_num_seqs sequences; a chunked prefill at most
+   * max_num_batched_tokens tokens per step. */
+  int64_t dec_seqs = s->serving.max_num_seqs.v > 0 ? s->serving.max_num_seqs.v : MEM_DECODE_SEQS;
+  int64_t chunk = s->serving.max_num_batched_tokens.v;
+  L->tokens_per_forward = decode ? dec_seqs : ceil_div(in_tok, q->cp);
+  if (!decode && chunk > 0 && chunk < L->tokens_per_forward) L->tokens_per_forward = chunk;
+  int64_t seqs = decode ? dec_seqs : 1;
   int64_t width = act_width(st, m, &L->shard, q->tp, q->etp);
   L->activations = ceil_div(ckm(st, ckm(st, L->tokens_per_forward, width), an), ad);
   if (last_stage) L->activations = cka(st, L->activations, ckm(st, ckm(st, seqs, L->shard.vocab), 4));

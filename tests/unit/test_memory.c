@@ -227,6 +227,34 @@ static void test_context_split(void) {
   T_EQ_INT(L.max_context_blocks, 131072 / 2 / 16);
 }
 
+/* The engine's step limits from `serving:`: a chunked prefill runs at most
+ * max_num_batched_tokens per forward, a decode step max_num_seqs
+ * sequences, and the logits follow the sequences. */
+static void test_serving_limits(void) {
+  Spec s;
+  fx_spec(&s, fx_llama8b, 80 * 1000000000LL);
+  MemLedger whole, L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &whole, NULL));
+  T_EQ_INT(whole.tokens_per_forward, 4000);
+  FX_I(s.serving.max_num_batched_tokens, 1024);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.tokens_per_forward, 1024);
+  T_CHECK(L.activations < whole.activations);
+  FX_I(s.serving.max_num_batched_tokens, 8192); /* larger than the prompt: no chunking */
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.tokens_per_forward, 4000);
+  FX_I(pool.role, ROLE_DECODE);
+  FX_I(s.serving.max_num_seqs, 64);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.tokens_per_forward, 64);
+  s.serving.max_num_seqs.v = 0;
+  s.serving.max_num_seqs.set = false;
+  MemLedger dflt;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &dflt, NULL));
+  T_EQ_INT(dflt.tokens_per_forward, MEM_DECODE_SEQS);
+  T_CHECK(L.activations < dflt.activations);
+}
+
 static void test_overflow(void) {
   Spec s;
   fx_spec(&s, fx_llama8b, 80 * 1000000000LL);
@@ -333,6 +361,7 @@ int main(void) {
   T_RUN(test_moe_ep);
   T_RUN(test_dsv3_dp_ep);
   T_RUN(test_context_split);
+  T_RUN(test_serving_limits);
   T_RUN(test_overflow);
   T_RUN(test_model_checks);
   T_RUN(test_rules_overflow);
