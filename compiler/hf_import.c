@@ -358,11 +358,12 @@ static void read_moe_qwen(H *h, ModelSpec *m) {
   }
 }
 
-static void read_mtp(H *h) {
+/* The multi-token-prediction modules: counted when the workload drafts
+ * tokens (docs/memory.md, "MTP"). */
+static void read_mtp(H *h, ModelSpec *m) {
   int64_t n;
   if (rd_int(h, "num_nextn_predict_layers", false, true, 0, 0, HF_LAYERS_MAX, &n) && n > 0)
-    not_modelled(h, "`%snum_nextn_predict_layers` %lld: the multi-token-prediction module's weights "
-                 "and KV are not counted", h->pre, (long long)n);
+    set_int(&m->mtp_layers, h->loc, n);
 }
 
 static void read_moe_deepseek(H *h, ModelSpec *m) {
@@ -378,7 +379,7 @@ static void read_moe_deepseek(H *h, ModelSpec *m) {
   const char *tk = rd_str_in(h, h->cfg, h->pre, "topk_method");
   if (h->fam->router_bias == TRI_FIELD && tk) bias = strcmp(tk, "noaux_tc") == 0;
   set_bool(&m->moe.router_bias, h->loc, bias);
-  read_mtp(h);
+  read_mtp(h, m);
 }
 
 static void read_moe_mixtral(H *h, ModelSpec *m) {
@@ -770,6 +771,7 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
   }
   if (m->dtype.weights.set) sb_printf(sb, "dtype:\n  weights: %s\n", dtype_name((DType)m->dtype.weights.v));
   y_int(sb, "", "max_context", &m->max_context);
+  if (m->mtp_layers.v > 0) y_int(sb, "", "mtp_layers", &m->mtp_layers);
 }
 
 /* One comment line: untrusted text (a file name, a quant_method, a module
@@ -791,6 +793,9 @@ char *hf_model_yaml(Diags *d, const HfModel *h) {
   free(from);
   sb_printf(&sb, "# Parameters as rankplan counts them: %lld in total, %lld active per token.\n",
             (long long)mp.total, (long long)mp.active);
+  if (mp.mtp > 0)
+    sb_printf(&sb, "# Besides them, %lld in the multi-token-prediction modules (mtp_layers), loaded only "
+                   "with workload.draft_tokens.\n", (long long)mp.mtp);
   for (const char *l = h->notes; l && *l;) {
     const char *e = strchr(l, '\n');
     size_t n = e ? (size_t)(e - l) : strlen(l);

@@ -152,6 +152,9 @@ static void stage_shard(CkState *st, const Spec *s, const PoolSpec *p, const Par
   int64_t end = cka(st, sh->first_layer, sh->layers);
   sh->dense_layers = max64(0, min64(end, n_dense) - min64(sh->first_layer, n_dense));
   sh->moe_layers = sh->layers - sh->dense_layers;
+  /* The MTP modules run after the last layer, on the last stage, and are
+   * loaded only for speculative decoding (docs/memory.md, "MTP"). */
+  if (pp_stage == q->pp - 1 && s->workload.draft_tokens.v > 0) sh->mtp_layers = m->mtp_layers.v;
   sh->q_heads = ceil_div(m->attention.heads.v, q->tp);
   sh->kv_heads = model_kv_heads_per_rank(m, q->tp);
   sh->experts = model_is_moe(m) ? ceil_div(m->moe.experts.v, q->ep) : 0;
@@ -160,31 +163,39 @@ static void stage_shard(CkState *st, const Spec *s, const PoolSpec *p, const Par
   sh->has_lm_head = pp_stage == q->pp - 1 && (!m->tie_embeddings.v || q->pp > 1);
 }
 
-/* The weights of the shard, by part, and their sum. */
+/* The weights of the shard, by part, and their sum. An MTP module is one
+ * more layer of the last layer's kind, plus its projection and norms. */
 static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool last_stage,
                            MemLedger *L) {
   const MemShard *sh = &L->shard;
   DType wt = (DType)m->dtype.weights.v;
   int64_t h = m->hidden_size.v;
+  bool moe = model_is_moe(m) && m->layers.v > (m->moe.dense_layers.set ? m->moe.dense_layers.v : 0);
+  int64_t layers = cka(st, sh->layers, sh->mtp_layers);
+  int64_t dense = cka(st, sh->dense_layers, moe ? 0 : sh->mtp_layers);
+  int64_t moe_layers = cka(st, sh->moe_layers, moe ? sh->mtp_layers : 0);
   int64_t vocab_rows = ckm(st, sh->vocab, h);
   if (sh->has_embedding) L->w_embedding = plain(st, wt, vocab_rows);
   if (sh->has_lm_head) L->w_lm_head = plain(st, wt, vocab_rows);
-  L->w_attention = ckm(st, attn_bytes_rank(st, m, sh), sh->layers);
-  L->w_norms = plain(st, wt, cka(st, ckm(st, ckm(st, 2, h), sh->layers), last_stage ? h : 0));
-  L->w_ffn_dense = ckm(st, ffn_bytes(st, wt, h, ceil_div(m->ffn.intermediate_size.v, q->tp)),
-                       sh->dense_layers);
-  if (model_is_moe(m) && sh->moe_layers > 0) {
+  L->w_attention = ckm(st, attn_bytes_rank(st, m, sh), layers);
+  L->w_norms = plain(st, wt, cka(st, ckm(st, ckm(st, 2, h), layers), last_stage ? h : 0));
+  L->w_ffn_dense = ckm(st, ffn_bytes(st, wt, h, ceil_div(m->ffn.intermediate_size.v, q->tp)), dense);
+  if (model_is_moe(m) && moe_layers > 0) {
     int64_t ie = m->moe.expert_intermediate_size.v;
     int64_t one = ffn_bytes(st, wt, h, ceil_div(ie, q->etp));
-    L->w_experts = ckm(st, ckm(st, one, sh->experts), sh->moe_layers);
+    L->w_experts = ckm(st, ckm(st, one, sh->experts), moe_layers);
     int64_t shared_inter = ckm(st, m->moe.shared_experts.v, ie);
-    L->w_shared = ckm(st, ffn_bytes(st, wt, h, ceil_div(shared_inter, q->tp)), sh->moe_layers);
+    L->w_shared = ckm(st, ffn_bytes(st, wt, h, ceil_div(shared_inter, q->tp)), moe_layers);
     int64_t router = ckm(st, m->moe.experts.v, h);
     if (m->moe.router_bias.v) router = cka(st, router, m->moe.experts.v);
-    L->w_routers = ckm(st, plain(st, wt, router), sh->moe_layers);
+    L->w_routers = ckm(st, plain(st, wt, router), moe_layers);
   }
+  /* eh_proj (2h -> h) and the enorm, hnorm and head norm, whole on every
+   * rank and unquantised */
+  L->w_mtp_proj = plain(st, wt, ckm(st, cka(st, ckm(st, ckm(st, 2, h), h), ckm(st, 3, h)), sh->mtp_layers));
   L->weights = cka(st, cka(st, cka(st, L->w_embedding, L->w_lm_head), cka(st, L->w_attention, L->w_norms)),
                    cka(st, cka(st, L->w_ffn_dense, L->w_experts), cka(st, L->w_shared, L->w_routers)));
+  L->weights = cka(st, L->weights, L->w_mtp_proj);
 }
 
 /* Activations: one forward's widest layer, plus fp32 logits on the last
@@ -238,7 +249,7 @@ static void ledger_budget(CkState *st, const Spec *s, const Par *q, MemLedger *L
 static void ledger_kv(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
   const ModelSpec *m = &s->model;
   const MemShard *sh = &L->shard;
-  L->kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q->tp, sh->layers, q->dcp);
+  L->kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q->tp, cka(st, sh->layers, sh->mtp_layers), q->dcp);
   if (L->kv_bytes_per_token < 0) st->ok = false;
   int64_t block = s->deployment.memory.kv_block.v;
   L->kv_block_tokens = block > 0 ? block : 16;

@@ -22,6 +22,7 @@
 typedef struct {
   int64_t first_layer, layers;   /* [first_layer, first_layer + layers) */
   int64_t dense_layers, moe_layers; /* of those layers */
+  int64_t mtp_layers;            /* MTP modules on this (the last) stage, besides layers */
   int64_t q_heads;               /* heads / tp */
   int64_t kv_heads;              /* max(1, kv_heads / tp); 1 for MLA */
   int64_t experts;               /* routed experts per ep rank: ceil(experts / ep) */
@@ -35,6 +36,7 @@ typedef struct MemLedger {
   /* Weight bytes by component (scales included). */
   int64_t w_embedding, w_lm_head, w_attention, w_norms, w_ffn_dense;
   int64_t w_experts, w_shared, w_routers;
+  int64_t w_mtp_proj;            /* the MTP modules' 2h x h projections and norms */
   /* The ledger, bytes per rank. */
   int64_t capacity;              /* hardware.gpu.memory */
   int64_t usable;                /* floor(capacity * utilization) */

@@ -121,6 +121,9 @@ bool model_params(const ModelSpec *m, ModelParams *out, Diags *d) {
   int64_t outside = cka(&st, cka(&st, p.embedding, p.lm_head), p.final_norm);
   p.total = cka(&st, cka(&st, ckm(&st, p.dense_layer, p.n_dense), ckm(&st, p.moe_layer, p.n_moe)),
                 outside);
+  int64_t mtp_one = cka(&st, p.n_moe > 0 ? p.moe_layer : p.dense_layer,
+                        cka(&st, ckm(&st, ckm(&st, 2, h), h), ckm(&st, 3, h)));
+  p.mtp = ckm(&st, mtp_one, m->mtp_layers.v);
   p.active = cka(&st, cka(&st, ckm(&st, p.dense_layer, p.n_dense),
                           ckm(&st, p.moe_layer_active, p.n_moe)),
                  outside);

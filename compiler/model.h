@@ -60,6 +60,8 @@ typedef struct ModelParams {
   int64_t experts_shared;        /* shared * n_moe */
   int64_t routers;               /* router * n_moe */
   int64_t total;                 /* every parameter (MTP modules excluded) */
+  int64_t mtp;                   /* the MTP modules, besides total: each a layer like the last,
+                                    the 2h x h projection and three norms (embedding and head shared) */
   int64_t active;                /* per token: total minus the routed experts not chosen */
 } ModelParams;
 

@@ -709,13 +709,14 @@ static void parse_model(P *p, const YNode *root) {
                      (yaml_map_get(m, "hf_config") && !mo->hf_config.set);
   check_keys(p, m, "model", KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                   "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                  "source", "revision"));
+                                  "mtp_layers", "source", "revision"));
   rd_str(p, m, sec, "model", "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
   rd_lim(p, m, sec, "model", "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
   rd_lim(p, m, sec, "model", "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
   rd_lim(p, m, sec, "model", "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
   rd_bool(p, m, sec, "model", "tie_embeddings", &mo->tie_embeddings, false);
   rd_lim(p, m, sec, "model", "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
+  rd_lim(p, m, sec, "model", "mtp_layers", &mo->mtp_layers, false, 0, 0, &LIM_LAYERS);
   rd_str(p, m, sec, "model", "source", &mo->source, false, NULL);
   rd_str(p, m, sec, "model", "revision", &mo->revision, false, NULL);
 

@@ -75,6 +75,10 @@ typedef struct {
     SEnum weights, kv_cache, activations; /* DType; defaults bf16 */
   } dtype;
   SInt max_context;
+  /* Multi-token-prediction modules of the checkpoint (DeepSeek-V3's
+   * num_nextn_predict_layers); default 0. Loaded, and counted, only when
+   * the workload drafts tokens (workload.draft_tokens). */
+  SInt mtp_layers;
   SStr source;    /* Hugging Face id or local path the engines load; optional */
   SStr revision;  /* branch, tag or commit of source; optional */
 } ModelSpec;

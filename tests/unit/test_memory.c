@@ -207,6 +207,38 @@ static void test_dsv3_dp_ep(void) {
   T_EQ_INT(L.w_attention, 61 * mla);
 }
 
+/* DeepSeek-V3's MTP module (model.mtp_layers 1) is loaded for speculative
+ * decoding only: with draft tokens the last pp stage holds one more MoE
+ * layer (experts, shared expert, router, attention, norms, KV), the 2h x
+ * h eh_proj and three norms in bf16; the first stage and a run without
+ * drafts are unchanged. */
+static void test_mtp(void) {
+  Spec s;
+  fx_spec(&s, fx_dsv3, 141 * 1000000000LL);
+  FX_I(s.model.mtp_layers, 1);
+  FX_I(pool.pp, 2);
+  FX_I(pool.ep, 8);
+  FX_I(pool.dp, 8);
+  MemLedger first, last, first_d, last_d;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &first, NULL));
+  T_CHECK(mem_ledger(&s, &pool, 1, NULL, &last, NULL));
+  T_EQ_INT(last.shard.mtp_layers, 0);
+  T_EQ_INT(last.w_mtp_proj, 0);
+  FX_I(s.workload.draft_tokens, 1);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &first_d, NULL));
+  T_CHECK(mem_ledger(&s, &pool, 1, NULL, &last_d, NULL));
+  T_EQ_INT(first_d.weights, first.weights);
+  T_EQ_INT(first_d.kv_bytes_per_token, first.kv_bytes_per_token);
+  T_EQ_INT(last_d.shard.mtp_layers, 1);
+  int64_t moe = last.shard.moe_layers, layers = last.shard.layers;
+  T_EQ_INT(last_d.w_experts, last.w_experts / moe * (moe + 1));
+  T_EQ_INT(last_d.w_shared, last.w_shared / moe * (moe + 1));
+  T_EQ_INT(last_d.w_attention, last.w_attention / layers * (layers + 1));
+  T_EQ_INT(last_d.w_mtp_proj, (2LL * 7168 * 7168 + 3 * 7168) * 2);
+  T_EQ_INT(last_d.kv_bytes_per_token, last.kv_bytes_per_token / layers * (layers + 1));
+  T_CHECK(last_d.kv_blocks < last.kv_blocks);
+}
+
 /* cp and dcp split one request's tokens over ranks. */
 static void test_context_split(void) {
   Spec s;
@@ -362,6 +394,7 @@ int main(void) {
   T_RUN(test_dsv3_dp_ep);
   T_RUN(test_context_split);
   T_RUN(test_serving_limits);
+  T_RUN(test_mtp);
   T_RUN(test_overflow);
   T_RUN(test_model_checks);
   T_RUN(test_rules_overflow);

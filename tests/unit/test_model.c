@@ -61,6 +61,23 @@ static void test_moe_totals(void) {
   T_NEAR(d.active, 37e9, 0.02);
   T_EQ_INT(d.n_dense, 3);
   T_EQ_INT(d.n_moe, 58);
+  T_EQ_INT(d.mtp, 0);
+  /* The same README_WEIGHTS.md gives the one MTP module (config.json
+   * num_nextn_predict_layers 1) as "11.5B unique parameters (excluding the
+   * shared 0.9B Embedding and 0.9B output Head)". Its MoE layer and norms
+   * alone come to 11.51B here; the module's eh_proj (2h x h = 0.10B, the
+   * checkpoint's model.layers.61.eh_proj, which the README lists) is on
+   * top of that figure, as its "1.5B" activated (0.58B + 0.9B head without
+   * eh_proj, 0.69B with it) also shows. rankplan counts the weights the
+   * checkpoint holds, eh_proj included. */
+  ModelSpec mtp;
+  fx_dsv3(&mtp);
+  FX_I(mtp.mtp_layers, 1);
+  ModelParams dm;
+  T_CHECK(model_params(&mtp, &dm, NULL));
+  int64_t eh_proj = 2 * 7168LL * 7168LL;
+  T_NEAR(dm.mtp - eh_proj, 11.5e9, 0.005);
+  T_EQ_INT(dm.total, d.total);
   ModelParams x = params(fx_mixtral);
   T_NEAR(x.total, 46.7e9, 0.005);
   T_NEAR(x.active, 12.9e9, 0.005);
