@@ -72,6 +72,22 @@ def load_entries(kind):
     return out
 
 
+MEMORY_FIELDS = ("engine", "version", "model", "gpu", "tp", "utilization", "published",
+                 "measured", "source", "notes")
+
+
+def memory_entry_problems(entry):
+    """What a memory entry lacks (docs/fidelity.md lists its fields)."""
+    out = ["%s: no %s" % (entry["_id"], k) for k in MEMORY_FIELDS if k not in entry]
+    src = entry.get("source", {})
+    out += ["%s: no source.%s" % (entry["_id"], k) for k in ("url", "where", "date")
+            if k not in src]
+    for k, v in sorted(entry.get("breakdown", {}).items()):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            out.append("%s: breakdown.%s is not a number" % (entry["_id"], k))
+    return out
+
+
 def predict_perf(entry):
     """Predicted figures by metric (None where the model gives none), and why not."""
     plan, err = run_json(["compile", entry["_spec"], "-o", "-"])
@@ -238,7 +254,9 @@ def main(argv):
         print("run.py: no rankplan binary at %s (set RANKPLAN)" % RANKPLAN, file=sys.stderr)
         return 2
     rows = make_rows("perf", load_entries("perf"), predict_perf)
-    rows += make_rows("memory", load_entries("memory"), predict_memory)
+    memory = load_entries("memory")
+    problems = [p for e in memory for p in memory_entry_problems(e)]
+    rows += make_rows("memory", memory, predict_memory)
     aggs = aggregate_rows([r for r in rows if r["kind"] == "perf"])
     text = table(rows, aggs)
     if "--write-doc" in argv:
@@ -247,7 +265,7 @@ def main(argv):
     print(text)
     if "--table" in argv:
         return 0
-    failures = report(rows, aggs)
+    failures = problems + report(rows, aggs)
     with open(DOC, encoding="utf-8") as f:
         if DOC_BEGIN + "\n" + text + DOC_END not in f.read():
             failures.append("docs/fidelity.md: its table differs from this run; "
