@@ -68,11 +68,11 @@ static const char *const ignored_keys[] = {
     "bos_token_id", "cache_implementation", "eoi_token_index", "eos_token_id", "ep_size",
     "final_logit_softcapping", "floor_scale", "hidden_act", "hidden_activation",
     "image_token_index", "initial_context_length", "initializer_range", "max_window_layers",
-    "mm_tokens_per_image", "n_group", "no_rope_layers", "norm_topk_prob", "output_router_logits",
+    "mm_tokens_per_image", "no_rope_layers", "norm_topk_prob", "output_router_logits",
     "pad_token_id", "partial_rotary_factor", "pretraining_tp", "query_pre_attn_scalar",
     "rms_norm_eps", "rope_local_base_freq", "rope_parameters", "rope_scaling", "rope_theta",
     "routed_scaling_factor", "router_aux_loss_coef", "router_jitter_noise", "scoring_func",
-    "seq_aux", "swiglu_limit", "topk_group", "transformers_version", "use_cache"};
+    "seq_aux", "swiglu_limit", "transformers_version", "use_cache"};
 
 /* Keys of quantization_config that the import reads or that only tune how
  * the quantised kernels run. */
@@ -358,6 +358,24 @@ static void read_moe_qwen(H *h, ModelSpec *m) {
   }
 }
 
+/* Group-limited routing (n_group, topk_group): model.moe.groups and
+ * group_top_k, which the cost model's dispatch uses (docs/cost-model.md).
+ * One group is no limit. */
+static void read_routing_groups(H *h, ModelSpec *m) {
+  int64_t g, k;
+  bool hg = rd_int(h, "n_group", false, true, 1, 1, HF_DIM_MAX, &g);
+  bool hk = rd_int(h, "topk_group", false, true, 1, 1, HF_DIM_MAX, &k);
+  if (!hg || !hk || g <= 1) return;
+  if (k > g || m->moe.experts.v % g != 0) {
+    unsupported(h, "`%sn_group` %lld and `topk_group` %lld: a token's groups must be at most the groups, "
+                "which must divide the %lld experts", h->pre, (long long)g, (long long)k,
+                (long long)m->moe.experts.v);
+    return;
+  }
+  set_int(&m->moe.groups, h->loc, g);
+  set_int(&m->moe.group_top_k, h->loc, k);
+}
+
 /* The multi-token-prediction modules: counted when the workload drafts
  * tokens (docs/memory.md, "MTP"). */
 static void read_mtp(H *h, ModelSpec *m) {
@@ -379,6 +397,7 @@ static void read_moe_deepseek(H *h, ModelSpec *m) {
   const char *tk = rd_str_in(h, h->cfg, h->pre, "topk_method");
   if (h->fam->router_bias == TRI_FIELD && tk) bias = strcmp(tk, "noaux_tc") == 0;
   set_bool(&m->moe.router_bias, h->loc, bias);
+  read_routing_groups(h, m);
   read_mtp(h, m);
 }
 
@@ -768,6 +787,8 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
     y_int(sb, "  ", "expert_intermediate_size", &m->moe.expert_intermediate_size);
     y_int(sb, "  ", "dense_layers", &m->moe.dense_layers);
     sb_printf(sb, "  router_bias: %s\n", m->moe.router_bias.v ? "true" : "false");
+    if (m->moe.groups.set) y_int(sb, "  ", "groups", &m->moe.groups);
+    if (m->moe.group_top_k.set) y_int(sb, "  ", "group_top_k", &m->moe.group_top_k);
   }
   if (m->dtype.weights.set) sb_printf(sb, "dtype:\n  weights: %s\n", dtype_name((DType)m->dtype.weights.v));
   y_int(sb, "", "max_context", &m->max_context);

@@ -179,6 +179,15 @@ def check_diagnostics(tmp):
     dsv2 = json.loads((FIX / "DeepSeek-V2-Lite.json").read_text())
     ds = diags(imp(dict(dsv2, first_k_dense_replace=28)))
     check(any(c == "E0105" and "28 leading dense layers" in m for c, m in ds), "more dense layers than layers is E0105")
+    dsv3 = json.loads((FIX / "DeepSeek-V3.json").read_text())
+    for g, k in ((7, 4), (8, 9)):
+        ds = diags(imp(dict(dsv3, n_group=g, topk_group=k)))
+        check(any(c == "E0151" and "`n_group`" in m for c, m in ds),
+              f"n_group {g} with topk_group {k} is E0151 (groups divide the experts; topk_group <= n_group)")
+    p = imp(dsv3)
+    y = p.stdout
+    check(p.returncode == 0 and "  groups: 8\n  group_top_k: 4\n" in y and "mtp_layers: 1\n" in y,
+          "DeepSeek-V3's n_group/topk_group and num_nextn_predict_layers are imported")
     cfg = dict(base)
     del cfg["num_attention_heads"]
     ds = diags(imp(cfg))
