@@ -17,7 +17,7 @@
 
 #include "emit_launch.h"
 
-static bool dns_label(const char *s) {
+bool ldns_label(const char *s) {
   size_t n = strlen(s);
   return n > 0 && n <= 40 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n && s[0] != '-' &&
          s[n - 1] != '-';
@@ -116,7 +116,7 @@ void emit_k8s(Launch *l) {
              in->P->name);
       continue;
     }
-    if (!dns_label(in->P->name))
+    if (!ldns_label(in->P->name))
       lerr(l, "pool `%s`: the k8s target names objects after pools: lowercase letters, digits and `-`, at most 40",
            in->P->name);
     else put_pool(l, &y, in, fn);

@@ -40,7 +40,7 @@ bool launch_target_parse(const char *s, LaunchTarget *out) {
   return false;
 }
 
-const char *launch_target_list(void) { return "vllm, sglang, trtllm, shell, slurm, k8s"; }
+const char *launch_target_list(void) { return "vllm, sglang, trtllm, shell, slurm, k8s, dynamo"; }
 
 bool lerr(Launch *l, const char *fmt, ...) {
   if (l->err) return false;
@@ -187,7 +187,7 @@ void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run) {
 }
 
 void ldevices(Launch *l, StrBuf *sb, const InstRun *r) {
-  if (l->k8s) return; /* a pod's GPUs are its own */
+  if (l->k8s || l->dynamo) return; /* a pod's GPUs are its own */
   sb_puts(sb, "CUDA_VISIBLE_DEVICES=");
   for (int32_t i = 0; i < r->n; i++) sb_printf(sb, "%s%d", i ? "," : "", r->dev[i]);
 }

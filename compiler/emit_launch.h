@@ -64,6 +64,10 @@ typedef struct Launch {
    * pod's own address POD_IP, a worker's index LWS_WORKER_INDEX. */
   bool k8s;
   int32_t k8s_head;
+  /* The dynamo target: one command per pool, the head node's, which the
+   * Dynamo operator runs in every pod of an instance (emit_dynamo.c): no
+   * CUDA_VISIBLE_DEVICES, no server or multi-node flags. */
+  bool dynamo;
 } Launch;
 
 /* The first problem wins; later calls are ignored. Returns false. */
@@ -142,6 +146,14 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 /* k8s.yaml: a LeaderWorkerSet and a Service per pool (emit_k8s.c). */
 void emit_k8s(Launch *l);
+/* Whether s may name a Kubernetes object after a pool: lowercase letters,
+ * digits and `-`, at most 40 (emit_k8s.c). */
+bool ldns_label(const char *s);
+/* dynamo.yaml: a DynamoGraphDeployment (emit_dynamo.c). */
+void emit_dynamo(Launch *l);
+/* The dynamo target's KV transfer flags of a vLLM prefill or decode pool
+ * (Dynamo's own, in place of --kv-transfer-config). */
+void ldynamo_vllm_kv(Launch *l, const Inst *in, StrBuf *sb);
 
 /* Engine targets: node-N.sh for every node, router.sh for disaggregated
  * plans, engine config files. */

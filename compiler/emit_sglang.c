@@ -35,7 +35,7 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   lflag_frac(l, sb, lfrac_static(l, in->pool), false);
   lserving(l, sb);
   lflag_i(l, sb, "nccl_port", r->port0 + 2);
-  if (in->nruns > 1) {
+  if (in->nruns > 1 && !l->dynamo) {
     lflag_i(l, sb, "nnodes", (int64_t)in->nruns);
     if (l->k8s && j > 0) lflag_raw(l, sb, "node_rank", "\"${LWS_WORKER_INDEX}\"");
     else lflag_i(l, sb, "node_rank", (int64_t)j);
