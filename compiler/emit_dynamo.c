@@ -133,13 +133,7 @@ static void put_worker(Launch *l, StrBuf *y, const Inst *in, LRunFn fn) {
 static void put_workers(Launch *l, StrBuf *y, LRunFn fn) {
   for (size_t i = 0; i < l->ninst && !l->err; i++) {
     const Inst *in = &l->inst[i];
-    if (in->instance != 0) {
-      const Inst *first = &l->inst[i - (size_t)in->instance];
-      if (in->nruns != first->nruns || in->runs[0].n != first->runs[0].n)
-        lerr(l, "pool `%s`: its instances span different node counts; a Dynamo service has one node count",
-             in->P->name);
-      continue;
-    }
+    if (!lpool_first(l, i, "a Dynamo service has one node count")) continue;
     if (!ldns_label(in->P->name) || strcmp(in->P->name, "frontend") == 0)
       lerr(l, "pool `%s`: the dynamo target names services after pools: lowercase letters, digits and `-`, at "
               "most 40, and not `frontend`",

@@ -109,13 +109,7 @@ void emit_k8s(Launch *l) {
             l->p->spec_sha256);
   for (size_t i = 0; i < l->ninst && !l->err; i++) {
     const Inst *in = &l->inst[i];
-    if (in->instance != 0) {
-      const Inst *first = &l->inst[i - (size_t)in->instance];
-      if (in->nruns != first->nruns || in->runs[0].n != first->runs[0].n)
-        lerr(l, "pool `%s`: its instances span different node counts; a LeaderWorkerSet has one group size",
-             in->P->name);
-      continue;
-    }
+    if (!lpool_first(l, i, "a LeaderWorkerSet has one group size")) continue;
     if (!ldns_label(in->P->name))
       lerr(l, "pool `%s`: the k8s target names objects after pools: lowercase letters, digits and `-`, at most 40",
            in->P->name);

@@ -127,6 +127,11 @@ void lscript(Launch *l, StrBuf *out, const char *what, const StrBuf *body);
 typedef bool (*LRunFn)(Launch *l, const Inst *in, size_t run, StrBuf *sb);
 void lnodes(Launch *l, LRunFn fn);
 
+/* For targets with one object per pool: whether l->inst[i] is its pool's
+ * first instance; a later one whose node count or GPUs per node differ
+ * from the first's is an error (lerr) naming the pool, then `why`. */
+bool lpool_first(Launch *l, size_t i, const char *why);
+
 /* The instances of the plan with their runs and ports (false: lerr). */
 bool launch_instances(Launch *l);
 /* Appends manifest.json listing every file so far (sorts the files). */
