@@ -33,7 +33,7 @@ static const char emit_usage[] =
     "                         (needs deployment.image)\n"
     "  dynamo                 dynamo.yaml: a DynamoGraphDeployment of NVIDIA\n"
     "                         Dynamo, a frontend and a worker service per pool\n"
-    "                         (vLLM and SGLang plans; needs deployment.image)\n"
+    "                         (needs deployment.image)\n"
     "\n"
     "options:\n"
     "  -t, --target vllm|sglang|trtllm|shell|slurm|k8s|dynamo\n"

@@ -1,28 +1,34 @@
 /*
  * emit_dynamo.c: the `dynamo` target: dynamo.yaml, one DynamoGraphDeployment
  * (nvidia.com/v1alpha1) for NVIDIA Dynamo's Kubernetes operator: a frontend
- * service and one worker service per pool (docs/engines.md, "Dynamo").
+ * service and one worker service per pool, and for TensorRT-LLM a
+ * ConfigMap with the engine YAMLs (docs/engines.md, "Dynamo").
  *
  * Read from github.com/ai-dynamo/dynamo at commit e20adb44 (Dynamo 0.6.1):
- *  - the workers, `python3 -m dynamo.vllm` and `python3 -m dynamo.sglang`,
- *    parse their own flags and then the engine's (vLLM's AsyncEngineArgs,
- *    SGLang's ServerArgs; components/src/dynamo/{vllm,sglang}/args.py), so
- *    a worker's command is the engine target's, with the module in place of
- *    the engine's command. dynamo.vllm takes the model as --model, has none
- *    of `vllm serve`'s server flags (--port, --headless), refuses
+ *  - `python3 -m dynamo.vllm` and `python3 -m dynamo.sglang` parse their
+ *    own flags and then the engine's (vLLM's AsyncEngineArgs, SGLang's
+ *    ServerArgs; components/src/dynamo/{vllm,sglang}/args.py), so their
+ *    command is the engine target's with the module in place of the
+ *    engine's command. dynamo.vllm takes the model as --model, has none of
+ *    `vllm serve`'s server flags (--port, --headless), refuses
  *    --kv-transfer-config next to its --connector (default nixl), and takes
  *    --is-prefill-worker for a prefill worker;
+ *  - `python3 -m dynamo.trtllm` has flags of its own for what trtllm-serve
+ *    spells otherwise (components/src/dynamo/trtllm/utils/trtllm_utils.py),
+ *    and reads the engine YAML with --extra-engine-args (main.py); the
+ *    trtllm target's command is written with that spelling (respell);
  *  - the operator writes the frontend's command and port itself
  *    (internal/dynamo/component_frontend.go);
  *  - resources.limits.gpu is per pod; a multi-node instance is
  *    multinode.nodeCount pods (the CRD's field comments), and the operator
- *    adds the engine's multi-node flags to the worker command
+ *    adds the multi-node launch to the worker command
  *    (internal/dynamo/backend_vllm.go: Ray for tp x pp over nodes, else
  *    --data-parallel-address/-size-local/-rpc-port/-start-rank;
- *    backend_sglang.go: --dist-init-addr --nnodes --node-rank), joining the
- *    arguments with spaces, unquoted (internal/dynamo/utils.go).
- * So each pool's command is its instance's head-node command in the
- * engine's own words without those flags, as a list of arguments.
+ *    backend_sglang.go: --dist-init-addr --nnodes --node-rank;
+ *    backend_trtllm.go: mpirun over the pods), joining the arguments with
+ *    spaces, unquoted (utils.go, backend_trtllm.go).
+ * So each pool's command is its instance's head-node command without
+ * those flags, as a list of arguments.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +39,39 @@ typedef RP_VEC(char *) Words;
 
 /* The worker module of each engine (Dynamo 0.6.1, components/src/dynamo/). */
 static const char *module_of(const char *engine) {
-  return strcmp(engine, "vllm") == 0 ? "dynamo.vllm" : strcmp(engine, "sglang") == 0 ? "dynamo.sglang" : NULL;
+  return strcmp(engine, "vllm") == 0     ? "dynamo.vllm"
+         : strcmp(engine, "sglang") == 0 ? "dynamo.sglang"
+                                         : "dynamo.trtllm";
 }
 
-void ldynamo_vllm_kv(Launch *l, const Inst *in, StrBuf *sb) {
+/* Dynamo's spelling of a rankplan term where it is not the engine entry's:
+ * dynamo.vllm passes vLLM's own --model; dynamo.trtllm's flags are its own
+ * (trtllm_utils.py cmd_line_args); a dynamo.trtllm term not listed has no
+ * flag there. */
+static struct {
+  char engine[8], term[24], flag[32];
+} respell[] = {
+    {"vllm", "model", "--model"},
+    {"trtllm", "model", "--model-path"},
+    {"trtllm", "served_model_name", "--served-model-name"},
+    {"trtllm", "max_model_len", "--max-seq-len"},
+    {"trtllm", "max_num_seqs", "--max-batch-size"},
+    {"trtllm", "max_num_batched_tokens", "--max-num-tokens"},
+    {"trtllm", "memory_fraction", "--free-gpu-memory-fraction"},
+    {"trtllm", "gpus_per_node", "--gpus-per-node"},
+    {"trtllm", "config", "--extra-engine-args"},
+};
+static char trt_tp[] = "--tensor-parallel-size", trt_pp[] = "--pipeline-parallel-size",
+            trt_ep[] = "--expert-parallel-size";
+
+void ldynamo_flags(Launch *l, const Inst *in, StrBuf *sb) {
+  bool trt = strcmp(l->L->engine, "trtllm") == 0;
+  if (trt) sb_printf(sb, " \\\n    --kv-block-size %lld", (long long)l->L->kv_block); /* its router's block */
+  if (strcmp(in->P->role, "both") == 0) return;
+  if (trt) {
+    sb_printf(sb, " \\\n    --disaggregation-mode %s", in->P->role); /* handler_base.py DisaggregationMode */
+    return;
+  }
   /* dynamo.vllm's --connector words (args.py VALID_CONNECTORS) that name a
    * rankplan KV transfer: only NIXL */
   if (strcmp(l->L->kv_transfer, "nixl") != 0) {
@@ -47,6 +82,30 @@ void ldynamo_vllm_kv(Launch *l, const Inst *in, StrBuf *sb) {
   }
   sb_puts(sb, " \\\n    --connector nixl");
   if (strcmp(in->P->role, "prefill") == 0) sb_puts(sb, " \\\n    --is-prefill-worker");
+}
+
+/* The engine's entry as Dynamo's worker spells it: the module as the
+ * command, respelled flags; for TensorRT-LLM only Dynamo's own. flags
+ * receives the new array (caller frees). */
+static EngineCaps respelled(const EngineCaps *c, const char *engine, char *command, EngineKV **flags) {
+  EngineCaps dc = *c;
+  bool trt = strcmp(engine, "trtllm") == 0;
+  size_t n = 0;
+  *flags = rp_calloc(c->nflags + RP_ARRAY_LEN(respell), sizeof **flags);
+  for (size_t i = 0; i < RP_ARRAY_LEN(respell); i++)
+    if (strcmp(respell[i].engine, engine) == 0) (*flags)[n++] = (EngineKV){respell[i].term, respell[i].flag};
+  for (size_t i = 0; i < c->nflags && !trt; i++)
+    if (!engine_kv(*flags, n, c->flags[i].key)) (*flags)[n++] = c->flags[i];
+  dc.flags = *flags;
+  dc.nflags = n;
+  dc.command = command;
+  if (trt) {
+    for (int d = 0; d < ED__COUNT; d++) dc.dim[d].flag = NULL;
+    dc.dim[ED_TP].flag = trt_tp;
+    dc.dim[ED_PP].flag = trt_pp;
+    dc.dim[ED_EP].flag = trt_ep;
+  }
+  return dc;
 }
 
 /* Splits a command as lq and the run functions write it (words, ` \`
@@ -106,10 +165,20 @@ static void put_service_head(Launch *l, StrBuf *y, const char *name, const char 
             type);
 }
 
-static void put_image(Launch *l, StrBuf *y) {
-  sb_puts(y, "      extraPodSpec:\n        mainContainer:\n          image: ");
+/* The pod's image; with `config`, the engine YAMLs' ConfigMap mounted at
+ * LDYNAMO_CONFIG_DIR. */
+static void put_image(Launch *l, StrBuf *y, bool config) {
+  sb_puts(y, "      extraPodSpec:\n");
+  if (config)
+    sb_printf(y, "        volumes:\n          - name: rankplan-config\n            configMap:\n"
+                 "              name: rankplan-%.12s-trtllm\n",
+              l->p->spec_sha256);
+  sb_puts(y, "        mainContainer:\n          image: ");
   sb_json_str(y, l->L->image);
   sb_putc(y, '\n');
+  if (config)
+    sb_puts(y, "          volumeMounts:\n            - name: rankplan-config\n              mountPath: " LDYNAMO_CONFIG_DIR
+               "\n              readOnly: true\n");
 }
 
 static void put_worker(Launch *l, StrBuf *y, const Inst *in, LRunFn fn) {
@@ -122,7 +191,7 @@ static void put_worker(Launch *l, StrBuf *y, const Inst *in, LRunFn fn) {
   sb_printf(y, "      replicas: %lld\n", (long long)P->replicas);
   if (in->nruns > 1) sb_printf(y, "      multinode:\n        nodeCount: %zu\n", in->nruns);
   sb_printf(y, "      resources:\n        limits:\n          gpu: \"%d\"\n", in->runs[0].n);
-  put_image(l, y);
+  put_image(l, y, strcmp(l->L->engine, "trtllm") == 0);
   StrBuf cmd;
   sb_init(&cmd);
   if (fn(l, in, 0, &cmd) && !l->err) put_args(l, y, in, &cmd);
@@ -142,39 +211,59 @@ static void put_workers(Launch *l, StrBuf *y, LRunFn fn) {
   }
 }
 
+/* What dynamo.trtllm has no flag for (trtllm_utils.py). */
+static void trtllm_lacks(Launch *l) {
+  if (l->L->revision)
+    lerr(l, "Dynamo's TensorRT-LLM worker has no flag for the model revision (`model.revision: %s`)", l->L->revision);
+  for (size_t i = 0; i < l->ninst; i++)
+    if (l->inst[i].cp > 1)
+      lerr(l, "pool `%s`: Dynamo's TensorRT-LLM worker has no flag for context parallelism (cp %lld)",
+           l->inst[i].P->name, (long long)l->inst[i].cp);
+}
+
+/* The engine YAMLs the TensorRT-LLM workers wrote, as one ConfigMap. */
+static void put_config_map(Launch *l, StrBuf *y) {
+  sb_printf(y, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rankplan-%.12s-trtllm\n  labels:\n"
+               "    app.kubernetes.io/managed-by: rankplan\ndata:\n",
+            l->p->spec_sha256);
+  for (size_t i = 0; i < l->files.len; i++) {
+    const LFile *f = &l->files.items[i];
+    size_t n = strlen(f->name);
+    if (strncmp(f->name, "trtllm-", 7) != 0 || n < 5 || strcmp(f->name + n - 5, ".yaml") != 0) continue;
+    sb_printf(y, "  %s: |\n", f->name);
+    lindent(y, f->text.buf ? f->text.buf : "", "    ");
+  }
+}
+
 void emit_dynamo(Launch *l) {
-  const char *mod = module_of(l->L->engine);
-  if (!mod) {
-    lerr(l, "the dynamo target writes vLLM and SGLang workers; Dynamo's TensorRT-LLM worker (dynamo.trtllm) "
-            "takes its own flags, not trtllm-serve's, and no catalog entry holds them");
-    return;
-  }
-  /* the engine's entry with Dynamo's module as the command; dynamo.vllm
-   * takes the model as --model (vLLM's own flag), not positionally */
-  EngineCaps dc = *l->c;
-  char *command = rp_sprintf("python3 -m %s", mod), model_flag[] = "--model";
-  EngineKV *flags = rp_calloc(dc.nflags ? dc.nflags : 1, sizeof *flags);
-  for (size_t i = 0; i < dc.nflags; i++) {
-    flags[i] = dc.flags[i];
-    if (strcmp(dc.flags[i].key, "model") == 0 && !*dc.flags[i].value) flags[i].value = model_flag;
-  }
-  dc.command = command;
-  dc.flags = flags;
+  const char *eng = l->L->engine, *mod = module_of(eng);
+  bool trt = strcmp(eng, "trtllm") == 0;
+  if (trt) trtllm_lacks(l);
+  if (l->err) return;
+  char *command = rp_sprintf("python3 -m %s", mod);
+  EngineKV *flags = NULL;
+  EngineCaps dc = respelled(l->c, eng, command, &flags);
   const EngineCaps *saved = l->c;
   l->c = &dc;
   l->dynamo = true;
-  StrBuf y;
+  StrBuf y, svc;
   sb_init(&y);
+  sb_init(&svc);
+  put_service_head(l, &svc, "frontend", "frontend");
+  sb_puts(&svc, "      replicas: 1\n"); /* one, as in Dynamo's examples/backends/{vllm,sglang}/deploy/ */
+  put_image(l, &svc, false);
+  put_workers(l, &svc, strcmp(eng, "vllm") == 0 ? lrun_vllm : strcmp(eng, "sglang") == 0 ? lrun_sglang : lrun_trtllm);
+  l->c = saved;
   sb_printf(&y, "# The plan as one DynamoGraphDeployment (kubectl apply -f dynamo.yaml); written by rankplan from "
-                "plan %.16s...\napiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nmetadata:\n"
+                "plan %.16s...\n",
+            l->p->spec_sha256);
+  if (trt) put_config_map(l, &y);
+  sb_printf(&y, "---\napiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nmetadata:\n"
                 "  name: rankplan-%.12s\n  labels:\n    app.kubernetes.io/managed-by: rankplan\nspec:\n"
                 "  backendFramework: %s\n  services:\n",
-            l->p->spec_sha256, l->p->spec_sha256, l->L->engine);
-  put_service_head(l, &y, "frontend", "frontend");
-  sb_puts(&y, "      replicas: 1\n"); /* one, as in Dynamo's examples/backends/{vllm,sglang}/deploy/ */
-  put_image(l, &y);
-  put_workers(l, &y, strcmp(l->L->engine, "vllm") == 0 ? lrun_vllm : lrun_sglang);
-  l->c = saved;
+            l->p->spec_sha256, eng);
+  sb_putn(&y, svc.buf ? svc.buf : "", svc.len);
+  sb_free(&svc);
   free(flags);
   free(command);
   StrBuf *out = lfile(l, "dynamo.yaml", false, -1);

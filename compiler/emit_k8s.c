@@ -33,14 +33,7 @@ static void put_args(StrBuf *y, const StrBuf *cmd, const char *prelude) {
   const char *p = all.buf ? all.buf : "";
   /* no CUDA_VISIBLE_DEVICES: the line may open with a bare continuation */
   while (*p == ' ' || (p[0] == '\\' && p[1] == '\n')) p += *p == ' ' ? 1 : 2;
-  while (*p) {
-    const char *e = strchr(p, '\n');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    sb_puts(y, "                ");
-    sb_putn(y, p, n);
-    sb_putc(y, '\n');
-    p += n + (e ? 1 : 0);
-  }
+  lindent(y, p, "                ");
   sb_free(&all);
 }
 

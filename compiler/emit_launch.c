@@ -186,6 +186,17 @@ void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run) {
   (void)l;
 }
 
+void lindent(StrBuf *y, const char *text, const char *indent) {
+  for (const char *p = text; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    sb_puts(y, indent);
+    sb_putn(y, p, n);
+    sb_putc(y, '\n');
+    p += n + (e ? 1 : 0);
+  }
+}
+
 void ldevices(Launch *l, StrBuf *sb, const InstRun *r) {
   if (l->k8s || l->dynamo) return; /* a pod's GPUs are its own */
   sb_puts(sb, "CUDA_VISIBLE_DEVICES=");

@@ -113,6 +113,9 @@ void lflag_frac(Launch *l, StrBuf *sb, double f, bool exact);
 void linst_name(StrBuf *sb, const Launch *l, const Inst *in);
 /* The opening comment of a command: pool, instance, sizes, ranks. */
 void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run);
+/* Appends each line of text with indent before it and a newline after
+ * (the body of a YAML block scalar). */
+void lindent(StrBuf *y, const char *text, const char *indent);
 /* CUDA_VISIBLE_DEVICES=... of run r. */
 void ldevices(Launch *l, StrBuf *sb, const InstRun *r);
 
@@ -156,9 +159,12 @@ void emit_k8s(Launch *l);
 bool ldns_label(const char *s);
 /* dynamo.yaml: a DynamoGraphDeployment (emit_dynamo.c). */
 void emit_dynamo(Launch *l);
-/* The dynamo target's KV transfer flags of a vLLM prefill or decode pool
- * (Dynamo's own, in place of --kv-transfer-config). */
-void ldynamo_vllm_kv(Launch *l, const Inst *in, StrBuf *sb);
+/* The dynamo target's own worker flags of an instance: vLLM prefill and
+ * decode pools its connector (in place of --kv-transfer-config);
+ * TensorRT-LLM its KV block size and disaggregation mode. */
+void ldynamo_flags(Launch *l, const Inst *in, StrBuf *sb);
+/* Where a Dynamo TensorRT-LLM worker finds its engine YAML (a ConfigMap). */
+#define LDYNAMO_CONFIG_DIR "/etc/rankplan"
 
 /* Engine targets: node-N.sh for every node, router.sh for disaggregated
  * plans, engine config files. */

@@ -8,6 +8,8 @@
  * replicas of --tp-size tp. A multi-node instance runs the same line on
  * every node with --nnodes, --node-rank and --dist-init-addr (the head's
  * rendezvous port). Every node of an instance gets its own --nccl-port.
+ * For the dynamo target (emit_dynamo.c) the multi-node flags are left to
+ * Dynamo's operator.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,9 @@
  *    the head and `ray start --address` elsewhere, and `vllm serve
  *    --distributed-executor-backend ray` on the head.
  * Anything else (a tp x pp engine split across nodes with dp > 1) is
- * refused: 0.11 has no launcher for it.
+ * refused: 0.11 has no launcher for it. For the dynamo target
+ * (emit_dynamo.c) the head's command is written without the server,
+ * multi-node and NIXL side-channel settings, which Dynamo supplies.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,7 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   lflag_frac(l, sb, l->L->gpu_memory_utilization, true); /* the fraction the ledger was planned with */
   lserving(l, sb);
   if (disagg(in) && l->dynamo) {
-    ldynamo_vllm_kv(l, in, sb);
+    ldynamo_flags(l, in, sb);
   } else if (disagg(in)) {
     const char *conn = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);
     if (!conn) {

@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -79,7 +80,8 @@ with open(os.path.join(FIX, "lws-v0.10.0.schema.json")) as f:
     LWS = jsonschema.Draft7Validator(json.load(f))
 with open(os.path.join(FIX, "dynamo-0.6.1-dgd.schema.json")) as f:
     DGD = jsonschema.Draft7Validator(json.load(f))
-DYNAMO_FLAGS = {"vllm": fixture("dynamo-0.6.1-vllm.flags"), "sglang": fixture("dynamo-0.6.1-sglang.flags")}
+DYNAMO_FLAGS = {"vllm": fixture("dynamo-0.6.1-vllm.flags"), "sglang": fixture("dynamo-0.6.1-sglang.flags"),
+                "trtllm": fixture("dynamo-0.6.1-trtllm.flags")}
 # the flags Dynamo's operator adds to a multi-node worker (backend_vllm.go,
 # backend_sglang.go) and the server flags dynamo.vllm does not parse
 DYNAMO_NOT_WRITTEN = {"--nnodes", "--node-rank", "--dist-init-addr", "--data-parallel-address",
@@ -157,7 +159,7 @@ class Cmd:
             return "router"
         if self.args and self.args[0] == "mpirun":
             return "mpirun"
-        if self.args and self.args[0] == "trtllm-serve":
+        if self.args and self.args[0] == "trtllm-serve" or self.args[:3] == ["python3", "-m", "dynamo.trtllm"]:
             return "trtllm"
         if self.args[:2] == ["ray", "start"]:
             return "ray"
@@ -368,8 +370,11 @@ def check_yaml(name, plan, d):
         walk(y)
         check(keys <= YAML_KEYS, f"{name}: {os.path.basename(f)}: every key is in the LLM API fixture", keys - YAML_KEYS)
         if os.path.basename(f).startswith("trtllm-"):
-            check(y["kv_cache_config"]["tokens_per_block"] == plan["launch"]["kv_block"],
-                  f"{name}: {os.path.basename(f)}: tokens_per_block is the plan's kv_block")
+            pool = [i for i, p in enumerate(plan["pools"])
+                    if re.fullmatch(rf"trtllm-{re.escape(p['name'])}-\d+\.yaml", os.path.basename(f))]
+            check(y["kv_cache_config"]["tokens_per_block"] == plan["launch"]["kv_block"] and len(pool) == 1 and
+                  y["kv_cache_config"]["free_gpu_memory_fraction"] == pool_fraction(plan, pool[0], "kv_free"),
+                  f"{name}: {os.path.basename(f)}: tokens_per_block and the memory fraction are the plan's")
 
 
 def check_manifest(name, plan, d):
@@ -472,7 +477,43 @@ def dynamo_launch_ok(c, gpus, count):
     return world * dp > gpus and gpus % world == 0 and gpus // world * count == dp
 
 
-def check_dynamo_worker(name, plan, pi, s, disagg, inst):
+def yaml_keys(o, pre=""):
+    keys = set()
+    for k, v in o.items():
+        keys.add(pre + k)
+        if isinstance(v, dict):
+            keys |= yaml_keys(v, pre + k + ".")
+    return keys
+
+
+def check_dynamo_trtllm(name, plan, pi, c, gpus, mc, cm):
+    """A dynamo.trtllm worker: its flags (Dynamo's spelling) and the engine
+    YAML it mounts from the ConfigMap, against the plan."""
+    L, p = plan["launch"], plan["pools"][pi]
+    disagg = p["role"] != "both"
+    frac = pool_fraction(plan, pi, "kv_free")
+    want = {"--tensor-parallel-size": p["tp"] * p["dp"], "--pipeline-parallel-size": p["pp"],
+            "--max-seq-len": L["max_model_len"], "--free-gpu-memory-fraction": frac, "--gpus-per-node": gpus,
+            "--kv-block-size": L["kv_block"], "--expert-parallel-size": p["ep"] if L["moe"] else None}
+    bad = [f"{f} {c.one(f)}, expected {v}" for f, v in want.items()
+           if (v is None) != (c.one(f) is None) or (v is not None and float(c.one(f)) != float(v))]
+    if c.one("--disaggregation-mode") != (p["role"] if disagg else None):
+        bad.append(f"--disaggregation-mode {c.one('--disaggregation-mode')}")
+    check(not bad, f"{name}: pool {p['name']}: sizes, GPUs per node and memory fraction are the plan's", bad)
+    path, mount = c.one("--extra-engine-args") or "", mc.get("volumeMounts", [{}])[0]
+    vol = [v for v in mc.get("volumes", []) if v["name"] == mount.get("name")]
+    y = yaml.safe_load(cm["data"].get(os.path.basename(path), "{}")) if cm else {}
+    check(os.path.dirname(path) == mount.get("mountPath") and y and yaml_keys(y) <= YAML_KEYS and len(vol) == 1
+          and vol[0]["configMap"]["name"] == cm["metadata"]["name"],
+          f"{name}: pool {p['name']}: --extra-engine-args is a ConfigMap key mounted there, with LLM API keys", path)
+    kv = y.get("kv_cache_config", {})
+    check(kv.get("tokens_per_block") == L["kv_block"] and kv.get("free_gpu_memory_fraction") == frac
+          and y.get("enable_attention_dp") == (L["moe"] and p["dp"] > 1)
+          and ("cache_transceiver_config" in y) == disagg,
+          f"{name}: pool {p['name']}: the engine YAML's block, memory fraction, attention dp and transfer are the plan's", y)
+
+
+def check_dynamo_worker(name, plan, pi, s, disagg, inst, cm):
     """One pool's worker service against the plan."""
     L, p = plan["launch"], plan["pools"][pi]
     eng = L["engine"]
@@ -488,11 +529,16 @@ def check_dynamo_worker(name, plan, pi, s, disagg, inst):
     c = Cmd(list(mc["command"]) + list(mc["args"]), {})
     check(mc["command"] == ["python3", "-m", "dynamo." + eng] and c.kind() == eng,
           f"{name}: pool {p['name']}: the worker is Dynamo's {eng} module", mc["command"])
-    unknown = [f for f in c.flags if f not in ENGINE_FLAGS[eng] | DYNAMO_FLAGS[eng]]
-    check(not unknown, f"{name}: pool {p['name']}: every worker flag is in the {eng} or Dynamo parser fixture", unknown)
+    # dynamo.vllm and dynamo.sglang add the engine's parser to theirs; dynamo.trtllm has only its own
+    known = DYNAMO_FLAGS[eng] | (ENGINE_FLAGS[eng] if eng != "trtllm" else set())
+    unknown = [f for f in c.flags if f not in known]
+    check(not unknown, f"{name}: pool {p['name']}: every worker flag is in the parser fixtures of dynamo.{eng}", unknown)
     extra = [f for f in c.flags if f in DYNAMO_NOT_WRITTEN or (eng == "vllm" and f == "--port")]
     check(not extra, f"{name}: pool {p['name']}: no flag the operator adds or dynamo.{eng} lacks", extra)
-    check_instance_flags(name, plan, c, pi, ranks, nodes, dynamo=True)
+    if eng == "trtllm":
+        check_dynamo_trtllm(name, plan, pi, c, gpus, dict(mc, volumes=s["extraPodSpec"].get("volumes", [])), cm)
+    else:
+        check_instance_flags(name, plan, c, pi, ranks, nodes, dynamo=True)
     if eng == "vllm":
         check((c.one("--connector") == "nixl") == disagg and ("--is-prefill-worker" in c.flags) == (p["role"] == "prefill"),
               f"{name}: pool {p['name']}: the NIXL connector for prefill and decode, the prefill switch for prefill")
@@ -507,15 +553,21 @@ def check_dynamo(name, plan, d):
     node count, GPUs per pod and image are the plan's, each worker's flags
     in the engine's and Dynamo's parser fixtures and its sizes the plan's."""
     docs = [x for x in yaml.safe_load_all(open(os.path.join(d, "dynamo.yaml"))) if x]
-    check(len(docs) == 1 and docs[0]["apiVersion"] == "nvidia.com/v1alpha1"
-          and docs[0]["kind"] == "DynamoGraphDeployment", f"{name}: dynamo.yaml is one DynamoGraphDeployment")
-    x = docs[0]
+    L = plan["launch"]
+    trt = L["engine"] == "trtllm"
+    kinds = [x["kind"] for x in docs]
+    check(kinds == (["ConfigMap"] if trt else []) + ["DynamoGraphDeployment"]
+          and docs[-1]["apiVersion"] == "nvidia.com/v1alpha1",
+          f"{name}: dynamo.yaml is one DynamoGraphDeployment (after the engine YAMLs' ConfigMap for TensorRT-LLM)", kinds)
+    x, cm = docs[-1], docs[0] if trt else None
+    if trt:
+        files = {f: open(os.path.join(d, f)).read() for f in os.listdir(d) if f.startswith("trtllm-")}
+        check(cm["data"] == files, f"{name}: the ConfigMap holds the engine YAMLs written beside it", sorted(cm["data"]))
     errs = [e.message for e in DGD.iter_errors(x)]
     check(not errs, f"{name}: the DynamoGraphDeployment is valid against the Dynamo 0.6.1 CRD schema", errs[:3])
     svcs = x["spec"]["services"]
     bad = dict(x, spec=dict(x["spec"], services=dict(svcs, frontend=dict(svcs["frontend"], replicas="one"))))
     check(any(True for _ in DGD.iter_errors(bad)), f"{name}: the schema refuses a damaged DynamoGraphDeployment")
-    L = plan["launch"]
     check(x["spec"]["backendFramework"] == L["engine"] and set(svcs) == {"frontend"} | {p["name"] for p in plan["pools"]},
           f"{name}: the engine's backend, a frontend and one service per pool", sorted(svcs))
     fe = svcs["frontend"]["extraPodSpec"]["mainContainer"]
@@ -523,7 +575,7 @@ def check_dynamo(name, plan, d):
           f"{name}: the frontend runs the operator's command in the spec's image", fe)
     inst, _ = plan_view(plan)
     disagg = any(p["role"] == "prefill" for p in plan["pools"])
-    total = sum(check_dynamo_worker(name, plan, pi, svcs[p["name"]], disagg, inst)
+    total = sum(check_dynamo_worker(name, plan, pi, svcs[p["name"]], disagg, inst, cm)
                 for pi, p in enumerate(plan["pools"]) if p["name"] in svcs)
     check(total == plan["world_size"], f"{name}: the deployment asks for the plan's {plan['world_size']} GPUs", total)
 
@@ -653,6 +705,14 @@ def dynamo_cases(tmp):
             y = yaml.safe_load(open(os.path.join(d, "dynamo.yaml")))
             check(y["spec"]["services"]["decode"]["multinode"] == {"nodeCount": 2},
                   f"dynamo/{case}: the decode service spans two nodes")
+    trt_image = ("deployment:\n", "deployment:\n  image: example/trtllm:1\n")
+    trt_revision = ("  source: deepseek-ai/DeepSeek-V3\n", "  source: deepseek-ai/DeepSeek-V3\n  revision: main\n")
+    p, d = dynamo_variant(tmp, "trtllm", "deepseek-v3-pd-trtllm", trt_image)
+    check(p.returncode == 0, "dynamo/trtllm: the TensorRT-LLM example with an image is emitted", p.stderr)
+    if p.returncode == 0:
+        check_manifest("dynamo/trtllm", json.load(open(os.path.join(d, "plan.json"))), d)
+        check_dynamo("dynamo/trtllm", json.load(open(os.path.join(d, "plan.json"))), d)
+        check_golden("deepseek-v3-pd-trtllm-image", "dynamo", d)
     name = ("  served_model_name: llama-3.1-70b\n", "  served_model_name: \"llama 70b\"\n")
     p, d = dynamo_variant(tmp, "quoted", base, name)
     args = yaml.safe_load(open(os.path.join(d, "dynamo.yaml")))["spec"]["services"]["decode"]["extraPodSpec"][
@@ -664,8 +724,8 @@ def dynamo_cases(tmp):
                 ("quoted-multinode", base, [(decode, "      replicas: 1\n      tp: 8\n      pp: 2\n"), name],
                  "joins a multi-node worker's arguments with spaces, unquoted"),
                 ("frontend", base, [("    - name: decode\n", "    - name: frontend\n")], "and not `frontend`"),
-                ("trtllm", "deepseek-v3-pd-trtllm", [("deployment:\n", "deployment:\n  image: example/trtllm:1\n")],
-                 "Dynamo's TensorRT-LLM worker (dynamo.trtllm) takes its own flags")]
+                ("trtllm-revision", "deepseek-v3-pd-trtllm", [trt_image, trt_revision],
+                 "Dynamo's TensorRT-LLM worker has no flag for the model revision")]
     for case, ex, edits, why in refusals:
         p, d = dynamo_variant(tmp, case, ex, *edits)
         check(p.returncode == 1 and why in p.stderr and not os.path.exists(d),
