@@ -725,7 +725,11 @@ def dynamo_cases(tmp):
                  "joins a multi-node worker's arguments with spaces, unquoted"),
                 ("frontend", base, [("    - name: decode\n", "    - name: frontend\n")], "and not `frontend`"),
                 ("trtllm-revision", "deepseek-v3-pd-trtllm", [trt_image, trt_revision],
-                 "Dynamo's TensorRT-LLM worker has no flag for the model revision")]
+                 "Dynamo's TensorRT-LLM worker has no flag for the model revision"),
+                ("trtllm-cp", base, [('  engine: { name: vllm, version: "0.11.0" }\n', "  engine: trtllm\n"),
+                                     ("      role: prefill\n      replicas: 2\n      tp: 4\n",
+                                      "      role: prefill\n      replicas: 2\n      tp: 2\n      cp: 2\n")],
+                 "pool `prefill`: Dynamo's TensorRT-LLM worker has no flag for context parallelism (cp 2)")]
     for case, ex, edits, why in refusals:
         p, d = dynamo_variant(tmp, case, ex, *edits)
         check(p.returncode == 1 and why in p.stderr and not os.path.exists(d),
