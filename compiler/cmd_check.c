@@ -135,6 +135,38 @@ static void print_ledger_text(const LedgerRows *rows, FILE *out) {
   }
 }
 
+/* The two figures an engine logs at start-up for one attention replica
+ * (vLLM: "GPU KV cache size: N tokens" and "Maximum concurrency for L
+ * tokens per request: Cx"): the tokens the replica's KV blocks hold
+ * (its tokens are split over cp x dcp ranks, each holding a share) and
+ * how many max_context requests fit. A pool takes its tightest stage. */
+static int64_t row_kv_tokens(const LedgerRow *r) {
+  int64_t split = (r->pool->cp.v > 0 ? r->pool->cp.v : 1) * (r->pool->dcp.v > 0 ? r->pool->dcp.v : 1);
+  return mul_sat(mul_sat(r->L.kv_blocks, r->L.kv_block_tokens), split);
+}
+
+static double row_concurrency(const LedgerRow *r) {
+  return r->L.max_context_blocks > 0 ? (double)r->L.kv_blocks / (double)r->L.max_context_blocks : 0.0;
+}
+
+static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out) {
+  if (!rows->len) return;
+  fprintf(out, "KV cache per attention replica, as the engine logs it at start-up:\n");
+  for (size_t i = 0; i < rows->len;) {
+    const PoolSpec *p = rows->items[i].pool;
+    int64_t tokens = INT64_MAX;
+    double conc = 1e300;
+    for (; i < rows->len && rows->items[i].pool == p; i++) {
+      if (!rows->items[i].L.shard.layers) continue;
+      if (row_kv_tokens(&rows->items[i]) < tokens) tokens = row_kv_tokens(&rows->items[i]);
+      if (row_concurrency(&rows->items[i]) < conc) conc = row_concurrency(&rows->items[i]);
+    }
+    if (tokens == INT64_MAX) continue;
+    fprintf(out, "  %-12s KV cache: %lld tokens; maximum concurrency for %lld tokens per request: %.2fx\n",
+            p->name.v ? p->name.v : "?", (long long)tokens, (long long)s->model.max_context.v, conc);
+  }
+}
+
 /* Appends the ledger rows of spec `path` to the json array a. */
 static void ledger_append(json_t *a, const LedgerRows *rows, const char *path) {
   for (size_t i = 0; i < rows->len; i++) {
@@ -166,6 +198,8 @@ static void ledger_append(json_t *a, const LedgerRows *rows, const char *path) {
     json_object_set_new(o, "requests_fit", json_integer(L->requests_fit));
     json_object_set_new(o, "requests_fit_instance", json_integer(L->requests_fit_instance));
     json_object_set_new(o, "max_context_fits", json_boolean(L->max_context_fits));
+    json_object_set_new(o, "kv_tokens", json_integer(row_kv_tokens(r)));
+    json_object_set_new(o, "max_concurrency", json_real(row_concurrency(r)));
     json_array_append_new(a, o);
   }
 }
@@ -346,6 +380,7 @@ static int check_one(const CheckArgs *a, const char *path, Diags *all, json_t *l
   if (a->fmt == DIAG_FMT_TEXT) {
     diags_print(&d, stderr, DIAG_FMT_TEXT, diag_want_color(stderr));
     if (!a->quiet) print_ledger_text(&rows, stdout);
+    if (!a->quiet && spec) print_engine_lines(spec, &rows, stdout);
     if (!a->quiet && rc == RP_EXIT_OK) printf("%s: ok\n", path);
     if (!a->quiet && rc == RP_EXIT_SLO) printf("%s: valid, but no layout meets the SLOs\n", path);
   } else {

@@ -231,7 +231,7 @@ static void put_config_map(Launch *l, StrBuf *y) {
     size_t n = strlen(f->name);
     if (strncmp(f->name, "trtllm-", 7) != 0 || n < 5 || strcmp(f->name + n - 5, ".yaml") != 0) continue;
     sb_printf(y, "  %s: |\n", f->name);
-    lindent(y, f->text.buf ? f->text.buf : "", "    ");
+    lindent(y, f->text.buf ? f->text.buf : "", 4);
   }
 }
 

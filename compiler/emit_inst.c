@@ -166,12 +166,12 @@ static void node_body(Launch *l, size_t n, LRunFn fn, StrBuf *body, size_t *cmds
   }
 }
 
-/* The end of a node script that started engine processes: shared fate.
- * The first process to exit ends the node with its status (a bare `wait`
- * would return 0 whatever the engines did), the others are stopped, and
+/* Shared fate (the tail of every node script, launch.sh and job.sbatch):
+ * the first child to exit ends the script with its status (a bare `wait`
+ * would return 0 whatever the children did), the others are stopped, and
  * rankrun --emitted or the job system sees the failure. */
-static const char node_wait[] =
-    "# Shared fate: the first engine to exit ends the node with its status.\n"
+const char launch_shared_fate[] =
+    "# Shared fate: the first process to exit ends this script with its status.\n"
     "status=0\n"
     "wait -n || status=$?\n"
     "jobs -p | xargs -r kill 2>/dev/null || true\n"
@@ -185,11 +185,11 @@ void lnodes(Launch *l, LRunFn fn) {
     sb_init(&body);
     size_t cmds = 0;
     node_body(l, n, fn, &cmd, &cmds);
-    if (cmd.buf && strstr(cmd.buf, "$here/")) sb_puts(&body, "here=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n");
+    lhere(&body, &cmd);
     if (cmds) sb_puts(&body, "log_dir=${RANKPLAN_LOG_DIR:-.}\n");
     sb_puts(&body, "\n");
     sb_putn(&body, cmd.buf ? cmd.buf : "", cmd.len);
-    sb_puts(&body, cmds ? node_wait : cmd.len ? "" : "# no ranks of the plan on this node\n");
+    sb_puts(&body, cmds ? launch_shared_fate : cmd.len ? "" : "# no ranks of the plan on this node\n");
     char name[40], what[80];
     snprintf(name, sizeof name, "node-%zu.sh", n);
     snprintf(what, sizeof what, "node %zu: the %s processes of the plan's ranks there", n, l->L->engine);
@@ -197,6 +197,41 @@ void lnodes(Launch *l, LRunFn fn) {
     sb_free(&cmd);
     sb_free(&body);
   }
+}
+
+void lhere(StrBuf *body, const StrBuf *cmd) {
+  if (cmd->buf && strstr(cmd->buf, "$here/")) sb_puts(body, "here=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n");
+}
+
+/* ---- the router ------------------------------------------------------- */
+
+char *linst_host_name(const Launch *l, const Inst *in) {
+  /* LWS names a group's leader pod SET-GROUP and gives its pods the
+   * subdomain SET, the headless Service of the set (LWS_LEADER_ADDRESS) */
+  if (l->k8s) return rp_sprintf("rankplan-%s-%d.rankplan-%s", in->P->name, in->instance, in->P->name);
+  return lhost_name(l, in->runs[0].node);
+}
+
+const Inst *linst_ports(const Launch *l, const Inst *in) { return l->k8s ? in - in->instance : in; }
+
+const char *linst_host(Launch *l, const Inst *in, char *buf) {
+  if (!l->k8s) return lhost(l, in->runs[0].node, buf);
+  char *h = linst_host_name(l, in);
+  snprintf(buf, LHOST_MAX, "%s", h);
+  free(h);
+  return buf;
+}
+
+void lrouter_script(Launch *l, LRouterFn fn, const char *what) {
+  StrBuf cmd, body;
+  sb_init(&cmd);
+  sb_init(&body);
+  fn(l, &cmd);
+  lhere(&body, &cmd);
+  sb_putn(&body, cmd.buf ? cmd.buf : "", cmd.len);
+  lscript(l, lfile(l, "router.sh", true, l->router_node), what, &body);
+  sb_free(&cmd);
+  sb_free(&body);
 }
 
 /* ---- manifest and output directory ------------------------------------ */

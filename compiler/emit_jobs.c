@@ -37,7 +37,7 @@ void emit_shell(Launch *l) {
     sb_puts(&b, "printf -v cmd '%q ' env \"${env_args[@]}\" bash \"$dir/router.sh\"\n");
     sb_printf(&b, "\"$ssh\" %s \"$cmd\" &\n", lhost(l, l->router_node, hb));
   }
-  sb_puts(&b, "wait\n");
+  sb_puts(&b, launch_shared_fate);
   lscript(l, lfile(l, "launch.sh", true, -1), "starts every node's processes over ssh (SSH overrides the command)", &b);
   sb_free(&b);
 }
@@ -76,7 +76,7 @@ void emit_slurm(Launch *l) {
   if (l->router_port)
     sb_printf(&b, "srun --nodes=1 --ntasks=1 --overlap --nodelist=\"$RANKPLAN_HOST_%d\" bash \"$dir/router.sh\" &\n",
               l->router_node);
-  sb_puts(&b, "wait\n");
+  sb_puts(&b, launch_shared_fate);
   StrBuf *out = lfile(l, "job.sbatch", true, -1);
   sb_printf(out, "#!/bin/bash\n#SBATCH --job-name=rankplan-%.12s\n", l->p->spec_sha256);
   sb_printf(out, "# The plan's processes as one Slurm job (sbatch job.sbatch); written by rankplan from plan %.16s...\n",

@@ -186,11 +186,11 @@ void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run) {
   (void)l;
 }
 
-void lindent(StrBuf *y, const char *text, const char *indent) {
+void lindent(StrBuf *y, const char *text, int indent) {
   for (const char *p = text; *p;) {
     const char *e = strchr(p, '\n');
     size_t n = e ? (size_t)(e - p) : strlen(p);
-    sb_puts(y, indent);
+    sb_printf(y, "%*s", indent, "");
     sb_putn(y, p, n);
     sb_putc(y, '\n');
     p += n + (e ? 1 : 0);

@@ -113,9 +113,9 @@ void lflag_frac(Launch *l, StrBuf *sb, double f, bool exact);
 void linst_name(StrBuf *sb, const Launch *l, const Inst *in);
 /* The opening comment of a command: pool, instance, sizes, ranks. */
 void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run);
-/* Appends each line of text with indent before it and a newline after
- * (the body of a YAML block scalar). */
-void lindent(StrBuf *y, const char *text, const char *indent);
+/* Appends each line of text with indent spaces before it and a newline
+ * after (the body of a YAML block scalar). */
+void lindent(StrBuf *y, const char *text, int indent);
 /* CUDA_VISIBLE_DEVICES=... of run r. */
 void ldevices(Launch *l, StrBuf *sb, const InstRun *r);
 
@@ -125,10 +125,13 @@ void lscript(Launch *l, StrBuf *out, const char *what, const StrBuf *body);
 
 /* Writes node-N.sh for every node: for each instance with ranks there,
  * its comment, then fn's command (true) with its log redirection and `&`,
- * or only what fn wrote (false: nothing runs there for it); `wait` ends
- * the script. */
+ * or only what fn wrote (false: nothing runs there for it);
+ * launch_shared_fate ends the script. */
 typedef bool (*LRunFn)(Launch *l, const Inst *in, size_t run, StrBuf *sb);
 void lnodes(Launch *l, LRunFn fn);
+/* The tail of a script that started children with `&`: the first to exit
+ * ends the script with its status and the others are stopped. */
+extern const char launch_shared_fate[];
 
 /* For targets with one object per pool: whether l->inst[i] is its pool's
  * first instance; a later one whose node count or GPUs per node differ
@@ -147,12 +150,41 @@ int launch_write_dir(Launch *l, const char *dir, FILE *err);
  * without a prefill pool (no router). */
 bool lrouter_place(Launch *l);
 
+/* The head of instance in as the router reaches it: its node's host
+ * variable in scripts (lhost), and in the k8s target the leader pod's DNS
+ * name under the headless Service the LeaderWorkerSet controller makes for
+ * the pool. buf holds at least LHOST_MAX bytes. */
+enum { LHOST_MAX = 160 };
+const char *linst_host(Launch *l, const Inst *in, char *buf);
+/* The same as plain text, for files that are not shell (caller frees). */
+char *linst_host_name(const Launch *l, const Inst *in);
+/* The instance whose ports in's processes listen on: in itself, or in the
+ * k8s target its pool's instance 0, whose command every group of the
+ * LeaderWorkerSet runs. */
+const Inst *linst_ports(const Launch *l, const Inst *in);
+/* Appends the line that sets $here to the script's directory when cmd
+ * reads files as "$here/NAME". */
+void lhere(StrBuf *body, const StrBuf *cmd);
+
+/* The router's command over every prefill and decode instance (each named
+ * by linst_host), on l->router_port (emit_vllm.c, emit_sglang.c,
+ * emit_trtllm.c); TensorRT-LLM's also adds disagg.yaml, read as
+ * "$here/disagg.yaml". The node targets wrap it in router.sh
+ * (lrouter_script), the k8s target in a Deployment. */
+typedef void (*LRouterFn)(Launch *l, StrBuf *cmd);
+void lrouter_vllm(Launch *l, StrBuf *cmd);
+void lrouter_sglang(Launch *l, StrBuf *cmd);
+void lrouter_trtllm(Launch *l, StrBuf *cmd);
+/* router.sh on the router's node: fn's command as a script. */
+void lrouter_script(Launch *l, LRouterFn fn, const char *what);
+
 /* One instance's command on run j, as node-N.sh holds it (emit_vllm.c,
  * emit_sglang.c, emit_trtllm.c); false: nothing starts there. */
 bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
-/* k8s.yaml: a LeaderWorkerSet and a Service per pool (emit_k8s.c). */
+/* k8s.yaml: a LeaderWorkerSet and a Service per pool, and the router's
+ * Deployment and Service for a disaggregated plan (emit_k8s.c). */
 void emit_k8s(Launch *l);
 /* Whether s may name a Kubernetes object after a pool: lowercase letters,
  * digits and `-`, at most 40 (emit_k8s.c). */

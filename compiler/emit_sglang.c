@@ -7,9 +7,9 @@
  * --dp-size dp --enable-dp-attention; a dense model's dp runs as --dp-size
  * replicas of --tp-size tp. A multi-node instance runs the same line on
  * every node with --nnodes, --node-rank and --dist-init-addr (the head's
- * rendezvous port). Every node of an instance gets its own --nccl-port.
- * For the dynamo target (emit_dynamo.c) the multi-node flags are left to
- * Dynamo's operator.
+ * rendezvous port). Every node of an instance gets its own --nccl-port
+ * where the entry has one. For the dynamo target (emit_dynamo.c) the
+ * multi-node flags are left to Dynamo's operator.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +36,7 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   lflag_i(l, sb, "block_size", L->kv_block);
   lflag_frac(l, sb, lfrac_static(l, in->pool), false);
   lserving(l, sb);
-  lflag_i(l, sb, "nccl_port", r->port0 + 2);
+  if (engine_flag(l->c, "nccl_port")) lflag_i(l, sb, "nccl_port", r->port0 + 2); /* releases before 0.4.9 lack it */
   if (in->nruns > 1 && !l->dynamo) {
     lflag_i(l, sb, "nnodes", (int64_t)in->nruns);
     if (l->k8s && j > 0) lflag_raw(l, sb, "node_rank", "\"${LWS_WORKER_INDEX}\"");
@@ -55,26 +55,22 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   return true;
 }
 
-/* router.sh: the sgl-router in prefill/decode mode: each prefill server
- * with its bootstrap port, each decode server. */
-static void sglang_router(Launch *l) {
-  StrBuf body;
-  sb_init(&body);
-  char hb[32];
-  sb_puts(&body, "python3 -m sglang_router.launch_router \\\n    --pd-disaggregation");
+/* The sgl-router in prefill/decode mode: each prefill server with its
+ * bootstrap port, each decode server. */
+void lrouter_sglang(Launch *l, StrBuf *cmd) {
+  char hb[LHOST_MAX];
+  sb_puts(cmd, "python3 -m sglang_router.launch_router \\\n    --pd-disaggregation");
   for (size_t i = 0; i < l->ninst; i++) {
     const Inst *in = &l->inst[i];
     bool pre = strcmp(in->P->role, "prefill") == 0;
-    sb_printf(&body, " \\\n    --%s http://%s:%lld", pre ? "prefill" : "decode", lhost(l, in->runs[0].node, hb),
-              (long long)in->http);
-    if (pre) sb_printf(&body, " %lld", (long long)in->side);
+    sb_printf(cmd, " \\\n    --%s http://%s:%lld", pre ? "prefill" : "decode", linst_host(l, in, hb),
+              (long long)linst_ports(l, in)->http);
+    if (pre) sb_printf(cmd, " %lld", (long long)linst_ports(l, in)->side);
   }
-  sb_printf(&body, " \\\n    --host 0.0.0.0 \\\n    --port %lld\n", (long long)l->router_port);
-  lscript(l, lfile(l, "router.sh", true, l->router_node), "the sgl-router over the prefill and decode servers", &body);
-  sb_free(&body);
+  sb_printf(cmd, " \\\n    --host 0.0.0.0 \\\n    --port %lld\n", (long long)l->router_port);
 }
 
 void emit_sglang(Launch *l) {
   lnodes(l, lrun_sglang);
-  if (lrouter_place(l)) sglang_router(l);
+  if (lrouter_place(l)) lrouter_script(l, lrouter_sglang, "the sgl-router over the prefill and decode servers");
 }

@@ -93,8 +93,11 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
                      "plan uses other devices on node %d than on node %d",
                   in->P->name, in->instance, in->runs[k].node, in->runs[0].node);
   if (l->k8s && in->nruns > 1)
-    return lerr(l, "pool `%s`: a multi-node TensorRT-LLM instance runs under mpirun across hosts, which the "
-                   "k8s target does not write; use the shell or slurm target",
+    return lerr(l, "pool `%s`: a multi-node TensorRT-LLM instance is one MPI job (trtllm-llmapi-launch takes "
+                   "each rank from mpirun or srun: tensorrt_llm/llmapi/trtllm-llmapi-launch), and mpirun starts "
+                   "the ranks of other hosts through a remote shell, which LeaderWorkerSet pods do not have (LWS's "
+                   "TensorRT-LLM example, docs/examples/tensorrt-llm, adds kubectl to the image and pods/exec "
+                   "rights for it); use the shell or slurm target, or instances of one node",
                 in->P->name);
   if (j > 0) {
     char *h = lhost_name(l, in->runs[0].node);
@@ -121,19 +124,18 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
 
 static void url_list(Launch *l, StrBuf *y, const char *role) {
   size_t n = 0;
-  char *h;
   for (size_t i = 0; i < l->ninst; i++) n += strcmp(l->inst[i].P->role, role) == 0;
   sb_printf(y, "  num_instances: %zu\n  urls:\n", n);
   for (size_t i = 0; i < l->ninst; i++) {
     if (strcmp(l->inst[i].P->role, role) != 0) continue;
-    h = lhost_name(l, l->inst[i].runs[0].node);
-    sb_printf(y, "    - \"%s:%lld\"\n", h, (long long)l->inst[i].http);
+    char *h = linst_host_name(l, &l->inst[i]);
+    sb_printf(y, "    - \"%s:%lld\"\n", h, (long long)linst_ports(l, &l->inst[i])->http);
     free(h);
   }
 }
 
-/* disagg.yaml and router.sh: `trtllm-serve disaggregated`. */
-static void trtllm_router(Launch *l) {
+/* disagg.yaml and `trtllm-serve disaggregated` over it. */
+void lrouter_trtllm(Launch *l, StrBuf *cmd) {
   StrBuf *y = lfile(l, "disagg.yaml", false, l->router_node);
   sb_printf(y, "# trtllm-serve disaggregated -c disagg.yaml; written by rankplan\nhostname: 0.0.0.0\nport: %lld\n",
             (long long)l->router_port);
@@ -141,15 +143,11 @@ static void trtllm_router(Launch *l) {
   url_list(l, y, "prefill");
   sb_puts(y, "generation_servers:\n");
   url_list(l, y, "decode");
-  StrBuf body;
-  sb_init(&body);
-  sb_puts(&body, "here=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n");
-  sb_printf(&body, "%s disaggregated -c \"$here/disagg.yaml\"\n", l->c->command);
-  lscript(l, lfile(l, "router.sh", true, l->router_node), "the context/generation proxy of trtllm-serve", &body);
-  sb_free(&body);
+  sb_printf(cmd, "%s disaggregated -c \"$here/disagg.yaml\"\n", l->c->command);
 }
 
 void emit_trtllm(Launch *l) {
   lnodes(l, lrun_trtllm);
-  if (!l->err && lrouter_place(l)) trtllm_router(l);
+  if (!l->err && lrouter_place(l))
+    lrouter_script(l, lrouter_trtllm, "the context/generation proxy of trtllm-serve");
 }

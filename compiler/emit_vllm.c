@@ -90,30 +90,25 @@ bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   return true;
 }
 
-/* router.sh: vLLM 0.11's documented P/D proxy (the toy proxy of its NIXL
- * tests, run from a vLLM source tree) over every prefill and decode
- * instance's API server. */
-static void vllm_router(Launch *l) {
-  StrBuf body, *out;
-  sb_init(&body);
-  char hb[32];
-  sb_puts(&body, "# the P/D proxy of vLLM's NIXL connector tests (docs.vllm.ai v0.11.0, NixlConnector usage)\n");
-  sb_puts(&body, "python3 \"${VLLM_SOURCE:?set VLLM_SOURCE to a vLLM 0.11 source tree}/tests/v1/kv_connector/"
-                 "nixl_integration/toy_proxy_server.py\" \\\n    --host 0.0.0.0");
-  sb_printf(&body, " \\\n    --port %lld", (long long)l->router_port);
+/* vLLM 0.11's documented P/D proxy (the toy proxy of its NIXL tests, run
+ * from a vLLM source tree) over every prefill and decode instance's API
+ * server. */
+void lrouter_vllm(Launch *l, StrBuf *cmd) {
+  char hb[LHOST_MAX];
+  sb_puts(cmd, "# the P/D proxy of vLLM's NIXL connector tests (docs.vllm.ai v0.11.0, NixlConnector usage)\n");
+  sb_puts(cmd, "python3 \"${VLLM_SOURCE:?set VLLM_SOURCE to a vLLM 0.11 source tree}/tests/v1/kv_connector/"
+               "nixl_integration/toy_proxy_server.py\" \\\n    --host 0.0.0.0");
+  sb_printf(cmd, " \\\n    --port %lld", (long long)l->router_port);
   static const char *const role[2] = {"prefill", "decode"}, *const flag[2] = {"prefiller", "decoder"};
   for (int k = 0; k < 2; k++) {
-    sb_printf(&body, " \\\n    --%s-hosts", flag[k]);
+    sb_printf(cmd, " \\\n    --%s-hosts", flag[k]);
     for (size_t i = 0; i < l->ninst; i++)
-      if (strcmp(l->inst[i].P->role, role[k]) == 0) sb_printf(&body, " %s", lhost(l, l->inst[i].runs[0].node, hb));
-    sb_printf(&body, " \\\n    --%s-ports", flag[k]);
+      if (strcmp(l->inst[i].P->role, role[k]) == 0) sb_printf(cmd, " %s", linst_host(l, &l->inst[i], hb));
+    sb_printf(cmd, " \\\n    --%s-ports", flag[k]);
     for (size_t i = 0; i < l->ninst; i++)
-      if (strcmp(l->inst[i].P->role, role[k]) == 0) sb_printf(&body, " %lld", (long long)l->inst[i].http);
+      if (strcmp(l->inst[i].P->role, role[k]) == 0) sb_printf(cmd, " %lld", (long long)linst_ports(l, &l->inst[i])->http);
   }
-  sb_puts(&body, "\n");
-  out = lfile(l, "router.sh", true, l->router_node);
-  lscript(l, out, "the prefill/decode proxy: clients send requests here", &body);
-  sb_free(&body);
+  sb_puts(cmd, "\n");
 }
 
 bool lrouter_place(Launch *l) {
@@ -129,5 +124,5 @@ bool lrouter_place(Launch *l) {
 
 void emit_vllm(Launch *l) {
   lnodes(l, lrun_vllm);
-  if (lrouter_place(l)) vllm_router(l);
+  if (lrouter_place(l)) lrouter_script(l, lrouter_vllm, "the prefill/decode proxy: clients send requests here");
 }

@@ -48,12 +48,6 @@ int engine_version_cmp(const char *a, const char *b) {
   return 0;
 }
 
-/* a * b, or INT64_MAX past 64 bits: the products only appear in messages. */
-static int64_t mul_sat(int64_t a, int64_t b) {
-  CkState st = {true};
-  int64_t r = ckm(&st, a, b);
-  return st.ok ? r : INT64_MAX;
-}
 
 /* A pool's sizes in EngineDim order (etp and ep as written; edp derived). */
 typedef struct {
@@ -108,9 +102,12 @@ static void put_layout(StrBuf *sb, const Sizes *z, bool moe) {
 static void refuse(Diags *d, const EngineCaps *c, const PoolSpec *p, EngineDim dim, const char *why,
                    Sizes z, bool moe) {
   PoolRole role = (PoolRole)p->role.v;
+  /* etp left unset is the default tp*cp*dp/ep (parse.c): say so, since
+   * the spec does not show it. */
+  const char *dflt = dim == ED_ETP && !p->etp.set ? " (the default tp*cp*dp/ep)" : "";
   Diag *g = diag_at(d, DIAG_E0703, dim_loc(p, dim),
-                    "engine `%s` %s cannot run `%s` %lld in pool `%s` (role %s): %s", engine_name(c->engine),
-                    c->version, engine_dim_name(dim), (long long)z.v[dim], p->name.v ? p->name.v : "?",
+                    "engine `%s` %s cannot run `%s` %lld%s in pool `%s` (role %s): %s", engine_name(c->engine),
+                    c->version, engine_dim_name(dim), (long long)z.v[dim], dflt, p->name.v ? p->name.v : "?",
                     role_name(role), why);
   Sizes n = nearest(c, role, z, moe);
   StrBuf sb;

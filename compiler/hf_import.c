@@ -567,34 +567,43 @@ static void report_unknown(H *h) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* The length of the character at s[0..n) when YAML may hold it as text
- * (YAML 1.1's printable set, as libyaml reads it: 0x20-0x7E, U+0085,
- * U+00A0-U+D7FF, U+E000-U+FFFD but the byte order mark, U+10000 and up;
- * tab and line breaks are left out, as a name or comment holds none),
- * else 0. */
-static size_t yaml_char(const unsigned char *s, size_t n) {
+/* The length of the well-formed UTF-8 character at s[0..n) (its code
+ * point in *cp), or 0 for a byte that starts none. */
+static size_t utf8_char(const unsigned char *s, size_t n, uint32_t *cp) {
   unsigned c = s[0];
-  if (c < 0x80) return c >= 0x20 && c != 0x7f;
+  *cp = c;
+  if (c < 0x80) return 1;
   size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
   if (!len || c > 0xF4 || len > n) return 0;
-  uint32_t cp = c & (len == 2 ? 0x1fu : len == 3 ? 0x0fu : 0x07u);
+  *cp = c & (len == 2 ? 0x1fu : len == 3 ? 0x0fu : 0x07u);
   for (size_t i = 1; i < len; i++) {
     if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = cp << 6 | (s[i] & 0x3fu);
+    *cp = *cp << 6 | (s[i] & 0x3fu);
   }
-  if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-  bool ok = cp == 0x85 || (cp >= 0xA0 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) ||
-            cp >= 0x10000;
-  return ok ? len : 0;
+  if ((len == 3 && *cp < 0x800) || (len == 4 && (*cp < 0x10000 || *cp > 0x10FFFF))) return 0;
+  return len;
 }
 
-/* Copies s[0..n) with every byte YAML may not hold as text (yaml_char)
- * written as `?`. */
+/* Whether YAML holds code point cp as text inside one line: YAML 1.1's
+ * printable set as libyaml reads it (0x20-0x7E, U+00A0-U+D7FF,
+ * U+E000-U+FFFD but the byte order mark, U+10000 and up) less what it
+ * takes as a line break (U+0085 NEL, U+2028, U+2029: a comment would end
+ * there and the rest become YAML); tab is left out too. */
+static bool yaml_inline_cp(uint32_t cp) {
+  if (cp < 0x80) return cp >= 0x20 && cp != 0x7f;
+  if (cp == 0x2028 || cp == 0x2029) return false;
+  return (cp >= 0xA0 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) || cp >= 0x10000;
+}
+
+/* Copies s[0..n) with every character YAML may not hold inside a line
+ * (yaml_inline_cp), and every byte that starts no UTF-8 character,
+ * written as one `?`. */
 static void y_printable(StrBuf *sb, const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   for (size_t i = 0; i < n;) {
-    size_t k = yaml_char(u + i, n - i);
-    if (k) sb_putn(sb, s + i, k);
+    uint32_t cp;
+    size_t k = utf8_char(u + i, n - i, &cp);
+    if (k && yaml_inline_cp(cp)) sb_putn(sb, s + i, k);
     else sb_putc(sb, '?');
     i += k ? k : 1;
   }

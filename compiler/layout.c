@@ -380,13 +380,14 @@ static void pool_sizes(const Spec *s, const PoolSpec *ps, LayPool *lp) {
   lp->size[CO_CP] = ps->cp.set ? ps->cp.v : 1;
   lp->size[CO_DP] = ps->dp.set ? ps->dp.v : 1;
   lp->size[CO_PP] = ps->pp.set ? ps->pp.v : 1;
-  /* etp defaults to 1 for MoE models (spec.h); without MoE the expert
-   * groups only mirror the dense ones, so take Megatron-Core's default
-   * etp = tp, which keeps them consistent under any order. ep and etp set
-   * on a dense model have no effect (W0204) and are not used. */
+  /* etp of an MoE pool is the spec's or its default tp*cp*dp/ep (parse.c,
+   * default_expert_tp); without MoE the expert groups only mirror the
+   * dense ones, so take Megatron-Core's default etp = tp, which keeps them
+   * consistent under any order. ep and etp set on a dense model have no
+   * effect (W0204) and are not used. */
   bool moe = s->model.moe.present;
   lp->size[CO_EP] = moe && ps->ep.set ? ps->ep.v : 1;
-  lp->size[CO_ETP] = moe ? (ps->etp.set ? ps->etp.v : 1) : lp->size[CO_TP];
+  lp->size[CO_ETP] = moe ? (ps->etp.v > 0 ? ps->etp.v : 1) : lp->size[CO_TP];
   lp->size[CO_DCP] = ps->dcp.set ? ps->dcp.v : 1;
   for (int c = 0; c < CO__COUNT; c++)
     if (c != CO_EDP && lp->size[c] < 1) lp->size[c] = 1;

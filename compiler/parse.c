@@ -1257,6 +1257,29 @@ static void parse_search(P *p, const YNode *root) {
   for (int r = 0; r < 3; r++) parse_search_role(p, m, sec, (PoolRole)r);
 }
 
+/* The expert tensor-parallel size of an MoE pool that leaves `etp` unset
+ * (`set` stays false, so diagnostics can say it is the default):
+ *  - under a named engine, every expert is sharded over all the ranks its
+ *    expert-parallel group leaves, etp = tp * cp * dp / ep (expert data
+ *    parallelism 1), as vLLM, SGLang and TensorRT-LLM do (their catalog
+ *    rule `edp-1`);
+ *  - under `generic`, Megatron-Core's default etp = tp when no ep is
+ *    given (experts sharded like the dense FFN), and 1 when ep is.
+ * When ep does not divide the ranks, etp stays 1 and the layout rules
+ * report it. docs/memory.md, "Experts and tp". */
+static void default_expert_tp(Spec *s) {
+  if (!s->model.moe.present) return;
+  bool generic = (Engine)s->deployment.engine.v == ENGINE_GENERIC;
+  for (size_t i = 0; i < s->deployment.npools; i++) {
+    PoolSpec *pl = &s->deployment.pools[i];
+    int64_t tc, tcd, ep = pl->ep.v > 0 ? pl->ep.v : 1;
+    if (pl->etp.set || !ck_mul(pl->tp.v, pl->cp.v, &tc) || !ck_mul(tc, pl->dp.v, &tcd)) continue;
+    if (generic) pl->etp.v = ep == 1 && pl->tp.v > 0 ? pl->tp.v : 1;
+    else if (tcd > 0 && tcd % ep == 0) pl->etp.v = tcd / ep;
+    pl->etp.loc = pl->loc;
+  }
+}
+
 /* ---------------------------------------------------------------------- */
 /* Entry points. */
 
@@ -1285,6 +1308,7 @@ static Spec *parse_tree(P *p, const YNode *root, const char *name) {
   parse_workload(p, root);
   parse_slo(p, root);
   parse_deployment(p, root);
+  default_expert_tp(s);
   parse_search(p, root);
   parse_serving(p, root);
   return s;

@@ -157,13 +157,28 @@ static bool fits_at(const Layout *L, const LayPool *P, int64_t first_group, int6
   return true;
 }
 
+/* Where the instance whose first group is gi starts, the cursor being at:
+ * at itself when its tp groups fit there, else the next boundary that keeps
+ * them whole: the next domain boundary inside a node or the next node,
+ * then, for a domain spanning nodes (an NVL72 rack), the next domain.
+ * When none helps (tp larger than the domain, or a tp group strided wider
+ * than it) the instance stays at `at` and validation says why. */
+static int64_t instance_start(const Layout *L, const LayPool *P, int64_t gi, int64_t at) {
+  if (L->allow_tp_across_domain || fits_at(L, P, gi, at)) return at;
+  int64_t align = L->domain < L->gpus_per_node ? L->domain : L->gpus_per_node;
+  int64_t next = (at / align + 1) * align;
+  if (fits_at(L, P, gi, next)) return next;
+  if (L->domain > L->gpus_per_node) {
+    next = (at / L->domain + 1) * L->domain;
+    if (fits_at(L, P, gi, next)) return next;
+  }
+  return at;
+}
+
 bool lay_place_default(Diags *d, Layout *L) {
   int64_t ngpus = cluster_gpus(L);
   int32_t *node = rp_malloc((size_t)(L->nranks ? L->nranks : 1) * sizeof *node);
   int32_t *gpu = rp_malloc((size_t)(L->nranks ? L->nranks : 1) * sizeof *gpu);
-  /* The unit the cursor aligns to when an instance would split a tp group:
-   * the next domain boundary (inside a node) or node boundary. */
-  int64_t align = L->domain < L->gpus_per_node ? L->domain : L->gpus_per_node;
   int64_t at = 0, gi = 0;
   bool ok = true;
   for (size_t p = 0; p < L->npools && ok; p++) {
@@ -174,13 +189,7 @@ bool lay_place_default(Diags *d, Layout *L) {
              (L->groups[gi].pool != (int32_t)p || L->groups[gi].instance != (int32_t)inst))
         gi++;
       RP_ASSERT(gi < L->ngroups);
-      if (!L->allow_tp_across_domain && !fits_at(L, P, gi, at)) {
-        int64_t next = (at / align + 1) * align;
-        if (fits_at(L, P, gi, next)) at = next;
-        /* Otherwise no alignment helps (tp larger than the domain, or a tp
-         * group strided wider than it): place it anyway and let validation
-         * say why. */
-      }
+      at = instance_start(L, P, gi, at);
       if (at + P->instance_size > ngpus) {
         Diag *g = diag_at(d, DIAG_E0323, P->loc,
                           "the default placement runs out of GPUs at pool `%s` instance %lld: "

@@ -120,7 +120,7 @@ typedef struct {
   SStr name;
   SEnum role;          /* PoolRole */
   SInt replicas;       /* default 1 */
-  SInt tp, pp, cp, dp, ep, etp, dcp;  /* default 1 each; etp defaults to 1 */
+  SInt tp, pp, cp, dp, ep, etp, dcp;  /* default 1 each; an MoE pool's etp tp*cp*dp/ep */
   struct { SrcLoc loc; bool set; size_t len; SInt *items; } layer_partition;
 } PoolSpec;
 

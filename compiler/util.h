@@ -107,6 +107,12 @@ static inline bool ck_sub(int64_t a, int64_t b, int64_t *out) {
 static inline bool ck_mul(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }
+/* a * b, or INT64_MAX past 64 bits: for products that are only shown or
+ * compared (a message, a minimum), never stored as a size. */
+static inline int64_t mul_sat(int64_t a, int64_t b) {
+  int64_t r;
+  return ck_mul(a, b, &r) ? r : INT64_MAX;
+}
 /* Sticky-overflow accumulator: compute a long expression, test ok once. */
 typedef struct {
   bool ok;

@@ -21,13 +21,6 @@
 #include "layout.h"
 
 static int64_t dimv(const SInt *v) { return v->v > 0 ? v->v : 1; }
-/* a * b for the messages and rules below, INT64_MAX when it overflows: the
- * spec's limits keep these products far below, but they are products of
- * spec integers all the same (docs/spec.md, "Limits"). */
-static int64_t mul_sat(int64_t a, int64_t b) {
-  int64_t r;
-  return ck_mul(a, b, &r) ? r : INT64_MAX;
-}
 static SrcLoc at(const SInt *v, const PoolSpec *p) { return v->set ? v->loc : p->loc; }
 static const char *pname(const PoolSpec *p) { return p->name.v ? p->name.v : "?"; }
 static bool is_mla(const ModelSpec *m) { return (AttnKind)m->attention.kind.v == ATTN_MLA; }
@@ -387,11 +380,17 @@ static void weights_error(Diags *d, const PoolSpec *p, int64_t st, const MemLedg
               rp_fmt_bytes(room, b2, sizeof b2), rp_fmt_bytes(L->usable, b3, sizeof b3),
               rp_fmt_bytes(fixed, b4, sizeof b4));
   int64_t factor = L->weights / room + (L->weights % room != 0);
-  if (factor > 1)
-    diag_help(g, "spread the weights at least %lldx wider (tp, pp or ep), or quantise them",
-              (long long)factor);
-  else
-    diag_help(g, "spread the weights over more GPUs (tp, pp or ep), or quantise them");
+  char wider[48] = "over more GPUs";
+  if (factor > 1) snprintf(wider, sizeof wider, "at least %lldx wider", (long long)factor);
+  if (L->w_experts > L->weights / 2) {
+    /* The routed experts dominate: tp alone does not shrink them below
+     * what ep * etp already does; more expert-parallel ranks do. */
+    diag_help(g, "the routed experts are %s of it (ep %lld x etp %lld shard them): spread them %s with "
+                 "ep (more ranks per instance: dp or tp with ep), pp, or quantise them",
+              rp_fmt_bytes(L->w_experts, b1, sizeof b1), (long long)dimv(&p->ep), (long long)dimv(&p->etp), wider);
+    return;
+  }
+  diag_help(g, "spread the weights %s (tp or pp), or quantise them", wider);
 }
 
 /* E0217: the KV pool of stage st cannot hold one request at max_context. */

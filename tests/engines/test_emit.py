@@ -71,8 +71,12 @@ def fixture(name):
         return {l.strip() for l in f if l.strip() and not l.startswith("#")}
 
 
-ENGINE_FLAGS = {"vllm": fixture("vllm-0.11.flags"), "sglang": fixture("sglang-001067f.flags"),
-                "trtllm": fixture("trtllm-00209af.flags")}
+def engine_flags(L):
+    """The parser fixture of the catalog entry the plan names
+    (launch.engine and engine_version): tests/engines/fixtures/ENGINE-VERSION.flags."""
+    return fixture(f"{L['engine']}-{L['engine_version']}.flags")
+
+
 ROUTER_FLAGS = {"vllm": fixture("vllm-toy-proxy.flags"), "sglang": fixture("sglang-router.flags"),
                 "trtllm": fixture("trtllm-00209af.flags")}
 YAML_KEYS = fixture("trtllm-00209af.yaml-keys")
@@ -284,10 +288,11 @@ def read_back(name, plan, d):
         node = int(os.path.basename(script)[5:-3])
         cmds = commands(open(script).read())
         bad_flags = [f for c in cmds if c.kind() in ("vllm", "sglang", "trtllm", "mpirun")
-                     for f in c.flags if f not in ENGINE_FLAGS[L["engine"]] and c.kind() != "mpirun"]
+                     for f in c.flags if f not in engine_flags(L) and c.kind() != "mpirun"]
         bad_flags += [f for c in cmds if c.kind() == "mpirun" for f in c.flags
-                      if f not in ENGINE_FLAGS["trtllm"] and f not in ("-np", "-x", "-H")]
-        check(not bad_flags, f"{name}: node {node}: every engine flag is in the {L['engine']} parser fixture", bad_flags)
+                      if f not in engine_flags(L) and f not in ("-np", "-x", "-H")]
+        check(not bad_flags, f"{name}: node {node}: every engine flag is in the {L['engine']} {L['engine_version']} "
+              "parser fixture", bad_flags)
         for c in cmds:
             if c.kind() == "router" or "CUDA_VISIBLE_DEVICES" not in c.env:
                 continue
@@ -400,6 +405,39 @@ def check_shell(name, d):
     if SHELLCHECK:
         p = subprocess.run([SHELLCHECK, "-S", "style", *files], capture_output=True, text=True)
         check(p.returncode == 0, f"{name}: {len(files)} scripts pass shellcheck", p.stdout)
+    if name.endswith("/shell") or name.endswith("/slurm"):
+        check_fate(name, d)
+
+
+# Stand-ins for ssh and srun: the node scripts fail at once with status 7,
+# anything else (the router) runs until it is stopped.
+FAKE_LAUNCHER = """#!/bin/bash
+for a in "$@"; do case "$a" in *router.sh*) exec sleep 60 ;; esac; done
+exit 7
+"""
+FAKE_SCONTROL = """#!/bin/bash
+for i in $(seq 0 511); do echo "node$i"; done
+"""
+
+
+def check_fate(name, d):
+    """launch.sh and job.sbatch end with shared fate: a failing node fails
+    the launch with its status at once and the rest is stopped (a bare
+    `wait` would return 0 after the router's minute)."""
+    with tempfile.TemporaryDirectory() as bindir:
+        for tool, body in (("ssh", FAKE_LAUNCHER), ("srun", FAKE_LAUNCHER), ("scontrol", FAKE_SCONTROL)):
+            with open(os.path.join(bindir, tool), "w") as f:
+                f.write(body)
+            os.chmod(os.path.join(bindir, tool), 0o755)
+        script = "launch.sh" if name.endswith("/shell") else "job.sbatch"
+        env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"], SLURM_JOB_NODELIST="node[0-511]",
+                   SLURM_SUBMIT_DIR=d, RANKPLAN_DIR=d)
+        try:
+            p = subprocess.run(["bash", os.path.join(d, script)], env=env, capture_output=True, text=True, timeout=30)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        check(rc == 7, f"{name}: {script} exits with a failing node's status (shared fate)", rc)
 
 
 def check_golden(name, target, d):
@@ -424,13 +462,22 @@ def check_golden(name, target, d):
 def check_k8s(name, plan, d):
     """k8s.yaml: each LeaderWorkerSet valid against the LWS CRD schema and
     its sizes the plan's; each command's flags in the fixture and its sizes
-    the plan's; each Service on the leader's HTTP port."""
+    the plan's; each pool's Service on the leaders' HTTP port, named apart
+    from the headless Service the LWS controller makes under the set's own
+    name; for a disaggregated plan the router's Deployment and Service."""
     docs = [x for x in yaml.safe_load_all(open(os.path.join(d, "k8s.yaml"))) if x]
     inst, _ = plan_view(plan)
     L = plan["launch"]
     lws = {x["metadata"]["name"]: x for x in docs if x["kind"] == "LeaderWorkerSet"}
     svc = {x["metadata"]["name"]: x for x in docs if x["kind"] == "Service"}
-    check(len(lws) == len(plan["pools"]) == len(svc), f"{name}: one LeaderWorkerSet and one Service per pool")
+    deps = {x["metadata"]["name"]: x for x in docs if x["kind"] == "Deployment"}
+    disagg = any(p["role"] == "prefill" for p in plan["pools"])
+    check(len(lws) == len(plan["pools"]) and len(svc) == len(plan["pools"]) + disagg and len(deps) == disagg,
+          f"{name}: one LeaderWorkerSet and one Service per pool, and a router Deployment and Service exactly "
+          "for a disaggregated plan", (sorted(lws), sorted(svc), sorted(deps)))
+    check(not set(svc) & set(lws), f"{name}: no Service takes the name of a set (its headless Service's)",
+          set(svc) & set(lws))
+    pool_ports = {}
     for pi, p in enumerate(plan["pools"]):
         x = lws.get("rankplan-" + p["name"])
         if not x:
@@ -452,14 +499,85 @@ def check_k8s(name, plan, d):
             text = tm["spec"]["containers"][0]["args"][0]
             cmds = [c for c in commands(text) if c.kind() in ("vllm", "sglang", "trtllm")]
             for c in cmds:
-                bad_flags = [f for f in c.flags if f not in ENGINE_FLAGS[L["engine"]]]
+                bad_flags = [f for f in c.flags if f not in engine_flags(L)]
                 check(not bad_flags, f"{name}: pool {p['name']}: every flag in the pod command is in the fixture", bad_flags)
                 check_instance_flags(name, plan, c, pi, inst[(pi, 0)], len(nodes))
                 if tm is tmpls[0] and c.one("--port"):
-                    s = svc["rankplan-" + p["name"]]["spec"]
+                    s = svc["rankplan-" + p["name"] + "-http"]["spec"]
                     check(s["ports"][0]["port"] == int(c.one("--port")) and
                           s["selector"]["leaderworkerset.sigs.k8s.io/name"] == "rankplan-" + p["name"],
                           f"{name}: pool {p['name']}: the Service points at the leaders' HTTP port")
+                    pool_ports[p["name"]] = (int(c.one("--port")), c.one("--disaggregation-bootstrap-port"))
+    if disagg and "rankplan-router" in deps and "rankplan-router" in svc:
+        check_k8s_router(name, plan, deps["rankplan-router"], svc["rankplan-router"], lws, pool_ports)
+
+
+def heredoc(text, path):
+    """The text a pod command writes to path with cat > ... <<'EOF'."""
+    head = f'cat > "{path}" <<\'EOF\'\n'
+    i = text.index(head) + len(head)
+    return text[i:text.index("\nEOF\n", i) + 1]
+
+
+def check_k8s_router(name, plan, dep, svc, lws, pool_ports):
+    """The router's Deployment (apps/v1: the fields a Deployment needs, its
+    selector matching its pods) and Service, the router command's flags in
+    its parser fixture, and every prefill and decode instance reached at its
+    leader pod's DNS name on its pool Service's port."""
+    L = plan["launch"]
+    spec = dep.get("spec", {})
+    tmpl = spec.get("template", {})
+    labels = tmpl.get("metadata", {}).get("labels", {})
+    sel = spec.get("selector", {}).get("matchLabels", {})
+    cs = tmpl.get("spec", {}).get("containers", [])
+    ok = (dep.get("apiVersion") == "apps/v1" and dep["metadata"]["name"] == "rankplan-router" and sel
+          and sel.items() <= labels.items() and spec.get("replicas") == 1 and len(cs) == 1
+          and cs[0].get("name") and cs[0].get("image") == L["image"] and len(cs[0].get("ports", [])) == 1)
+    check(ok, f"{name}: the router Deployment has apiVersion, name, a selector matching its pod labels, one "
+          "container with the plan's image and one port", dep)
+    if not ok:
+        return
+    port = cs[0]["ports"][0]["containerPort"]
+    sp = svc["spec"]["ports"]
+    check(svc.get("apiVersion") == "v1" and svc["spec"]["selector"].items() <= labels.items() and len(sp) == 1
+          and sp[0]["port"] == sp[0]["targetPort"] == port,
+          f"{name}: the router Service selects the router pod on its container port {port}", svc)
+    text = cs[0]["args"][0]
+    cmd = [c for c in commands(text) if c.kind() == "router"]
+    check(len(cmd) == 1 and all(f in ROUTER_FLAGS[L["engine"]] for f in cmd[0].flags),
+          f"{name}: the router pod runs one router command, its flags in the router's parser fixture", text)
+    if len(cmd) != 1:
+        return
+    c, backends = cmd[0], set()
+    if L["engine"] == "vllm":
+        got_port = int(c.one("--port"))
+        for k, role in (("prefiller", "prefill"), ("decoder", "decode")):
+            hosts, ports = c.flags[f"--{k}-hosts"][0], c.flags[f"--{k}-ports"][0]
+            check(len(hosts) == len(ports), f"{name}: the proxy has a port for every {k} host")
+            backends |= {(role, h, int(q), None) for h, q in zip(hosts, ports)}
+    elif L["engine"] == "sglang":
+        got_port = int(c.one("--port"))
+        for role in ("prefill", "decode"):
+            for v in c.flags.get("--" + role, []):
+                host, q = v[0][len("http://"):].rsplit(":", 1)
+                backends.add((role, host, int(q), v[1] if len(v) > 1 else None))
+    else:
+        y = yaml.safe_load(heredoc(text, "$here/disagg.yaml"))
+        got_port = y["port"]
+        for key, role in (("context_servers", "prefill"), ("generation_servers", "decode")):
+            check(y[key]["num_instances"] == len(y[key]["urls"]), f"{name}: disagg.yaml counts its {key}")
+            backends |= {(role, u.rsplit(":", 1)[0], int(u.rsplit(":", 1)[1]), None) for u in y[key]["urls"]}
+    check(got_port == port, f"{name}: the router listens on its container port ({got_port})")
+    want = set()
+    for p in plan["pools"]:
+        if p["role"] in ("prefill", "decode") and p["name"] in pool_ports:
+            http, boot = pool_ports[p["name"]]
+            for i in range(p["replicas"]):
+                want.add((p["role"], f"rankplan-{p['name']}-{i}.rankplan-{p['name']}", http,
+                          boot if L["engine"] == "sglang" and p["role"] == "prefill" else None))
+    check(backends == want and all(lws[h.split(".")[1]]["spec"]["replicas"] > int(h.split(".")[0].rsplit("-", 1)[1])
+                                   for _, h, _, _ in backends),
+          f"{name}: the router reaches every instance's leader pod at its pool Service's port", (backends, want))
 
 
 def dynamo_launch_ok(c, gpus, count):
@@ -530,7 +648,7 @@ def check_dynamo_worker(name, plan, pi, s, disagg, inst, cm):
     check(mc["command"] == ["python3", "-m", "dynamo." + eng] and c.kind() == eng,
           f"{name}: pool {p['name']}: the worker is Dynamo's {eng} module", mc["command"])
     # dynamo.vllm and dynamo.sglang add the engine's parser to theirs; dynamo.trtllm has only its own
-    known = DYNAMO_FLAGS[eng] | (ENGINE_FLAGS[eng] if eng != "trtllm" else set())
+    known = DYNAMO_FLAGS[eng] | (engine_flags(L) if eng != "trtllm" else set())
     unknown = [f for f in c.flags if f not in known]
     check(not unknown, f"{name}: pool {p['name']}: every worker flag is in the parser fixtures of dynamo.{eng}", unknown)
     extra = [f for f in c.flags if f in DYNAMO_NOT_WRITTEN or (eng == "vllm" and f == "--port")]
@@ -625,6 +743,87 @@ def emit_example(tmp, spec):
         check_golden(name, target, d)
         check_again(name, target, plan_path, d, tmp)
     return True
+
+
+def k8s_trtllm(tmp):
+    """TensorRT-LLM on the k8s target (no example has an image and
+    single-node instances): the DeepSeek-V3 example with instances of one
+    node each (dp 8, ep 8 on 2 nodes) and the release image its docs name
+    (nvidia.github.io/TensorRT-LLM/1.0.0, run-benchmark-with-trtllm-serve)."""
+    text = open(os.path.join(EX, "deepseek-v3-pd-trtllm.yaml")).read()
+    text = text.replace("dp: 16\n      ep: 16", "dp: 8\n      ep: 8").replace("  nodes: 4\n", "  nodes: 2\n")
+    text = text.replace("gpu-a, gpu-b, gpu-c, gpu-d", "gpu-a, gpu-b")
+    text = text.replace("  engine: trtllm\n", "  engine: trtllm\n  image: nvcr.io/nvidia/tensorrt-llm/release:1.0.0\n")
+    spec = os.path.join(tmp, "trtllm-1node.yaml")
+    open(spec, "w").write(text)
+    d = os.path.join(tmp, "trtllm-1node.k8s")
+    p = run("compile", spec, "--emit", "k8s", "-o", d)
+    check(p.returncode == 0, "trtllm-1node: compile --emit k8s", p.stderr)
+    if p.returncode == 0:
+        plan = json.load(open(os.path.join(d, "plan.json")))
+        check_manifest("trtllm-1node/k8s", plan, d)
+        check_k8s("trtllm-1node/k8s", plan, d)
+    multi = os.path.join(tmp, "trtllm-2node.yaml")
+    open(multi, "w").write(open(os.path.join(EX, "deepseek-v3-pd-trtllm.yaml")).read().replace(
+        "  engine: trtllm\n", "  engine: trtllm\n  image: nvcr.io/nvidia/tensorrt-llm/release:1.0.0\n"))
+    p = run("compile", multi, "--emit", "k8s", "-o", os.path.join(tmp, "multi"))
+    check(p.returncode == 1 and "one MPI job" in p.stderr and "trtllm-llmapi-launch" in p.stderr
+          and "docs/examples/tensorrt-llm" in p.stderr and not os.path.exists(os.path.join(tmp, "multi")),
+          "k8s: a multi-node TensorRT-LLM instance is refused, naming the reason and its sources", p.stderr)
+    clash = os.path.join(tmp, "clash.yaml")
+    open(clash, "w").write(text.replace("name: generation", "name: context-http"))
+    p = run("compile", clash, "--emit", "k8s", "-o", os.path.join(tmp, "clash"))
+    check(p.returncode == 1 and "two Services `rankplan-context-http`" in p.stderr,
+          "k8s: pools `context` and `context-http` (two Services of one name) are refused", p.stderr)
+
+
+def sglang_versions(tmp):
+    """A spec naming an SGLang release gets the entry covering it, and the
+    spelling that release's parser takes where the releases differ
+    (plans/catalog/engines/sglang-*.yaml): --nccl-port only from 0.4.9 on
+    (the 0.4.7 entry, for 0.4.7 to 0.4.10.post1, writes none); the KV dtype
+    word for bf16 `auto` before 0.5.4, `bf16` from 0.5.4 on. Every flag is
+    checked against the fixture of the entry the plan names."""
+    base = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read()
+    cases = [("0.4.8", "0.4.7", False, "auto"), ("0.5.2", "0.4.10.post2", True, "auto"),
+             ("0.5.5.post1", "0.5.4", True, "bf16"), ("0.5.10", "0.5.6", True, "bf16")]
+    for asked, entry, nccl, kv in cases:
+        text = base.replace("  engine: sglang\n", f'  engine: {{ name: sglang, version: "{asked}" }}\n')
+        if entry == "0.4.7":  # no EP there: experts tp-sharded over the instance
+            text = text.replace("ep: 8\n", "ep: 1\n      etp: 8\n")
+        spec = os.path.join(tmp, f"sglang-{asked}.yaml")
+        open(spec, "w").write(text)
+        d = os.path.join(tmp, f"sglang-{asked}.out")
+        p = run("compile", spec, "--emit", "sglang", "-o", d)
+        check(p.returncode == 0, f"sglang {asked}: compile --emit sglang", p.stderr)
+        if p.returncode:
+            continue
+        plan = json.load(open(os.path.join(d, "plan.json")))
+        name = f"sglang-{asked}"
+        check(plan["launch"]["engine_version"] == entry, f"{name}: the plan names entry {entry}",
+              plan["launch"]["engine_version"])
+        check_shell(name, d)
+        m = check_manifest(name, plan, d)
+        ports = read_back(name, plan, d)
+        check_router(name, plan, d, ports, m)
+        check_ports(name, ports)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == "sglang"]
+        check(cmds and all(("--nccl-port" in c.flags) == nccl and c.one("--kv-cache-dtype") == kv for c in cmds),
+              f"{name}: {'--nccl-port' if nccl else 'no --nccl-port'} and --kv-cache-dtype {kv}, as that release "
+              "spells them", [(sorted(c.flags), c.one("--kv-cache-dtype")) for c in cmds][:1])
+    text = base.replace("  engine: sglang\n", '  engine: { name: sglang, version: "0.4.8" }\n')
+    spec = os.path.join(tmp, "sglang-0.4.8-ep.yaml")
+    open(spec, "w").write(text)
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0703" in p.stderr and "`ep` 8" in p.stderr and "sglang` 0.4.7" in p.stderr,
+          "sglang 0.4.8: ep 8 is refused (EP needs --enable-ep-moe there)", p.stderr)
+    text = base.replace("  engine: sglang\n", '  engine: { name: sglang, version: "0.5.2" }\n').replace(
+        "      tp: 1\n      dp: 8\n      ep: 8\n", "      tp: 1\n      pp: 2\n      dp: 4\n      ep: 4\n", 1)
+    open(spec, "w").write(text)
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0703" in p.stderr and "`pp` 2" in p.stderr and "0.4.10.post2" in p.stderr,
+          "sglang 0.5.2: pp 2 is refused (its loader gives the last stage the whole remainder)", p.stderr)
 
 
 def directory_rules(tmp):
@@ -742,6 +941,8 @@ tmp = tempfile.mkdtemp(prefix="rankplan-emit-")
 try:
     n = sum(emit_example(tmp, s) for s in sorted(glob.glob(os.path.join(EX, "*.yaml"))))
     check(n >= 5, f"at least five examples name an engine ({n})")
+    k8s_trtllm(tmp)
+    sglang_versions(tmp)
     directory_rules(tmp)
     refusals(tmp)
     dynamo_cases(tmp)

@@ -100,11 +100,12 @@ def predict_memory(entry):
     res, err = run_json(["check", "--format", "json", entry["_spec"]])
     if not res or not res.get("ledger"):
         return {m: None for m in MEMORY_METRICS}, "check failed: " + first_line(err)
-    tokens = min(r["kv_blocks"] * r["kv_block_tokens"] for r in res["ledger"])
-    pred = {"kv_tokens": tokens, "max_concurrency": None}
-    at = entry.get("max_concurrency_at_tokens")
-    if at:
-        pred["max_concurrency"] = tokens / at
+    # The figures `check` prints as the engine's two start-up lines (the
+    # tightest stage of the pool).
+    rows = [r for r in res["ledger"] if r["layers"][1] > r["layers"][0]]
+    pred = {"kv_tokens": min(r["kv_tokens"] for r in rows), "max_concurrency": None}
+    if entry.get("max_concurrency_at_tokens"):
+        pred["max_concurrency"] = min(r["max_concurrency"] for r in rows)
     return pred, None
 
 

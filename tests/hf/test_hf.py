@@ -256,14 +256,30 @@ def check_unprintable_text(tmp):
     out = pathlib.Path(tmp) / "odd.yaml"
     p = run("import-hf", os.fsdecode(name), "-o", str(out))
     text = out.read_text() if out.exists() else ""
-    check(p.returncode == 0 and ".ml&p.r?uter" in text and 'name: "odd???name"' in text,
-          "import-hf writes DEL and C1 controls as `?`, in comments and the name")
+    check(p.returncode == 0 and ".ml&p.r?uter" in text and 'name: "odd??name"' in text,
+          "import-hf writes DEL and C1 controls as one `?` each, in comments and the name")
+    parses_as_model(tmp, "odd", text)
+    # YAML's other line breaks (U+0085 NEL, U+2028, U+2029) would end a
+    # comment and turn the rest of it into YAML: the input fuzz_hf found
+    # has a NEL in a module pattern; the name holds the other two.
+    name = os.fsencode(tmp) + "/odd\u2028line\u2029name.json".encode()
+    with open(name, "wb") as f:
+        f.write((FIX.parent / "regress" / "fuzz-nel-in-module-pattern.json").read_bytes())
+    out = pathlib.Path(tmp) / "nel.yaml"
+    p = run("import-hf", os.fsdecode(name), "-o", str(out))
+    text = out.read_text() if out.exists() else ""
+    check(p.returncode == 0 and "self_attn*-?eaye" in text and 'name: "odd?line?name"' in text,
+          "import-hf writes NEL, U+2028 and U+2029 as one `?` each, in comments and the name")
+    parses_as_model(tmp, "nel", text)
+
+
+def parses_as_model(tmp, stem, text):
     body = "".join("  " + l + "\n" for l in text.splitlines())
-    spec = pathlib.Path(tmp) / "odd-spec.yaml"
+    spec = pathlib.Path(tmp) / (stem + "-spec.yaml")
     spec.write_text(SPEC.format(model=body.rstrip("\n")))
     c = run("check", str(spec))
     check("E0005" not in c.stderr and "error[E01" not in c.stderr,
-          "that YAML, comments included, parses as a spec's model")
+          f"{stem}: that YAML, comments included, parses as a spec's model")
 
 check_docs_list_keys()
 check_totals()

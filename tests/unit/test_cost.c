@@ -348,6 +348,38 @@ static void test_ep_comm(void) {
                      2 * cost_link_lat(&dm, LINK_SCALE_UP), 1e-12);
 }
 
+/* A scale-up domain spanning nodes, as plans/catalog/hardware/gb200-nvl72.yaml
+ * gives it (NVIDIA's GB200 NVL72 page): 18 trays of 4 GPUs in one NVLink
+ * domain of 72 at 900 GB/s per direction, a 400 Gb/s (50 GB/s) NIC per
+ * GPU. Groups spanning trays inside the rack use NVLink; only a group
+ * wider than the rack (72) crosses the NIC. */
+static void test_nvl72_domain(void) {
+  Spec v3 = dsv3(36);
+  v3.hardware.gpus_per_node = (SInt)SI(4);
+  v3.hardware.scale_up.domain = (SInt)SI(72);
+  v3.hardware.scale_up.bandwidth = (SNum)SN(900e9);
+  v3.hardware.scale_out.bandwidth = (SNum)SN(50e9);
+  CostModel m = model_of(&v3);
+  T_CHECK(cost_link_class(&m, 8) == LINK_SCALE_UP); /* tp 8: two trays */
+  T_CHECK(cost_link_class(&m, 72) == LINK_SCALE_UP);
+  T_CHECK(cost_link_class(&m, 73) == LINK_SCALE_OUT);
+  T_CHECK(cost_link_class(&m, 144) == LINK_SCALE_OUT);
+  /* ep 64 over 16 trays of one rack: NVLink only */
+  CostLayout in = {1, 1, 1, 64, 64, 1, 1}, across = {1, 1, 1, 128, 128, 1, 1};
+  CostEpComm c;
+  cost_ep_comm(&m, &in, 100, &c);
+  T_NEAR(c.bytes_out, 0.0, 0.0);
+  T_NEAR(c.time, c.bytes_up / cost_link_bw(&m, LINK_SCALE_UP) +
+                     2 * cost_link_lat(&m, LINK_SCALE_UP), 1e-12);
+  /* ep 128 over two racks: top-8 picks hit 2 (1 - 0.5^8) racks, half of
+   * them remote, over the NIC */
+  cost_ep_comm(&m, &across, 100, &c);
+  double hit2 = 2.0 * (1 - pow(0.5, 8));
+  T_NEAR(c.nodes, hit2, 1e-12);
+  T_NEAR(c.remote_nodes, hit2 / 2, 1e-12);
+  T_CHECK(c.bytes_out > 0.0);
+}
+
 /* The grouped GEMM pads every touched expert's rows to the GEMM's M
  * block (128): 1,024 tokens of top-8 over 256 experts give 32 tokens per
  * expert, 128 rows each; 65,536 tokens give 2,048, no padding. */
@@ -529,6 +561,7 @@ int main(void) {
   T_RUN(test_prefill);
   T_RUN(test_decode);
   T_RUN(test_ep_comm);
+  T_RUN(test_nvl72_domain);
   T_RUN(test_expert_rows);
   T_RUN(test_expert_tp);
   T_RUN(test_prefix_cache);

@@ -609,6 +609,38 @@ static void test_placement_validate(void) {
   diags_free(&d);
 }
 
+/* A scale-up domain spanning nodes, shaped as an NVL72 rack (18 trays of
+ * 4 GPUs, one domain of 72; plans/catalog/hardware/gb200-nvl72.yaml): tp 8
+ * spans 2 trays inside the domain; tp 16 instances never straddle a rack,
+ * the 5th starts at the next rack (GPU 72) and the rack's last 8 GPUs stay
+ * idle. */
+static void test_place_nvl72(void) {
+  TSpec t;
+  Diags d;
+  diags_init(&d);
+  tspec_init(&t, 18, 4, 72);
+  tspec_pool(&t, "both", ROLE_BOTH, 9, 8, 1);
+  Layout *L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L && lay_place_default(&d, L));
+  if (L) {
+    T_EQ_INT(L->ranks[7].node, 1); /* rank 7 of tp group 0 is on the 2nd tray */
+    T_EQ_INT(L->ranks[71].node, 17);
+  }
+  lay_free(L);
+  tspec_init(&t, 36, 4, 72);
+  tspec_pool(&t, "both", ROLE_BOTH, 8, 16, 1);
+  L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L && lay_place_default(&d, L));
+  if (L) {
+    T_EQ_INT(L->ranks[63].node, 15);
+    T_EQ_INT(L->ranks[64].node, 18); /* instance 4 starts on the 2nd rack */
+    T_EQ_INT(L->ranks[64].device, 0);
+  }
+  lay_free(L);
+  T_EQ_INT(d.nerrors, 0);
+  diags_free(&d);
+}
+
 int main(void) {
   T_RUN(test_doc_init);
   T_RUN(test_doc_gen);
@@ -624,5 +656,6 @@ int main(void) {
   T_RUN(test_build_dense_ignores_ep);
   T_RUN(test_build_overflow);
   T_RUN(test_placement_validate);
+  T_RUN(test_place_nvl72);
   T_DONE();
 }

@@ -290,22 +290,32 @@ static void test_catalog_models(void) {
     diags_free(&d);
     free(t);
   }
-  /* every hardware entry parses too (h20 needs scale_out from the spec) */
-  static const char *const hw[] = {"a100-80g", "h100-sxm", "h200-sxm", "h20", "b200"};
+  /* every hardware entry parses too (h20 and the AMD entries need
+   * scale_out from the spec), with the node and scale-up domain its header
+   * cites: an NVL72 rack is 4-GPU trays in one domain of 72, a PCIe card a
+   * domain of 1, an H100 NVL bridged pair 2 (tests/catalog/test_hw_catalog.py
+   * loads every file of the directory) */
+  static const struct {
+    const char *name;
+    int64_t gpn, domain;
+  } hw[] = {{"a100-80g", 8, 8}, {"h100-sxm", 8, 8},    {"h100-pcie", 8, 1},   {"h100-nvl", 8, 2},
+            {"h200-sxm", 8, 8}, {"h20", 8, 8},         {"b200", 8, 8},        {"b300", 8, 8},
+            {"gb200-nvl72", 4, 72}, {"gb300-nvl72", 4, 72}, {"l40s", 8, 1}, {"mi300x", 8, 8},
+            {"mi325x", 8, 8}};
   for (size_t i = 0; i < RP_ARRAY_LEN(hw); i++) {
     char *t = rp_sprintf("version: 1\nmodel: {preset: llama-3.1-8b}\n"
                          "hardware: {preset: %s, nodes: 1, scale_out: {bandwidth: 400 Gb/s}}\n"
                          "workload: {input_tokens: 1, output_tokens: 1}\n"
                          "deployment: {mode: aggregated, pools: [{name: a}]}\n",
-                         hw[i]);
+                         hw[i].name);
     Diags d;
     diags_init(&d);
     Spec *s = spec_parse(&d, "h.yaml", t, strlen(t), RP_SOURCE_ROOT "/plans/catalog");
     T_CHECK(s != NULL);
     if (s) {
       T_CHECK(s->hardware.gpu.memory.v > 0 && s->hardware.gpu.bf16.v > 0);
-      T_EQ_INT(s->hardware.gpus_per_node.v, 8);
-      T_EQ_INT(s->hardware.scale_up.domain.v, 8);
+      T_EQ_INT(s->hardware.gpus_per_node.v, hw[i].gpn);
+      T_EQ_INT(s->hardware.scale_up.domain.v, hw[i].domain);
     }
     spec_free(s);
     diags_free(&d);

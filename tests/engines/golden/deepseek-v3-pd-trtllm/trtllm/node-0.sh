@@ -25,7 +25,7 @@ mpirun -np 16 -x CUDA_VISIBLE_DEVICES -H "${host_0}":8,"${host_1}":8 \
     --config "$here/trtllm-context-0.yaml" \
     > "$log_dir/context-0.node-0.log" 2>&1 &
 
-# Shared fate: the first engine to exit ends the node with its status.
+# Shared fate: the first process to exit ends this script with its status.
 status=0
 wait -n || status=$?
 jobs -p | xargs -r kill 2>/dev/null || true

@@ -25,7 +25,7 @@ mpirun -np 16 -x CUDA_VISIBLE_DEVICES -H "${host_2}":8,"${host_3}":8 \
     --config "$here/trtllm-generation-0.yaml" \
     > "$log_dir/generation-0.node-2.log" 2>&1 &
 
-# Shared fate: the first engine to exit ends the node with its status.
+# Shared fate: the first process to exit ends this script with its status.
 status=0
 wait -n || status=$?
 jobs -p | xargs -r kill 2>/dev/null || true

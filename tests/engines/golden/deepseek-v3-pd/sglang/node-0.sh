@@ -27,7 +27,7 @@ CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 \
     --disaggregation-bootstrap-port 30003 \
     > "$log_dir/prefill-0.node-0.log" 2>&1 &
 
-# Shared fate: the first engine to exit ends the node with its status.
+# Shared fate: the first process to exit ends this script with its status.
 status=0
 wait -n || status=$?
 jobs -p | xargs -r kill 2>/dev/null || true

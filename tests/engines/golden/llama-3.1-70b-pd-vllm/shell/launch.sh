@@ -18,4 +18,9 @@ printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/node-2.sh"
 "$ssh" "${host_2}" "$cmd" &
 printf -v cmd '%q ' env "${env_args[@]}" bash "$dir/router.sh"
 "$ssh" "${host_0}" "$cmd" &
-wait
+# Shared fate: the first process to exit ends this script with its status.
+status=0
+wait -n || status=$?
+jobs -p | xargs -r kill 2>/dev/null || true
+wait || true
+exit "$status"

@@ -50,7 +50,7 @@ CUDA_VISIBLE_DEVICES=4,5,6,7 VLLM_NIXL_SIDE_CHANNEL_HOST="${host_0}" VLLM_NIXL_S
     --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' \
     > "$log_dir/decode-0.node-0.log" 2>&1 &
 
-# Shared fate: the first engine to exit ends the node with its status.
+# Shared fate: the first process to exit ends this script with its status.
 status=0
 wait -n || status=$?
 jobs -p | xargs -r kill 2>/dev/null || true
