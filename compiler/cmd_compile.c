@@ -30,7 +30,7 @@ static const char compile_usage[] =
     "\n"
     "options:\n"
     "  -o, --output PLAN         where to write the plan (required; - for stdout)\n"
-    "  --emit vllm|sglang|trtllm|shell|slurm|k8s\n"
+    "  --emit vllm|sglang|trtllm|shell|slurm|k8s|dynamo\n"
     "                            write DIR/plan.json and the launch files of that\n"
     "                            target (as `rankplan emit`, docs/engines.md) into\n"
     "                            DIR, at once\n"
@@ -65,7 +65,7 @@ int cmd_compile(int argc, char **argv) {
   if (!path) return cli_usage_error("compile", "missing SPEC");
   if (!out) return cli_usage_error("compile", "missing '-o PLAN' (where to write the plan)");
   LaunchTarget lt;
-  if (emit && (!launch_target_parse(emit, &lt) || lt == LT_DYNAMO))
+  if (emit && (!launch_target_parse(emit, &lt)))
     return cli_usage_error("compile", "unknown --emit target '%s' (expected %s)", emit, launch_target_list());
   if (emit && strcmp(out, "-") == 0) return cli_usage_error("compile", "--emit writes a directory; `-o -` is refused");
   const char *inputs[] = {path};

@@ -32,9 +32,11 @@ static const char emit_usage[] =
     "  k8s                    k8s.yaml: a LeaderWorkerSet and a Service per pool,\n"
     "                         and the router's Deployment and Service for a\n"
     "                         disaggregated plan (needs deployment.image)\n"
-    "\n"
+    "  dynamo                 dynamo.yaml: a DynamoGraphDeployment of NVIDIA\n"
+    "                         Dynamo, a frontend and a worker service per pool\n"
+    "                         (needs deployment.image)\n"    "\n"
     "options:\n"
-    "  -t, --target vllm|sglang|trtllm|shell|slurm|k8s\n"
+    "  -t, --target vllm|sglang|trtllm|shell|slurm|k8s|dynamo\n"
     "                         what to write (required)\n"
     "  -o, --output DIR       where (required)\n"
     "  --catalog DIR          where the engine catalog entries are\n"
@@ -56,7 +58,7 @@ int cmd_emit(int argc, char **argv) {
   if (!path) return cli_usage_error("emit", "missing PLAN");
   if (!target) return cli_usage_error("emit", "missing '--target TARGET' (%s)", launch_target_list());
   LaunchTarget t;
-  if (!launch_target_parse(target, &t) || t == LT_DYNAMO)
+  if (!launch_target_parse(target, &t))
     return cli_usage_error("emit", "unknown target '%s' (expected %s)", target, launch_target_list());
   if (!out) return cli_usage_error("emit", "missing '-o DIR' (where to write the files)");
   const char *inputs[] = {path};
@@ -83,7 +85,7 @@ int compile_emit(const Spec *spec, const char *target, const char *dir, const ch
   LaunchTarget t;
   *what = NULL;
   *werr = 0;
-  if (!launch_target_parse(target, &t) || t == LT_DYNAMO) rp_internal("target checked by the caller");
+  if (!launch_target_parse(target, &t)) rp_internal("target checked by the caller");
   const char *why = launch_spec_lacks(spec, t);
   if (why) {
     Diag *g = diag_at(d, DIAG_E0708, spec->deployment.engine.loc, "cannot emit target `%s`: %s", target, why);

@@ -224,6 +224,8 @@ int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const 
   for (size_t n = 0; n < p->nnodes; n++) l.next_port[n] = L->port;
   if (launch_instances(&l) && t == LT_K8S) {
     emit_k8s(&l);
+  } else if (!l.err && t == LT_DYNAMO) {
+    emit_dynamo(&l);
   } else if (!l.err) {
     if (e == ENGINE_VLLM) emit_vllm(&l);
     else if (e == ENGINE_SGLANG) emit_sglang(&l);

@@ -266,6 +266,15 @@ static void put_endpoints(Launch *l, StrBuf *sb) {
   free(h);
 }
 
+bool lpool_first(Launch *l, size_t i, const char *why) {
+  const Inst *in = &l->inst[i];
+  if (in->instance == 0) return true;
+  const Inst *first = &l->inst[i - (size_t)in->instance];
+  if (in->nruns != first->nruns || in->runs[0].n != first->runs[0].n)
+    lerr(l, "pool `%s`: its instances span different node counts; %s", in->P->name, why);
+  return false;
+}
+
 void launch_manifest(Launch *l) {
   if (l->files.len) qsort(l->files.items, l->files.len, sizeof *l->files.items, cmp_file);
   StrBuf sb;

@@ -22,7 +22,7 @@
 
 #include "emit_launch.h"
 
-static bool dns_label(const char *s) {
+bool ldns_label(const char *s) {
   size_t n = strlen(s);
   return n > 0 && n <= 40 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n && s[0] != '-' &&
          s[n - 1] != '-';
@@ -39,14 +39,7 @@ static void put_args(StrBuf *y, const StrBuf *cmd, const char *prelude, int ind)
   const char *p = all.buf ? all.buf : "";
   /* no CUDA_VISIBLE_DEVICES: the line may open with a bare continuation */
   while (*p == ' ' || (p[0] == '\\' && p[1] == '\n')) p += *p == ' ' ? 1 : 2;
-  while (*p) {
-    const char *e = strchr(p, '\n');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    sb_printf(y, "%*s", ind + 4, "");
-    sb_putn(y, p, n);
-    sb_putc(y, '\n');
-    p += n + (e ? 1 : 0);
-  }
+  lindent(y, p, ind + 4);
   sb_free(&all);
 }
 
@@ -160,14 +153,8 @@ void emit_k8s(Launch *l) {
             l->p->spec_sha256);
   for (size_t i = 0; i < l->ninst && !l->err; i++) {
     const Inst *in = &l->inst[i];
-    if (in->instance != 0) {
-      const Inst *first = &l->inst[i - (size_t)in->instance];
-      if (in->nruns != first->nruns || in->runs[0].n != first->runs[0].n)
-        lerr(l, "pool `%s`: its instances span different node counts; a LeaderWorkerSet has one group size",
-             in->P->name);
-      continue;
-    }
-    if (!dns_label(in->P->name))
+    if (!lpool_first(l, i, "a LeaderWorkerSet has one group size")) continue;
+    if (!ldns_label(in->P->name))
       lerr(l, "pool `%s`: the k8s target names objects after pools: lowercase letters, digits and `-`, at most 40",
            in->P->name);
     else put_pool(l, &y, in, fn);

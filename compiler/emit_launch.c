@@ -40,7 +40,7 @@ bool launch_target_parse(const char *s, LaunchTarget *out) {
   return false;
 }
 
-const char *launch_target_list(void) { return "vllm, sglang, trtllm, shell, slurm, k8s"; }
+const char *launch_target_list(void) { return "vllm, sglang, trtllm, shell, slurm, k8s, dynamo"; }
 
 bool lerr(Launch *l, const char *fmt, ...) {
   if (l->err) return false;
@@ -186,8 +186,19 @@ void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run) {
   (void)l;
 }
 
+void lindent(StrBuf *y, const char *text, int indent) {
+  for (const char *p = text; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    sb_printf(y, "%*s", indent, "");
+    sb_putn(y, p, n);
+    sb_putc(y, '\n');
+    p += n + (e ? 1 : 0);
+  }
+}
+
 void ldevices(Launch *l, StrBuf *sb, const InstRun *r) {
-  if (l->k8s) return; /* a pod's GPUs are its own */
+  if (l->k8s || l->dynamo) return; /* a pod's GPUs are its own */
   sb_puts(sb, "CUDA_VISIBLE_DEVICES=");
   for (int32_t i = 0; i < r->n; i++) sb_printf(sb, "%s%d", i ? "," : "", r->dev[i]);
 }

@@ -64,6 +64,10 @@ typedef struct Launch {
    * pod's own address POD_IP, a worker's index LWS_WORKER_INDEX. */
   bool k8s;
   int32_t k8s_head;
+  /* The dynamo target: one command per pool, the head node's, which the
+   * Dynamo operator runs in every pod of an instance (emit_dynamo.c): no
+   * CUDA_VISIBLE_DEVICES, no server or multi-node flags. */
+  bool dynamo;
 } Launch;
 
 /* The first problem wins; later calls are ignored. Returns false. */
@@ -109,6 +113,9 @@ void lflag_frac(Launch *l, StrBuf *sb, double f, bool exact);
 void linst_name(StrBuf *sb, const Launch *l, const Inst *in);
 /* The opening comment of a command: pool, instance, sizes, ranks. */
 void linst_comment(StrBuf *sb, const Launch *l, const Inst *in, size_t run);
+/* Appends each line of text with indent spaces before it and a newline
+ * after (the body of a YAML block scalar). */
+void lindent(StrBuf *y, const char *text, int indent);
 /* CUDA_VISIBLE_DEVICES=... of run r. */
 void ldevices(Launch *l, StrBuf *sb, const InstRun *r);
 
@@ -125,6 +132,11 @@ void lnodes(Launch *l, LRunFn fn);
 /* The tail of a script that started children with `&`: the first to exit
  * ends the script with its status and the others are stopped. */
 extern const char launch_shared_fate[];
+
+/* For targets with one object per pool: whether l->inst[i] is its pool's
+ * first instance; a later one whose node count or GPUs per node differ
+ * from the first's is an error (lerr) naming the pool, then `why`. */
+bool lpool_first(Launch *l, size_t i, const char *why);
 
 /* The instances of the plan with their runs and ports (false: lerr). */
 bool launch_instances(Launch *l);
@@ -174,6 +186,17 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 /* k8s.yaml: a LeaderWorkerSet and a Service per pool, and the router's
  * Deployment and Service for a disaggregated plan (emit_k8s.c). */
 void emit_k8s(Launch *l);
+/* Whether s may name a Kubernetes object after a pool: lowercase letters,
+ * digits and `-`, at most 40 (emit_k8s.c). */
+bool ldns_label(const char *s);
+/* dynamo.yaml: a DynamoGraphDeployment (emit_dynamo.c). */
+void emit_dynamo(Launch *l);
+/* The dynamo target's own worker flags of an instance: vLLM prefill and
+ * decode pools its connector (in place of --kv-transfer-config);
+ * TensorRT-LLM its KV block size and disaggregation mode. */
+void ldynamo_flags(Launch *l, const Inst *in, StrBuf *sb);
+/* Where a Dynamo TensorRT-LLM worker finds its engine YAML (a ConfigMap). */
+#define LDYNAMO_CONFIG_DIR "/etc/rankplan"
 
 /* Engine targets: node-N.sh for every node, router.sh for disaggregated
  * plans, engine config files. */

@@ -8,7 +8,8 @@
  * replicas of --tp-size tp. A multi-node instance runs the same line on
  * every node with --nnodes, --node-rank and --dist-init-addr (the head's
  * rendezvous port). Every node of an instance gets its own --nccl-port
- * where the entry has one.
+ * where the entry has one. For the dynamo target (emit_dynamo.c) the
+ * multi-node flags are left to Dynamo's operator.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   lflag_frac(l, sb, lfrac_static(l, in->pool), false);
   lserving(l, sb);
   if (engine_flag(l->c, "nccl_port")) lflag_i(l, sb, "nccl_port", r->port0 + 2); /* releases before 0.4.9 lack it */
-  if (in->nruns > 1) {
+  if (in->nruns > 1 && !l->dynamo) {
     lflag_i(l, sb, "nnodes", (int64_t)in->nruns);
     if (l->k8s && j > 0) lflag_raw(l, sb, "node_rank", "\"${LWS_WORKER_INDEX}\"");
     else lflag_i(l, sb, "node_rank", (int64_t)j);

@@ -9,7 +9,9 @@
  * YAML sets enable_attention_dp. A multi-node instance runs under one
  * `mpirun ... trtllm-llmapi-launch trtllm-serve` started on its head node
  * (TensorRT-LLM's multi-node launcher), which needs the same device list
- * on every node; the other nodes' scripts only say so.
+ * on every node; the other nodes' scripts only say so. For the dynamo
+ * target (emit_dynamo.c) the command is Dynamo's worker's, whose flags
+ * emit_dynamo.c respells, without mpirun (Dynamo's operator starts it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +32,14 @@ static void trtllm_yaml(Launch *l, const Inst *in) {
   sb_init(&name);
   yaml_name(&name, l, in);
   StrBuf *y = lfile(l, name.buf, false, in->runs[0].node);
-  sb_printf(y, "# LLM API arguments of pool %s instance %d (trtllm-serve --config); written by rankplan\n",
-            in->P->name, in->instance);
+  sb_printf(y, "# LLM API arguments of pool %s instance %d (%s); written by rankplan\n", in->P->name, in->instance,
+            l->dynamo ? "dynamo.trtllm --extra-engine-args" : "trtllm-serve --config");
   sb_printf(y, "enable_attention_dp: %s\n", l->L->moe && in->dp > 1 ? "true" : "false");
-  sb_printf(y, "kv_cache_config:\n  tokens_per_block: %lld\n", (long long)l->L->kv_block);
+  /* the YAML's kv_cache_config replaces the one the flags built (llm_utils.py
+   * update_llm_args_with_extra_dict: llm_args | llm_args_dict), so it
+   * repeats the memory fraction */
+  sb_printf(y, "kv_cache_config:\n  tokens_per_block: %lld\n  free_gpu_memory_fraction: %.4f\n",
+            (long long)l->L->kv_block, lfrac_kv_free(l, in->pool));
   if (disagg(in)) {
     const char *b = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);
     if (!b) lerr(l, "engine trtllm %s has no KV transfer backend `%s`", l->c->version, l->L->kv_transfer);
@@ -45,9 +51,11 @@ static void trtllm_yaml(Launch *l, const Inst *in) {
 static void trtllm_flags(Launch *l, const Inst *in, StrBuf *sb) {
   const PlanLaunch *L = l->L;
   lflag(l, sb, "model", L->source);
-  lflag(l, sb, "host", "0.0.0.0");
-  lflag_i(l, sb, "port", in->http);
-  lflag(l, sb, "backend", "pytorch");
+  if (!l->dynamo) { /* dynamo.trtllm serves no HTTP and always runs the PyTorch backend */
+    lflag(l, sb, "host", "0.0.0.0");
+    lflag_i(l, sb, "port", in->http);
+    lflag(l, sb, "backend", "pytorch");
+  }
   ldim(l, sb, ED_TP, in->tp * in->dp);
   ldim(l, sb, ED_PP, in->pp);
   if (in->cp > 1) ldim(l, sb, ED_CP, in->cp);
@@ -57,6 +65,14 @@ static void trtllm_flags(Launch *l, const Inst *in, StrBuf *sb) {
   lserving(l, sb);
   StrBuf y;
   sb_init(&y);
+  if (l->dynamo) { /* the DynamoGraphDeployment mounts the YAML there */
+    sb_puts(&y, LDYNAMO_CONFIG_DIR "/");
+    yaml_name(&y, l, in);
+    lflag(l, sb, "config", y.buf);
+    ldynamo_flags(l, in, sb);
+    sb_free(&y);
+    return;
+  }
   sb_puts(&y, "$here/");
   yaml_name(&y, l, in);
   sb_printf(sb, " \\\n    %s \"%s\"", engine_flag(l->c, "config") ? engine_flag(l->c, "config") : "", y.buf);
@@ -71,7 +87,7 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
     return lerr(l, "pool `%s`: TensorRT-LLM has no data parallelism for a dense model inside one instance; "
                    "write its dp %lld as replicas",
                 in->P->name, (long long)in->dp);
-  for (size_t k = 1; k < in->nruns; k++)
+  for (size_t k = 1; k < in->nruns && !l->dynamo; k++)
     if (memcmp(in->runs[k].dev, in->runs[0].dev, (size_t)r->n * sizeof *r->dev) != 0)
       return lerr(l, "pool `%s` instance %d: mpirun gives every node the same CUDA_VISIBLE_DEVICES, but the "
                      "plan uses other devices on node %d than on node %d",
@@ -91,7 +107,7 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
     return false;
   }
   if (j == 0) trtllm_yaml(l, in);
-  if (in->nruns == 1) {
+  if (in->nruns == 1 || l->dynamo) { /* Dynamo's operator starts mpirun itself */
     ldevices(l, sb, r);
     sb_printf(sb, " \\\n  %s", l->c->command);
   } else {

@@ -11,7 +11,9 @@
  *    the head and `ray start --address` elsewhere, and `vllm serve
  *    --distributed-executor-backend ray` on the head.
  * Anything else (a tp x pp engine split across nodes with dp > 1) is
- * refused: 0.11 has no launcher for it.
+ * refused: 0.11 has no launcher for it. For the dynamo target
+ * (emit_dynamo.c) the head's command is written without the server,
+ * multi-node and NIXL side-channel settings, which Dynamo supplies.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,9 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   lflag_i(l, sb, "block_size", l->L->kv_block);
   lflag_frac(l, sb, l->L->gpu_memory_utilization, true); /* the fraction the ledger was planned with */
   lserving(l, sb);
-  if (disagg(in)) {
+  if (disagg(in) && l->dynamo) {
+    ldynamo_flags(l, in, sb);
+  } else if (disagg(in)) {
     const char *conn = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);
     if (!conn) {
       lerr(l, "engine vllm %s has no KV transfer backend `%s`", l->c->version, l->L->kv_transfer);
@@ -57,20 +61,20 @@ bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
     sb_printf(sb, " \\\n  ray start --block --address %s:%lld --num-gpus %d", head, (long long)in->aux_a, r->n);
     return true;
   }
-  if (ray) {
+  if (ray && !l->dynamo) {
     ldevices(l, sb, r);
     sb_printf(sb, " ray start --head --port %lld --num-gpus %d\n", (long long)in->aux_a, r->n);
   }
   ldevices(l, sb, r);
-  if (disagg(in))
+  if (disagg(in) && !l->dynamo)
     sb_printf(sb, " VLLM_NIXL_SIDE_CHANNEL_HOST=%s VLLM_NIXL_SIDE_CHANNEL_PORT=%lld", lhost(l, r->node, hb),
               (long long)(r->port0 + 3));
   sb_printf(sb, " \\\n  %s", l->c->command);
   lflag(l, sb, "model", l->L->source);
-  if (!dp_mode || j == 0) lflag_i(l, sb, "port", in->http);
+  if (!l->dynamo && (!dp_mode || j == 0)) lflag_i(l, sb, "port", in->http);
   vllm_sizes(l, in, sb);
   if (ray) lflag(l, sb, "executor", "ray");
-  if (dp_mode) {
+  if (dp_mode && !l->dynamo) {
     if (j > 0) lflag(l, sb, "headless", NULL);
     lflag_i(l, sb, "dp_size_local", r->n / engine);
     if (j > 0 && l->k8s) {

@@ -16,6 +16,11 @@ For each emitted directory:
   - no port is used twice on a node;
   - manifest.json lists every file with its size and SHA-256, and every
     instance's endpoint;
+  - k8s.yaml and dynamo.yaml validate against the LeaderWorkerSet and
+    DynamoGraphDeployment CRD schemas (fixtures citing their source), and
+    their replicas, node counts, GPUs per pod and worker commands read back
+    as the plan's; for Dynamo also the multi-node launch its operator
+    derives from the worker's flags;
   - the bytes equal the goldens in tests/engines/golden/ (whole files for
     the small examples, the manifest, which holds every file's digest, for
     the large one); `--update` rewrites them.
@@ -26,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -65,8 +71,6 @@ def fixture(name):
         return {l.strip() for l in f if l.strip() and not l.startswith("#")}
 
 
-
-
 def engine_flags(L):
     """The parser fixture of the catalog entry the plan names
     (launch.engine and engine_version): tests/engines/fixtures/ENGINE-VERSION.flags."""
@@ -78,7 +82,17 @@ ROUTER_FLAGS = {"vllm": fixture("vllm-toy-proxy.flags"), "sglang": fixture("sgla
 YAML_KEYS = fixture("trtllm-00209af.yaml-keys")
 with open(os.path.join(FIX, "lws-v0.10.0.schema.json")) as f:
     LWS = jsonschema.Draft7Validator(json.load(f))
-SWITCHES = {"--enable-expert-parallel", "--headless", "--enable-dp-attention", "--pd-disaggregation"}
+with open(os.path.join(FIX, "dynamo-0.6.1-dgd.schema.json")) as f:
+    DGD = jsonschema.Draft7Validator(json.load(f))
+DYNAMO_FLAGS = {"vllm": fixture("dynamo-0.6.1-vllm.flags"), "sglang": fixture("dynamo-0.6.1-sglang.flags"),
+                "trtllm": fixture("dynamo-0.6.1-trtllm.flags")}
+# the flags Dynamo's operator adds to a multi-node worker (backend_vllm.go,
+# backend_sglang.go) and the server flags dynamo.vllm does not parse
+DYNAMO_NOT_WRITTEN = {"--nnodes", "--node-rank", "--dist-init-addr", "--data-parallel-address",
+                      "--data-parallel-size-local", "--data-parallel-rpc-port", "--data-parallel-start-rank",
+                      "--headless", "--kv-transfer-config"}
+SWITCHES = {"--enable-expert-parallel", "--headless", "--enable-dp-attention", "--pd-disaggregation",
+            "--is-prefill-worker"}
 TARGETS = {"vllm": ["vllm", "shell", "slurm"], "sglang": ["sglang", "shell", "slurm"],
            "trtllm": ["trtllm", "shell", "slurm"]}
 SMALL = {"llama-3.1-8b-pd-1node", "llama-3.1-70b-pd-vllm", "deepseek-v3-pd", "deepseek-v3-pd-trtllm"}
@@ -141,15 +155,15 @@ class Cmd:
 
     def kind(self):
         a = " ".join(self.args)
-        if self.args[:2] == ["vllm", "serve"]:
+        if self.args[:2] == ["vllm", "serve"] or self.args[:3] == ["python3", "-m", "dynamo.vllm"]:
             return "vllm"
-        if "sglang.launch_server" in a:
+        if "sglang.launch_server" in a or self.args[:3] == ["python3", "-m", "dynamo.sglang"]:
             return "sglang"
         if "sglang_router.launch_router" in a or "toy_proxy_server.py" in a or "disaggregated" in self.args:
             return "router"
         if self.args and self.args[0] == "mpirun":
             return "mpirun"
-        if self.args and self.args[0] == "trtllm-serve":
+        if self.args and self.args[0] == "trtllm-serve" or self.args[:3] == ["python3", "-m", "dynamo.trtllm"]:
             return "trtllm"
         if self.args[:2] == ["ray", "start"]:
             return "ray"
@@ -208,8 +222,9 @@ def pool_fraction(plan, pool, kind):
     return best
 
 
-def check_instance_flags(name, plan, c, pool, inst_ranks, nodes_of):
-    """The sizes, node count and memory fraction in command c against the plan."""
+def check_instance_flags(name, plan, c, pool, inst_ranks, nodes_of, dynamo=False):
+    """The sizes, node count and memory fraction in command c against the plan
+    (dynamo: the operator adds the node count)."""
     L, p = plan["launch"], plan["pools"][pool]
     tp, pp, dp, ep = p["tp"], p["pp"], p["dp"], p["ep"]
     moe, eng, bad = L["moe"], L["engine"], []
@@ -227,7 +242,7 @@ def check_instance_flags(name, plan, c, pool, inst_ranks, nodes_of):
     elif eng == "sglang":
         want = {"--tp-size": tp * dp if moe and dp > 1 else tp, "--pp-size": pp, "--dp-size": dp,
                 "--mem-fraction-static": pool_fraction(plan, pool, "static"), "--page-size": L["kv_block"],
-                "--context-length": L["max_model_len"], "--nnodes": nodes_of if nodes_of > 1 else None}
+                "--context-length": L["max_model_len"], "--nnodes": nodes_of if nodes_of > 1 and not dynamo else None}
         if moe:
             want["--ep-size"] = ep
     else:
@@ -360,8 +375,11 @@ def check_yaml(name, plan, d):
         walk(y)
         check(keys <= YAML_KEYS, f"{name}: {os.path.basename(f)}: every key is in the LLM API fixture", keys - YAML_KEYS)
         if os.path.basename(f).startswith("trtllm-"):
-            check(y["kv_cache_config"]["tokens_per_block"] == plan["launch"]["kv_block"],
-                  f"{name}: {os.path.basename(f)}: tokens_per_block is the plan's kv_block")
+            pool = [i for i, p in enumerate(plan["pools"])
+                    if re.fullmatch(rf"trtllm-{re.escape(p['name'])}-\d+\.yaml", os.path.basename(f))]
+            check(y["kv_cache_config"]["tokens_per_block"] == plan["launch"]["kv_block"] and len(pool) == 1 and
+                  y["kv_cache_config"]["free_gpu_memory_fraction"] == pool_fraction(plan, pool[0], "kv_free"),
+                  f"{name}: {os.path.basename(f)}: tokens_per_block and the memory fraction are the plan's")
 
 
 def check_manifest(name, plan, d):
@@ -426,7 +444,7 @@ def check_golden(name, target, d):
     g = os.path.join(GOLDEN, name, target)
     # whole files for the small examples' engine targets; else the manifest
     # (every file's digest) and the job script itself
-    if (name in SMALL and target not in ("shell", "slurm")) or target == "k8s":
+    if (name in SMALL and target not in ("shell", "slurm")) or target in ("k8s", "dynamo"):
         names = sorted(os.listdir(d))
     else:
         names = sorted(n for n in os.listdir(d) if n in ("manifest.json", "launch.sh", "job.sbatch"))
@@ -562,6 +580,132 @@ def check_k8s_router(name, plan, dep, svc, lws, pool_ports):
           f"{name}: the router reaches every instance's leader pod at its pool Service's port", (backends, want))
 
 
+def dynamo_launch_ok(c, gpus, count):
+    """Whether the launch Dynamo 0.6.1's operator derives for a vLLM worker
+    of `count` pods of `gpus` GPUs (internal/dynamo/backend_vllm.go) runs
+    exactly its tp x pp x dp ranks: one pod holds them all; Ray when tp x pp
+    is more than a pod's GPUs (then dp 1); else data parallel with
+    gpus / (tp x pp) engines per pod."""
+    world = int(c.one("--tensor-parallel-size")) * int(c.one("--pipeline-parallel-size"))
+    dp = int(c.one("--data-parallel-size"))
+    if count == 1:
+        return world * dp == gpus
+    if world > gpus:
+        return dp == 1 and world == gpus * count
+    return world * dp > gpus and gpus % world == 0 and gpus // world * count == dp
+
+
+def yaml_keys(o, pre=""):
+    keys = set()
+    for k, v in o.items():
+        keys.add(pre + k)
+        if isinstance(v, dict):
+            keys |= yaml_keys(v, pre + k + ".")
+    return keys
+
+
+def check_dynamo_trtllm(name, plan, pi, c, gpus, mc, cm):
+    """A dynamo.trtllm worker: its flags (Dynamo's spelling) and the engine
+    YAML it mounts from the ConfigMap, against the plan."""
+    L, p = plan["launch"], plan["pools"][pi]
+    disagg = p["role"] != "both"
+    frac = pool_fraction(plan, pi, "kv_free")
+    want = {"--tensor-parallel-size": p["tp"] * p["dp"], "--pipeline-parallel-size": p["pp"],
+            "--max-seq-len": L["max_model_len"], "--free-gpu-memory-fraction": frac, "--gpus-per-node": gpus,
+            "--kv-block-size": L["kv_block"], "--expert-parallel-size": p["ep"] if L["moe"] else None}
+    bad = [f"{f} {c.one(f)}, expected {v}" for f, v in want.items()
+           if (v is None) != (c.one(f) is None) or (v is not None and float(c.one(f)) != float(v))]
+    if c.one("--disaggregation-mode") != (p["role"] if disagg else None):
+        bad.append(f"--disaggregation-mode {c.one('--disaggregation-mode')}")
+    check(not bad, f"{name}: pool {p['name']}: sizes, GPUs per node and memory fraction are the plan's", bad)
+    path, mount = c.one("--extra-engine-args") or "", mc.get("volumeMounts", [{}])[0]
+    vol = [v for v in mc.get("volumes", []) if v["name"] == mount.get("name")]
+    y = yaml.safe_load(cm["data"].get(os.path.basename(path), "{}")) if cm else {}
+    check(os.path.dirname(path) == mount.get("mountPath") and y and yaml_keys(y) <= YAML_KEYS and len(vol) == 1
+          and vol[0]["configMap"]["name"] == cm["metadata"]["name"],
+          f"{name}: pool {p['name']}: --extra-engine-args is a ConfigMap key mounted there, with LLM API keys", path)
+    kv = y.get("kv_cache_config", {})
+    check(kv.get("tokens_per_block") == L["kv_block"] and kv.get("free_gpu_memory_fraction") == frac
+          and y.get("enable_attention_dp") == (L["moe"] and p["dp"] > 1)
+          and ("cache_transceiver_config" in y) == disagg,
+          f"{name}: pool {p['name']}: the engine YAML's block, memory fraction, attention dp and transfer are the plan's", y)
+
+
+def check_dynamo_worker(name, plan, pi, s, disagg, inst, cm):
+    """One pool's worker service against the plan."""
+    L, p = plan["launch"], plan["pools"][pi]
+    eng = L["engine"]
+    ranks = inst[(pi, 0)]
+    nodes = len({r["node"] for r in ranks})
+    gpus = int(s["resources"]["limits"]["gpu"])
+    count = s.get("multinode", {}).get("nodeCount", 1)
+    mc = s["extraPodSpec"]["mainContainer"]
+    check(s["componentType"] == "worker" and s.get("subComponentType") == (p["role"] if disagg else None)
+          and s["replicas"] == p["replicas"] and count == nodes and gpus * count == len(ranks)
+          and mc["image"] == L["image"], f"{name}: pool {p['name']}: replicas, node count, GPUs per pod and image "
+          "are the plan's", (s["replicas"], count, gpus))
+    c = Cmd(list(mc["command"]) + list(mc["args"]), {})
+    check(mc["command"] == ["python3", "-m", "dynamo." + eng] and c.kind() == eng,
+          f"{name}: pool {p['name']}: the worker is Dynamo's {eng} module", mc["command"])
+    # dynamo.vllm and dynamo.sglang add the engine's parser to theirs; dynamo.trtllm has only its own
+    known = DYNAMO_FLAGS[eng] | (engine_flags(L) if eng != "trtllm" else set())
+    unknown = [f for f in c.flags if f not in known]
+    check(not unknown, f"{name}: pool {p['name']}: every worker flag is in the parser fixtures of dynamo.{eng}", unknown)
+    extra = [f for f in c.flags if f in DYNAMO_NOT_WRITTEN or (eng == "vllm" and f == "--port")]
+    check(not extra, f"{name}: pool {p['name']}: no flag the operator adds or dynamo.{eng} lacks", extra)
+    if eng == "trtllm":
+        check_dynamo_trtllm(name, plan, pi, c, gpus, dict(mc, volumes=s["extraPodSpec"].get("volumes", [])), cm)
+    else:
+        check_instance_flags(name, plan, c, pi, ranks, nodes, dynamo=True)
+    if eng == "vllm":
+        check((c.one("--connector") == "nixl") == disagg and ("--is-prefill-worker" in c.flags) == (p["role"] == "prefill"),
+              f"{name}: pool {p['name']}: the NIXL connector for prefill and decode, the prefill switch for prefill")
+        check(dynamo_launch_ok(c, gpus, count),
+              f"{name}: pool {p['name']}: the launch Dynamo's operator derives runs the plan's ranks", (gpus, count))
+    return s["replicas"] * count * gpus
+
+
+def check_dynamo(name, plan, d):
+    """dynamo.yaml: one DynamoGraphDeployment, valid against the CRD schema of
+    Dynamo 0.6.1; a frontend and one worker service per pool whose replicas,
+    node count, GPUs per pod and image are the plan's, each worker's flags
+    in the engine's and Dynamo's parser fixtures and its sizes the plan's."""
+    docs = [x for x in yaml.safe_load_all(open(os.path.join(d, "dynamo.yaml"))) if x]
+    L = plan["launch"]
+    trt = L["engine"] == "trtllm"
+    kinds = [x["kind"] for x in docs]
+    check(kinds == (["ConfigMap"] if trt else []) + ["DynamoGraphDeployment"]
+          and docs[-1]["apiVersion"] == "nvidia.com/v1alpha1",
+          f"{name}: dynamo.yaml is one DynamoGraphDeployment (after the engine YAMLs' ConfigMap for TensorRT-LLM)", kinds)
+    x, cm = docs[-1], docs[0] if trt else None
+    if trt:
+        files = {f: open(os.path.join(d, f)).read() for f in os.listdir(d) if f.startswith("trtllm-")}
+        check(cm["data"] == files, f"{name}: the ConfigMap holds the engine YAMLs written beside it", sorted(cm["data"]))
+    errs = [e.message for e in DGD.iter_errors(x)]
+    check(not errs, f"{name}: the DynamoGraphDeployment is valid against the Dynamo 0.6.1 CRD schema", errs[:3])
+    svcs = x["spec"]["services"]
+    bad = dict(x, spec=dict(x["spec"], services=dict(svcs, frontend=dict(svcs["frontend"], replicas="one"))))
+    check(any(True for _ in DGD.iter_errors(bad)), f"{name}: the schema refuses a damaged DynamoGraphDeployment")
+    check(x["spec"]["backendFramework"] == L["engine"] and set(svcs) == {"frontend"} | {p["name"] for p in plan["pools"]},
+          f"{name}: the engine's backend, a frontend and one service per pool", sorted(svcs))
+    fe = svcs["frontend"]["extraPodSpec"]["mainContainer"]
+    check(svcs["frontend"]["componentType"] == "frontend" and fe == {"image": L["image"]},
+          f"{name}: the frontend runs the operator's command in the spec's image", fe)
+    inst, _ = plan_view(plan)
+    disagg = any(p["role"] == "prefill" for p in plan["pools"])
+    total = sum(check_dynamo_worker(name, plan, pi, svcs[p["name"]], disagg, inst, cm)
+                for pi, p in enumerate(plan["pools"]) if p["name"] in svcs)
+    check(total == plan["world_size"], f"{name}: the deployment asks for the plan's {plan['world_size']} GPUs", total)
+
+
+def check_again(name, target, plan_path, d, tmp):
+    again = os.path.join(tmp, f"{name}.{target}.again")
+    run("emit", plan_path, "--target", target, "-o", again)
+    check(all(open(os.path.join(d, f), "rb").read() == open(os.path.join(again, f), "rb").read()
+              for f in os.listdir(d)) and sorted(os.listdir(d)) == sorted(os.listdir(again)),
+          f"{name}/{target}: the same plan gives the same bytes")
+
+
 def emit_example(tmp, spec):
     name = os.path.basename(spec)[:-5]
     plan_path = os.path.join(EX, name + ".plan.json")
@@ -572,7 +716,8 @@ def emit_example(tmp, spec):
         len({r["node"] for r in plan["ranks"] if r["pool"] == p["name"] and r["instance"] == 0}) > 1
         for p in plan["pools"])
     k8s = ["k8s"] if plan["launch"]["image"] and not multi_trt else []
-    for target in TARGETS[plan["launch"]["engine"]] + k8s:
+    dynamo = ["dynamo"] if plan["launch"]["image"] and plan["launch"]["engine"] != "trtllm" else []
+    for target in TARGETS[plan["launch"]["engine"]] + k8s + dynamo:
         d = os.path.join(tmp, f"{name}.{target}")
         p = run("emit", plan_path, "--target", target, "-o", d)
         check(p.returncode == 0, f"{name}: emit --target {target}", p.stderr)
@@ -583,6 +728,12 @@ def emit_example(tmp, spec):
             check_k8s(f"{name}/{target}", plan, d)
             check_golden(name, target, d)
             continue
+        if target == "dynamo":
+            check_manifest(f"{name}/{target}", plan, d)
+            check_dynamo(f"{name}/{target}", plan, d)
+            check_golden(name, target, d)
+            check_again(name, target, plan_path, d, tmp)
+            continue
         check_shell(f"{name}/{target}", d)
         m = check_manifest(f"{name}/{target}", plan, d)
         ports = read_back(f"{name}/{target}", plan, d)
@@ -590,11 +741,7 @@ def emit_example(tmp, spec):
         check_ports(f"{name}/{target}", ports)
         check_yaml(f"{name}/{target}", plan, d)
         check_golden(name, target, d)
-        again = os.path.join(tmp, f"{name}.{target}.again")
-        run("emit", plan_path, "--target", target, "-o", again)
-        check(all(open(os.path.join(d, f), "rb").read() == open(os.path.join(again, f), "rb").read()
-                  for f in os.listdir(d)) and sorted(os.listdir(d)) == sorted(os.listdir(again)),
-              f"{name}/{target}: the same plan gives the same bytes")
+        check_again(name, target, plan_path, d, tmp)
     return True
 
 
@@ -730,6 +877,66 @@ def refusals(tmp):
     check(not [x for x in os.listdir(tmp) if x.startswith(".rankplan-plan-")], "compile --emit leaves no temporary plan")
 
 
+def dynamo_variant(tmp, name, base, *edits):
+    """compile --emit dynamo of example `base` with text edits (old, new)."""
+    text = open(os.path.join(EX, base + ".yaml")).read()
+    for old, new in edits:
+        check(old in text, f"dynamo/{name}: the example holds the text the variant edits", old)
+        text = text.replace(old, new)
+    spec = os.path.join(tmp, f"dynamo-{name}.yaml")
+    open(spec, "w").write(text)
+    d = os.path.join(tmp, f"dynamo-{name}")
+    return run("compile", spec, "--emit", "dynamo", "-o", d), d
+
+
+def dynamo_cases(tmp):
+    """Multi-node vLLM workers (Ray and data parallel), quoting, and what
+    the dynamo target refuses."""
+    decode = "      replicas: 2\n      tp: 8\n"
+    base = "llama-3.1-70b-pd-vllm"
+    for case, new in (("ray", "      replicas: 1\n      tp: 8\n      pp: 2\n"),
+                      ("dp", "      replicas: 1\n      tp: 8\n      dp: 2\n")):
+        p, d = dynamo_variant(tmp, case, base, (decode, new))
+        check(p.returncode == 0, f"dynamo/{case}: a decode instance over two nodes is emitted", p.stderr)
+        if p.returncode == 0:
+            plan = json.load(open(os.path.join(d, "plan.json")))
+            check_dynamo(f"dynamo/{case}", plan, d)
+            y = yaml.safe_load(open(os.path.join(d, "dynamo.yaml")))
+            check(y["spec"]["services"]["decode"]["multinode"] == {"nodeCount": 2},
+                  f"dynamo/{case}: the decode service spans two nodes")
+    trt_image = ("deployment:\n", "deployment:\n  image: example/trtllm:1\n")
+    trt_revision = ("  source: deepseek-ai/DeepSeek-V3\n", "  source: deepseek-ai/DeepSeek-V3\n  revision: main\n")
+    p, d = dynamo_variant(tmp, "trtllm", "deepseek-v3-pd-trtllm", trt_image)
+    check(p.returncode == 0, "dynamo/trtllm: the TensorRT-LLM example with an image is emitted", p.stderr)
+    if p.returncode == 0:
+        check_manifest("dynamo/trtllm", json.load(open(os.path.join(d, "plan.json"))), d)
+        check_dynamo("dynamo/trtllm", json.load(open(os.path.join(d, "plan.json"))), d)
+        check_golden("deepseek-v3-pd-trtllm-image", "dynamo", d)
+    name = ("  served_model_name: llama-3.1-70b\n", "  served_model_name: \"llama 70b\"\n")
+    p, d = dynamo_variant(tmp, "quoted", base, name)
+    args = yaml.safe_load(open(os.path.join(d, "dynamo.yaml")))["spec"]["services"]["decode"]["extraPodSpec"][
+        "mainContainer"]["args"] if p.returncode == 0 else []
+    check("llama 70b" in args and args[args.index("llama 70b") - 1] == "--served-model-name",
+          "dynamo: a served model name with a space is one argument", (p.stderr, args))
+    refusals = [("ray-dp", base, [(decode, "      replicas: 1\n      tp: 8\n      pp: 2\n      dp: 2\n"),
+                                  ("  nodes: 4\n", "  nodes: 6\n")], "a tp x pp engine across nodes with dp 2"),
+                ("quoted-multinode", base, [(decode, "      replicas: 1\n      tp: 8\n      pp: 2\n"), name],
+                 "joins a multi-node worker's arguments with spaces, unquoted"),
+                ("frontend", base, [("    - name: decode\n", "    - name: frontend\n")], "and not `frontend`"),
+                ("trtllm-revision", "deepseek-v3-pd-trtllm", [trt_image, trt_revision],
+                 "Dynamo's TensorRT-LLM worker has no flag for the model revision"),
+                ("trtllm-cp", base, [('  engine: { name: vllm, version: "0.11.0" }\n', "  engine: trtllm\n"),
+                                     ("      role: prefill\n      replicas: 2\n      tp: 4\n",
+                                      "      role: prefill\n      replicas: 2\n      tp: 2\n      cp: 2\n")],
+                 "pool `prefill`: Dynamo's TensorRT-LLM worker has no flag for context parallelism (cp 2)")]
+    for case, ex, edits, why in refusals:
+        p, d = dynamo_variant(tmp, case, ex, *edits)
+        check(p.returncode == 1 and why in p.stderr and not os.path.exists(d),
+              f"dynamo/{case}: refused ({why}), nothing written", p.stderr)
+    p = run("emit", os.path.join(EX, "deepseek-v3-pd-trtllm.plan.json"), "-t", "dynamo", "-o", os.path.join(tmp, "dn"))
+    check(p.returncode == 1 and "launch.image is null" in p.stderr, "dynamo without deployment.image is refused", p.stderr)
+
+
 tmp = tempfile.mkdtemp(prefix="rankplan-emit-")
 try:
     n = sum(emit_example(tmp, s) for s in sorted(glob.glob(os.path.join(EX, "*.yaml"))))
@@ -738,6 +945,7 @@ try:
     sglang_versions(tmp)
     directory_rules(tmp)
     refusals(tmp)
+    dynamo_cases(tmp)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 print(f"{'FAIL' if fails else 'ok'}: {fails} failed")

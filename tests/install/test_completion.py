@@ -123,9 +123,10 @@ def values(shell, cwd):
     expect(shell, [RANKRUN, "plan.json", "--backend", ""], ["host", "nccl"], cwd)
     # the launch targets of `rankplan emit` (its help lists them)
     expect(shell, [RANKPLAN, "emit", "plan.json", "--target", ""],
-           ["vllm", "sglang", "trtllm", "shell", "slurm", "k8s"], cwd)
+           ["vllm", "sglang", "trtllm", "shell", "slurm", "k8s", "dynamo"], cwd)
     expect(shell, [RANKPLAN, "emit", "plan.json", "-t", "s"], ["sglang", "shell", "slurm"], cwd)
     expect(shell, [RANKPLAN, "compile", "spec.yaml", "--emit", "t"], ["trtllm"], cwd)
+    expect(shell, [RANKPLAN, "compile", "spec.yaml", "--emit", "d"], ["dynamo"], cwd)
     # search --what-if: its keys, then the catalog's hardware entries for gpu=
     # (bash splits the word at '=', zsh does not)
     hw = sorted(p.stem for p in (SRC / "plans" / "catalog" / "hardware").glob("h*.yaml"))
