@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "opts.h"
 
+int cmd_calibrate(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
