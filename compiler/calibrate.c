@@ -248,7 +248,7 @@ void calibrate_print(FILE *f, const CalibIn *in, const CalibOut *out) {
   static const double scale[CAL__N] = {1e3, 1e3, 1};
   for (size_t p = 0; p < in->npts; p++) {
     const BenchPoint *b = &in->pts[p];
-    fprintf(f, "run %zu: %s, %s run %d: ", p + 1, b->loc.file, bench_tool_name(b->tool), b->record);
+    fprintf(f, "run %zu: %s #%d (%s): ", p + 1, b->loc.file, b->record, bench_tool_name(b->tool));
     cal_print_load(f, b);
     for (int j = 0; j < CAL__N; j++) {
       double m = cal_measured(b, j), e0 = out->before[p].v[j] / m - 1, e1 = out->after[p].v[j] / m - 1;
