@@ -49,20 +49,21 @@ def _times(pt, ttft, tpot, tok_s):
 def vllm_result(pt, model, ttft, tpot, tok_s):
     """vllm/benchmarks/serve.py: result_json as --save-result writes it."""
     duration, e2e = _times(pt, ttft, tpot, tok_s)
-    ms = {"ttft": ttft * 1e3, "tpot": tpot * 1e3, "itl": tpot * 1e3, "e2el": e2e * 1e3}
+    ms = {"ttft": ttft * 1e3, "tpot": tpot * 1e3, "itl": tpot * 1e3}
     r = {"date": "20250101-000000", "endpoint_type": "vllm", "backend": "vllm", "label": None,
          "model_id": model, "tokenizer_id": model, "num_prompts": COMPLETED,
-         "request_rate": pt.get("rate") or "inf", "burstiness": 1.0,
+         "request_rate": float(pt["rate"]) if pt.get("rate") else "inf", "burstiness": 1.0,
          "max_concurrency": pt.get("conc"),
          "duration": duration, "completed": COMPLETED, "failed": 0,
          "total_input_tokens": COMPLETED * pt["tin"], "total_output_tokens": COMPLETED * pt["tout"],
          "request_throughput": COMPLETED / duration, "request_goodput": None,
          "output_throughput": tok_s,
          "total_token_throughput": COMPLETED * (pt["tin"] + pt["tout"]) / duration,
-         "latencies": [e2e] * 4, "queue_times": [0.0] * 4,
+         "latencies": [e2e] * COMPLETED, "queue_times": [0.0] * COMPLETED,
          "max_output_tokens_per_s": tok_s, "max_concurrent_requests": pt.get("conc") or COMPLETED,
          "rtfx": 0.0}
-    for k in ("ttft", "tpot", "itl", "e2el"):
+    # the default --percentile-metrics ttft,tpot,itl and --metric-percentiles 99
+    for k in ("ttft", "tpot", "itl"):
         r[f"mean_{k}_ms"] = ms[k]
         r[f"median_{k}_ms"] = ms[k]
         r[f"std_{k}_ms"] = 0.0
@@ -73,7 +74,7 @@ def vllm_result(pt, model, ttft, tpot, tok_s):
 def sglang_result(pt, ttft, tpot, tok_s):
     """python/sglang/bench_serving.py: the record appended to --output-file."""
     duration, e2e = _times(pt, ttft, tpot, tok_s)
-    r = {"backend": "sglang", "dataset_name": "random", "request_rate": pt.get("rate") or float("inf"),
+    r = {"backend": "sglang", "dataset_name": "random", "request_rate": float(pt.get("rate") or "inf"),
          "max_concurrency": pt.get("conc"), "sharegpt_output_len": None,
          "random_input_len": pt["tin"], "random_output_len": pt["tout"], "random_range_ratio": 1.0,
          "duration": duration, "completed": COMPLETED,
@@ -141,3 +142,39 @@ def write_runs(points, preds, model, out_dir):
         f.write_text("".join(line + "\n" for line in sgl))
         files.append(str(f))
     return files
+
+
+# The fixtures (fixtures/README.md): one run per tool, and a second SGLang
+# line at an infinite rate with a concurrency (written as Infinity).
+FIXTURE_SPEC = "plans/examples/llama-3.1-8b-agg.yaml"
+FIXTURE_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+FIXTURE_POINTS = {
+    "vllm-serve.json": dict(tin=2000, tout=300, conc=8),
+    "sglang-bench-serving.jsonl": [dict(tin=2000, tout=300, rate=10), dict(tin=1000, tout=500, conc=16)],
+    "profile_export_aiperf.json": dict(tin=4000, tout=200, conc=4),
+}
+
+
+def write_fixtures(rp, src, calib, out_dir, tmp):
+    """Writes the fixtures of FIXTURE_POINTS into out_dir."""
+    spec = (pathlib.Path(src) / FIXTURE_SPEC).read_text()
+    out = pathlib.Path(out_dir)
+
+    def pred(pt):
+        return predict(rp, spec, calib, tmp, pt["tin"], pt["tout"], pt.get("rate"), pt.get("conc"))
+    pt = FIXTURE_POINTS["vllm-serve.json"]
+    (out / "vllm-serve.json").write_text(json.dumps(vllm_result(pt, FIXTURE_MODEL, *pred(pt))))
+    lines = [json.dumps(sglang_result(pt, *pred(pt))) for pt in FIXTURE_POINTS["sglang-bench-serving.jsonl"]]
+    (out / "sglang-bench-serving.jsonl").write_text("".join(line + "\n" for line in lines))
+    pt = FIXTURE_POINTS["profile_export_aiperf.json"]
+    (out / "profile_export_aiperf.json").write_text(
+        json.dumps(aiperf_result(pt, FIXTURE_MODEL, *pred(pt)), indent=2))
+
+
+if __name__ == "__main__":
+    import sys
+    import tempfile
+    if len(sys.argv) != 4:
+        sys.exit("usage: benchgen.py RANKPLAN CONSTANTS.json OUTDIR (writes the fixtures)")
+    with tempfile.TemporaryDirectory() as t:
+        write_fixtures(sys.argv[1], pathlib.Path(__file__).resolve().parents[2], sys.argv[2], sys.argv[3], t)
