@@ -21,7 +21,8 @@
  * run was limited by something the model does not describe, so a fit
  * there would hide it) to 1 (no kernel beats the datasheet peak). The
  * step overhead: from 1 us (the fit works on logarithms, so the floor
- * must be positive) to 0.1 s (a tenth of the table's limit). */
+ * must be positive; 500 times below the default) to 0.1 s (a tenth of the
+ * table's limit). */
 typedef struct {
   const char *name;
   double lo, hi;
