@@ -14,36 +14,25 @@
   written; usage errors exit 2.
 """
 import json
-import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "search"))
 import benchgen  # noqa: E402
+import searchlib  # noqa: E402
+from searchlib import RP, SRC, check  # noqa: E402
 
-RP = os.environ.get("RANKPLAN", "build/rankplan")
-SRC = pathlib.Path(os.environ.get("SRCROOT", "."))
-HERE = SRC / "tests" / "calibrate"
 FIX = HERE / "fixtures"
 AGG = SRC / "plans" / "examples" / "llama-3.1-8b-agg.yaml"
 PD = SRC / "plans" / "examples" / "llama-3.1-70b-pd.yaml"
-failures = 0
-
-
-def check(cond, what, extra=""):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL {what}\n{extra}")
-    else:
-        print(f"ok   {what}")
 
 
 def rp(*args):
-    p = subprocess.run([RP, *map(str, args)], capture_output=True, text=True, timeout=300,
-                       stdin=subprocess.DEVNULL)
+    """rankplan with args: (exit code, stdout, stderr)."""
+    p = searchlib.rp(*map(str, args))
     return p.returncode, p.stdout, p.stderr
 
 
@@ -240,4 +229,4 @@ with tempfile.TemporaryDirectory() as t:
     fixtures(t)
     bad_inputs(t)
     usage(t)
-sys.exit(1 if failures else 0)
+sys.exit(1 if searchlib.failures else 0)
