@@ -289,9 +289,11 @@ static int count_lines(const char *s, size_t n) {
   return k;
 }
 
-/* Each JSON object of the text in turn (one document, or one per line). */
-static bool bench__docs(Diags *d, const char *file, const char *text, size_t len,
-                        BenchPoints *pts) {
+/* Each JSON object of the text in turn (one document, or one per line).
+ * raw (the file as read) is shown under a syntax error; a field's
+ * diagnostic names the record's line only (a line can be megabytes). */
+static bool bench__docs(Diags *d, const char *file, const char *raw, size_t rawlen, const char *text,
+                        size_t len, BenchPoints *pts) {
   size_t off = 0;
   int line = 1, record = 0;
   bool ok = true;
@@ -301,13 +303,14 @@ static bool bench__docs(Diags *d, const char *file, const char *text, size_t len
     json_error_t je;
     json_t *doc = json_loadb(text + off, len - off, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &je);
     if (!doc) {
+      diags_add_source(d, file, raw, rawlen);
       Diag *g = diag_at(d, DIAG_E0561, (SrcLoc){file, line + (je.line > 0 ? je.line - 1 : 0),
                                                  je.column > 0 ? je.column : 1},
                         "benchmark file `%s` is not valid JSON: %s", file, je.text);
       diag_help(g, "pass the file the tool wrote: one JSON object, or one per line");
       return false;
     }
-    ok &= bench__record(d, (SrcLoc){file, line, 0}, ++record, doc, pts);
+    ok &= bench__record(d, (SrcLoc){file, line, 1}, ++record, doc, pts);
     json_decref(doc);
     line += count_lines(text + off, je.position);
     off += je.position;
@@ -333,11 +336,10 @@ bool bench_read_file(Diags *d, const char *path, BenchPoints *pts, bool *unreada
     *unreadable = true;
     return false;
   }
-  diags_add_source(d, path, raw, len);
   size_t n = 0;
   char *text = bench__clean(raw, len, &n);
+  bool ok = bench__docs(d, file, raw, len, text, n, pts);
   free(raw);
-  bool ok = bench__docs(d, file, text, n, pts);
   free(text);
   return ok;
 }
