@@ -212,6 +212,13 @@ static bool cal_fit(Diags *d, const CalibIn *in, CalCtx *c, CalibOut *out) {
 
 bool calibrate_run(Diags *d, const CalibIn *in, CalibOut *out) {
   memset(out, 0, sizeof *out);
+  if (in->spec->deployment.npools == 0) {
+    Diag *g = diag_at(d, DIAG_E0566, in->spec->deployment.loc,
+                      "the spec has no pools: calibrate evaluates the deployment that was benchmarked");
+    diag_help(g, "write the benchmarked pools under `deployment:` (`rankplan search --emit-spec` "
+                 "writes a winner's)");
+    return false;
+  }
   if (!cal_model_check(d, in)) return false;
   CalCtx c = {in, rp_calloc(in->npts, sizeof(CalPoint)), {0}, in->start};
   out->before = rp_calloc(in->npts, sizeof(CalPred));
@@ -270,8 +277,9 @@ void calibrate_print(FILE *f, const CalibIn *in, const CalibOut *out) {
               *(const double *)((const char *)&in->start + tab[t].offset),
               *(const double *)((const char *)&out->fitted + tab[t].offset), lo, hi);
     }
-  fprintf(f, "\nrms log error %.4f before, %.4f after (%zu runs, %d iterations)\n", out->rms_before,
-          out->rms_after, in->npts, out->iterations);
+  fprintf(f, "\nrms log error %.4f before, %.4f after (%zu run%s, %d iteration%s)\n", out->rms_before,
+          out->rms_after, in->npts, in->npts == 1 ? "" : "s", out->iterations,
+          out->iterations == 1 ? "" : "s");
 }
 
 char *calibrate_json(const CalibIn *in, const CalibOut *out, const char *spec_path) {

@@ -192,6 +192,11 @@ def bad_inputs(tmp):
         ["s-syntax.jsonl:3:", "is not valid JSON"])
     bad(tmp, "an empty file", "empty.json", "\n", "E0561", ["holds no JSON object"])
     bad(tmp, "a missing file", "absent.json", None, "E0560", ["cannot read benchmark file"], rc_want=2)
+    search_spec = SRC / "tests" / "search" / "moe-prime-experts.yaml"
+    rc, so, se = rp("calibrate", search_spec, "--bench", FIX / "sglang-bench-serving.jsonl",
+                    "-o", pathlib.Path(tmp) / "never.json")
+    check(rc == 1 and "error[E0566]: the spec has no pools" in se and se.count("error[") == 1,
+          "bad input: a spec without pools is one E0566", se)
     big = with_(vllm_doc(), total_input_tokens=64 * 10_000_000)
     bad(tmp, "a workload the deployment cannot hold", "v-long.json", big, "E0566",
         ["does not compile at the run's workload (10000000 input"])
