@@ -84,7 +84,9 @@ static bool rd_nonfinite_word(const json_t *v) {
 static bool rd_num(Rd *r, const char *path, double lo, double hi, bool required, double *out) {
   json_t *v = rd_get(r->root, path);
   if (!v) {
-    if (required) rd_fail(r, path, "is missing", "the file looks cut short or written by another version of the tool");
+    if (required)
+      rd_fail(r, path, "is missing", "the tool writes it with its default metrics (vLLM: ttft and tpot in "
+                                     "--percentile-metrics); pass the file it wrote, unchanged");
     return false;
   }
   if (rd_nonfinite_word(v)) {
