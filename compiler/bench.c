@@ -205,9 +205,24 @@ static void bench__aiperf(Rd *r, BenchPoint *p) {
   p->tpot = itl / 1e3;
 }
 
+/* GenAI-Perf's profile_export_genai_perf.json: its input_config is the
+ * command line (`model`, `concurrency`, `request_rate`: genai_perf/
+ * parser.py), and it records no request count or duration. */
+static bool bench__genai_perf(Rd *r) {
+  json_t *ic = json_object_get(r->root, "input_config");
+  if (!json_is_object(ic) || !json_object_get(ic, "model") || json_object_get(ic, "endpoint")) return false;
+  Diag *g = diag_at(r->d, DIAG_E0562, r->loc,
+                    "benchmark file `%s`, run %d: a GenAI-Perf export (`input_config.model`), "
+                    "which calibration does not read", r->loc.file, r->record);
+  diag_help(g, "it records neither the completed requests nor the duration; rerun with AIPerf, "
+               "which writes profile_export_aiperf.json");
+  return true;
+}
+
 /* Which tool wrote the record, by keys its writer always emits. */
 static bool bench__detect(Rd *r, BenchTool *t) {
   json_t *o = r->root;
+  if (bench__genai_perf(r)) return false;
   if (json_object_get(o, "input_config") || json_object_get(o, "time_to_first_token")) *t = BENCH_AIPERF;
   else if (json_object_get(o, "model_id") && json_object_get(o, "num_prompts")) *t = BENCH_VLLM;
   else if (json_object_get(o, "dataset_name") && json_object_get(o, "random_range_ratio")) *t = BENCH_SGLANG;

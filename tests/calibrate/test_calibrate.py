@@ -122,6 +122,12 @@ def fixtures(tmp):
     check("vllm-serve.json #1 (vllm): concurrency 8" in so, "vLLM's \"inf\" rate with a concurrency", so)
     check("profile_export_aiperf.json #1 (aiperf): concurrency 4, 4000 input" in so,
           "AIPerf's input_config.loadgen.concurrency and sequence lengths", so)
+    two = pathlib.Path(tmp) / "appended.json"
+    v = (FIX / "vllm-serve.json").read_text().strip()
+    two.write_text(v + "\n" + v.replace('"max_concurrency": 8', '"max_concurrency": 16') + "\n")
+    rc, so, se = rp("calibrate", AGG, "--bench", two, "-o", out)
+    check(rc == 0 and "appended.json #2 (vllm): concurrency 16" in so,
+          "vLLM --append-result (objects one per line) is read run by run", so + se)
 
 
 def bad(tmp, what, name, text, code, needles, rc_want=1, spec=AGG):
@@ -187,6 +193,10 @@ def bad_inputs(tmp):
         "E0565", ["no steady load"])
     bad(tmp, "no known layout", "other.json", json.dumps({"ttft": 1.0}), "E0562",
         ["not a result of vllm bench serve"])
+    g = aiperf_doc()
+    g["input_config"] = {"model": ["meta-llama/Llama-3.1-8B-Instruct"], "concurrency": 4, "request_rate": None}
+    bad(tmp, "a GenAI-Perf export", "profile_export_genai_perf.json", json.dumps(g), "E0562",
+        ["a GenAI-Perf export (`input_config.model`)"])
     bad(tmp, "a JSON array", "array.json", "[1, 2]", "E0562", ["expected a JSON object, got an array"])
     bad(tmp, "a record cut short", "s-syntax.jsonl", sgl[0] + "\n{\"backend\": \n", "E0561",
         ["s-syntax.jsonl:3:", "is not valid JSON"])
