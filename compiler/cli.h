@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "opts.h"
 
+int cmd_calibrate(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
@@ -18,12 +19,15 @@ int cmd_import(int argc, char **argv);
 int cmd_render(int argc, char **argv);
 int cmd_emit(int argc, char **argv);
 /* `compile --emit`: compiles spec and writes the plan and the launch files
- * of target into dir (cmd_emit.c). Returns an exit code; E0708 in d when
- * the spec cannot give the target; *what and *werr name an unwritable file
- * (as compile_spec_to_plan). */
+ * of target into dir (cmd_emit.c), the plan's estimates at the cost
+ * constants consts (NULL: the defaults). Returns an exit code; E0708 in d
+ * when the spec cannot give the target; *what and *werr name an unwritable
+ * file (as compile_spec_to_plan). */
 struct Spec;
+struct CostConsts;
 int compile_emit(const struct Spec *spec, const char *target, const char *dir, const char *split_dir,
-                 const char *catalog, Diags *d, char **what, int *werr);
+                 const char *catalog, const struct CostConsts *consts, Diags *d, char **what,
+                 int *werr);
 
 /* Prints "rankplan <cmd>: <msg>" and the hint to use --help; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) RP_PRINTF(2, 3);

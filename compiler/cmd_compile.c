@@ -37,6 +37,8 @@ static const char compile_usage[] =
     "  --split-by-node DIR       also write DIR/node-<N>.plan.json per node,\n"
     "                            each holding only what that node's ranks need\n"
     "  --catalog DIR             where `preset:` entries are looked up\n"
+    "  --calibration FILE        cost constants for the plan's estimates (the file\n"
+    "                            `rankplan calibrate` or `rankrun --probe` writes)\n"
     "  --format text|json|sarif  diagnostics format (default text)\n"
     "  -h, --help                show this help\n"
     "\n"
@@ -49,6 +51,7 @@ static const char compile_usage[] =
 
 int cmd_compile(int argc, char **argv) {
   const char *path = NULL, *out = NULL, *split = NULL, *fmt_s = "text", *catalog = NULL, *emit = NULL;
+  const char *calib = NULL;
   const RpOpt opts[] = {
       {"--help", "-h", false, NULL, NULL, cli_help, NULL},
       {"--output", "-o", true, &out, NULL, NULL, NULL},
@@ -56,6 +59,7 @@ int cmd_compile(int argc, char **argv) {
       {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
       {"--catalog", NULL, true, &catalog, NULL, NULL, NULL},
       {"--emit", NULL, true, &emit, NULL, NULL, NULL},
+      {"--calibration", NULL, true, &calib, NULL, NULL, NULL},
   };
   int pr = cli_parse("compile", compile_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
   if (pr != RP_OPT_GO) return pr;
@@ -68,24 +72,27 @@ int cmd_compile(int argc, char **argv) {
   if (emit && (!launch_target_parse(emit, &lt)))
     return cli_usage_error("compile", "unknown --emit target '%s' (expected %s)", emit, launch_target_list());
   if (emit && strcmp(out, "-") == 0) return cli_usage_error("compile", "--emit writes a directory; `-o -` is refused");
-  const char *inputs[] = {path};
-  if (cli_output_not_input("compile", "-o", out, inputs, 1)) return RP_EXIT_USAGE;
+  const char *inputs[] = {path, calib};
+  if (cli_output_not_input("compile", "-o", out, inputs, calib ? 2 : 1)) return RP_EXIT_USAGE;
   /* With `-o -` the plan is standard output, so every diagnostic goes to
    * standard error, whatever its format. */
   bool plan_on_stdout = strcmp(out, "-") == 0;
 
   Diags d;
   diags_init(&d);
-  Spec *spec = spec_parse_file(&d, path, catalog);
+  CostConsts k;
+  cost_consts_default(&k);
   bool unreadable = false;
+  Spec *spec = calib && !cost_calibration_load(&d, calib, &k, &unreadable) ? NULL
+                                                                            : spec_parse_file(&d, path, catalog);
   for (size_t i = 0; i < d.list.len; i++)
     if (d.list.items[i]->code == DIAG_E0001) unreadable = true;
   int rc = RP_EXIT_INPUT;
   char *what = NULL;
   int werr = 0;
   if (spec && !diags_failed(&d)) {
-    CompileOpts o = {out, split, NULL};
-    rc = emit ? compile_emit(spec, emit, out, split, catalog, &d, &what, &werr)
+    CompileOpts o = {out, split, &k};
+    rc = emit ? compile_emit(spec, emit, out, split, catalog, &k, &d, &what, &werr)
               : compile_spec_to_plan(spec, &o, &d, &what, &werr);
   }
   if (unreadable) rc = RP_EXIT_USAGE;

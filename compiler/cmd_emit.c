@@ -81,7 +81,7 @@ int cmd_emit(int argc, char **argv) {
  * loader like any plan, and lands in DIR as plan.json with the target's
  * files. */
 int compile_emit(const Spec *spec, const char *target, const char *dir, const char *split_dir,
-                 const char *catalog, Diags *d, char **what, int *werr) {
+                 const char *catalog, const CostConsts *consts, Diags *d, char **what, int *werr) {
   LaunchTarget t;
   *what = NULL;
   *werr = 0;
@@ -103,7 +103,7 @@ int compile_emit(const Spec *spec, const char *target, const char *dir, const ch
     return RP_EXIT_USAGE;
   }
   close(fd);
-  CompileOpts o = {tmp, split_dir, NULL};
+  CompileOpts o = {tmp, split_dir, consts};
   int rc = compile_spec_to_plan(spec, &o, d, what, werr);
   if (rc == RP_EXIT_OK) {
     char *text = NULL, *err = NULL;

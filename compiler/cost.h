@@ -49,7 +49,7 @@
   X(max_batch_per_dp, 256, 1, 1e6,                                               \
     "most sequences one attention dp rank decodes per micro-batch")
 
-typedef struct {
+typedef struct CostConsts {
 #define X(name, def, lo, hi, doc) double name;
   COST_CONSTANTS(X)
 #undef X

@@ -26,6 +26,7 @@ static const DiagInfo diag_table[] = {
 #include "codes_search.def"
 #include "codes_hooks.def"
 #include "codes_engine.def"
+#include "codes_calib.def"
 #undef X
 };
 

@@ -37,6 +37,7 @@ typedef enum {
 #include "codes_search.def"
 #include "codes_hooks.def"
 #include "codes_engine.def"
+#include "codes_calib.def"
 #undef X
   DIAG__COUNT
 } DiagCode;

@@ -22,6 +22,8 @@ static const char usage[] =
     "  check SPEC            validate a spec (dry run); exit 0 valid, 1 invalid\n"
     "  compile SPEC -o PLAN  write the per-rank launch plan (JSON)\n"
     "  search SPEC           find the layout and xPyD pool sizes with the best goodput\n"
+    "  calibrate SPEC --bench FILE... -o CAL\n"
+    "                        fit the cost constants to benchmark results\n"
     "  explain PLAN          print a plan as tables (ranks, groups, memory, reshard)\n"
     "  emit PLAN -t T -o DIR write the plan's launch files (vllm, sglang, trtllm, shell, slurm, k8s)\n"
     "  import-hf CONFIG      write a Hugging Face config.json as a model entry (YAML)\n"
@@ -46,6 +48,7 @@ static const Command commands[] = {
     {"check", cmd_check},
     {"compile", cmd_compile},
     {"search", cmd_search},
+    {"calibrate", cmd_calibrate},
     {"explain", cmd_explain},
     {"emit", cmd_emit},
     {"import-hf", cmd_import},
