@@ -97,7 +97,8 @@ bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
                    "each rank from mpirun or srun: tensorrt_llm/llmapi/trtllm-llmapi-launch), and mpirun starts "
                    "the ranks of other hosts through a remote shell, which LeaderWorkerSet pods do not have (LWS's "
                    "TensorRT-LLM example, docs/examples/tensorrt-llm, adds kubectl to the image and pods/exec "
-                   "rights for it); use the shell or slurm target, or instances of one node",
+                   "rights for it); use the dynamo target (its operator starts the MPI job across pods), the "
+                   "shell or slurm target, or instances of one node",
                 in->P->name);
   if (j > 0) {
     char *h = lhost_name(l, in->runs[0].node);
