@@ -254,32 +254,26 @@ def check_docs_list_keys():
 
 def check_unprintable_text(tmp):
     """Text that YAML cannot hold as text reaches the imported YAML as `?`,
-    so the YAML still parses as a spec's model: a DEL inside a
-    modules_to_not_convert pattern (tests/hf/regress/, the input fuzz_hf
-    found), and DEL and a C1 control in the file name the model is named
-    after."""
-    cfg = json.loads((FIX.parent / "regress" / "fuzz-del-in-module-pattern.json").read_text())
-    name = os.fsencode(tmp) + b"/odd\x7f\xc2\x80name.json"
-    with open(name, "wb") as f:
-        f.write(json.dumps(cfg).encode())
-    out = pathlib.Path(tmp) / "odd.yaml"
-    p = run("import-hf", os.fsdecode(name), "-o", str(out))
-    text = out.read_text() if out.exists() else ""
-    check(p.returncode == 0 and ".ml&p.r?uter" in text and 'name: "odd??name"' in text,
-          "import-hf writes DEL and C1 controls as one `?` each, in comments and the name")
-    parses_as_model(tmp, "odd", text)
-    # YAML's other line breaks (U+0085 NEL, U+2028, U+2029) would end a
-    # comment and turn the rest of it into YAML: the input fuzz_hf found
-    # has a NEL in a module pattern; the name holds the other two.
-    name = os.fsencode(tmp) + "/odd\u2028line\u2029name.json".encode()
-    with open(name, "wb") as f:
-        f.write((FIX.parent / "regress" / "fuzz-nel-in-module-pattern.json").read_bytes())
-    out = pathlib.Path(tmp) / "nel.yaml"
-    p = run("import-hf", os.fsdecode(name), "-o", str(out))
-    text = out.read_text() if out.exists() else ""
-    check(p.returncode == 0 and "self_attn*-?eaye" in text and 'name: "odd?line?name"' in text,
-          "import-hf writes NEL, U+2028 and U+2029 as one `?` each, in comments and the name")
-    parses_as_model(tmp, "nel", text)
+    one per character, so the YAML still parses as a spec's model: a DEL
+    inside a modules_to_not_convert pattern and DEL and a C1 control in the
+    file name the model is named after; YAML's other line breaks (U+0085
+    NEL, U+2028, U+2029), which would end a comment and turn the rest of
+    it into YAML: a NEL in a module pattern and the other two in the name.
+    Both configs are inputs fuzz_hf found (tests/hf/regress/)."""
+    cases = (("fuzz-del-in-module-pattern.json", b"odd\x7f\xc2\x80name", ".ml&p.r?uter", "odd??name",
+              "DEL and C1 controls"),
+             ("fuzz-nel-in-module-pattern.json", "odd\u2028line\u2029name".encode(), "self_attn*-?eaye",
+              "odd?line?name", "NEL, U+2028 and U+2029"))
+    for regress, stem, in_comment, in_name, what in cases:
+        name = os.fsencode(tmp) + b"/" + stem + b".json"
+        with open(name, "wb") as f:
+            f.write((FIX.parent / "regress" / regress).read_bytes())
+        out = pathlib.Path(tmp) / (regress + ".yaml")
+        p = run("import-hf", os.fsdecode(name), "-o", str(out))
+        text = out.read_text() if out.exists() else ""
+        check(p.returncode == 0 and in_comment in text and f'name: "{in_name}"' in text,
+              f"import-hf writes {what} as one `?` each, in comments and the name")
+        parses_as_model(tmp, regress, text)
 
 
 def parses_as_model(tmp, stem, text):
