@@ -244,4 +244,4 @@ with tempfile.TemporaryDirectory() as t:
     fixtures(t)
     bad_inputs(t)
     usage(t)
-sys.exit(1 if searchlib.failures else 0)
+sys.exit(searchlib.rptest.finish())

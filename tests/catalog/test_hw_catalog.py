@@ -21,23 +21,20 @@ import sys
 import tempfile
 
 import yaml
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.environ["RANKPLAN"]
 SRC = pathlib.Path(os.environ["SRCROOT"])
 HW = SRC / "plans" / "catalog" / "hardware"
 ENV = dict(os.environ, NO_COLOR="1", RANKPLAN_CATALOG=str(SRC / "plans" / "catalog"))
-RESULTS = []  # one bool per check
 
 # The keys whose figures the header must state, as paths into the entry.
 FIGURES = [("gpu", "hbm_bandwidth"), ("gpu", "bf16"), ("gpu", "fp16"), ("gpu", "fp8"),
            ("gpu", "int8"), ("gpu", "fp4"), ("scale_up", "bandwidth"), ("scale_up", "domain"),
            ("scale_out", "bandwidth"), ("gpus_per_node",), ("nodes_per_rack",)]
 UNIT_BYTES = {"MiB": 1 << 20, "GiB": 1 << 30, "GB": 10**9}
-
-
-def check(cond, what):
-    RESULTS.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + what)
 
 
 def why(p):
@@ -174,9 +171,7 @@ def main():
             lint(path.stem, text, entry)
             loads(tmp, path.stem, entry)
         nvl72(tmp)
-    failed = RESULTS.count(False)
-    print(f"{len(RESULTS) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return rptest.finish()
 
 
 if __name__ == "__main__":

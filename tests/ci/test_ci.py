@@ -18,6 +18,9 @@ import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "golden"))
 import run as golden_run  # noqa: E402  (the golden cases' layout)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.path.abspath(os.environ.get("RANKPLAN", "build/rankplan"))
 SRC = pathlib.Path(os.environ.get("SRCROOT", ".")).resolve()
@@ -25,16 +28,6 @@ EX = SRC / "plans" / "examples"
 GOLDEN = SRC / "tests" / "golden"
 ENV = dict(os.environ, NO_COLOR="1", RANKPLAN_CATALOG=str(SRC / "plans" / "catalog"))
 
-failures = 0
-
-
-def check(cond, what, extra=""):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL {what}\n{extra}")
-    else:
-        print(f"ok   {what}")
 
 
 def rp(args, cwd=None, timeout=300):
@@ -294,8 +287,7 @@ def main():
         test_workflow(tmp)
         test_precommit(tmp)
     test_agreement()
-    print(f"{failures} failed")
-    return 1 if failures else 0
+    return rptest.finish()
 
 
 if __name__ == "__main__":

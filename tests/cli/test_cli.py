@@ -5,23 +5,18 @@ import os
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.environ["RANKPLAN"]
 SRC = os.environ["SRCROOT"]
-fails = 0
 
 
 def run(*args, **kw):
     env = dict(os.environ, NO_COLOR="1")
     env.update(kw.pop("env", {}))
     return subprocess.run([RP, *args], capture_output=True, text=True, env=env, timeout=60, **kw)
-
-
-def check(cond, what):
-    global fails
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        fails += 1
 
 
 p = run("--help")
@@ -288,4 +283,4 @@ def rankrun_outputs():
 not_regular_inputs()
 output_files()
 rankrun_outputs()
-sys.exit(1 if fails else 0)
+sys.exit(rptest.finish())

@@ -40,6 +40,9 @@ import tempfile
 
 import jsonschema
 import yaml
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.path.abspath(os.environ["RANKPLAN"])
 SRC = os.environ["SRCROOT"]
@@ -48,17 +51,7 @@ HERE = os.path.join(SRC, "tests", "engines")
 FIX = os.path.join(HERE, "fixtures")
 GOLDEN = os.path.join(HERE, "golden")
 UPDATE = "--update" in sys.argv
-fails = 0
 SHELLCHECK = shutil.which("shellcheck")
-
-
-def check(cond, what, detail=""):
-    global fails
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        fails += 1
-        if detail:
-            print("     " + str(detail)[:3000])
 
 
 def run(*args, cwd=None):
@@ -948,5 +941,4 @@ try:
     dynamo_cases(tmp)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-print(f"{'FAIL' if fails else 'ok'}: {fails} failed")
-sys.exit(1 if fails else 0)
+sys.exit(rptest.finish())

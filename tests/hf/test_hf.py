@@ -3,32 +3,25 @@
 fixtures (tests/hf/fixtures/SOURCES.md): parameter totals against the
 published ones (tests/hf/published.json), the YAML against the spec's
 parser, diagnostics naming JSON field paths, determinism, atomic output."""
+import sys
 import json
 import os
 import pathlib
 import re
 import subprocess
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.environ["RANKPLAN"]
 SRC = pathlib.Path(os.environ["SRCROOT"])
 FIX = SRC / "tests" / "hf" / "fixtures"
-fails = 0
-passes = 0
 
 
 def run(*args, **kw):
     env = dict(os.environ, NO_COLOR="1")
     return subprocess.run([RP, *args], capture_output=True, text=True, env=env, timeout=60, **kw)
-
-
-def check(cond, what):
-    global fails, passes
-    print(("ok   " if cond else "FAIL ") + what)
-    if cond:
-        passes += 1
-    else:
-        fails += 1
 
 
 def counts(yaml_text):
@@ -296,5 +289,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check_cli(tmp)
 with tempfile.TemporaryDirectory() as tmp:
     check_unprintable_text(tmp)
-print(f"{passes} passed, {fails} failed")
-raise SystemExit(1 if fails else 0)
+raise SystemExit(rptest.finish())

@@ -7,16 +7,11 @@ check() and its failure count serve every test of this folder."""
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402,F401  (the tests of this folder call smoke.check)
 
 
 def clean_env():

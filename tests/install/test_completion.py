@@ -201,8 +201,7 @@ def main():
             paths(shell, cwd)
             command_after_dashes(shell, cwd)
             presets(shell, cwd)
-    print(f"{smoke.failures} failed")
-    return 1 if smoke.failures else 0
+    return smoke.rptest.finish()
 
 
 if __name__ == "__main__":

@@ -96,8 +96,7 @@ def main():
         metadata(debs[0])
         unpacked(debs[0])
         installed(debs[0])
-    print(f"{smoke.failures} failed")
-    return 1 if smoke.failures else 0
+    return smoke.rptest.finish()
 
 
 if __name__ == "__main__":

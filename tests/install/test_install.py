@@ -68,8 +68,7 @@ def main():
         moved = pathlib.Path(tmp) / "moved"
         shutil.move(str(dest), str(moved))
         smoke.installed_tools(under(moved, prefix, o["bindir"]), under(moved, prefix, o["datadir"]) / "rankplan")
-    print(f"{smoke.failures} failed")
-    return 1 if smoke.failures else 0
+    return smoke.rptest.finish()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.environ.get("RANKPLAN", "build/rankplan")
 SRC = pathlib.Path(os.environ.get("SRCROOT", "."))
@@ -34,16 +37,6 @@ DENSE = {"tp": "tp", "cp": "cp", "dp": "dp", "pp": "pp", "tp-cp": "tp-cp", "dp-c
          "tp-pp": "tp-pp", "tp-dp-cp": "tp-dp-cp"}          # plan kind -> token
 EXPERT = {"ep": "ep", "etp": "tp", "edp": "dp", "tp-ep": "tp-ep"}
 
-failures = 0
-
-
-def check(cond, what, extra=""):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL {what}\n{extra}")
-    else:
-        print(f"ok   {what}")
 
 
 def complete(order, sizes):
@@ -178,8 +171,7 @@ def main():
             c = subprocess.run([RP, "check", str(pathlib.Path(tmp) / f"refused{i}.yaml")], env=ENV,
                                capture_output=True, text=True, timeout=120)
             check(c.returncode == 1 and "error[E0301]" in c.stderr, f"`{order}`: check refuses it too")
-    print(f"{failures} failed")
-    return 1 if failures else 0
+    return rptest.finish()
 
 
 if __name__ == "__main__":

@@ -17,11 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.path.abspath(os.environ["RANKPLAN"])
 SRC = os.environ["SRCROOT"]
 EX = os.path.join(SRC, "plans", "examples")
-fails = 0
 
 try:
     import jsonschema
@@ -38,15 +40,6 @@ def run(*args, cwd=None, timeout=300):
     env = dict(os.environ, NO_COLOR="1")
     return subprocess.run([RP, *args], capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=timeout)
-
-
-def check(cond, what, detail=""):
-    global fails
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        fails += 1
-        if detail:
-            print("     " + str(detail)[:2000])
 
 
 def members(g):
@@ -883,5 +876,4 @@ try:
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
-print(f"{fails} failed")
-sys.exit(1 if fails else 0)
+sys.exit(rptest.finish())

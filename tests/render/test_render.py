@@ -25,20 +25,15 @@ import xml.etree.ElementTree as ET
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import browser  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.environ["RANKPLAN"]
 SRC = pathlib.Path(os.environ["SRCROOT"])
 EX = SRC / "plans" / "examples"
 GOLDEN = SRC / "tests" / "render" / "golden" / "llama-3.1-8b-pd-1node.svg"
 SVGNS = "{http://www.w3.org/2000/svg}"
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        fails += 1
 
 
 def run(*args):
@@ -338,8 +333,7 @@ def main():
         at_scale(d)
         escaping(d)
         plot(d)
-    print(f"{'passed' if not fails else 'failed'}: {fails} failed")
-    sys.exit(1 if fails else 0)
+    sys.exit(rptest.finish())
 
 
 main()

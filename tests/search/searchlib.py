@@ -3,20 +3,13 @@ and the sources are, running it, and the ok/FAIL checks."""
 import os
 import pathlib
 import subprocess
+import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402,F401  (the tests of this folder call searchlib.check)
 
 RP = os.environ.get("RANKPLAN", "build/rankplan")
 SRC = pathlib.Path(os.environ.get("SRCROOT", ".")).resolve()
-failures = 0
-
-
-def check(cond, what, extra=""):
-    """Prints ok or FAIL (with extra) for one expectation and counts failures."""
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL {what}\n{extra}")
-    else:
-        print(f"ok   {what}")
 
 
 def rp(*args):

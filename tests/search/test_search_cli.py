@@ -7,6 +7,9 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rptest  # noqa: E402
+from rptest import check  # noqa: E402
 
 RP = os.environ.get("RANKPLAN", "build/rankplan")
 SRC = pathlib.Path(os.environ.get("SRCROOT", "."))
@@ -15,22 +18,12 @@ FIX = SRC / "tests" / "search"
 LLAMA = str(EX / "llama-3.1-70b-pd.yaml")
 DSV3 = str(EX / "deepseek-v3-1024.yaml")
 
-failures = 0
 
 
 def run(*args):
     p = subprocess.run([RP, "search", *args], capture_output=True, text=True, timeout=120,
                        stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what, extra=""):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL {what}\n{extra}")
-    else:
-        print(f"ok   {what}")
 
 
 def spec_variant(path, replace, tmp, name):
@@ -258,5 +251,4 @@ for args, code, want, what in (
     rc, out, err = run(*args)
     check(rc == code and want in err and out == "", f"{what}: exit {code}, the reason named", (rc, out, err))
 
-print(f"{failures} failed")
-sys.exit(1 if failures else 0)
+sys.exit(rptest.finish())

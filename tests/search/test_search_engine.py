@@ -79,4 +79,4 @@ def main():
 
 
 main()
-sys.exit(1 if searchlib.failures else 0)
+sys.exit(searchlib.rptest.finish())

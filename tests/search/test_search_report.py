@@ -144,4 +144,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check("rejected before ranking" in p.stdout and "(--gpu-memory-utilization, --max-model-len)" in p.stdout,
           "explain: the memory rejections name the engine flags", p.stdout)
 
-sys.exit(1 if searchlib.failures else 0)
+sys.exit(searchlib.rptest.finish())

@@ -168,4 +168,4 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run([RP, "check", p], capture_output=True, text=True, timeout=60)
     check(r.returncode == 1 and "E0105" in r.stderr and "E0101" in r.stderr, "tp 0 and an unknown dimension", r.stderr)
 
-sys.exit(1 if searchlib.failures else 0)
+sys.exit(searchlib.rptest.finish())
