@@ -104,14 +104,47 @@ static bool hook_experts(Diags *d, const Spec *spec, Layout *L) {
   if (!spec->deployment.hooks.expert_placement.set || !model_is_moe(&spec->model)) return true;
   HookSession hs;
   bool ok = hook_session_open(&hs, spec, d);
+  int64_t slots = model_expert_slots(&spec->model);
   for (size_t p = 0; ok && p < L->npools; p++) {
     HookExpertMap m;
     ok = hook_run_expert_placement(&hs.env, &hs.ctx, p, &m, d);
+    if (ok && spec->model.moe.redundant_experts.v > 0 && m.slots_per_rank * m.ep != slots) {
+      Diag *g = diag_at(d, DIAG_E0612, spec->deployment.hooks.expert_placement.loc,
+                        "the expert_placement hook placed %lld replicas in pool `%s`, but the model has %lld "
+                        "expert slots (experts plus model.moe.redundant_experts)",
+                        (long long)(m.slots_per_rank * m.ep), L->pools[p].name, (long long)slots);
+      diag_help(g, "place exactly %lld replicas, or change model.moe.redundant_experts to match the hook",
+                (long long)slots);
+      ok = false;
+    }
     if (ok) lay_set_expert_map(L, p, m.experts, m.ep, m.slots_per_rank, m.offsets, m.ranks);
     hook_expert_map_free(&m);
   }
   hook_session_close(&hs);
   return ok && !diags_failed(d);
+}
+
+/* The starting map of a model with redundant experts and no
+ * expert_placement hook: slot s (ep rank s / slots_per_rank) holds expert
+ * s mod experts, so the extra slots replicate the first experts; the
+ * engine's load balancer moves replicas at run time (docs/memory.md,
+ * "Redundant experts"). */
+static void default_expert_map(const Spec *spec, Layout *L) {
+  int64_t E = spec->model.moe.experts.v, S = model_expert_slots(&spec->model);
+  if (spec->deployment.hooks.expert_placement.set || spec->model.moe.redundant_experts.v <= 0 || E <= 0) return;
+  int64_t *offsets = rp_calloc((size_t)E + 1, sizeof *offsets);
+  int64_t *ranks = rp_calloc((size_t)S, sizeof *ranks);
+  for (size_t p = 0; p < L->npools; p++) {
+    int64_t ep = L->pools[p].size[CO_EP], k = S / ep, n = 0;
+    for (int64_t e = 0; e < E; e++) {
+      offsets[e] = n;
+      for (int64_t s = e; s < S; s += E) ranks[n++] = s / k;
+    }
+    offsets[E] = n;
+    lay_set_expert_map(L, p, E, ep, k, offsets, ranks);
+  }
+  free(offsets);
+  free(ranks);
 }
 
 Layout *compile_layout(const Spec *spec, Diags *d) {
@@ -128,6 +161,7 @@ Layout *compile_layout(const Spec *spec, Diags *d) {
   if (L && !diags_failed(d)) hook_partitions(d, spec, L);
   if (L && !diags_failed(d)) place(d, spec, L);
   if (L && !diags_failed(d)) hook_experts(d, spec, L);
+  if (L && !diags_failed(d)) default_expert_map(spec, L);
   if (L && !diags_failed(d)) lay_memory(d, spec, L);
   if (L && !diags_failed(d)) {
     /* KV reshard maps between prefill and decode pools: errors stop the

@@ -195,6 +195,7 @@ static double cost__moe_tok_bytes(int64_t h, DType d) {
 /* The MoE shape, routing and dispatch/combine bytes of model ms. */
 static void cost__moe_init(const ModelSpec *ms, CostModel *m) {
   m->experts = ms->moe.experts.v;
+  m->expert_slots = model_expert_slots(ms);
   m->top_k = ms->moe.top_k.v;
   m->expert_ffn_size = ms->moe.expert_intermediate_size.v;
   m->route_groups = ms->moe.groups.set ? ms->moe.groups.v : 0;
@@ -399,7 +400,7 @@ int64_t cost_weight_bytes_gpu(const CostModel *m, const CostLayout *l) {
   int64_t *part = rp_malloc((size_t)pp * sizeof *part);
   cost__partition(m, pp, part, NULL);
   int64_t worst = 0, first = 0;
-  int64_t local_experts = m->moe ? cost__cdiv(m->experts, l->ep) : 0;
+  int64_t local_experts = m->moe ? cost__cdiv(m->expert_slots, l->ep) : 0;
   int64_t per_moe = cka(&st, cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router),
                         ckm(&st, local_experts, cost__cdiv(m->b_expert, l->etp)));
   int64_t per_attn = cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms);
@@ -532,14 +533,14 @@ void cost_ep_comm(const CostModel *m, const CostLayout *l, double tokens, CostEp
 static double cost__rows(const CostModel *m, int64_t local, int64_t tokens, double x) {
   if (!(x > 0)) return 0.0;
   /* tokens reaching this rank's experts, spread over the touched ones */
-  double mine = (double)tokens * (double)m->top_k * (double)local / (double)m->experts;
+  double mine = (double)tokens * (double)m->top_k * (double)local / (double)m->expert_slots;
   double per = mine / x * m->k.expert_imbalance;
   return x * ceil(per / COST_GEMM_M_ALIGN) * COST_GEMM_M_ALIGN;
 }
 
 double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens) {
   if (!m->moe || local < 1 || tokens < 1) return 0.0;
-  return cost__rows(m, local, tokens, cost_experts_touched(m->experts, m->top_k, local, tokens));
+  return cost__rows(m, local, tokens, cost_experts_touched(m->expert_slots, m->top_k, local, tokens));
 }
 
 /* Experts sharded over etp ranks that hold the same tokens (activations
@@ -591,7 +592,7 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   int64_t group_tokens = cost__cdiv(ckm(&st, ckm(&st, Sn, l->ep), l->etp), tpcp);
   if (!st.ok) return false;
   double imb = cost_cp_imbalance(l->cp, true);
-  double rows = cost_expert_rows(m, cost__cdiv(m->experts, l->ep), group_tokens);
+  double rows = cost_expert_rows(m, cost__cdiv(m->expert_slots, l->ep), group_tokens);
   double f_exp = (double)m->n_moe * 2.0 * rows * (double)m->expert_params / (double)l->etp;
   double flops_rank = (double)lin / (double)tpcp + f_exp + (double)attn * imb / (double)tpcp +
                       (double)lm / (double)l->tp;
@@ -654,7 +655,7 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
                    cost__cdiv(m->b_dense_ffn, l->tp));
   p->p_dense = cka(&st, m->attn_params, m->dense_ffn_params);
   if (m->moe) {
-    p->local = cost__cdiv(m->experts, l->ep);
+    p->local = cost__cdiv(m->expert_slots, l->ep);
     p->w_moe = cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
                    cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router));
     p->w_expert = cost__cdiv(m->b_expert, l->etp);
@@ -686,7 +687,7 @@ static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_
   CkState st = {true};
   /* one copy of the experts spans ep * etp of the tp*dp ranks */
   int64_t group = cost__cdiv(ckm(&st, ckm(&st, b, l->ep), l->etp), p->tpdp);
-  double touched = group > 0 ? cost_experts_touched(m->experts, m->top_k, p->local, group) : 0.0;
+  double touched = group > 0 ? cost_experts_touched(m->expert_slots, m->top_k, p->local, group) : 0.0;
   ml->bytes = (double)p->w_moe + touched * (double)p->w_expert + kv_layer;
   int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
   f = cka(&st, f, ckm(&st, ckm(&st, 2, bdp), m->router_params));

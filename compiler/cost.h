@@ -104,6 +104,7 @@ typedef struct {
   bool moe;
   int64_t layers, n_dense, n_moe, hidden, vocab, heads, kv_heads, head_dim;
   int64_t experts, top_k;
+  int64_t expert_slots;            /* experts + moe.redundant_experts: ep divides it */
   int64_t route_groups, route_group_top_k; /* group-limited routing; 0: none */
   double dispatch_bytes, combine_bytes;    /* per token, scales included */
   int64_t dense_ffn_size, expert_ffn_size; /* intermediate sizes (divisibility) */

@@ -121,6 +121,20 @@ void lflag_i(Launch *l, StrBuf *sb, const char *term, int64_t v) {
   lflag(l, sb, term, b);
 }
 
+int64_t lredundant_experts(const Inst *in) {
+  const PlanPool *P = in->P;
+  if (!P->expert_map || P->expert_slots <= 0) return 0;
+  int64_t n = P->expert_slots * in->ep, top = -1; /* the loader bounded slots * ep */
+  for (int64_t i = 0; i < n; i++)
+    if (P->expert_map[i] > top) top = P->expert_map[i];
+  return n - (top + 1);
+}
+
+void lredundant_flag(Launch *l, StrBuf *sb, const Inst *in) {
+  int64_t r = lredundant_experts(in);
+  if (r > 0) lflag_i(l, sb, "redundant_experts", r);
+}
+
 void ldim(Launch *l, StrBuf *sb, EngineDim d, int64_t v) {
   const char *f = l->c->dim[d].flag;
   if (!f) {

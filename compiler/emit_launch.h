@@ -95,6 +95,13 @@ void lflag_i(Launch *l, StrBuf *sb, const char *term, int64_t v);
 void lflag_raw(Launch *l, StrBuf *sb, const char *term, const char *shell_word);
 /* The flag of dimension d (tp, pp, ...) with v. */
 void ldim(Launch *l, StrBuf *sb, EngineDim d, int64_t v);
+/* The expert slots of an instance's ep rank beyond one per routed expert
+ * (model.moe.redundant_experts, or an expert_placement hook's replicas),
+ * from the pool's expert_map; 0 without one. */
+int64_t lredundant_experts(const Inst *in);
+/* The engine's redundant-experts flag when the instance has such slots;
+ * an error when the catalog entry names none. */
+void lredundant_flag(Launch *l, StrBuf *sb, const Inst *in);
 /* Flags every engine takes from the plan's launch key: served model name,
  * revision, max model length, max sequences, chunked-prefill tokens. */
 void lserving(Launch *l, StrBuf *sb);

@@ -31,6 +31,7 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   ldim(l, sb, ED_DP, in->dp);
   if (dp_attn) lflag(l, sb, "dp_attention", NULL);
   if (L->moe) ldim(l, sb, ED_EP, in->ep);
+  lredundant_flag(l, sb, in);
   if (in->dcp > 1) ldim(l, sb, ED_DCP, in->dcp);
   lflag(l, sb, "kv_cache_dtype", lkv_dtype(l));
   lflag_i(l, sb, "block_size", L->kv_block);

@@ -60,6 +60,7 @@ static void trtllm_flags(Launch *l, const Inst *in, StrBuf *sb) {
   ldim(l, sb, ED_PP, in->pp);
   if (in->cp > 1) ldim(l, sb, ED_CP, in->cp);
   if (L->moe) ldim(l, sb, ED_EP, in->ep);
+  lredundant_flag(l, sb, in); /* no TensorRT-LLM entry names one: refused */
   lflag_i(l, sb, "gpus_per_node", in->runs[0].n);
   lflag_frac(l, sb, lfrac_kv_free(l, in->pool), false);
   lserving(l, sb);

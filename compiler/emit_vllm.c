@@ -27,6 +27,12 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   ldim(l, sb, ED_PP, in->pp);
   ldim(l, sb, ED_DP, in->dp);
   if (l->L->moe && in->ep > 1) sb_printf(sb, " \\\n    %s", l->c->dim[ED_EP].flag);
+  if (lredundant_experts(in) > 0) {
+    char *json = rp_sprintf("{\"num_redundant_experts\":%lld}", (long long)lredundant_experts(in));
+    lflag(l, sb, "eplb", NULL);
+    lflag(l, sb, "eplb_config", json);
+    free(json);
+  }
   if (in->dcp > 1) ldim(l, sb, ED_DCP, in->dcp);
   lflag(l, sb, "kv_cache_dtype", lkv_dtype(l));
   lflag_i(l, sb, "block_size", l->L->kv_block);

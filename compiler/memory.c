@@ -157,7 +157,7 @@ static void stage_shard(CkState *st, const Spec *s, const PoolSpec *p, const Par
   if (pp_stage == q->pp - 1 && s->workload.draft_tokens.v > 0) sh->mtp_layers = m->mtp_layers.v;
   sh->q_heads = ceil_div(m->attention.heads.v, q->tp);
   sh->kv_heads = model_kv_heads_per_rank(m, q->tp);
-  sh->experts = model_is_moe(m) ? ceil_div(m->moe.experts.v, q->ep) : 0;
+  sh->experts = model_is_moe(m) ? ceil_div(model_expert_slots(m), q->ep) : 0;
   sh->vocab = ceil_div(m->vocab_size.v, q->tp);
   sh->has_embedding = pp_stage == 0;
   sh->has_lm_head = pp_stage == q->pp - 1 && (!m->tie_embeddings.v || q->pp > 1);

@@ -36,6 +36,11 @@ bool model_is_moe(const ModelSpec *m) {
   return m->moe.present && m->moe.experts.v > 0;
 }
 
+int64_t model_expert_slots(const ModelSpec *m) {
+  int64_t r;
+  return ck_add(m->moe.experts.v, m->moe.redundant_experts.v, &r) ? r : INT64_MAX;
+}
+
 static bool is_mla(const ModelSpec *m) {
   return (AttnKind)m->attention.kind.v == ATTN_MLA;
 }

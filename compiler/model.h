@@ -125,4 +125,8 @@ int64_t model_kv_heads(const ModelSpec *m);
 int64_t model_head_dim(const ModelSpec *m);
 bool model_is_moe(const ModelSpec *m);
 
+/* Expert slots of one MoE layer: the routed experts plus
+ * moe.redundant_experts (saturating at INT64_MAX). ep divides it. */
+int64_t model_expert_slots(const ModelSpec *m);
+
 #endif

@@ -678,6 +678,7 @@ static const YNode *apply_hf_config(P *p, const YNode *m, SStr *out) {
 static void parse_moe_routing(P *p, const YNode *moe, SrcLoc ms, ModelSpec *mo) {
   rd_lim(p, moe, ms, "model.moe", "groups", &mo->moe.groups, false, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "group_top_k", &mo->moe.group_top_k, false, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, "model.moe", "redundant_experts", &mo->moe.redundant_experts, false, 0, 0, &LIM_DIM);
   rd_enum(p, moe, ms, "model.moe", "dispatch_dtype", &mo->moe.dispatch_dtype, false, DT_BF16,
           dtype_names, RP_ARRAY_LEN(dtype_names));
   rd_enum(p, moe, ms, "model.moe", "combine_dtype", &mo->moe.combine_dtype, false, DT_BF16,
@@ -761,7 +762,7 @@ static void parse_model(P *p, const YNode *root) {
   mo->moe.present = moe != NULL;
   check_keys(p, moe, "model.moe", KEYS("experts", "top_k", "shared_experts", "expert_intermediate_size",
                                        "dense_layers", "router_bias", "groups", "group_top_k",
-                                       "dispatch_dtype", "combine_dtype"));
+                                       "dispatch_dtype", "combine_dtype", "redundant_experts"));
   rd_lim(p, moe, ms, "model.moe", "experts", &mo->moe.experts, moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "top_k", &mo->moe.top_k, moe != NULL, 0, 1, &LIM_DIM);
   rd_lim(p, moe, ms, "model.moe", "shared_experts", &mo->moe.shared_experts, false, 0, 0, &LIM_DIM);

@@ -92,7 +92,10 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
            (l->tp < m->kv_heads || (l->tp / m->kv_heads) % l->dcp))
     w = "decode context parallel size does not divide tp / KV heads";
   else if (!m->moe && (l->ep > 1 || l->etp > 1)) w = "expert parallelism needs a MoE model";
-  else if (m->moe && (m->experts % l->ep || l->ep > m->experts)) w = "expert parallel size does not divide the experts";
+  else if (m->moe && (m->expert_slots % l->ep || l->ep > m->expert_slots))
+    w = "expert parallel size does not divide the expert slots";
+  else if (m->moe && m->expert_slots / l->ep > m->experts)
+    w = "an ep rank would hold a redundant expert twice";
   else if (m->moe && m->expert_ffn_size % l->etp) w = "expert tensor parallel size does not divide expert_intermediate_size";
   else if (m->moe && l->etp > 1 && m->expert_ffn_size / l->etp < SEARCH_MIN_EXPERT_COLS)
     w = "expert GEMMs narrower than one 128-wide tile (W0203)";
@@ -483,10 +486,10 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
       for (int64_t dp = 1; dp <= dpmax; dp++) {
         if (!ctx_step(c)) return;
         int64_t ranks = tp * cp * dp;
-        int64_t epmax = m->moe ? (ranks < m->experts ? ranks : m->experts) : 1;
+        int64_t epmax = m->moe ? (ranks < m->expert_slots ? ranks : m->expert_slots) : 1;
         for (int64_t ep = 1; ep <= epmax; ep++) {
           if (!ctx_step(c)) return;
-          if (ranks % ep || (m->moe && m->experts % ep)) continue;
+          if (ranks % ep || (m->moe && m->expert_slots % ep)) continue;
           int64_t etpmax = m->moe ? ranks / ep : 1;
           for (int64_t etp = 1; etp <= etpmax; etp++) {
             if (!ctx_step(c)) return;

@@ -66,6 +66,9 @@ typedef struct {
      * form `groups` contiguous groups and a token picks its top_k from at
      * most `group_top_k` of them. 0: unlimited. */
     SInt groups, group_top_k;
+    /* Expert slots besides one per routed expert (replicas the engine's
+     * load balancer fills); default 0. ep divides experts + this. */
+    SInt redundant_experts;
     /* Dtypes of the dispatched and combined activations (DType); unset:
      * the activations' dtype. fp8/int8 dispatch carries scales. */
     SEnum dispatch_dtype, combine_dtype;

@@ -227,25 +227,33 @@ static void rules_moe(Diags *d, const Spec *s, const PoolSpec *p) {
     }
     return;
   }
-  int64_t E = m->moe.experts.v;
+  /* E counts expert slots: the routed experts plus any redundant ones */
+  int64_t E = model_expert_slots(m), R = m->moe.redundant_experts.v;
   int64_t ranks = mul_sat(mul_sat(tp, cp), dp), eg = mul_sat(ep, etp);
+  const char *what = R > 0 ? "expert slots (routed plus redundant experts)" : "routed experts";
   if (ep > E) {
     Diag *g = diag_at(d, DIAG_E0207, at(&p->ep, p),
-                      "`ep` is larger than the routed experts in pool `%s`: expected at most %lld, "
-                      "got %lld",
+                      "`ep` is larger than the %s in pool `%s`: expected at most %lld, got %lld", what,
                       pname(p), (long long)E, (long long)ep);
     diag_help(g, "each expert-parallel rank needs at least one expert; use ep <= %lld", (long long)E);
   } else if (E % ep != 0) {
     Diag *g = diag_at(d, DIAG_E0206, at(&p->ep, p),
-                      "routed experts are not divisible by `ep` in pool `%s`: %lld experts over ep "
-                      "%lld leaves %lld",
+                      "%s are not divisible by `ep` in pool `%s`: %lld over ep %lld leaves %lld", what,
                       pname(p), (long long)E, (long long)ep, (long long)(E % ep));
     int64_t lim = ranks < E ? ranks : E;
     EpFit fit = {E, ranks, etp};
     char *list = choices(lim, fit_ep, &fit);
-    diag_help(g, "valid ep for %lld experts on the instance's %lld ranks at etp %lld: %s", (long long)E,
-              (long long)ranks, (long long)etp, list);
+    diag_help(g, "valid ep for %lld %s on the instance's %lld ranks at etp %lld: %s%s", (long long)E, what,
+              (long long)ranks, (long long)etp, list,
+              R > 0 ? "" : "; or add slots with `model.moe.redundant_experts` so that ep divides them");
     free(list);
+  } else if (R > 0 && E / ep > m->moe.experts.v) {
+    Diag *g = diag_at(d, DIAG_E0206, at(&p->ep, p),
+                      "each ep rank of pool `%s` would hold %lld expert slots, more than the %lld routed "
+                      "experts, so a rank would hold the same expert twice",
+                      pname(p), (long long)(E / ep), (long long)m->moe.experts.v);
+    diag_help(g, "redundant experts replicate experts across ep ranks: raise ep, or lower "
+                 "model.moe.redundant_experts");
   }
   if (eg == INT64_MAX || ranks % eg != 0) {
     Diag *g = diag_at(d, DIAG_E0208, at(&p->ep, p),

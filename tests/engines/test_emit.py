@@ -770,6 +770,41 @@ def k8s_trtllm(tmp):
           "k8s: pools `context` and `context-http` (two Services of one name) are refused", p.stderr)
 
 
+def redundant_experts(tmp):
+    """model.moe.redundant_experts reaches the engines: DeepSeek-V3 with 24
+    redundant experts (280 slots, 35 per ep rank of 8) writes SGLang's
+    --ep-num-redundant-experts (0.5.6 entry) and vLLM's --enable-eplb with
+    --eplb-config num_redundant_experts, every flag in that release's
+    parser fixture; TensorRT-LLM, whose entries name no such setting, is
+    refused rather than launched without the slots the plan counts."""
+    base = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read().replace(
+        "  dtype: { weights: fp8, kv_cache: bf16, activations: bf16 }\n",
+        "  dtype: { weights: fp8, kv_cache: bf16, activations: bf16 }\n  moe: { redundant_experts: 24 }\n")
+    variants = [("sglang", '{ name: sglang, version: "0.5.6" }', ["--ep-num-redundant-experts", "24"]),
+                ("vllm", "vllm", ["--enable-eplb", "--eplb-config", '{"num_redundant_experts":24}'])]
+    for target, engine, want in variants:
+        name = f"redundant-{target}"
+        spec = os.path.join(tmp, name + ".yaml")
+        open(spec, "w").write(base.replace("  engine: sglang\n", f"  engine: {engine}\n"))
+        d = os.path.join(tmp, name)
+        p = run("compile", spec, "--emit", target, "-o", d)
+        check(p.returncode == 0, f"{name}: compile --emit {target}", p.stderr)
+        if p.returncode:
+            continue
+        plan = json.load(open(os.path.join(d, "plan.json")))
+        check(all(pl["expert_map"]["slots_per_rank"] == 35 for pl in plan["pools"]),
+              f"{name}: each ep rank holds 35 expert slots in the plan", [pl.get("expert_map") for pl in plan["pools"]][:1])
+        check_shell(name, d)
+        read_back(name, plan, d)
+        words = [w for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for w in shlex.split(open(f).read(), comments=True)]
+        check(all(w in words for w in want), f"{name}: the engine is told about the redundant slots ({' '.join(want)})")
+    spec = os.path.join(tmp, "redundant-trtllm.yaml")
+    open(spec, "w").write(base.replace("  engine: sglang\n", "  engine: trtllm\n"))
+    p = run("compile", spec, "--emit", "trtllm", "-o", os.path.join(tmp, "redundant-trtllm"))
+    check(p.returncode != 0 and "redundant_experts" in p.stderr and not os.path.exists(os.path.join(tmp, "redundant-trtllm")),
+          "redundant-trtllm: refused, naming the setting its catalog entry lacks", p.stderr)
+
+
 def sglang_versions(tmp):
     """A spec naming an SGLang release gets the entry covering it, and the
     spelling that release's parser takes where the releases differ
@@ -936,6 +971,7 @@ try:
     check(n >= 5, f"at least five examples name an engine ({n})")
     k8s_trtllm(tmp)
     sglang_versions(tmp)
+    redundant_experts(tmp)
     directory_rules(tmp)
     refusals(tmp)
     dynamo_cases(tmp)

@@ -239,6 +239,22 @@ static void test_mtp(void) {
   T_CHECK(last_d.kv_blocks < last.kv_blocks);
 }
 
+/* Redundant experts: 256 experts plus 32 slots over ep 72 is 4 expert
+ * slots per rank, each with a whole expert's weights. */
+static void test_redundant_experts(void) {
+  Spec s;
+  fx_spec(&s, fx_dsv3, 141 * 1000000000LL);
+  FX_I(s.model.moe.redundant_experts, 32);
+  FX_I(pool.dp, 72);
+  FX_I(pool.ep, 72);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.shard.experts, 4);
+  int64_t expert = 3LL * 2048 * 7168 + 3 * 16 * 56 * 4; /* fp8 with block scales, as above */
+  T_EQ_INT(L.w_experts, 58 * 4 * expert);
+  T_EQ_INT(model_expert_slots(&s.model), 288);
+}
+
 /* cp and dcp split one request's tokens over ranks. */
 static void test_context_split(void) {
   Spec s;
@@ -395,6 +411,7 @@ int main(void) {
   T_RUN(test_context_split);
   T_RUN(test_serving_limits);
   T_RUN(test_mtp);
+  T_RUN(test_redundant_experts);
   T_RUN(test_overflow);
   T_RUN(test_model_checks);
   T_RUN(test_rules_overflow);

@@ -73,7 +73,7 @@ static void test_rules(void) {
   T_EQ_STR(why, "MLA attention cannot split heads for context parallelism");
   CostLayout e3 = {8, 1, 1, 1, 3, 1, 1};
   T_CHECK(!search_layout_valid(&d, &e3, ROLE_DECODE, false, &why));
-  T_EQ_STR(why, "expert parallel size does not divide the experts");
+  T_EQ_STR(why, "expert parallel size does not divide the expert slots");
   CostLayout e16 = {8, 1, 1, 1, 16, 1, 1};
   T_CHECK(!search_layout_valid(&d, &e16, ROLE_DECODE, false, &why));
   T_EQ_STR(why, "ep * etp does not divide the instance's tp * cp * attention data parallel ranks");
