@@ -820,13 +820,15 @@ def sglang_versions(tmp):
 
 
 def trtllm_versions(tmp):
-    """A spec naming TensorRT-LLM 1.0.0 gets the trtllm-1.0.0 entry and the
-    spelling of that release's parser (plans/catalog/engines/trtllm-1.0.0.yaml):
-    the LLM API YAML goes with --extra_llm_api_options, which 1.0.0 has and
-    --config, which it lacks; every flag is checked against the 1.0.0 fixture.
-    A bare `engine: trtllm` keeps the 00209af entry and --config."""
+    """A spec naming TensorRT-LLM 1.0.0 or 1.1.0 gets that release's entry and
+    the spelling of its parser (plans/catalog/engines/trtllm-1.*.yaml): the
+    LLM API YAML goes with --extra_llm_api_options, which both releases have,
+    not --config, which they lack; every flag is checked against the fixture
+    of the entry picked. A bare `engine: trtllm` keeps the 00209af entry and
+    --config. Releases no entry was read for (1.0.1) are refused."""
     base = open(os.path.join(EX, "deepseek-v3-pd-trtllm.yaml")).read()
     for asked, entry, yflag, other in [("1.0.0", "1.0.0", "--extra_llm_api_options", "--config"),
+                                       ("1.1.0", "1.1.0", "--extra_llm_api_options", "--config"),
                                        (None, "00209af", "--config", "--extra_llm_api_options")]:
         name = f"trtllm-{asked or 'bare'}"
         text = base if asked is None else base.replace(
@@ -853,8 +855,8 @@ def trtllm_versions(tmp):
     spec = os.path.join(tmp, "trtllm-1.0.1.yaml")
     open(spec, "w").write(text)
     p = run("check", spec)
-    check(p.returncode == 1 and "E0701" in p.stderr and "1.0.0" in p.stderr,
-          "trtllm 1.0.1: no entry covers it (only the 1.0.0 page was read)", p.stderr)
+    check(p.returncode == 1 and "E0701" in p.stderr and "1.0.0" in p.stderr and "1.1.0" in p.stderr,
+          "trtllm 1.0.1: no entry covers it (only the 1.0.0 and 1.1.0 pages were read)", p.stderr)
 
 
 def directory_rules(tmp):
