@@ -1,8 +1,9 @@
 /*
  * emit_trtllm.c: the `trtllm` target: `trtllm-serve` lines per node, one
- * engine-arguments YAML per instance (LLM API arguments, passed with
- * --config), and for disaggregated plans the `trtllm-serve disaggregated`
- * proxy with its YAML.
+ * engine-arguments YAML per instance (LLM API arguments, passed with the
+ * catalog entry's `config` flag: --config at 00209af,
+ * --extra_llm_api_options in 1.0.0), and for disaggregated plans the
+ * `trtllm-serve disaggregated` proxy with its YAML.
  *
  * --tp_size counts every GPU of one pipeline stage and context group: with
  * attention data parallelism (a MoE model, dp > 1, tp 1) it is dp, and the
@@ -32,8 +33,9 @@ static void trtllm_yaml(Launch *l, const Inst *in) {
   sb_init(&name);
   yaml_name(&name, l, in);
   StrBuf *y = lfile(l, name.buf, false, in->runs[0].node);
-  sb_printf(y, "# LLM API arguments of pool %s instance %d (%s); written by rankplan\n", in->P->name, in->instance,
-            l->dynamo ? "dynamo.trtllm --extra-engine-args" : "trtllm-serve --config");
+  const char *flag = engine_flag(l->c, "config");
+  sb_printf(y, "# LLM API arguments of pool %s instance %d (%s%s); written by rankplan\n", in->P->name, in->instance,
+            l->dynamo ? "dynamo.trtllm --extra-engine-args" : "trtllm-serve ", l->dynamo || !flag ? "" : flag);
   sb_printf(y, "enable_attention_dp: %s\n", l->L->moe && in->dp > 1 ? "true" : "false");
   /* the YAML's kv_cache_config replaces the one the flags built (llm_utils.py
    * update_llm_args_with_extra_dict: llm_args | llm_args_dict), so it

@@ -854,6 +854,46 @@ def sglang_versions(tmp):
           "sglang 0.5.2: pp 2 is refused (its loader gives the last stage the whole remainder)", p.stderr)
 
 
+def trtllm_versions(tmp):
+    """A spec naming TensorRT-LLM 1.0.0 or 1.1.0 gets that release's entry and
+    the spelling of its parser (plans/catalog/engines/trtllm-1.*.yaml): the
+    LLM API YAML goes with --extra_llm_api_options, which both releases have,
+    not --config, which they lack; every flag is checked against the fixture
+    of the entry picked. A bare `engine: trtllm` keeps the 00209af entry and
+    --config. Releases no entry was read for (1.0.1) are refused."""
+    base = open(os.path.join(EX, "deepseek-v3-pd-trtllm.yaml")).read()
+    for asked, entry, yflag, other in [("1.0.0", "1.0.0", "--extra_llm_api_options", "--config"),
+                                       ("1.1.0", "1.1.0", "--extra_llm_api_options", "--config"),
+                                       (None, "00209af", "--config", "--extra_llm_api_options")]:
+        name = f"trtllm-{asked or 'bare'}"
+        text = base if asked is None else base.replace(
+            "  engine: trtllm\n", f'  engine: {{ name: trtllm, version: "{asked}" }}\n')
+        spec = os.path.join(tmp, f"{name}.yaml")
+        open(spec, "w").write(text)
+        d = os.path.join(tmp, f"{name}.out")
+        p = run("compile", spec, "--emit", "trtllm", "-o", d)
+        check(p.returncode == 0, f"{name}: compile --emit trtllm", p.stderr)
+        if p.returncode:
+            continue
+        plan = json.load(open(os.path.join(d, "plan.json")))
+        check(plan["launch"]["engine_version"] == entry, f"{name}: the plan names entry {entry}",
+              plan["launch"]["engine_version"])
+        check_shell(name, d)
+        m = check_manifest(name, plan, d)
+        ports = read_back(name, plan, d)
+        check_router(name, plan, d, ports, m)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() in ("trtllm", "mpirun")]  # a multi-node instance: trtllm-serve under mpirun
+        check(cmds and all(c.one(yflag) and other not in c.flags for c in cmds),
+              f"{name}: the engine YAML is passed with {yflag}, not {other}", [sorted(c.flags) for c in cmds][:1])
+    text = base.replace("  engine: trtllm\n", '  engine: { name: trtllm, version: "1.0.1" }\n')
+    spec = os.path.join(tmp, "trtllm-1.0.1.yaml")
+    open(spec, "w").write(text)
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0701" in p.stderr and "1.0.0" in p.stderr and "1.1.0" in p.stderr,
+          "trtllm 1.0.1: no entry covers it (only the 1.0.0 and 1.1.0 pages were read)", p.stderr)
+
+
 def directory_rules(tmp):
     plan = os.path.join(EX, "llama-3.1-8b-pd-1node.plan.json")
     d = os.path.join(tmp, "rules")
@@ -972,6 +1012,7 @@ try:
     k8s_trtllm(tmp)
     sglang_versions(tmp)
     redundant_experts(tmp)
+    trtllm_versions(tmp)
     directory_rules(tmp)
     refusals(tmp)
     dynamo_cases(tmp)
