@@ -770,6 +770,18 @@ def k8s_trtllm(tmp):
           "k8s: pools `context` and `context-http` (two Services of one name) are refused", p.stderr)
 
 
+def compile_variant(tmp, name, text, target):
+    """Writes spec text as NAME.yaml, runs `compile --emit TARGET`; the
+    output directory and its plan, or (None, None) after a failed check."""
+    spec = os.path.join(tmp, f"{name}.yaml")
+    open(spec, "w").write(text)
+    d = os.path.join(tmp, f"{name}.out")
+    p = run("compile", spec, "--emit", target, "-o", d)
+    if not check(p.returncode == 0, f"{name}: compile --emit {target}", p.stderr):
+        return None, None
+    return d, json.load(open(os.path.join(d, "plan.json")))
+
+
 def redundant_experts(tmp):
     """model.moe.redundant_experts reaches the engines: DeepSeek-V3 with 24
     redundant experts (280 slots, 35 per ep rank of 8) writes SGLang's
@@ -784,14 +796,9 @@ def redundant_experts(tmp):
                 ("vllm", "vllm", ["--enable-eplb", "--eplb-config", '{"num_redundant_experts":24}'])]
     for target, engine, want in variants:
         name = f"redundant-{target}"
-        spec = os.path.join(tmp, name + ".yaml")
-        open(spec, "w").write(base.replace("  engine: sglang\n", f"  engine: {engine}\n"))
-        d = os.path.join(tmp, name)
-        p = run("compile", spec, "--emit", target, "-o", d)
-        check(p.returncode == 0, f"{name}: compile --emit {target}", p.stderr)
-        if p.returncode:
+        d, plan = compile_variant(tmp, name, base.replace("  engine: sglang\n", f"  engine: {engine}\n"), target)
+        if not plan:
             continue
-        plan = json.load(open(os.path.join(d, "plan.json")))
         check(all(pl["expert_map"]["slots_per_rank"] == 35 for pl in plan["pools"]),
               f"{name}: each ep rank holds 35 expert slots in the plan", [pl.get("expert_map") for pl in plan["pools"]][:1])
         check_shell(name, d)
@@ -819,15 +826,10 @@ def sglang_versions(tmp):
         text = base.replace("  engine: sglang\n", f'  engine: {{ name: sglang, version: "{asked}" }}\n')
         if entry == "0.4.7":  # no EP there: experts tp-sharded over the instance
             text = text.replace("ep: 8\n", "ep: 1\n      etp: 8\n")
-        spec = os.path.join(tmp, f"sglang-{asked}.yaml")
-        open(spec, "w").write(text)
-        d = os.path.join(tmp, f"sglang-{asked}.out")
-        p = run("compile", spec, "--emit", "sglang", "-o", d)
-        check(p.returncode == 0, f"sglang {asked}: compile --emit sglang", p.stderr)
-        if p.returncode:
-            continue
-        plan = json.load(open(os.path.join(d, "plan.json")))
         name = f"sglang-{asked}"
+        d, plan = compile_variant(tmp, name, text, "sglang")
+        if not plan:
+            continue
         check(plan["launch"]["engine_version"] == entry, f"{name}: the plan names entry {entry}",
               plan["launch"]["engine_version"])
         check_shell(name, d)
@@ -868,14 +870,9 @@ def trtllm_versions(tmp):
         name = f"trtllm-{asked or 'bare'}"
         text = base if asked is None else base.replace(
             "  engine: trtllm\n", f'  engine: {{ name: trtllm, version: "{asked}" }}\n')
-        spec = os.path.join(tmp, f"{name}.yaml")
-        open(spec, "w").write(text)
-        d = os.path.join(tmp, f"{name}.out")
-        p = run("compile", spec, "--emit", "trtllm", "-o", d)
-        check(p.returncode == 0, f"{name}: compile --emit trtllm", p.stderr)
-        if p.returncode:
+        d, plan = compile_variant(tmp, name, text, "trtllm")
+        if not plan:
             continue
-        plan = json.load(open(os.path.join(d, "plan.json")))
         check(plan["launch"]["engine_version"] == entry, f"{name}: the plan names entry {entry}",
               plan["launch"]["engine_version"])
         check_shell(name, d)
