@@ -198,9 +198,12 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
   L->weights = cka(st, L->weights, L->w_mtp_proj);
 }
 
-/* Activations: one forward's widest layer, plus fp32 logits on the last
- * stage. Prefill (and aggregated) pools run one whole prompt per forward,
- * split over cp; decode pools run MEM_DECODE_SEQS sequences. */
+/* Activations: one forward's widest layer, plus on the last stage the
+ * logits (generic) or the engine's sampler warm-up (mem_engine.c). The
+ * tokens of the forward are the engine's (mem_engine_forward): a whole
+ * prompt split over cp, or the chunked-prefill budget, on prefill and
+ * aggregated pools; the decode sequences on decode pools; vLLM's
+ * profiling forward of max_num_batched_tokens on every pool. */
 static void ledger_activations(CkState *st, const Spec *s, const PoolSpec *p, const Par *q,
                                bool last_stage, MemLedger *L) {
   const ModelSpec *m = &s->model;
@@ -208,40 +211,23 @@ static void ledger_activations(CkState *st, const Spec *s, const PoolSpec *p, co
   model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
   bool decode = (PoolRole)p->role.v == ROLE_DECODE;
   int64_t in_tok = s->workload.input_tokens.v > 0 ? s->workload.input_tokens.v : 1;
-  /* The engine's limits when the spec sets them: a decode step runs at
-   * most max_num_seqs sequences; a chunked prefill at most
-   * max_num_batched_tokens tokens per step. */
-  int64_t dec_seqs = s->serving.max_num_seqs.v > 0 ? s->serving.max_num_seqs.v : MEM_DECODE_SEQS;
-  int64_t chunk = s->serving.max_num_batched_tokens.v;
-  L->tokens_per_forward = decode ? dec_seqs : ceil_div(in_tok, q->cp);
-  if (!decode && chunk > 0 && chunk < L->tokens_per_forward) L->tokens_per_forward = chunk;
-  int64_t seqs = decode ? dec_seqs : 1;
+  int64_t seqs;
+  mem_engine_forward(s, decode, ceil_div(in_tok, q->cp), &L->tokens_per_forward, &seqs);
   int64_t width = act_width(st, m, &L->shard, q->tp, q->etp);
-  L->activations = ceil_div(ckm(st, ckm(st, L->tokens_per_forward, width), an), ad);
-  if (last_stage) L->activations = cka(st, L->activations, ckm(st, ckm(st, seqs, L->shard.vocab), 4));
+  L->forward_peak = ceil_div(ckm(st, ckm(st, L->tokens_per_forward, width), an), ad);
+  L->activations = L->forward_peak;
+  if (last_stage) mem_engine_last_stage(st, s, L->tokens_per_forward, seqs, L->shard.vocab, L);
 }
 
-/* Fixed costs, the usable memory and what is left of it for the KV pool. */
+/* Fixed costs, the usable memory and what is left of it for the KV pool,
+ * as the pool's engine counts them (mem_engine.c). */
 static void ledger_budget(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
   const ModelSpec *m = &s->model;
-  L->workspace = MEM_WORKSPACE_BYTES;
   int64_t groups = (q->tp > 1) + (q->cp > 1) + (q->dp > 1) + (q->pp > 1) +
                    (model_is_moe(m) && q->ep > 1) + (model_is_moe(m) && q->etp > 1);
-  L->comm = ckm(st, groups, MEM_COMM_BYTES_PER_GROUP);
-  const DeploymentSpec *dep = &s->deployment;
-  L->reserve = dep->memory.reserve.set || dep->memory.reserve.v > 0 ? dep->memory.reserve.v
-                                                                    : (int64_t)2 << 30;
-  double util = dep->memory.utilization.set || dep->memory.utilization.v > 0
-                    ? dep->memory.utilization.v
-                    : 0.90;
   L->capacity = s->hardware.gpu.memory.v;
-  /* util is in (0, 1], so usable is at most capacity; the double of a
-   * capacity near 2^63 rounds up to 2^63, which no int64 holds. */
-  double usable = (double)L->capacity * util;
-  L->usable = usable >= (double)INT64_MAX ? L->capacity : (int64_t)usable;
-  int64_t used = cka(st, cka(st, cka(st, L->weights, L->activations), cka(st, L->workspace, L->reserve)),
-                     L->comm);
-  L->kv_pool = cks(st, L->usable, used);
+  mem_engine_overheads(st, s, groups, L);
+  mem_engine_kv_pool(st, s, L);
 }
 
 /* KV capacity and requests. One request's tokens spread over the cp and

@@ -39,9 +39,13 @@ typedef struct MemLedger {
   int64_t w_mtp_proj;            /* the MTP modules' 2h x h projections and norms */
   /* The ledger, bytes per rank. */
   int64_t capacity;              /* hardware.gpu.memory */
-  int64_t usable;                /* floor(capacity * utilization) */
+  int64_t engine_total;          /* the total the engine's fraction multiplies (mem_engine.c) */
+  int64_t usable;                /* floor(engine_total * utilization) */
   int64_t weights;               /* sum of the w_* above */
   int64_t activations;           /* peak live activations of one forward */
+  int64_t forward_peak;          /* the forward's widest layer (and, generic, logits) */
+  int64_t sampler;               /* vllm: the profile's sampler warm-up and kept hidden states */
+  int64_t profile_seqs;          /* sequences the sampler estimate assumes */
   int64_t workspace;             /* library workspace (GEMM) */
   int64_t reserve;               /* deployment.memory.reserve */
   int64_t comm;                  /* communication buffers */
@@ -76,6 +80,37 @@ void mem_balanced_partition(int64_t layers, int64_t pp, int64_t *out);
  * validate.c's, not reported here. */
 bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
                 const int64_t *layer_partition, MemLedger *out, Diags *d);
+
+/* ---- engine accounting (mem_engine.c; docs/memory.md, "Engine accounting")
+ * The parts of the ledger's budget that follow the chosen engine's own
+ * accounting: the total its fraction multiplies, the tokens and sequences
+ * of its profiling forward, its sampler warm-up, its memory outside
+ * PyTorch and what its KV pool is left. */
+
+/* The bytes the engine's memory fraction multiplies. */
+int64_t mem_engine_total(const Spec *s);
+/* Tokens of one profiling/widest forward and its sequences. decode: a
+ * decode pool; prompt: the prompt tokens one rank sees in one forward. */
+void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t *tokens,
+                        int64_t *seqs);
+/* The activation peak of the last stage: fills L->sampler and
+ * L->activations from L->forward_peak (tokens, hidden and vocab as the
+ * engine's profile run sees them). */
+void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t seqs,
+                           int64_t vocab_rank, MemLedger *L);
+/* workspace, comm and reserve by engine; groups is the number of
+ * communicators with more than one member. */
+void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger *L);
+/* usable and kv_pool from engine_total and the other entries. */
+void mem_engine_kv_pool(CkState *st, const Spec *s, MemLedger *L);
+
+/* vLLM's sampler warm-up: bytes per (sequence x vocabulary entry) live at
+ * the peak of the PyTorch-native top-k/top-p path (docs/memory.md). */
+#define MEM_VLLM_SAMPLER_BYTES 38
+/* vLLM's memory outside PyTorch as its log reports it (docs/memory.md):
+ * one GPU without communicators, and each communicator more. */
+#define MEM_VLLM_NON_TORCH_BYTES (((int64_t)13 << 30) / 100)     /* 0.13 GiB */
+#define MEM_VLLM_NON_TORCH_PER_GROUP (((int64_t)41 << 30) / 100) /* 0.41 GiB */
 
 /* Communication buffer bytes one rank holds per communicator with more
  * than one member (docs/memory.md). */

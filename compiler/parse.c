@@ -885,8 +885,10 @@ static void parse_hardware(P *p, const YNode *root) {
   const YNode *g = section(p, m, "gpu", "hardware.gpu", sec, &gs);
   h->gpu.loc = gs;
   if (m && !yaml_map_get(m, "gpu")) missing(p, m, "hardware", "gpu");
-  check_keys(p, g, "hardware.gpu", KEYS("memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "fp4", "int8"));
+  check_keys(p, g, "hardware.gpu", KEYS("memory", "cuda_memory", "hbm_bandwidth", "bf16", "fp16", "fp8", "fp4",
+                                             "int8"));
   rd_qty(p, g, gs, "hardware.gpu", "memory", UNIT_MEMORY, &h->gpu.memory, NULL, g != NULL, 0, false);
+  rd_qty(p, g, gs, "hardware.gpu", "cuda_memory", UNIT_MEMORY, &h->gpu.cuda_memory, NULL, false, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "hbm_bandwidth", UNIT_BANDWIDTH, NULL, &h->gpu.hbm_bandwidth, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "bf16", UNIT_COMPUTE, NULL, &h->gpu.bf16, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "fp16", UNIT_COMPUTE, NULL, &h->gpu.fp16, false, h->gpu.bf16.v, false);

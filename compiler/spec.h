@@ -93,6 +93,7 @@ typedef struct {
   struct {
     SrcLoc loc;
     SInt memory;         /* bytes */
+    SInt cuda_memory;    /* bytes CUDA reports as the device total (torch); optional */
     SNum hbm_bandwidth;  /* bytes/s */
     SNum bf16, fp16, fp8, int8;  /* dense FLOP/s (or OP/s); fp8/int8 may be unset */
     SNum fp4;            /* dense FP4 FLOP/s; may be unset (no dtype uses it yet) */

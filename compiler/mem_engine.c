@@ -1,0 +1,128 @@
+/*
+ * mem_engine.c: the top-level budget of the memory ledger as the chosen
+ * engine counts it (docs/memory.md, "Engine accounting"): the device
+ * total its memory fraction multiplies, the tokens and sequences of the
+ * forward it profiles, its sampler warm-up, its memory outside PyTorch,
+ * the reserve default and what is left for the KV pool.
+ *
+ * Input: a parsed Spec and the parts of a MemLedger memory.c filled in
+ * (weights, forward_peak). Output: the budget entries of that ledger.
+ * Invariants: every byte count uses the sticky-overflow accumulator;
+ * `engine: generic` and `engine: trtllm` keep the generic ledger (the
+ * nvidia-smi total, a 2 GiB reserve, fixed workspace and 64 MiB per
+ * communicator); `vllm` follows vLLM 0.11's worker and `sglang` SGLang's
+ * mem_fraction_static, each formula citing its source in docs/memory.md.
+ */
+#include "memory.h"
+
+#include <ctype.h>
+#include <string.h>
+
+static Engine engine_of(const Spec *s) { return (Engine)s->deployment.engine.v; }
+
+int64_t mem_engine_total(const Spec *s) {
+  const HardwareSpec *h = &s->hardware;
+  Engine e = engine_of(s);
+  bool cuda = e == ENGINE_VLLM || e == ENGINE_SGLANG;
+  return cuda && h->gpu.cuda_memory.set && h->gpu.cuda_memory.v > 0 ? h->gpu.cuda_memory.v
+                                                                     : h->gpu.memory.v;
+}
+
+/* Whether name contains "a100" in any case (vLLM's device-name test). */
+static bool names_a100(const char *name) {
+  for (const char *c = name ? name : ""; *c; c++) {
+    const char *w = "a100";
+    size_t i = 0;
+    while (w[i] && c[i] && tolower((unsigned char)c[i]) == w[i]) i++;
+    if (!w[i]) return true;
+  }
+  return false;
+}
+
+/* vLLM's defaults for `vllm serve` (vllm/engine/arg_utils.py, v0.11,
+ * EngineArgs.get_batch_defaults): 8192 tokens and 1024 sequences on a GPU
+ * of 70 GiB or more that is not an A100, else 2048 and 256. */
+static void vllm_defaults(const Spec *s, int64_t *tokens, int64_t *seqs) {
+  bool big = mem_engine_total(s) >= ((int64_t)70 << 30) &&
+             !names_a100(s->hardware.name.v) && !names_a100(s->hardware.preset.v);
+  *tokens = big ? 8192 : 2048;
+  *seqs = big ? 1024 : 256;
+}
+
+void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t *tokens,
+                        int64_t *seqs) {
+  int64_t chunk = s->serving.max_num_batched_tokens.v, nseq = s->serving.max_num_seqs.v;
+  if (engine_of(s) == ENGINE_VLLM) {
+    /* vLLM profiles one forward of max_num_batched_tokens tokens whatever
+     * the pool's role (gpu_model_runner.py, profile_run). */
+    int64_t dt, ds;
+    vllm_defaults(s, &dt, &ds);
+    *tokens = chunk > 0 ? chunk : dt;
+    *seqs = nseq > 0 ? nseq : ds;
+    if (*seqs > *tokens) *seqs = *tokens;
+    return;
+  }
+  int64_t dec = nseq > 0 ? nseq : MEM_DECODE_SEQS;
+  *tokens = decode ? dec : prompt;
+  if (!decode && chunk > 0 && chunk < *tokens) *tokens = chunk;
+  *seqs = decode ? dec : 1;
+}
+
+void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t seqs,
+                           int64_t vocab_rank, MemLedger *L) {
+  const ModelSpec *m = &s->model;
+  L->profile_seqs = seqs;
+  if (engine_of(s) != ENGINE_VLLM) {
+    /* fp32 logits of the forward's sequences, vocab-parallel */
+    L->activations = cka(st, L->forward_peak, ckm(st, ckm(st, seqs, vocab_rank), 4));
+    return;
+  }
+  /* vLLM's sampler warm-up after the profiling forward: the logits of
+   * one token per sequence, gathered to the whole vocabulary on every tp
+   * rank, through the top-k/top-p path, while the forward's hidden
+   * states [tokens, hidden] are still held. */
+  int64_t an, ad;
+  model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
+  int64_t hidden = ckm(st, ckm(st, tokens, m->hidden_size.v), an) / (ad > 0 ? ad : 1);
+  int64_t logits = ckm(st, ckm(st, seqs, m->vocab_size.v), MEM_VLLM_SAMPLER_BYTES);
+  L->sampler = cka(st, hidden, logits);
+  L->activations = L->forward_peak > L->sampler ? L->forward_peak : L->sampler;
+}
+
+void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger *L) {
+  const DeploymentSpec *dep = &s->deployment;
+  Engine e = engine_of(s);
+  bool named = e == ENGINE_VLLM || e == ENGINE_SGLANG;
+  /* The engines' own accounting leaves the headroom above their fraction
+   * to the rest of the device: no reserve unless the spec asks for one. */
+  bool explicit_reserve = dep->memory.reserve.set;
+  L->reserve = explicit_reserve ? dep->memory.reserve.v : named ? 0 : (int64_t)2 << 30;
+  if (e == ENGINE_VLLM) {
+    L->workspace = MEM_VLLM_NON_TORCH_BYTES;
+    L->comm = ckm(st, groups, MEM_VLLM_NON_TORCH_PER_GROUP);
+    return;
+  }
+  L->workspace = MEM_WORKSPACE_BYTES;
+  L->comm = ckm(st, groups, MEM_COMM_BYTES_PER_GROUP);
+}
+
+void mem_engine_kv_pool(CkState *st, const Spec *s, MemLedger *L) {
+  double util = s->deployment.memory.utilization.v > 0 ? s->deployment.memory.utilization.v : 0.90;
+  L->engine_total = mem_engine_total(s);
+  /* util is in (0, 1], so usable is at most the total; the double of a
+   * total near 2^63 rounds up to 2^63, which no int64 holds. */
+  double usable = (double)L->engine_total * util;
+  L->usable = usable >= (double)INT64_MAX ? L->engine_total : (int64_t)usable;
+  int64_t used = cka(st, cka(st, L->weights, L->reserve), L->comm);
+  if (engine_of(s) == ENGINE_SGLANG) {
+    /* mem_fraction_static holds the weights and the KV pool; activations,
+     * CUDA graphs and workspaces live above it. Where they do not fit
+     * there, the ledger takes the excess from the KV pool. */
+    int64_t above = cks(st, L->capacity, L->usable);
+    int64_t need = cka(st, L->activations, L->workspace);
+    if (need > above) used = cka(st, used, cks(st, need, above));
+  } else {
+    used = cka(st, used, cka(st, L->activations, L->workspace));
+  }
+  L->kv_pool = cks(st, L->usable, used);
+}
