@@ -106,23 +106,33 @@ void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger 
   L->comm = ckm(st, groups, MEM_COMM_BYTES_PER_GROUP);
 }
 
+/* floor(total * util) without leaving int64: util is in (0, 1], and the
+ * double of a total near 2^63 rounds up to 2^63, which no int64 holds. */
+static int64_t frac_of(int64_t total, double util) {
+  double v = (double)total * util;
+  return v >= (double)INT64_MAX ? total : (int64_t)v;
+}
+
 void mem_engine_kv_pool(CkState *st, const Spec *s, MemLedger *L) {
   double util = s->deployment.memory.utilization.v > 0 ? s->deployment.memory.utilization.v : 0.90;
   L->engine_total = mem_engine_total(s);
-  /* util is in (0, 1], so usable is at most the total; the double of a
-   * total near 2^63 rounds up to 2^63, which no int64 holds. */
-  double usable = (double)L->engine_total * util;
-  L->usable = usable >= (double)INT64_MAX ? L->engine_total : (int64_t)usable;
-  int64_t used = cka(st, cka(st, L->weights, L->reserve), L->comm);
-  if (engine_of(s) == ENGINE_SGLANG) {
-    /* mem_fraction_static holds the weights and the KV pool; activations,
-     * CUDA graphs and workspaces live above it. Where they do not fit
-     * there, the ledger takes the excess from the KV pool. */
-    int64_t above = cks(st, L->capacity, L->usable);
-    int64_t need = cka(st, L->activations, L->workspace);
-    if (need > above) used = cka(st, used, cks(st, need, above));
-  } else {
-    used = cka(st, used, cka(st, L->activations, L->workspace));
+  if (engine_of(s) != ENGINE_SGLANG) {
+    /* generic, trtllm and vLLM: the fraction of the total, less every
+     * other use (vLLM: worker determine_available_memory). */
+    L->usable = frac_of(L->engine_total, util);
+    int64_t used = cka(st, cka(st, cka(st, L->weights, L->reserve), L->comm),
+                       cka(st, L->activations, L->workspace));
+    L->kv_pool = cks(st, L->usable, used);
+    return;
   }
+  /* SGLang: the fraction of the memory free before the weights load (its
+   * communicators are set up by then) holds the weights and the KV pool;
+   * activations, CUDA graphs and workspaces live above it. Where they do
+   * not fit there, the ledger takes the excess from the KV pool. */
+  L->usable = frac_of(cks(st, L->engine_total, L->comm), util);
+  int64_t used = cka(st, L->weights, L->reserve);
+  int64_t above = cks(st, cks(st, L->capacity, L->comm), L->usable);
+  int64_t need = cka(st, L->activations, L->workspace);
+  if (need > above) used = cka(st, used, cks(st, need, above));
   L->kv_pool = cks(st, L->usable, used);
 }

@@ -357,9 +357,11 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
       e[MEM_ACTIVATIONS] = m.activations;
       e[MEM_WORKSPACE] = m.workspace;
       /* reserved: what the engine never hands out: the spec's reserve, the
-       * communication buffers and the share above utilization. With a KV
+       * communication buffers and the share above the engine's fraction
+       * not taken by activations and workspace (mem_engine.c). With a KV
        * pool >= 0 the five entries add up to capacity. */
-      e[MEM_RESERVED] = cka(&ck, cka(&ck, m.reserve, m.comm), cks(&ck, m.capacity, m.usable));
+      e[MEM_RESERVED] = cks(&ck, cks(&ck, m.capacity, cka(&ck, m.weights, e[MEM_KV_CACHE])),
+                            cka(&ck, m.activations, m.workspace));
       e[MEM_CAPACITY] = m.capacity;
       P->kv_bytes_per_token[st] = m.kv_bytes_per_token;
       P->kv_blocks[st] = m.kv_blocks;
