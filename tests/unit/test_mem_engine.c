@@ -1,0 +1,163 @@
+/*
+ * Unit tests for mem_engine.c: the ledger's budget as each engine counts
+ * it (docs/memory.md, "Engine accounting"). Every expected figure is
+ * recomputed here from the formula docs/memory.md cites (vLLM 0.11's
+ * worker and profile run, SGLang's profile_max_num_token), so a change to
+ * any one component (the total, the profile tokens and sequences, the
+ * sampler, the non-torch memory, the reserve default, SGLang's fraction)
+ * fails a check here.
+ */
+#include "memory.h"
+#include "model_fixtures.h"
+#include "t.h"
+
+#define MIB ((int64_t)1 << 20)
+#define GIB ((int64_t)1 << 30)
+
+static PoolSpec pool;
+
+/* Llama-3.1-8B on one H100 SXM as the catalog gives it: nvidia-smi's
+ * 81,559 MiB and CUDA's 81,080 MiB; utilization 0.9; no reserve. */
+static void fx_h100(Spec *s, Engine e, int64_t tp) {
+  memset(s, 0, sizeof *s);
+  fx_llama8b(&s->model);
+  FX_I(s->model.max_context, 8192);
+  s->hardware.name.v = "NVIDIA H100 SXM";
+  s->hardware.name.set = true;
+  FX_I(s->hardware.gpu.memory, 81559 * MIB);
+  FX_I(s->hardware.gpu.cuda_memory, 81080 * MIB);
+  FX_I(s->hardware.nodes, 1);
+  FX_I(s->hardware.gpus_per_node, 8);
+  FX_I(s->hardware.scale_up.domain, 8);
+  FX_I(s->workload.input_tokens, 1000);
+  FX_I(s->workload.output_tokens, 1000);
+  FX_I(s->deployment.engine, e);
+  FX_I(s->deployment.memory.utilization, 0.90);
+  s->deployment.memory.reserve.v = 2 * GIB; /* the parser's default, unset */
+  FX_I(s->deployment.memory.kv_block, 16);
+  memset(&pool, 0, sizeof pool);
+  pool.name.v = "p";
+  FX_I(pool.role, ROLE_BOTH);
+  FX_I(pool.replicas, 1);
+  FX_I(pool.tp, tp);
+  FX_I(pool.pp, 1);
+  FX_I(pool.cp, 1);
+  FX_I(pool.dp, 1);
+  FX_I(pool.ep, 1);
+  FX_I(pool.etp, tp);
+  FX_I(pool.dcp, 1);
+  s->deployment.npools = 1;
+  s->deployment.pools = &pool;
+}
+
+/* The widest layer of Llama-3.1-8B per token on a tp rank (docs/memory.md,
+ * "The ledger of one rank"): 4h + (q + 2 kv heads) * d + 2 * I/tp. */
+static int64_t llama8b_width(int64_t tp) {
+  return 4 * 4096 + (32 / tp + 2 * (8 / tp)) * 128 + 2 * (14336 / tp);
+}
+
+/* vLLM on an H100: the fraction of CUDA's total; the profile's forward of
+ * 8192 tokens and sampler warm-up at 1024 sequences (hidden states kept);
+ * 0.13 GiB outside PyTorch; no reserve; KV the rest, in whole blocks. */
+static void test_vllm_h100_tp1(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 1);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.capacity, 81559 * MIB);
+  T_EQ_INT(L.engine_total, 81080 * MIB);
+  T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB) * 0.90));
+  T_EQ_INT(L.tokens_per_forward, 8192);
+  T_EQ_INT(L.profile_seqs, 1024);
+  T_EQ_INT(L.forward_peak, 8192 * llama8b_width(1) * 2);
+  T_EQ_INT(L.sampler, 8192 * 4096 * 2 + 1024 * 128256 * (int64_t)38);
+  T_EQ_INT(L.activations, L.sampler);
+  T_EQ_INT(L.workspace, 13 * GIB / 100);
+  T_EQ_INT(L.comm, 0);
+  T_EQ_INT(L.reserve, 0);
+  ModelParams p;
+  T_CHECK(model_params(&s.model, &p, NULL));
+  T_EQ_INT(L.weights, 2 * p.total);
+  T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace);
+  T_EQ_INT(L.kv_blocks, L.kv_pool / (16 * 131072));
+}
+
+/* At tp 2 one communicator adds 0.41 GiB; the sampler still sees the
+ * whole vocabulary (the logits are gathered on every rank). An explicit
+ * reserve is taken on top. */
+static void test_vllm_tp2_reserve(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 2);
+  FX_I(s.deployment.memory.reserve, 1 * GIB);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.comm, 41 * GIB / 100);
+  T_EQ_INT(L.reserve, 1 * GIB);
+  T_EQ_INT(L.sampler, 8192 * 4096 * 2 + 1024 * 128256 * (int64_t)38);
+  T_EQ_INT(L.forward_peak, 8192 * llama8b_width(2) * 2);
+  T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace - L.comm - L.reserve);
+}
+
+/* vLLM's defaults on an A100 (named so) are 2048 tokens and 256
+ * sequences; the spec's serving limits override them. */
+static void test_vllm_defaults(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 1);
+  s.hardware.name.v = "NVIDIA A100 80GB SXM";
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.tokens_per_forward, 2048);
+  T_EQ_INT(L.profile_seqs, 256);
+  FX_I(s.serving.max_num_batched_tokens, 4096);
+  FX_I(s.serving.max_num_seqs, 64);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.tokens_per_forward, 4096);
+  T_EQ_INT(L.profile_seqs, 64);
+  T_EQ_INT(L.sampler, 4096 * 4096 * 2 + 64 * 128256 * (int64_t)38);
+}
+
+/* SGLang: mem_fraction_static of the memory free before the weights
+ * (CUDA's total less its communicators) holds weights and KV; the
+ * activations live above it and are not taken from the pool. */
+static void test_sglang(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_SGLANG, 2);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.comm, 64 * MIB);
+  T_EQ_INT(L.reserve, 0);
+  T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - 64 * MIB) * 0.90));
+  T_EQ_INT(L.kv_pool, L.usable - L.weights);
+  /* With no room above the fraction, what the activations need there
+   * comes out of the pool. */
+  FX_I(s.deployment.memory.utilization, 1.0);
+  FX_I(s.hardware.gpu.memory, 81080 * MIB);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.usable, 81080 * MIB - 64 * MIB);
+  T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace);
+}
+
+/* generic keeps its ledger: nvidia-smi's total, the 2 GiB default
+ * reserve, 32 MiB of workspace, 64 MiB per communicator, fp32 logits. */
+static void test_generic(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_GENERIC, 2);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.engine_total, 81559 * MIB);
+  T_EQ_INT(L.reserve, 2 * GIB);
+  T_EQ_INT(L.workspace, 32 * MIB);
+  T_EQ_INT(L.comm, 64 * MIB);
+  T_EQ_INT(L.tokens_per_forward, 1000);
+  T_EQ_INT(L.activations, 1000 * llama8b_width(2) * 2 + 1 * (128256 / 2) * 4);
+  T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace - L.comm - L.reserve);
+}
+
+int main(void) {
+  T_RUN(test_vllm_h100_tp1);
+  T_RUN(test_vllm_tp2_reserve);
+  T_RUN(test_vllm_defaults);
+  T_RUN(test_sglang);
+  T_RUN(test_generic);
+  T_DONE();
+}
