@@ -182,9 +182,14 @@ static void ledger_append(json_t *a, const LedgerRows *rows, const char *path) {
     json_object_set_new(o, "layers", json_pack("[II]", (json_int_t)L->shard.first_layer,
                                                (json_int_t)(L->shard.first_layer + L->shard.layers)));
     json_object_set_new(o, "capacity", json_integer(L->capacity));
+    json_object_set_new(o, "engine_total", json_integer(L->engine_total));
     json_object_set_new(o, "usable", json_integer(L->usable));
     json_object_set_new(o, "weights", json_integer(L->weights));
     json_object_set_new(o, "activations", json_integer(L->activations));
+    json_object_set_new(o, "forward_peak", json_integer(L->forward_peak));
+    json_object_set_new(o, "sampler", json_integer(L->sampler));
+    json_object_set_new(o, "profile_tokens", json_integer(L->tokens_per_forward));
+    json_object_set_new(o, "profile_seqs", json_integer(L->profile_seqs));
     json_object_set_new(o, "workspace", json_integer(L->workspace));
     json_object_set_new(o, "comm", json_integer(L->comm));
     json_object_set_new(o, "reserved", json_integer(L->reserve));
