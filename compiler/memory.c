@@ -223,8 +223,11 @@ static void ledger_activations(CkState *st, const Spec *s, const PoolSpec *p, co
  * as the pool's engine counts them (mem_engine.c). */
 static void ledger_budget(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
   const ModelSpec *m = &s->model;
+  /* vLLM has no expert tensor-parallel communicator: its MoE layers shard
+   * over the tp (and dp) ranks' own groups (docs/memory.md). */
+  bool etp_group = model_is_moe(m) && q->etp > 1 && (Engine)s->deployment.engine.v != ENGINE_VLLM;
   int64_t groups = (q->tp > 1) + (q->cp > 1) + (q->dp > 1) + (q->pp > 1) +
-                   (model_is_moe(m) && q->ep > 1) + (model_is_moe(m) && q->etp > 1);
+                   (model_is_moe(m) && q->ep > 1) + etp_group;
   L->capacity = s->hardware.gpu.memory.v;
   mem_engine_overheads(st, s, groups, L);
   mem_engine_kv_pool(st, s, L);
