@@ -889,6 +889,20 @@ static void parse_hardware(P *p, const YNode *root) {
                                              "int8"));
   rd_qty(p, g, gs, "hardware.gpu", "memory", UNIT_MEMORY, &h->gpu.memory, NULL, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "cuda_memory", UNIT_MEMORY, &h->gpu.cuda_memory, NULL, false, 0, false);
+  /* A spec that writes its own `memory` over a preset's plans with it:
+   * the preset's cuda_memory was measured on the preset's part. */
+  const SrcLoc *ml = &h->gpu.memory.loc, *cl = &h->gpu.cuda_memory.loc;
+  if (h->gpu.cuda_memory.set && ml->file && cl->file && strcmp(ml->file, cl->file) != 0) {
+    h->gpu.cuda_memory.set = false;
+    h->gpu.cuda_memory.v = 0;
+  }
+  if (h->gpu.cuda_memory.set && h->gpu.memory.set && h->gpu.cuda_memory.v > h->gpu.memory.v)
+    diag_help(diag_at(p->d, DIAG_E0105, h->gpu.cuda_memory.loc,
+                      "`hardware.gpu.cuda_memory` (%lld bytes) is out of range: expected at most "
+                      "`hardware.gpu.memory` (%lld bytes)",
+                      (long long)h->gpu.cuda_memory.v, (long long)h->gpu.memory.v),
+              "CUDA reports less than nvidia-smi's total: write `cuda_memory` at most `memory`, "
+              "or leave it out to plan with `memory`");
   rd_qty(p, g, gs, "hardware.gpu", "hbm_bandwidth", UNIT_BANDWIDTH, NULL, &h->gpu.hbm_bandwidth, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "bf16", UNIT_COMPUTE, NULL, &h->gpu.bf16, g != NULL, 0, false);
   rd_qty(p, g, gs, "hardware.gpu", "fp16", UNIT_COMPUTE, NULL, &h->gpu.fp16, false, h->gpu.bf16.v, false);

@@ -6,7 +6,8 @@ memory the plan records equal to the entry's; every figure of an entry is
 stated in its header comment, next to a source (the figure itself, or the
 "with sparsity" figure it is half of); a memory in MiB cites the device
 report (nvidia-smi or rocm-smi) it comes from, and one in GB says it is
-the datasheet figure; a scale-up domain larger than a node is a whole
+the datasheet figure; CUDA's total (cuda_memory), where given, is stated
+in GiB as logged and is at most the device's memory; a scale-up domain larger than a node is a whole
 number of nodes. And the rack-scale entries place as a rack: on
 gb200-nvl72 a tp 8 group spans two 4-GPU trays inside the NVLink domain of
 72, and tp 16 instances never straddle two racks (the cost model's side,
@@ -91,6 +92,15 @@ def lint(name, text, entry):
     else:
         check(stated(head, num) and "datasheet figure" in head,
               f"{name}: memory {mem} is stated and called the datasheet figure")
+    cuda = get(entry, ("gpu", "cuda_memory"))
+    if cuda is not None:
+        # CUDA's total, logged in GiB to 0.01 and written to the MiB
+        cnum, cunit = str(cuda).split()
+        gib = "%.2f GiB" % (float(cnum) / 1024)
+        check(cunit == "MiB" and gib in head and "CUDA" in head,
+              f"{name}: cuda_memory {cuda} is stated in the header as CUDA's {gib}")
+        check(float(cnum) * UNIT_BYTES[cunit] <= float(num) * UNIT_BYTES[unit],
+              f"{name}: cuda_memory {cuda} is at most the device's memory {mem}")
     for path in FIGURES:
         v = get(entry, path)
         if v is None:
