@@ -16,6 +16,7 @@
 #include "memory.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <string.h>
 
 static Engine engine_of(const Spec *s) { return (Engine)s->deployment.engine.v; }
@@ -113,8 +114,46 @@ static int64_t frac_of(int64_t total, double util) {
   return v >= (double)INT64_MAX ? total : (int64_t)v;
 }
 
-void mem_engine_kv_pool(CkState *st, const Spec *s, MemLedger *L) {
+/* SGLang's chunked-prefill size and CUDA-graph batch by nvidia-smi's MiB
+ * (server_args.py of 0.5.6, _handle_gpu_memory_settings; CUDA, not NPU). */
+static void sglang_sizes(int64_t mib, int64_t tp, int64_t *chunk, int64_t *bs) {
+  static const struct { int64_t below, chunk, bs_small, bs_big; } T[] = {
+      {20 * 1024, 2048, 8, 8},      {35 * 1024, 2048, 24, 80},    {60 * 1024, 4096, 32, 160},
+      {90 * 1024, 8192, 256, 512},  {160 * 1024, 8192, 256, 512}, {INT64_MAX, 16384, 512, 512},
+  };
+  size_t i = 0;
+  while (mib >= T[i].below) i++;
+  *chunk = T[i].chunk;
+  *bs = tp < 4 ? T[i].bs_small : T[i].bs_big;
+}
+
+/* SGLang's default mem_fraction_static (0.5.6, same function): the device
+ * less a reserve in MiB for activations and CUDA graphs, as a fraction of
+ * nvidia-smi's total rounded to 3 decimals. Its --tp-size is tp x dp with
+ * attention data parallelism (an MoE pool with dp > 1, emit_sglang.c). */
+double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
+  int64_t mib = s->hardware.gpu.memory.v >> 20;
+  bool dp_attn = model_is_moe(&s->model) && dp > 1;
+  int64_t sgl_tp = dp_attn ? tp * dp : tp, chunk, bs;
+  sglang_sizes(mib, sgl_tp, &chunk, &bs);
+  if (s->serving.max_num_batched_tokens.v > 0) chunk = s->serving.max_num_batched_tokens.v;
+  double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + (double)bs * 2 +
+             (double)(sgl_tp * pp) / 8 * 1024;
+  if (dp_attn) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
+  if (mib > 60 * 1024 && r < 10 * 1024) r = 10 * 1024;
+  if (s->workload.draft_tokens.v > 0) r += 2 * 1024; /* EAGLE / NEXTN */
+  double f = nearbyint(((double)mib - r) / (double)mib * 1000) / 1000;
+  return f > 0 && f <= 1 ? f : 0;
+}
+
+void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int64_t dp,
+                        MemLedger *L) {
   double util = s->deployment.memory.utilization.v > 0 ? s->deployment.memory.utilization.v : 0.90;
+  if (engine_of(s) == ENGINE_SGLANG && !s->deployment.memory.utilization.set) {
+    double f = mem_engine_sglang_fraction(s, tp, pp, dp);
+    if (f > 0) util = f;
+  }
+  L->utilization = util;
   L->engine_total = mem_engine_total(s);
   if (engine_of(s) != ENGINE_SGLANG) {
     /* generic, trtllm and vLLM: the fraction of the total, less every

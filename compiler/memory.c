@@ -230,7 +230,7 @@ static void ledger_budget(CkState *st, const Spec *s, const Par *q, MemLedger *L
                    (model_is_moe(m) && q->ep > 1) + etp_group;
   L->capacity = s->hardware.gpu.memory.v;
   mem_engine_overheads(st, s, groups, L);
-  mem_engine_kv_pool(st, s, L);
+  mem_engine_kv_pool(st, s, q->tp, q->pp, q->dp, L);
 }
 
 /* KV capacity and requests. One request's tokens spread over the cp and

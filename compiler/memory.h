@@ -40,6 +40,7 @@ typedef struct MemLedger {
   /* The ledger, bytes per rank. */
   int64_t capacity;              /* hardware.gpu.memory */
   int64_t engine_total;          /* the total the engine's fraction multiplies (mem_engine.c) */
+  double utilization;            /* the fraction used: the spec's, or SGLang's default */
   int64_t usable;                /* floor(engine_total * utilization) */
   int64_t weights;               /* sum of the w_* above */
   int64_t activations;           /* peak live activations of one forward */
@@ -101,8 +102,13 @@ void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t s
 /* workspace, comm and reserve by engine; groups is the number of
  * communicators with more than one member. */
 void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger *L);
-/* usable and kv_pool from engine_total and the other entries. */
-void mem_engine_kv_pool(CkState *st, const Spec *s, MemLedger *L);
+/* usable and kv_pool from engine_total and the other entries; tp, pp and
+ * dp are the pool's (SGLang's default fraction depends on them). */
+void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int64_t dp,
+                        MemLedger *L);
+/* SGLang's default mem_fraction_static for the pool (0 when it would be
+ * outside (0, 1]). */
+double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp);
 
 /* vLLM's sampler warm-up: bytes per (sequence x vocabulary entry) live at
  * the peak of the PyTorch-native top-k/top-p path (docs/memory.md). */

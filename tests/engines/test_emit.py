@@ -788,10 +788,14 @@ def redundant_experts(tmp):
     --ep-num-redundant-experts (0.5.6 entry) and vLLM's --enable-eplb with
     --eplb-config num_redundant_experts, every flag in that release's
     parser fixture; TensorRT-LLM, whose entries name no such setting, is
-    refused rather than launched without the slots the plan counts."""
+    refused rather than launched without the slots the plan counts. The
+    fraction is set (0.9): SGLang's default with attention dp 8 on the
+    H200 leaves less KV than one max_context request needs with the extra
+    slots (docs/memory.md, "Engine accounting")."""
     base = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read().replace(
         "  dtype: { weights: fp8, kv_cache: bf16, activations: bf16 }\n",
-        "  dtype: { weights: fp8, kv_cache: bf16, activations: bf16 }\n  moe: { redundant_experts: 24 }\n")
+        "  dtype: { weights: fp8, kv_cache: bf16, activations: bf16 }\n  moe: { redundant_experts: 24 }\n").replace(
+        "  mode: disaggregated\n", "  mode: disaggregated\n  memory: { utilization: 0.9 }\n")
     variants = [("sglang", '{ name: sglang, version: "0.5.6" }', ["--ep-num-redundant-experts", "24"]),
                 ("vllm", "vllm", ["--enable-eplb", "--eplb-config", '{"num_redundant_experts":24}'])]
     for target, engine, want in variants:

@@ -8,6 +8,9 @@
  * fails a check here.
  */
 #include "memory.h"
+
+#include <math.h>
+
 #include "model_fixtures.h"
 #include "t.h"
 
@@ -137,6 +140,28 @@ static void test_sglang(void) {
   T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace);
 }
 
+/* SGLang's default mem_fraction_static (server_args.py 0.5.6) when the
+ * spec leaves utilization unset: on an H100 (81,559 MiB, 60 to 90 GiB:
+ * chunked prefill 8192, CUDA-graph batch 256 below tp 4) at tp 2 the
+ * reserve is 512 + 8192 * 1.5 + 256 * 2 + 2/8 * 1024 = 13,568 MiB;
+ * speculative decoding adds 2,048. A set utilization is taken as is. */
+static void test_sglang_default_fraction(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_SGLANG, 2);
+  s.deployment.memory.utilization.set = false;
+  double want = nearbyint((81559.0 - 13568.0) / 81559.0 * 1000) / 1000;
+  T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), want, 1e-12);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_NEAR(L.utilization, 0.834, 1e-12);
+  T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - 64 * MIB) * 0.834));
+  FX_I(s.workload.draft_tokens, 3);
+  T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), nearbyint((81559.0 - 15616.0) / 81559.0 * 1000) / 1000, 1e-12);
+  FX_I(s.deployment.memory.utilization, 0.9);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_NEAR(L.utilization, 0.9, 1e-12);
+}
+
 /* generic keeps its ledger: nvidia-smi's total, the 2 GiB default
  * reserve, 32 MiB of workspace, 64 MiB per communicator, fp32 logits. */
 static void test_generic(void) {
@@ -158,6 +183,7 @@ int main(void) {
   T_RUN(test_vllm_tp2_reserve);
   T_RUN(test_vllm_defaults);
   T_RUN(test_sglang);
+  T_RUN(test_sglang_default_fraction);
   T_RUN(test_generic);
   T_DONE();
 }
