@@ -362,9 +362,11 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
       /* reserved: what the engine never hands out: the spec's reserve, the
        * communication buffers and the share above the engine's fraction
        * not taken by activations and workspace (mem_engine.c). With a KV
-       * pool >= 0 the five entries add up to capacity. */
-      e[MEM_RESERVED] = cks(&ck, cks(&ck, m.capacity, cka(&ck, m.weights, e[MEM_KV_CACHE])),
-                            cka(&ck, m.activations, m.workspace));
+       * pool >= 0 the five entries add up to capacity (weights that do
+       * not fit are E0216 before any plan is written). */
+      e[MEM_RESERVED] = m.kv_pool < 0 ? cka(&ck, m.reserve, m.comm)
+                                      : cks(&ck, cks(&ck, m.capacity, cka(&ck, m.weights, e[MEM_KV_CACHE])),
+                                            cka(&ck, m.activations, m.workspace));
       e[MEM_CAPACITY] = m.capacity;
       P->kv_bytes_per_token[st] = m.kv_bytes_per_token;
       P->kv_blocks[st] = m.kv_blocks;

@@ -598,6 +598,11 @@ LAYOUTS = (("kv-tp-down", "tp4 -> tp2"), ("kv-pp-to-pp1", "pp2 -> pp1"),
            ("kv-mla-dp", "MLA, tp8 -> attention dp8"))
 LAYOUT_KV = ("--quiet", "--requests", "2", "--input-tokens", "64", "--host-memory-scale", "0.0003",
              "--preflight-bytes", "4096")
+# The example plans' pools at a scale where each holds a 64-token request:
+# deepseek-v3-pd's KV pool under SGLang's default memory fraction (14 GiB a
+# GPU, docs/memory.md "Engine accounting") is 4.49 MB at 0.0003, 4 KiB
+# under one request of 61 layers x 64 tokens x 1152 bytes.
+EXAMPLES_KV = LAYOUT_KV[:6] + ("0.0004",) + LAYOUT_KV[7:]
 
 
 @scenario("grouped-layouts")
@@ -784,7 +789,7 @@ def kv_examples():
         if pj["world_size"] > KV_MAX_RANKS:
             skip(f"kv {ex}", f"{pj['world_size']} ranks, over the {KV_MAX_RANKS} processes this test starts")
             continue
-        ls, rcs = run_nodes(plan, len(pj["nodes"]), *LAYOUT_KV)
+        ls, rcs = run_nodes(plan, len(pj["nodes"]), *EXAMPLES_KV)
         kv = (ls[0].load_report() or {}).get("kv") or {}
         want = decode_cells(pj, 2, 64)
         per_req = sum(x["bytes_per_token"] * 64 for x in pj["kv_reshard"][0]["transfers"])
