@@ -219,6 +219,7 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   EngineSched es;
   engine_sched(s, &es);
   m->chunk_tokens = es.mixed ? es.tokens : 0;
+  m->overlap = es.overlap;
   int64_t cached = m->tin > 0 ? cost__cached(m) : 0;
   m->new_tokens = m->tin - cached;
   m->chunk_ctx = (double)cached + (double)m->new_tokens / 2.0;
@@ -792,13 +793,17 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   out->comm_pp = (double)(l->pp - 1) * send;
   out->comm_ep = nm * ep_comm;
   out->comm = out->comm_tp + out->comm_ep + out->comm_pp;
-  out->overhead = (double)l->pp * m->k.step_overhead_s;
   out->memory_bound = out->memory >= out->compute;
   /* An MTP draft is one more transformer block and the shared head per
    * draft token (DeepSeek-V3 report, section 2.2): priced as an average
    * layer of this step plus the logits. */
   double draft = (double)m->draft * (t_layers / (nd + nm) + t_lm);
-  out->step = t_layers + t_lm + out->overhead + out->comm_pp + draft;
+  double gpu = t_layers + t_lm + out->comm_pp + draft;
+  /* The engine's CPU work per step: exposed in full, or only what the
+   * GPU's step does not cover when the engine overlaps the two. */
+  double cpu = (double)l->pp * m->k.step_overhead_s;
+  out->overhead = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
+  out->step = gpu + out->overhead;
   out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);

@@ -138,6 +138,7 @@ typedef struct {
   int64_t new_tokens;              /* prompt tokens a prefill computes (tin less the
                                       prefix-cache hit, at least 1) */
   double chunk_ctx;                /* mean context a prompt-chunk token attends to */
+  bool overlap;                    /* the engine hides step_overhead_s behind the GPU's step */
   double slo_ttft, slo_tpot;       /* s */
   CostConsts k;
   SrcLoc loc;                      /* where to report model-wide problems */

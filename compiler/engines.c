@@ -366,6 +366,9 @@ void engine_sched(const Spec *s, EngineSched *out) {
      * are BuildConfig's defaults (tensorrt_llm/builder.py), which
      * trtllm-serve keeps when the flags are not given. */
     out->mixed = true;
+    /* TorchLlmArgs.disable_overlap_scheduler defaults to False
+     * (tensorrt_llm/llmapi/llm_args.py). */
+    out->overlap = true;
     out->tokens = 8192;
     out->seqs = 2048;
     out->source = "tensorrt_llm/builder.py BuildConfig defaults";
@@ -374,7 +377,10 @@ void engine_sched(const Spec *s, EngineSched *out) {
     /* A prefill (extend) batch runs alone unless --enable-mixed-chunk,
      * default off (python/sglang/srt/server_args.py); its defaults for the
      * chunk size and running requests depend on memory profiling at start
-     * and are not modelled. */
+     * and are not modelled. The overlap scheduler is on unless
+     * --disable-overlap-schedule (same file; tests/engines/fixtures lists
+     * the flag for every release from 0.4.7). */
+    out->overlap = true;
     break;
   case ENGINE_GENERIC:
   default:

@@ -79,9 +79,13 @@ typedef struct EngineCaps {
  *          0 when neither is known;
  *  seqs    the most running sequences of one scheduler: serving.max_num_seqs,
  *          else the engine's default, 0 when neither is known;
+ *  overlap the engine prepares step n+1 (scheduling, inputs, sampling
+ *          output) on the CPU while the GPU runs step n, by default (SGLang's
+ *          overlap scheduler, TensorRT-LLM's overlap scheduler); vLLM 0.11
+ *          only with --async-scheduling, which rankplan does not emit;
  *  source  where the defaults were read (NULL: the spec set them, or none). */
 typedef struct {
-  bool mixed;
+  bool mixed, overlap;
   int64_t tokens, seqs;
   const char *source;
 } EngineSched;

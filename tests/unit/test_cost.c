@@ -527,6 +527,26 @@ static void test_mixed_step(void) {
   T_CHECK(in.cap <= 1023);
 }
 
+/* An engine that overlaps its per-step CPU work with the GPU's step
+ * exposes only what the step does not cover. */
+static void test_overlap(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostDecode a, b, c;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a));
+  T_NEAR(a.overhead, m.k.step_overhead_s, 0.0);
+  m.overlap = true;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &b));
+  T_NEAR(b.overhead, 0.0, 0.0);
+  T_NEAR(b.step, a.step - m.k.step_overhead_s, 1e-15);
+  /* CPU work longer than the GPU's step: the step is the CPU's */
+  m.k.step_overhead_s = 1.0;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
+  T_NEAR(c.step, 1.0, 1e-12);
+  T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
+}
+
 /* The engines' schedulers and their defaults (engines.c, engine_sched). */
 static void test_engine_sched(void) {
   Spec s = llama70b(1);
@@ -540,7 +560,7 @@ static void test_engine_sched(void) {
   s.deployment.engine.v = ENGINE_VLLM;
   s.hardware.name.v = "NVIDIA H200 SXM";
   engine_sched(&s, &es);
-  T_CHECK(es.mixed && es.tokens == 8192 && es.seqs == 1024 && es.source);
+  T_CHECK(es.mixed && !es.overlap && es.tokens == 8192 && es.seqs == 1024 && es.source);
   s.hardware.name.v = "NVIDIA A100 80GB SXM";
   engine_sched(&s, &es);
   T_CHECK(es.tokens == 2048 && es.seqs == 256);
@@ -550,11 +570,11 @@ static void test_engine_sched(void) {
   T_CHECK(es.tokens == 2048 && es.seqs == 256);
   s.deployment.engine.v = ENGINE_SGLANG;
   engine_sched(&s, &es);
-  T_CHECK(!es.mixed);
+  T_CHECK(!es.mixed && es.overlap);
   s.deployment.engine.v = ENGINE_TRTLLM;
   s.serving.max_num_seqs = (SInt)SI(64);
   engine_sched(&s, &es);
-  T_CHECK(es.mixed && es.tokens == 8192 && es.seqs == 64);
+  T_CHECK(es.mixed && es.overlap && es.tokens == 8192 && es.seqs == 64);
 }
 
 static const char *write_tmp(const char *text) {
@@ -658,6 +678,7 @@ int main(void) {
   T_RUN(test_speculative);
   T_RUN(test_mixed_step);
   T_RUN(test_engine_sched);
+  T_RUN(test_overlap);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
   T_DONE();
