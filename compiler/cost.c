@@ -1128,19 +1128,33 @@ static bool cost__tpot_at(const CostModel *m, const CostInstance *in, int64_t B,
   return true;
 }
 
+/* cap: the most requests one instance can hold (a closed loop's requests
+ * in flight per instance; INFINITY for an open loop). */
 static void cost__little(const CostModel *m, const CostInstance *in, double per, double up,
-                         CostDeployEval *out) {
+                         double cap, CostDeployEval *out) {
   double tpot;
   out->batch = in->batch;
   out->tpot = (double)INFINITY;
   if (!cost__tpot_at(m, in, in->batch, up, &tpot)) return;
   out->tpot = tpot;
-  double bl = ceil(per * (double)m->tout * out->tpot);
+  double bl = fmin(ceil(per * (double)m->tout * out->tpot), cap);
   if (bl < 1.0) bl = 1.0;
   if (bl < (double)in->batch && cost__tpot_at(m, in, (int64_t)bl, up, &tpot)) {
     out->batch = (int64_t)bl;
     out->tpot = tpot;
   }
+}
+
+/* One prompt's prefill on instance `a` while it decodes b requests: the
+ * instance's prefill latency, or for a mixed aggregated instance the steps
+ * carrying the prompt at batch b (docs/cost-model.md, "Mixed"). */
+static double cost__prefill_at(const CostModel *m, const CostInstance *a, int64_t b) {
+  if (a->role != ROLE_BOTH || m->chunk_tokens <= 0) return a->pre.latency;
+  CostDecodePrep p;
+  CostMixed x;
+  if (!cost_decode_prep(m, &a->lay, cost_decode_ctx(m), &p) || !cost__mixed(m, &p, b, &x))
+    return a->pre.latency;
+  return x.latency;
 }
 
 static void cost__finish(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
@@ -1176,11 +1190,13 @@ static void cost__eval_at(const CostModel *m, const CostDeploy *dp, double offer
   double mu = dp->npools == 2 ? a->pre.mu : a->rcap;
   out->util = served / (x * mu);
   out->queue = cost_md1_wait(out->util, mu);
-  out->ttft = out->queue + a->pre.latency + out->rates.kv_transfer;
   /* Aggregated: decode steps wait while the instance prefills, a share
    * u_p = (served / x) / mu_p of its time. */
   double up = dp->npools == 2 ? 0.0 : served / x / a->pre.mu;
-  cost__little(m, d, served / y, up, out);
+  double cap = m->concurrency > 0 ? ceil(m->concurrency / y) : (double)INFINITY;
+  cost__little(m, d, served / y, up, cap, out);
+  out->prefill = cost__prefill_at(m, a, out->batch);
+  out->ttft = out->queue + out->prefill + out->rates.kv_transfer;
   cost__finish(m, dp, out);
 }
 
@@ -1201,7 +1217,7 @@ static void cost__closed_loop(const CostModel *m, const CostDeploy *dp, CostDepl
   if (!(out->served > 0) || !isfinite(out->tpot)) return;
   if (cost__in_flight(m, out) <= n) {
     out->ttft = fmax(out->ttft, n / out->served - (double)m->tout * out->tpot);
-    out->queue = out->ttft - dp->inst[0]->pre.latency - out->rates.kv_transfer;
+    out->queue = out->ttft - out->prefill - out->rates.kv_transfer;
     cost__finish(m, dp, out);
     return;
   }

@@ -336,7 +336,10 @@ typedef struct {
   double tok_s;         /* output tokens/s */
   double util;          /* prefill (aggregated: instance) utilisation */
   double queue, ttft, tpot; /* s */
-  int64_t batch;        /* decode requests per instance at the served load */
+  double prefill;       /* s: one prompt's prefill at the served load (TTFT less
+                         * queue and KV transfer) */
+  int64_t batch;        /* decode requests per instance at the served load (closed
+                         * loop: at most the requests in flight per instance) */
   int64_t gpus;         /* all instances */
   bool load_served;     /* m->rate > 0 and served == m->rate; or m->concurrency >
                          * 0 and the pools serve the closed loop below their most */
