@@ -699,6 +699,21 @@ static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_
   return true;
 }
 
+/* KV bytes one layer reads in a decode step on one GPU, the mean over the
+ * model's layers: this dp rank's bdp requests, each reading at context c
+ * what its layers' attention types read (model_kv_read_tokens: a sliding
+ * layer its window, a chunked one its chunk so far), split over dcp
+ * ranks. With every layer full this is ceil(bdp * c * kvr / dcp). */
+static int64_t cost__kv_read_layer(CkState *st, const CostModel *m, const CostDecodePrep *p, int64_t bdp) {
+  int64_t layers = m->ms->layers.v;
+  int64_t read = model_kv_read_tokens(m->ms, p->c);
+  if (read < 0 || layers <= 0) {
+    st->ok = false;
+    return 0;
+  }
+  return cost__cdiv(ckm(st, ckm(st, bdp, read), p->kvr), ckm(st, p->l.dcp, layers));
+}
+
 bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out) {
   memset(out, 0, sizeof *out);
   const CostLayout *l = &p->l;
@@ -712,10 +727,7 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   int64_t q = 1 + m->draft;
   int64_t tq = ckm(&st, bdp, q);
   int64_t c = p->c;
-  int64_t kvr = p->kvr;
-  /* KV read per layer: this dp rank's requests, their context split over
-   * dcp ranks. */
-  int64_t kv_layer = cost__cdiv(ckm(&st, ckm(&st, bdp, c), kvr), l->dcp);
+  int64_t kv_layer = cost__kv_read_layer(&st, m, p, bdp);
   int64_t attn_flops = ckm(&st, ckm(&st, tq, c), m->attn_pair_flops_decode) / l->tp;
   CostLayerStep dl = {0}, ml = {0};
   dl.bytes = (double)p->w_dense + (double)kv_layer;
