@@ -722,6 +722,12 @@ static void parse_layer_types(P *p, const YNode *a, SrcLoc as, const char *pa, M
   rd_lim(p, a, as, pa, "chunk_size", &mo->attention.chunk_size, false, 0, 1, &LIM_TOKENS);
   const YNode *l = yaml_map_get(a, "layer_types");
   mo->attention.layer_types.loc = l ? l->loc : as;
+  if (!l && mo->attention.sliding_window.set && mo->attention.chunk_size.set) {
+    Diag *g = diag_at(p->d, DIAG_E0102, mo->attention.chunk_size.loc,
+                      "`%s` gives both sliding_window and chunk_size: `layer_types` must say which layers use which",
+                      pa);
+    diag_help(g, "list one of full, sliding or chunked per layer in `%s.layer_types`", pa);
+  }
   if (!l) return;
   char *fp = join_path(p, pa, "layer_types");
   if (l->kind != YN_SEQ) {
@@ -738,6 +744,8 @@ static void parse_layer_types(P *p, const YNode *a, SrcLoc as, const char *pa, M
   }
   SEnum *it = yaml_arena_alloc(p->a, (l->n ? l->n : 1) * sizeof *it);
   bool ok = true;
+  /* a size given but out of range was reported at its place already */
+  bool told[3] = {false, yaml_map_get(a, "sliding_window") != NULL, yaml_map_get(a, "chunk_size") != NULL};
   for (size_t i = 0; i < l->n; i++) {
     char *ip = rp_sprintf("%s[%zu]", fp, i);
     it[i] = (SEnum){LAYER_FULL, l->items[i]->loc, true};
@@ -745,7 +753,8 @@ static void parse_layer_types(P *p, const YNode *a, SrcLoc as, const char *pa, M
     free(ip);
     const SInt *need = it[i].v == LAYER_SLIDING ? &mo->attention.sliding_window
                        : it[i].v == LAYER_CHUNKED ? &mo->attention.chunk_size : NULL;
-    if (need && !need->set) {
+    if (need && !need->set && !told[it[i].v]) {
+      told[it[i].v] = true;
       Diag *g = diag_at(p->d, DIAG_E0102, l->items[i]->loc, "`%s[%zu]` is %s, but `%s.%s` is not given", fp, i,
                         layer_attn_names[it[i].v], pa, it[i].v == LAYER_SLIDING ? "sliding_window" : "chunk_size");
       diag_help(g, "give the window (or chunk) in tokens beside the layer types");
