@@ -7,42 +7,10 @@
  */
 #include "cost.h"
 #include "memory.h"
-#include "model_fixtures.h"
+#include "mem_fixtures.h"
 #include "t.h"
 
 #include "cost_fixtures.h"
-
-#define GIB ((int64_t)1 << 30)
-
-static PoolSpec pool;
-
-static void fx_spec(Spec *s, void (*model)(ModelSpec *)) {
-  memset(s, 0, sizeof *s);
-  model(&s->model);
-  FX_I(s->hardware.gpu.memory, 141 * 1000000000LL);
-  FX_I(s->hardware.nodes, 1);
-  FX_I(s->hardware.gpus_per_node, 8);
-  FX_I(s->hardware.scale_up.domain, 8);
-  FX_I(s->workload.input_tokens, 4000);
-  FX_I(s->workload.output_tokens, 500);
-  s->deployment.memory.utilization.v = 0.90;
-  s->deployment.memory.utilization.set = true;
-  FX_I(s->deployment.memory.reserve, 2 * GIB);
-  FX_I(s->deployment.memory.kv_block, 16);
-  memset(&pool, 0, sizeof pool);
-  pool.name.v = "p";
-  FX_I(pool.role, ROLE_BOTH);
-  FX_I(pool.replicas, 1);
-  FX_I(pool.tp, 1);
-  FX_I(pool.pp, 1);
-  FX_I(pool.cp, 1);
-  FX_I(pool.dp, 1);
-  FX_I(pool.ep, 1);
-  FX_I(pool.etp, 1);
-  FX_I(pool.dcp, 1);
-  s->deployment.npools = 1;
-  s->deployment.pools = &pool;
-}
 
 static SEnum types[128];
 
@@ -68,7 +36,7 @@ static void set_types(ModelSpec *m, LayerAttn local, int every) {
  * (8 * 8192 + 24 * 65) / 32 = 67,096 / 32 -> 2,097. */
 static void test_sliding_ledger(void) {
   Spec s;
-  fx_spec(&s, fx_llama8b);
+  fx_spec(&s, fx_llama8b, 141 * 1000000000LL);
   MemLedger full, mixed, chunked;
   T_CHECK(mem_ledger(&s, &pool, 0, NULL, &full, NULL));
   T_EQ_INT(full.request_blocks, 282);
@@ -110,7 +78,7 @@ static void test_sliding_ledger(void) {
  * holds its own layers' types: stage 1 of pp 2 holds layers 16-31. */
 static void test_window_defaults(void) {
   Spec s;
-  fx_spec(&s, fx_llama8b);
+  fx_spec(&s, fx_llama8b, 141 * 1000000000LL);
   FX_I(s.model.attention.sliding_window, 1024);
   MemLedger L;
   T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
@@ -131,7 +99,7 @@ static void test_window_defaults(void) {
  * = 123,392. */
 static void test_read_tokens(void) {
   Spec s;
-  fx_spec(&s, fx_llama8b);
+  fx_spec(&s, fx_llama8b, 141 * 1000000000LL);
   T_EQ_INT(model_kv_read_tokens(&s.model, 4250), 32 * 4250);
   FX_I(s.model.attention.sliding_window, 1024);
   set_types(&s.model, LAYER_SLIDING, 4);
@@ -176,7 +144,7 @@ static void test_decode_reads_window(void) {
  * KV: 32 layers x 512 B = 16,384 B per token beside the target's 40,960. */
 static void test_draft_model(void) {
   Spec s;
-  fx_spec(&s, fx_llama70b);
+  fx_spec(&s, fx_llama70b, 141 * 1000000000LL);
   ModelSpec draft;
   memset(&draft, 0, sizeof draft);
   fx_llama8b(&draft);
@@ -209,7 +177,7 @@ static void test_draft_model(void) {
  * 44,050,944 B per layer; 58 MoE layers. */
 static void test_shared_placement(void) {
   Spec s;
-  fx_spec(&s, fx_dsv3);
+  fx_spec(&s, fx_dsv3, 141 * 1000000000LL);
   FX_I(pool.tp, 8);
   FX_I(pool.ep, 8);
   MemLedger tp, rep;
