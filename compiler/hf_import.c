@@ -919,7 +919,7 @@ char *hf_model_yaml(Diags *d, const HfModel *h) {
 /* model.hf_config in a spec. */
 
 /* Reads the config a spec names; NULL after E0152. */
-static char *read_for_spec(Diags *d, const char *file, SrcLoc at, size_t *len) {
+static char *read_for_spec(Diags *d, const char *file, const char *field, SrcLoc at, size_t *len) {
   size_t n = strlen(file);
   char *text = NULL;
   /* Only files named as JSON are read: diagnostics quote the lines of the
@@ -928,7 +928,7 @@ static char *read_for_spec(Diags *d, const char *file, SrcLoc at, size_t *len) {
   int e = n > 5 && strcmp(file + n - 5, ".json") == 0 ? rp_read_file(file, SPEC_MAX_BYTES, &text, len)
                                                      : EINVAL;
   if (!e) return text;
-  Diag *g = diag_at(d, DIAG_E0152, at, "cannot read `model.hf_config` `%s`: %s", file,
+  Diag *g = diag_at(d, DIAG_E0152, at, "cannot read `%s` `%s`: %s", field, file,
                     e == EINVAL     ? "the import reads files whose names end in `.json`"
                     : e == EFBIG    ? "file is over 1 MiB"
                     : e == RP_ENOTREG ? "not a regular file"
@@ -937,13 +937,13 @@ static char *read_for_spec(Diags *d, const char *file, SrcLoc at, size_t *len) {
   return NULL;
 }
 
-char *hf_import_for_spec(Diags *d, const char *spec_file, const char *path, SrcLoc at,
-                         const char **yaml_name) {
+char *hf_import_for_spec(Diags *d, const char *spec_file, const char *path, const char *field,
+                         SrcLoc at, const char **yaml_name) {
   const char *slash = spec_file ? strrchr(spec_file, '/') : NULL;
   char *file = path[0] == '/' || !slash ? rp_strdup(path)
                                         : rp_sprintf("%.*s/%s", (int)(slash - spec_file), spec_file, path);
   size_t len = 0;
-  char *text = read_for_spec(d, file, at, &len), *yaml = NULL;
+  char *text = read_for_spec(d, file, field, at, &len), *yaml = NULL;
   if (text) {
     const char *iname = diags_add_source(d, file, text, len);
     HfModel h;

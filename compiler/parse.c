@@ -661,7 +661,8 @@ out:
 static const YNode *apply_hf_config(P *p, const YNode *m, const char *path, SStr *out) {
   out->loc = m->loc;
   const YNode *v = yaml_map_get(m, "hf_config");
-  if (!v || !want_scalar(p, v, join_path(p, path, "hf_config"), "a path to a config.json")) return m;
+  const char *field = join_path(p, path, "hf_config");
+  if (!v || !want_scalar(p, v, field, "a path to a config.json")) return m;
   if (yaml_map_get(m, "preset")) {
     Diag *g = diag_at(p->d, DIAG_E0152, v->loc, "`%s.hf_config` and `%s.preset` both give the model", path,
                       path);
@@ -669,7 +670,7 @@ static const YNode *apply_hf_config(P *p, const YNode *m, const char *path, SStr
     return m;
   }
   const char *yname = NULL;
-  char *yaml = hf_import_for_spec(p->d, p->s->file, v->str, v->loc, &yname);
+  char *yaml = hf_import_for_spec(p->d, p->s->file, v->str, field, v->loc, &yname);
   if (!yaml) return m;
   YNode *root = yaml_load(p->d, p->a, yname, yaml, strlen(yaml));
   free(yaml);

@@ -269,6 +269,29 @@ def check_cli(tmp):
     spec.write_text(SPEC.format(model="  hf_config: Some-Model/config.json\n  name: Mine"))
     p = run("check", str(spec))
     check(p.returncode == 0, "hf_config is relative to the spec's directory")
+    check_draft_config(t)
+
+
+def check_draft_config(t):
+    """model.draft takes an hf_config too: with draft tokens its weights
+    and KV join the ledger, its errors are named under model.draft."""
+    base = SPEC.format(model="  preset: llama-3.1-70b\n  draft: { hf_config: %s }" % (FIX / "Llama-3.2-1B.json"))
+    rows = {}
+    for name, text in (("plain", SPEC.format(model="  preset: llama-3.1-70b")),
+                       ("draft", base.replace("output_tokens: 300", "output_tokens: 300\n  draft_tokens: 3"))):
+        f = t / f"{name}.yaml"
+        f.write_text(text)
+        p = run("check", "--format", "json", str(f))
+        rows[name] = ledger_rows(p.stdout)
+        check(p.returncode == 0, f"model.draft as hf_config: `{name}` checks")
+    a, b = rows["plain"], rows["draft"]
+    check(a and b and b[-1]["weights"] > a[-1]["weights"] and b[-1]["kv_blocks"] < a[-1]["kv_blocks"]
+          and b[0] == a[0], "the draft's weights and KV are on the last stage's ledger", f"{a} {b}")
+    f = t / "bad.yaml"
+    f.write_text(SPEC.format(model="  preset: llama-3.1-70b\n  draft: { hf_config: absent.json }"))
+    p = run("check", str(f))
+    check(p.returncode != 0 and "`model.draft.hf_config`" in p.stderr, "an unreadable draft hf_config names model.draft.hf_config",
+          p.stderr[-400:])
 
 
 def check_docs_list_keys():
