@@ -724,6 +724,23 @@ static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_
   return true;
 }
 
+/* KV bytes one layer reads in a step on one GPU, the mean over the
+ * model's layers: n requests, each reading at context c what its layers'
+ * attention types read (model_kv_read_tokens: a sliding layer its window, a
+ * chunked one its chunk so far), split over dcp ranks. With every layer
+ * full this is ceil(n * c * kvr / dcp). */
+static int64_t cost__kv_read_layer(CkState *st, const CostModel *m, const CostDecodePrep *p,
+                                   int64_t n, int64_t c) {
+  if (n <= 0) return 0;
+  int64_t layers = m->ms->layers.v;
+  int64_t read = model_kv_read_tokens(m->ms, c);
+  if (read < 0 || layers <= 0) {
+    st->ok = false;
+    return 0;
+  }
+  return cost__cdiv(ckm(st, ckm(st, n, read), p->kvr), ckm(st, p->l.dcp, layers));
+}
+
 /* One step of an instance holding B decoding requests whose every dp rank
  * also runs `chunk` prompt tokens of a chunked prefill (0: a decode step;
  * docs/cost-model.md, "Decode" and "Aggregated instances"). The chunk's
@@ -745,11 +762,10 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   int64_t tq = ckm(&st, bdp, q);
   int64_t tk = cka(&st, tq, chunk);
   int64_t c = p->c;
-  int64_t kvr = p->kvr;
   int64_t cctx = chunk > 0 ? (int64_t)ceil(m->chunk_ctx) : 0;
-  /* KV read per layer: this dp rank's requests, their context split over
-   * dcp ranks, and the chunk's prompt. */
-  int64_t kv_layer = cost__cdiv(ckm(&st, cka(&st, ckm(&st, bdp, c), cctx), kvr), l->dcp);
+  /* KV read per layer: this dp rank's requests and the chunk's prompt. */
+  int64_t kv_layer = cka(&st, cost__kv_read_layer(&st, m, p, bdp, c),
+                         cost__kv_read_layer(&st, m, p, chunk > 0, cctx));
   int64_t attn_flops = cka(&st, ckm(&st, ckm(&st, tq, c), m->attn_pair_flops_decode),
                            ckm(&st, ckm(&st, chunk, cctx), m->attn_pair_flops_prefill)) / l->tp;
   CostLayerStep dl = {0}, ml = {0};
