@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engines.h"
 #include "memory.h"
 #include "model.h"
 
@@ -207,6 +208,23 @@ static void cost__moe_init(const ModelSpec *ms, CostModel *m) {
       ms->hidden_size.v, ms->moe.combine_dtype.set ? (DType)ms->moe.combine_dtype.v : act);
 }
 
+static int64_t cost__cached(const CostModel *m);
+
+/* The engine's scheduler as the aggregated pools' model needs it
+ * (docs/cost-model.md, "Aggregated instances"): a token budget when prompt
+ * chunks ride in decode steps, the new tokens of a prompt and the mean
+ * context a chunk token attends to (the cached prefix and half the new
+ * tokens). */
+static void cost__sched_init(const Spec *s, CostModel *m) {
+  EngineSched es;
+  engine_sched(s, &es);
+  m->chunk_tokens = es.mixed ? es.tokens : 0;
+  m->overlap = es.overlap;
+  int64_t cached = m->tin > 0 ? cost__cached(m) : 0;
+  m->new_tokens = m->tin - cached;
+  m->chunk_ctx = (double)cached + (double)m->new_tokens / 2.0;
+}
+
 bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
   memset(m, 0, sizeof *m);
   m->k = *k;
@@ -314,6 +332,7 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->draft = s->workload.draft_tokens.set ? s->workload.draft_tokens.v : 0;
   m->accepted = s->workload.accepted_tokens.set ? s->workload.accepted_tokens.v : 1.0;
   m->prefix_hit = s->workload.prefix_cache_hit_rate.set ? s->workload.prefix_cache_hit_rate.v : 0.0;
+  cost__sched_init(s, m);
   m->slo_ttft = s->slo.ttft.v;
   m->slo_tpot = s->slo.tpot.v;
   if (!st.ok) {
@@ -563,6 +582,16 @@ static double cost__overlap(double w, double c, double ov) {
 
 /* ---- prefill -------------------------------------------------------------- */
 
+/* Prompt tokens found in the prefix cache: a hit skips the cached share of
+ * the prompt, so S - cached new tokens are computed, each attending to the
+ * whole prefix (docs/cost-model.md, "Prefix cache"). At least one token is
+ * computed. */
+static int64_t cost__cached(const CostModel *m) {
+  int64_t S = m->tin;
+  int64_t cached = (int64_t)floor(m->prefix_hit * (double)S);
+  return cached > S - 1 ? S - 1 : cached;
+}
+
 /* docs/cost-model.md, "Prefill": linear FLOPs 2 * active params per token,
  * causal attention S(S+1)/2 pairs per layer, both split over tp*cp ranks
  * (attention over cp with the zigzag balance); tp all-reduces, cp ring KV
@@ -571,11 +600,7 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   memset(out, 0, sizeof *out);
   CkState st = {true};
   int64_t S = m->tin;
-  /* A prefix-cache hit skips the cached share of the prompt: Sn new tokens
-   * are computed, each attending to the whole prefix (docs/cost-model.md,
-   * "Prefix cache"). */
-  int64_t cached = (int64_t)floor(m->prefix_hit * (double)S);
-  if (cached > S - 1) cached = S - 1;
+  int64_t cached = cost__cached(m);
   int64_t Sn = S - cached;
   int64_t tpcp = ckm(&st, l->tp, l->cp);
   int64_t f_dense = ckm(&st, 2, cka(&st, m->attn_params, m->dense_ffn_params));
@@ -699,7 +724,31 @@ static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_
   return true;
 }
 
-bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out) {
+/* KV bytes one layer reads in a step on one GPU, the mean over the
+ * model's layers: n requests, each reading at context c what its layers'
+ * attention types read (model_kv_read_tokens: a sliding layer its window, a
+ * chunked one its chunk so far), split over dcp ranks. With every layer
+ * full this is ceil(n * c * kvr / dcp). */
+static int64_t cost__kv_read_layer(CkState *st, const CostModel *m, const CostDecodePrep *p,
+                                   int64_t n, int64_t c) {
+  if (n <= 0) return 0;
+  int64_t layers = m->ms->layers.v;
+  int64_t read = model_kv_read_tokens(m->ms, c);
+  if (read < 0 || layers <= 0) {
+    st->ok = false;
+    return 0;
+  }
+  return cost__cdiv(ckm(st, ckm(st, n, read), p->kvr), ckm(st, p->l.dcp, layers));
+}
+
+/* One step of an instance holding B decoding requests whose every dp rank
+ * also runs `chunk` prompt tokens of a chunked prefill (0: a decode step;
+ * docs/cost-model.md, "Decode" and "Aggregated instances"). The chunk's
+ * tokens go through every linear layer, collective and expert with the
+ * decode tokens; they attend to m->chunk_ctx tokens of their prompt, whose
+ * KV the step reads once per layer; they produce no logits. */
+bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
+                  CostDecode *out) {
   memset(out, 0, sizeof *out);
   const CostLayout *l = &p->l;
   if (B < 1) B = 1;
@@ -708,31 +757,33 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   int64_t bdp = cost__cdiv(b, l->dp);
   /* Speculative decoding runs 1 + draft tokens of each request per step
    * (docs/cost-model.md, "Speculative decoding"): tq tokens on this dp
-   * rank, over the same KV. */
+   * rank, over the same KV; tk adds the prompt chunk. */
   int64_t q = 1 + m->draft;
   int64_t tq = ckm(&st, bdp, q);
+  int64_t tk = cka(&st, tq, chunk);
   int64_t c = p->c;
-  int64_t kvr = p->kvr;
-  /* KV read per layer: this dp rank's requests, their context split over
-   * dcp ranks. */
-  int64_t kv_layer = cost__cdiv(ckm(&st, ckm(&st, bdp, c), kvr), l->dcp);
-  int64_t attn_flops = ckm(&st, ckm(&st, tq, c), m->attn_pair_flops_decode) / l->tp;
+  int64_t cctx = chunk > 0 ? (int64_t)ceil(m->chunk_ctx) : 0;
+  /* KV read per layer: this dp rank's requests and the chunk's prompt. */
+  int64_t kv_layer = cka(&st, cost__kv_read_layer(&st, m, p, bdp, c),
+                         cost__kv_read_layer(&st, m, p, chunk > 0, cctx));
+  int64_t attn_flops = cka(&st, ckm(&st, ckm(&st, tq, c), m->attn_pair_flops_decode),
+                           ckm(&st, ckm(&st, chunk, cctx), m->attn_pair_flops_prefill)) / l->tp;
   CostLayerStep dl = {0}, ml = {0};
   dl.bytes = (double)p->w_dense + (double)kv_layer;
-  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, tq), p->p_dense) / l->tp, attn_flops);
+  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, tk), p->p_dense) / l->tp, attn_flops);
   double ep_comm = 0.0;
-  if (m->moe && !cost__decode_moe(m, p, ckm(&st, b, q), tq, (double)kv_layer, attn_flops, &ml,
-                                  &ep_comm))
+  int64_t b_tok = cka(&st, ckm(&st, b, q), ckm(&st, chunk, l->dp));
+  if (m->moe && !cost__decode_moe(m, p, b_tok, tk, (double)kv_layer, attn_flops, &ml, &ep_comm))
     return false;
   if (!st.ok) return false;
   double act = (double)m->act_bytes, h = (double)m->hidden;
   double tp_comm = 0.0;
   if (l->tp > 1)
-    tp_comm = 2.0 * cost_ring_allreduce((double)tq * h * act, l->tp, p->tp_bw, p->tp_lat);
+    tp_comm = 2.0 * cost_ring_allreduce((double)tk * h * act, l->tp, p->tp_bw, p->tp_lat);
   if (l->dcp > 1) {
     /* dcp ranks hold different tokens of the same heads: their partial
      * attention outputs are combined with one reduction per layer. */
-    tp_comm += cost_ring_allreduce((double)tq * h * act * (double)l->dcp / (double)l->tp,
+    tp_comm += cost_ring_allreduce((double)tk * h * act * (double)l->dcp / (double)l->tp,
                                    l->dcp, p->tp_bw, p->tp_lat);
   }
   dl.comm = tp_comm;
@@ -752,24 +803,32 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
   double lm_flops = 2.0 * (double)tq * (double)m->lm_params / (double)l->tp;
   double t_lm = fmax(lm_bytes / bw, lm_flops / pk);
   double send = 0.0;
-  if (l->pp > 1) send = (double)tq * h * act / p->pp_bw + p->pp_lat;
+  if (l->pp > 1) send = (double)tk * h * act / p->pp_bw + p->pp_lat;
   out->memory = t_mem + lm_bytes / bw;
   out->compute = t_cmp + lm_flops / pk;
   out->comm_pp = (double)(l->pp - 1) * send;
   out->comm_ep = nm * ep_comm;
   out->comm = out->comm_tp + out->comm_ep + out->comm_pp;
-  out->overhead = (double)l->pp * m->k.step_overhead_s;
   out->memory_bound = out->memory >= out->compute;
   /* An MTP draft is one more transformer block and the shared head per
    * draft token (DeepSeek-V3 report, section 2.2): priced as an average
    * layer of this step plus the logits. */
   double draft = (double)m->draft * (t_layers / (nd + nm) + t_lm);
-  out->step = t_layers + t_lm + out->overhead + out->comm_pp + draft;
+  double gpu = t_layers + t_lm + out->comm_pp + draft;
+  /* The engine's CPU work per step: exposed in full, or only what the
+   * GPU's step does not cover when the engine overlaps the two. */
+  double cpu = (double)l->pp * m->k.step_overhead_s;
+  out->overhead = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
+  out->step = gpu + out->overhead;
   out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
   out->flops_gpu = cost_ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
   return true;
+}
+
+bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out) {
+  return cost_step_at(m, p, B, 0, out);
 }
 
 bool cost_decode_step(const CostModel *m, const CostLayout *l, int64_t B, double ctx,
@@ -877,7 +936,77 @@ typedef struct {
   bool ttft_bound;
 } CostAggArg;
 
+/* An aggregated instance whose engine runs prompt chunks inside decode
+ * steps (m->chunk_tokens > 0), full at batch B (docs/cost-model.md,
+ * "Aggregated instances"). Per dp rank and micro-batch, a step runs the
+ * decode tokens tq and a chunk of prompt tokens, at most the budget left,
+ * cmax = T - tq. In steady state every step finishes tq / T_out requests'
+ * worth of output, so the prompts arriving per step are cs = tq S_n /
+ * T_out tokens: the step runs c = min(cs, cmax), and the instance serves
+ * R_cap = min(tq, c T_out / S_n) dp pp / (T_out t(B, c)) requests/s. */
+typedef struct {
+  int64_t cmax;    /* prompt tokens per dp rank and step: the budget less the decode tokens */
+  int64_t chunk;   /* c: the chunk of a full instance's step */
+  CostDecode step; /* t(B, c) */
+  double rcap;     /* requests/s */
+  double steps;    /* steps one prompt's new tokens take: ceil(S_n / cmax) */
+  double latency;  /* s: those steps, each carrying min(S_n, cmax) of its tokens */
+  CostDecode carry;/* a step carrying one prompt's chunk */
+} CostMixed;
+
+static bool cost__mixed(const CostModel *m, const CostDecodePrep *p, int64_t B, CostMixed *x) {
+  memset(x, 0, sizeof *x);
+  const CostLayout *l = &p->l;
+  CkState st = {true};
+  int64_t tq = ckm(&st, cost__cdiv(cost__cdiv(B < 1 ? 1 : B, l->pp), l->dp), 1 + m->draft);
+  x->cmax = st.ok ? m->chunk_tokens - tq : 0;
+  if (x->cmax < 1 || m->new_tokens < 1 || m->tout < 1) return false;
+  double cs = ceil((double)tq * (double)m->new_tokens / (double)m->tout);
+  x->chunk = cs < (double)x->cmax ? (int64_t)cs : x->cmax;
+  int64_t one = m->new_tokens < x->cmax ? m->new_tokens : x->cmax;
+  if (!cost_step_at(m, p, B, x->chunk, &x->step) || !(x->step.step > 0) ||
+      !cost_step_at(m, p, B, one, &x->carry))
+    return false;
+  double out_tok = fmin((double)tq, (double)x->chunk * (double)m->tout / (double)m->new_tokens);
+  x->rcap = out_tok * (double)l->dp * (double)l->pp /
+            ((double)m->tout * (double)(1 + m->draft) * x->step.tpot);
+  x->steps = ceil((double)m->new_tokens / (double)x->cmax);
+  x->latency = x->steps * x->carry.step;
+  return true;
+}
+
+/* TPOT at batch B with `chunk` prompt tokens per dp rank in each step. */
+static double cost__mixed_tpot(const CostModel *m, const CostDecodePrep *p, int64_t B,
+                               int64_t chunk) {
+  CostDecode dc;
+  if (!cost_step_at(m, p, B, chunk < 0 ? 0 : chunk, &dc) || !(dc.tpot > 0))
+    return (double)INFINITY;
+  return dc.tpot;
+}
+
+/* The chunk a step carries at a share u of R_cap: the prompt tokens
+ * arriving per step scale with the rate. */
+static int64_t cost__chunk_at(const CostMixed *x, double u) {
+  double c = ceil(u * (double)x->chunk);
+  return c < 0.0 ? 0 : c > (double)x->chunk ? x->chunk : (int64_t)c;
+}
+
+/* Mixed steps at batch B: R_cap above; a prompt waits in an M/D/1 queue at
+ * R_cap, then for its chunks (latency); at the planned rate R each step
+ * carries the share R / R_cap of the full instance's chunk. */
+static bool cost__agg_mixed_at(const CostModel *m, int64_t B, CostAggArg *a) {
+  CostMixed x;
+  if (!cost__mixed(m, a->prep, B, &x)) return false;
+  a->rcap = x.rcap;
+  double rt = cost_md1_max_rho(a->rcap, m->slo_ttft - x.latency);
+  a->ttft_bound = rt < a->headroom;
+  a->rho = a->ttft_bound ? rt : a->headroom;
+  a->tpot_eff = cost__mixed_tpot(m, a->prep, B, cost__chunk_at(&x, a->rho));
+  return a->rho > 0.0;
+}
+
 static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
+  if (m->chunk_tokens > 0) return cost__agg_mixed_at(m, B, a);
   CostDecode dc;
   if (!cost_decode_at(m, a->prep, B, &dc)) return false;
   double D = (double)B / dc.tpot;
@@ -909,6 +1038,27 @@ static int64_t cost__batch(const CostModel *m, CostInstance *o, const CostDecode
   return cost__largest(m, hi, cost__pred_agg, &a, guess);
 }
 
+/* A mixed aggregated instance's prefill figures at its batch: one prompt
+ * takes `steps` steps, each carrying one chunk of it (their parts, decode
+ * tokens included); mu is R_cap, so the prefill share u_p of a load R is
+ * its utilisation R / R_cap. */
+static bool cost__mixed_prefill(const CostModel *m, const CostDecodePrep *p, CostInstance *o) {
+  CostMixed x;
+  if (!cost__mixed(m, p, o->batch, &x)) return false;
+  CostPrefill *pre = &o->pre;
+  pre->latency = x.latency;
+  pre->stage = x.carry.step;
+  pre->mu = x.rcap;
+  pre->tok_s_gpu = x.rcap * (double)m->tin / (double)cost_layout_gpus(&o->lay);
+  pre->compute = x.steps * x.carry.compute;
+  pre->memory = x.steps * x.carry.memory;
+  pre->comm_tp = x.steps * x.carry.comm_tp;
+  pre->comm_cp = 0.0;
+  pre->comm_ep = x.steps * x.carry.comm_ep;
+  pre->comm_pp = x.steps * x.carry.comm_pp;
+  return true;
+}
+
 bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, int64_t bmem,
                         double rho, int64_t *guess, CostInstance *out) {
   memset(out, 0, sizeof *out);
@@ -920,6 +1070,12 @@ bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, 
   if (bmem < 1 || !cost_decode_prep(m, l, cost_decode_ctx(m), &prep)) return false;
   out->bmem = bmem;
   out->cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
+  if (role == ROLE_BOTH && m->chunk_tokens > 0) {
+    /* Decode tokens leave at least one token of the budget to the prompts. */
+    int64_t per = (m->chunk_tokens - 1) / (1 + m->draft);
+    if (per < 1) return false;
+    if (per < (int64_t)m->k.max_batch_per_dp) out->cap = l->dp * l->pp * per;
+  }
   int64_t B = cost__batch(m, out, &prep, bmem < out->cap ? bmem : out->cap, rho,
                           guess ? *guess : 0);
   /* The decode search's guess is in micro-batches, the aggregated one's
@@ -931,6 +1087,7 @@ bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, 
   if (!cost_decode_at(m, &prep, out->batch, &dc) || !(dc.tpot > 0)) return false;
   out->tpot = dc.tpot;
   out->dec_tok_s = (double)out->batch / dc.tpot;
+  if (role == ROLE_BOTH && m->chunk_tokens > 0 && !cost__mixed_prefill(m, &prep, out)) return false;
   if (role == ROLE_BOTH) {
     CostAggArg a = {&out->pre, &prep, rho, 0, 0, 0, false};
     cost__agg_at(m, out->batch, &a);
@@ -967,20 +1124,53 @@ static double cost__stretch(double tpot, double up) {
   return up <= 0.0 ? tpot : up < 1.0 ? tpot / (1.0 - up) : (double)INFINITY;
 }
 
-static void cost__little(const CostModel *m, const CostInstance *in, double per, double up,
-                         CostDeployEval *out) {
-  double ctx = cost_decode_ctx(m);
+/* TPOT of instance `in` at batch B with prefill share up: a decode step
+ * stretched by 1 / (1 - up) when the engine alternates, the step carrying
+ * the share up of the full chunk at the instance's batch when it mixes. */
+static bool cost__tpot_at(const CostModel *m, const CostInstance *in, int64_t B, double up,
+                          double *tpot) {
+  CostDecodePrep p;
+  if (!cost_decode_prep(m, &in->lay, cost_decode_ctx(m), &p)) return false;
+  if (in->role == ROLE_BOTH && m->chunk_tokens > 0) {
+    CostMixed full, at;
+    if (!cost__mixed(m, &p, in->batch, &full) || !cost__mixed(m, &p, B, &at)) return false;
+    int64_t c = cost__chunk_at(&full, up);
+    *tpot = cost__mixed_tpot(m, &p, B, c < at.cmax ? c : at.cmax);
+    return isfinite(*tpot);
+  }
   CostDecode dc;
+  if (!cost_decode_at(m, &p, B, &dc)) return false;
+  *tpot = cost__stretch(dc.tpot, up);
+  return true;
+}
+
+/* cap: the most requests one instance can hold (a closed loop's requests
+ * in flight per instance; INFINITY for an open loop). */
+static void cost__little(const CostModel *m, const CostInstance *in, double per, double up,
+                         double cap, CostDeployEval *out) {
+  double tpot;
   out->batch = in->batch;
   out->tpot = (double)INFINITY;
-  if (!cost_decode_step(m, &in->lay, in->batch, ctx, &dc)) return;
-  out->tpot = cost__stretch(dc.tpot, up);
-  double bl = ceil(per * (double)m->tout * out->tpot);
+  if (!cost__tpot_at(m, in, in->batch, up, &tpot)) return;
+  out->tpot = tpot;
+  double bl = fmin(ceil(per * (double)m->tout * out->tpot), cap);
   if (bl < 1.0) bl = 1.0;
-  if (bl < (double)in->batch && cost_decode_step(m, &in->lay, (int64_t)bl, ctx, &dc)) {
+  if (bl < (double)in->batch && cost__tpot_at(m, in, (int64_t)bl, up, &tpot)) {
     out->batch = (int64_t)bl;
-    out->tpot = cost__stretch(dc.tpot, up);
+    out->tpot = tpot;
   }
+}
+
+/* One prompt's prefill on instance `a` while it decodes b requests: the
+ * instance's prefill latency, or for a mixed aggregated instance the steps
+ * carrying the prompt at batch b (docs/cost-model.md, "Mixed"). */
+static double cost__prefill_at(const CostModel *m, const CostInstance *a, int64_t b) {
+  if (a->role != ROLE_BOTH || m->chunk_tokens <= 0) return a->pre.latency;
+  CostDecodePrep p;
+  CostMixed x;
+  if (!cost_decode_prep(m, &a->lay, cost_decode_ctx(m), &p) || !cost__mixed(m, &p, b, &x))
+    return a->pre.latency;
+  return x.latency;
 }
 
 static void cost__finish(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
@@ -1016,11 +1206,13 @@ static void cost__eval_at(const CostModel *m, const CostDeploy *dp, double offer
   double mu = dp->npools == 2 ? a->pre.mu : a->rcap;
   out->util = served / (x * mu);
   out->queue = cost_md1_wait(out->util, mu);
-  out->ttft = out->queue + a->pre.latency + out->rates.kv_transfer;
   /* Aggregated: decode steps wait while the instance prefills, a share
    * u_p = (served / x) / mu_p of its time. */
   double up = dp->npools == 2 ? 0.0 : served / x / a->pre.mu;
-  cost__little(m, d, served / y, up, out);
+  double cap = m->concurrency > 0 ? ceil(m->concurrency / y) : (double)INFINITY;
+  cost__little(m, d, served / y, up, cap, out);
+  out->prefill = cost__prefill_at(m, a, out->batch);
+  out->ttft = out->queue + out->prefill + out->rates.kv_transfer;
   cost__finish(m, dp, out);
 }
 
@@ -1041,7 +1233,7 @@ static void cost__closed_loop(const CostModel *m, const CostDeploy *dp, CostDepl
   if (!(out->served > 0) || !isfinite(out->tpot)) return;
   if (cost__in_flight(m, out) <= n) {
     out->ttft = fmax(out->ttft, n / out->served - (double)m->tout * out->tpot);
-    out->queue = out->ttft - dp->inst[0]->pre.latency - out->rates.kv_transfer;
+    out->queue = out->ttft - out->prefill - out->rates.kv_transfer;
     cost__finish(m, dp, out);
     return;
   }

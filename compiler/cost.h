@@ -131,6 +131,14 @@ typedef struct {
   int64_t draft;                   /* speculative tokens proposed per step, 0: none */
   double accepted;                 /* tokens emitted per step and request, >= 1 */
   double prefix_hit;               /* share of the prompt found in the prefix cache */
+  /* aggregated pools: the engine's scheduler (engines.h, engine_sched) */
+  int64_t chunk_tokens;            /* per-step token budget of one dp rank when prompt
+                                      chunks ride in decode steps; 0: the engine
+                                      alternates prefill and decode steps */
+  int64_t new_tokens;              /* prompt tokens a prefill computes (tin less the
+                                      prefix-cache hit, at least 1) */
+  double chunk_ctx;                /* mean context a prompt-chunk token attends to */
+  bool overlap;                    /* the engine hides step_overhead_s behind the GPU's step */
   double slo_ttft, slo_tpot;       /* s */
   CostConsts k;
   SrcLoc loc;                      /* where to report model-wide problems */
@@ -244,6 +252,13 @@ typedef struct {
 } CostDecodePrep;
 bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p);
 bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out);
+/* One step at batch B whose every dp rank (per micro-batch) also runs
+ * `chunk` prompt tokens of a chunked prefill: they go through every linear
+ * layer, collective and expert with the decode tokens, attend to
+ * m->chunk_ctx tokens of their prompt (whose KV the step reads once per
+ * layer) and produce no logits. cost_decode_at is chunk 0. */
+bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
+                  CostDecode *out);
 
 /* Time to move one request's KV (m->tin tokens) from a prefill instance to
  * a decode instance over scale-out: each of min(prefill GPUs, decode GPUs)
@@ -321,7 +336,10 @@ typedef struct {
   double tok_s;         /* output tokens/s */
   double util;          /* prefill (aggregated: instance) utilisation */
   double queue, ttft, tpot; /* s */
-  int64_t batch;        /* decode requests per instance at the served load */
+  double prefill;       /* s: one prompt's prefill at the served load (TTFT less
+                         * queue and KV transfer) */
+  int64_t batch;        /* decode requests per instance at the served load (closed
+                         * loop: at most the requests in flight per instance) */
   int64_t gpus;         /* all instances */
   bool load_served;     /* m->rate > 0 and served == m->rate; or m->concurrency >
                          * 0 and the pools serve the closed loop below their most */

@@ -13,6 +13,8 @@
 
 #include "engines.h"
 
+#include <ctype.h>
+
 const char *engine_kv(const EngineKV *t, size_t n, const char *key) {
   for (size_t i = 0; i < n; i++)
     if (strcmp(t[i].key, key) == 0) return t[i].value;
@@ -328,4 +330,65 @@ void engine_check(Diags *d, const Spec *s) {
   check_pd(d, c, dep);
   check_kv(d, c, s);
   engine_caps_free(c);
+}
+
+/* vLLM's batch defaults for `vllm serve` (the OPENAI_API_SERVER usage
+ * context), EngineArgs.get_batch_defaults in vllm/engine/arg_utils.py
+ * (v0.11.0): on a GPU with at least 70 GiB whose name does not contain
+ * "a100", 8192 tokens and 1024 sequences per step; otherwise 2048 and 256.
+ * rankplan compares the spec's device capacity and the hardware's display
+ * name the same way. */
+static void vllm_defaults(const Spec *s, EngineSched *o) {
+  const char *name = s->hardware.name.v ? s->hardware.name.v : "";
+  bool a100 = false;
+  for (const char *c = name; *c && !a100; c++)
+    a100 = tolower((unsigned char)c[0]) == 'a' && c[1] == '1' && c[2] == '0' && c[3] == '0';
+  bool big = s->hardware.gpu.memory.v >= (int64_t)70 << 30 && !a100;
+  o->tokens = big ? 8192 : 2048;
+  o->seqs = big ? 1024 : 256;
+  o->source = "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (v0.11.0), `vllm serve`";
+}
+
+void engine_sched(const Spec *s, EngineSched *out) {
+  memset(out, 0, sizeof *out);
+  switch ((Engine)s->deployment.engine.v) {
+  case ENGINE_VLLM:
+    /* V1 always schedules chunked prefills, decode requests first, prefill
+     * chunks in what is left of max_num_batched_tokens (vLLM docs,
+     * "Optimization and Tuning", Chunked Prefill, v0.9.1 onwards). */
+    out->mixed = true;
+    vllm_defaults(s, out);
+    break;
+  case ENGINE_TRTLLM:
+    /* In-flight batching: context-phase sequences run in the same batch as
+     * generation-phase ones (TensorRT-LLM docs, "Paged Attention, IFB, and
+     * Request Scheduling"); max_num_tokens 8192 and max_batch_size 2048
+     * are BuildConfig's defaults (tensorrt_llm/builder.py), which
+     * trtllm-serve keeps when the flags are not given. */
+    out->mixed = true;
+    /* TorchLlmArgs.disable_overlap_scheduler defaults to False
+     * (tensorrt_llm/llmapi/llm_args.py). */
+    out->overlap = true;
+    out->tokens = 8192;
+    out->seqs = 2048;
+    out->source = "tensorrt_llm/builder.py BuildConfig defaults";
+    break;
+  case ENGINE_SGLANG:
+    /* A prefill (extend) batch runs alone unless --enable-mixed-chunk,
+     * default off (python/sglang/srt/server_args.py); its defaults for the
+     * chunk size and running requests depend on memory profiling at start
+     * and are not modelled. The overlap scheduler is on unless
+     * --disable-overlap-schedule (same file; tests/engines/fixtures lists
+     * the flag for every release from 0.4.7). */
+    out->overlap = true;
+    break;
+  case ENGINE_GENERIC:
+  default:
+    /* A token budget in the spec is a chunked-prefill engine's. */
+    out->mixed = s->serving.max_num_batched_tokens.v > 0;
+    break;
+  }
+  if (s->serving.max_num_batched_tokens.v > 0) out->tokens = s->serving.max_num_batched_tokens.v;
+  if (s->serving.max_num_seqs.v > 0) out->seqs = s->serving.max_num_seqs.v;
+  if (s->serving.max_num_batched_tokens.v > 0 && s->serving.max_num_seqs.v > 0) out->source = NULL;
 }

@@ -67,6 +67,30 @@ typedef struct EngineCaps {
   EngineKV *flags;      /* rankplan term -> the engine's flag */
 } EngineCaps;
 
+/* How the engine's scheduler fills one step (docs/cost-model.md,
+ * "Aggregated instances"), with the spec's serving.* values or the
+ * engine's defaults for the spec's GPU:
+ *  mixed   prefill tokens ride in decode steps under a per-step token
+ *          budget (vLLM V1's chunked prefill, TensorRT-LLM's in-flight
+ *          batching); false: the engine alternates prefill and decode
+ *          steps (SGLang without --enable-mixed-chunk);
+ *  tokens  the per-step token budget of one scheduler (a dp rank):
+ *          serving.max_num_batched_tokens, else the engine's default,
+ *          0 when neither is known;
+ *  seqs    the most running sequences of one scheduler: serving.max_num_seqs,
+ *          else the engine's default, 0 when neither is known;
+ *  overlap the engine prepares step n+1 (scheduling, inputs, sampling
+ *          output) on the CPU while the GPU runs step n, by default (SGLang's
+ *          overlap scheduler, TensorRT-LLM's overlap scheduler); vLLM 0.11
+ *          only with --async-scheduling, which rankplan does not emit;
+ *  source  where the defaults were read (NULL: the spec set them, or none). */
+typedef struct {
+  bool mixed, overlap;
+  int64_t tokens, seqs;
+  const char *source;
+} EngineSched;
+void engine_sched(const Spec *s, EngineSched *out);
+
 /* Reads the entry of engine e covering version (NULL: the entry with the
  * newest `version`) from catalog_dir/engines/. Returns NULL with *err
  * (malloc'd) naming the problem: no entry covers the version (*no_entry

@@ -67,8 +67,8 @@ static const char *const ignored_keys[] = {
     "attn_scale", "attn_temperature_tuning", "auto_map", "aux_loss_alpha", "boi_token_index",
     "bos_token_id", "cache_implementation", "eoi_token_index", "eos_token_id", "ep_size",
     "final_logit_softcapping", "floor_scale", "hidden_act", "hidden_activation",
-    "image_token_index", "initial_context_length", "initializer_range", "max_window_layers",
-    "mm_tokens_per_image", "no_rope_layers", "norm_topk_prob", "output_router_logits",
+    "image_token_index", "initial_context_length", "initializer_range",
+    "mm_tokens_per_image", "norm_topk_prob", "output_router_logits",
     "pad_token_id", "partial_rotary_factor", "pretraining_tp", "query_pre_attn_scalar",
     "rms_norm_eps", "rope_local_base_freq", "rope_parameters", "rope_scaling", "rope_theta",
     "routed_scaling_factor", "router_aux_loss_coef", "router_jitter_noise", "scoring_func",
@@ -513,30 +513,108 @@ static void read_quant(H *h, ModelSpec *m) {
                  "this checkpoint does not state");
 }
 
-static void read_windows(H *h) {
-  int64_t w = 0, pat = 0, chunk = 0, nslide = 0;
-  bool has_w = rd_int(h, "sliding_window", false, true, 0, 0, HF_TOKENS_MAX, &w) && w > 0;
-  bool use = rd_bool(h, "use_sliding_window", true);
-  bool has_pat = rd_int(h, "sliding_window_pattern", false, true, 0, 1, HF_LAYERS_MAX, &pat);
-  json_t *lt = get(h, "layer_types");
-  if (lt && !json_is_null(lt) && !json_is_array(lt)) type_err(h, h->pre, "layer_types", "an array", lt);
-  for (size_t i = 0; lt && json_is_array(lt) && i < json_array_size(lt); i++) {
-    const char *s = json_string_value(json_array_get(lt, i));
-    if (s && strcmp(s, "sliding_attention") == 0) nslide++;
+/* layer_types of the config (transformers' names), into t[0..n). */
+static bool config_layer_types(H *h, json_t *lt, int64_t n, int *t) {
+  if (!json_is_array(lt)) {
+    type_err(h, h->pre, "layer_types", "an array", lt);
+    return false;
   }
-  if (has_w && use && nslide > 0)
-    not_modelled(h, "`%slayer_types`: %lld layers use a %lld-token sliding window; their KV is counted "
-                 "at full context", h->pre, (long long)nslide, (long long)w);
-  else if (has_w && use && has_pat)
-    not_modelled(h, "`%ssliding_window_pattern` %lld: all but every %lld-th layer use a %lld-token "
-                 "sliding window; their KV is counted at full context", h->pre, (long long)pat,
-                 (long long)pat, (long long)w);
-  else if (has_w && use)
-    not_modelled(h, "`%ssliding_window` %lld: the KV of windowed layers is counted at full context",
-                 h->pre, (long long)w);
-  if (rd_int(h, "attention_chunk_size", false, true, 0, 1, HF_TOKENS_MAX, &chunk))
-    not_modelled(h, "`%sattention_chunk_size` %lld: the KV of chunked-attention layers is counted at "
-                 "full context", h->pre, (long long)chunk);
+  if ((int64_t)json_array_size(lt) != n) {
+    unsupported(h, "`%slayer_types` has %zu entries for %lld layers", h->pre, json_array_size(lt), (long long)n);
+    return false;
+  }
+  static const char *const names[] = {"full_attention", "sliding_attention", "chunked_attention"};
+  for (size_t i = 0; i < json_array_size(lt); i++) {
+    const char *s = json_string_value(json_array_get(lt, i));
+    t[i] = -1;
+    for (size_t k = 0; s && k < RP_ARRAY_LEN(names); k++)
+      if (strcmp(s, names[k]) == 0) t[i] = (int)k;
+    if (t[i] < 0) {
+      unsupported(h, "`%slayer_types[%zu]` is not one of full_attention, sliding_attention, chunked_attention",
+                  h->pre, i);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Llama 4: chunked attention on the layers with RoPE, full on the NoPE
+ * ones (no_rope_layers[i] == 0; by default every 4th layer, transformers'
+ * Llama4TextConfig). */
+static bool nope_layer_types(H *h, int64_t n, int *t) {
+  int64_t every = 4;
+  rd_int(h, "no_rope_layer_interval", false, true, 4, 1, HF_LAYERS_MAX, &every);
+  json_t *nr = get(h, "no_rope_layers");
+  bool listed = nr && json_is_array(nr) && json_array_size(nr) > 0;
+  if (nr && !json_is_null(nr) && !json_is_array(nr)) {
+    type_err(h, h->pre, "no_rope_layers", "an array", nr);
+    return false;
+  }
+  if (listed && (int64_t)json_array_size(nr) != n) {
+    unsupported(h, "`%sno_rope_layers` has %zu entries for %lld layers", h->pre, json_array_size(nr), (long long)n);
+    return false;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    bool rope = listed ? json_integer_value(json_array_get(nr, (size_t)i)) != 0 : (i + 1) % every != 0;
+    t[i] = rope ? LAYER_CHUNKED : LAYER_FULL;
+  }
+  return true;
+}
+
+/* Sliding windows without layer_types: every P-th layer full
+ * (sliding_window_pattern, Gemma 3), Qwen2's layers from
+ * max_window_layers on, or every layer (Mistral 7B v0.1). */
+static void window_layer_types(H *h, int64_t n, int *t) {
+  int64_t pat = 0, from = 0;
+  bool has_pat = rd_int(h, "sliding_window_pattern", false, true, 0, 1, HF_LAYERS_MAX, &pat);
+  bool qwen = strncmp(h->fam->type, "qwen", 4) == 0;
+  if (qwen) rd_int(h, "max_window_layers", false, true, 0, 0, HF_LAYERS_MAX, &from);
+  for (int64_t i = 0; i < n; i++)
+    t[i] = (has_pat && (i + 1) % pat == 0) || (qwen && i < from) ? LAYER_FULL : LAYER_SLIDING;
+}
+
+/* The attention type of every layer: model.attention.sliding_window,
+ * chunk_size and layer_types (docs/models.md, "Attention types"). */
+static void read_windows(H *h, ModelSpec *m) {
+  int64_t w = 0, chunk = 0, n = m->layers.v;
+  bool has_w = rd_int(h, "sliding_window", false, true, 0, 0, HF_TOKENS_MAX, &w) && w > 0;
+  if (!rd_bool(h, "use_sliding_window", true)) has_w = false;
+  bool has_c = rd_int(h, "attention_chunk_size", false, true, 0, 1, HF_TOKENS_MAX, &chunk);
+  json_t *lt = get(h, "layer_types");
+  /* read, whichever of them decides the layers' types */
+  get(h, "sliding_window_pattern");
+  get(h, "max_window_layers");
+  get(h, "no_rope_layers");
+  get(h, "no_rope_layer_interval");
+  if (n <= 0) return;
+  int *t = rp_calloc((size_t)n, sizeof *t);
+  bool ok = true;
+  if (lt && !json_is_null(lt)) ok = config_layer_types(h, lt, n, t);
+  else if (has_c) ok = nope_layer_types(h, n, t);
+  else if (has_w) window_layer_types(h, n, t);
+  int64_t count[3] = {0, 0, 0};
+  for (int64_t i = 0; ok && i < n; i++) count[t[i]]++;
+  if (ok && count[LAYER_SLIDING] > 0 && !has_w)
+    unsupported(h, "`%slayer_types` has sliding layers, but `%ssliding_window` is not given", h->pre, h->pre);
+  else if (ok && count[LAYER_CHUNKED] > 0 && !has_c)
+    unsupported(h, "`%slayer_types` has chunked layers, but `%sattention_chunk_size` is not given", h->pre, h->pre);
+  else if (ok) {
+    if (count[LAYER_SLIDING] > 0) set_int(&m->attention.sliding_window, h->loc, w);
+    if (count[LAYER_CHUNKED] > 0) set_int(&m->attention.chunk_size, h->loc, chunk);
+    bool mixed = count[LAYER_FULL] < n && count[LAYER_FULL] > 0;
+    if (mixed || (count[LAYER_SLIDING] > 0 && count[LAYER_CHUNKED] > 0)) {
+      m->attention.layer_types.items = rp_calloc((size_t)n, sizeof(SEnum));
+      for (int64_t i = 0; i < n; i++) m->attention.layer_types.items[i] = (SEnum){t[i], h->loc, true};
+      m->attention.layer_types.len = (size_t)n;
+      m->attention.layer_types.set = true;
+      m->attention.layer_types.loc = h->loc;
+    }
+  }
+  free(t);
+}
+
+/* The encoders of a multimodal checkpoint. */
+static void read_towers(H *h) {
   static const char *const towers[] = {"vision_config", "audio_config"};
   for (size_t i = 0; i < RP_ARRAY_LEN(towers); i++) {
     json_t *v = get_in(h, h->root, "", towers[i]);
@@ -695,7 +773,8 @@ static void read_model(H *h, ModelSpec *m) {
   read_ffn(h, m);
   read_dtype(h, m);
   read_quant(h, m);
-  read_windows(h);
+  read_windows(h, m);
+  read_towers(h);
 }
 
 bool hf_import(Diags *d, const char *file, const char *text, size_t len, const char *name,
@@ -737,6 +816,7 @@ bool hf_import(Diags *d, const char *file, const char *text, size_t len, const c
 }
 
 void hf_model_free(HfModel *h) {
+  free(h->m.attention.layer_types.items);
   free(h->name);
   free(h->model_type);
   free(h->source);
@@ -767,6 +847,14 @@ static void y_attention(StrBuf *sb, const ModelSpec *m) {
   y_int(sb, "  ", "qk_nope_head_dim", &m->attention.qk_nope_head_dim);
   y_int(sb, "  ", "qk_rope_head_dim", &m->attention.qk_rope_head_dim);
   y_int(sb, "  ", "v_head_dim", &m->attention.v_head_dim);
+  y_int(sb, "  ", "sliding_window", &m->attention.sliding_window);
+  y_int(sb, "  ", "chunk_size", &m->attention.chunk_size);
+  if (m->attention.layer_types.set) {
+    sb_puts(sb, "  layer_types: [");
+    for (size_t i = 0; i < m->attention.layer_types.len; i++)
+      sb_printf(sb, "%s%s", i ? ", " : "", layer_attn_name((LayerAttn)m->attention.layer_types.items[i].v));
+    sb_puts(sb, "]\n");
+  }
 }
 
 static void y_body(StrBuf *sb, const ModelSpec *m) {
@@ -831,7 +919,7 @@ char *hf_model_yaml(Diags *d, const HfModel *h) {
 /* model.hf_config in a spec. */
 
 /* Reads the config a spec names; NULL after E0152. */
-static char *read_for_spec(Diags *d, const char *file, SrcLoc at, size_t *len) {
+static char *read_for_spec(Diags *d, const char *file, const char *field, SrcLoc at, size_t *len) {
   size_t n = strlen(file);
   char *text = NULL;
   /* Only files named as JSON are read: diagnostics quote the lines of the
@@ -840,7 +928,7 @@ static char *read_for_spec(Diags *d, const char *file, SrcLoc at, size_t *len) {
   int e = n > 5 && strcmp(file + n - 5, ".json") == 0 ? rp_read_file(file, SPEC_MAX_BYTES, &text, len)
                                                      : EINVAL;
   if (!e) return text;
-  Diag *g = diag_at(d, DIAG_E0152, at, "cannot read `model.hf_config` `%s`: %s", file,
+  Diag *g = diag_at(d, DIAG_E0152, at, "cannot read `%s` `%s`: %s", field, file,
                     e == EINVAL     ? "the import reads files whose names end in `.json`"
                     : e == EFBIG    ? "file is over 1 MiB"
                     : e == RP_ENOTREG ? "not a regular file"
@@ -849,13 +937,13 @@ static char *read_for_spec(Diags *d, const char *file, SrcLoc at, size_t *len) {
   return NULL;
 }
 
-char *hf_import_for_spec(Diags *d, const char *spec_file, const char *path, SrcLoc at,
-                         const char **yaml_name) {
+char *hf_import_for_spec(Diags *d, const char *spec_file, const char *path, const char *field,
+                         SrcLoc at, const char **yaml_name) {
   const char *slash = spec_file ? strrchr(spec_file, '/') : NULL;
   char *file = path[0] == '/' || !slash ? rp_strdup(path)
                                         : rp_sprintf("%.*s/%s", (int)(slash - spec_file), spec_file, path);
   size_t len = 0;
-  char *text = read_for_spec(d, file, at, &len), *yaml = NULL;
+  char *text = read_for_spec(d, file, field, at, &len), *yaml = NULL;
   if (text) {
     const char *iname = diags_add_source(d, file, text, len);
     HfModel h;

@@ -41,13 +41,14 @@ void hf_model_free(HfModel *h);
  * in d) when a count overflows. The caller frees the text. */
 char *hf_model_yaml(Diags *d, const HfModel *h);
 
-/* For a spec's `model: {hf_config: PATH}` (at `at`): resolves path against
+/* For a spec's `model: {hf_config: PATH}` (at `at`; `field` is the key's
+ * path for diagnostics, `model.hf_config` or `model.draft.hf_config`): resolves path against
  * the directory of spec_file (as hook paths are), reads it (only a file
  * named *.json, at most SPEC_MAX_BYTES), imports it and returns the model
  * YAML, registered in d as the source *yaml_name so that positions in it
  * show. NULL after diagnostics (E0152 for an unreadable path). The caller
  * frees the text. */
-char *hf_import_for_spec(Diags *d, const char *spec_file, const char *path, SrcLoc at,
-                         const char **yaml_name);
+char *hf_import_for_spec(Diags *d, const char *spec_file, const char *path, const char *field,
+                         SrcLoc at, const char **yaml_name);
 
 #endif

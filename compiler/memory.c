@@ -21,10 +21,12 @@
  *    MLA q_a and kv_a projections are replicated on every tp rank, as
  *    vLLM's and SGLang's DeepSeek models load them (ReplicatedLinear);
  *  - norms and routers replicated on every rank;
- *  - dense FFNs and shared experts split over tp (column/row parallel);
+ *  - dense FFNs split over tp (column/row parallel); shared experts too,
+ *    or whole on every rank (moe.shared_placement: replicated);
  *  - routed experts split over ep (whole experts) and etp (each expert's
  *    intermediate dimension);
- *  - cp and attention dp replicate the dense weights.
+ *  - cp and attention dp replicate the dense weights;
+ *  - a draft model (model.draft) on the last stage, sharded as the target.
  */
 #include "memory.h"
 
@@ -130,6 +132,14 @@ static Par pool_par(const PoolSpec *p) {
   return r;
 }
 
+/* The heads, experts and vocabulary rows of m one rank holds. */
+static void shard_widths(const ModelSpec *m, const Par *q, MemShard *sh) {
+  sh->q_heads = ceil_div(m->attention.heads.v, q->tp);
+  sh->kv_heads = model_kv_heads_per_rank(m, q->tp);
+  sh->experts = model_is_moe(m) ? ceil_div(model_expert_slots(m), q->ep) : 0;
+  sh->vocab = ceil_div(m->vocab_size.v, q->tp);
+}
+
 /* The layers, heads, experts and vocabulary rows stage pp_stage of pool p
  * holds on one rank. */
 static void stage_shard(CkState *st, const Spec *s, const PoolSpec *p, const Par *q,
@@ -155,12 +165,25 @@ static void stage_shard(CkState *st, const Spec *s, const PoolSpec *p, const Par
   /* The MTP modules run after the last layer, on the last stage, and are
    * loaded only for speculative decoding (docs/memory.md, "MTP"). */
   if (pp_stage == q->pp - 1 && s->workload.draft_tokens.v > 0) sh->mtp_layers = m->mtp_layers.v;
-  sh->q_heads = ceil_div(m->attention.heads.v, q->tp);
-  sh->kv_heads = model_kv_heads_per_rank(m, q->tp);
-  sh->experts = model_is_moe(m) ? ceil_div(model_expert_slots(m), q->ep) : 0;
-  sh->vocab = ceil_div(m->vocab_size.v, q->tp);
+  sh->has_draft = pp_stage == q->pp - 1 && s->workload.draft_tokens.v > 0 && m->draft;
+  shard_widths(m, q, sh);
   sh->has_embedding = pp_stage == 0;
   sh->has_lm_head = pp_stage == q->pp - 1 && (!m->tie_embeddings.v || q->pp > 1);
+}
+
+/* The draft model's shard: every layer of it, with its embedding and
+ * head, split over the target's tp and ep (vLLM and SGLang run the draft
+ * at the target's tensor parallel size; docs/memory.md, "Draft model"). */
+static void draft_shard(const ModelSpec *d, const Par *q, MemShard *sh) {
+  memset(sh, 0, sizeof *sh);
+  sh->layers = d->layers.v;
+  int64_t n_dense = sh->layers;
+  if (model_is_moe(d)) n_dense = min64(d->moe.dense_layers.set ? d->moe.dense_layers.v : 0, sh->layers);
+  sh->dense_layers = n_dense;
+  sh->moe_layers = sh->layers - n_dense;
+  shard_widths(d, q, sh);
+  sh->has_embedding = true;
+  sh->has_lm_head = !d->tie_embeddings.v;
 }
 
 /* The weights of the shard, by part, and their sum. An MTP module is one
@@ -185,7 +208,8 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
     int64_t one = ffn_bytes(st, wt, h, ceil_div(ie, q->etp));
     L->w_experts = ckm(st, ckm(st, one, sh->experts), moe_layers);
     int64_t shared_inter = ckm(st, m->moe.shared_experts.v, ie);
-    L->w_shared = ckm(st, ffn_bytes(st, wt, h, ceil_div(shared_inter, q->tp)), moe_layers);
+    int64_t shared_split = m->moe.shared_placement.v == SHARED_REPLICATED ? 1 : q->tp;
+    L->w_shared = ckm(st, ffn_bytes(st, wt, h, ceil_div(shared_inter, shared_split)), moe_layers);
     int64_t router = ckm(st, m->moe.experts.v, h);
     if (m->moe.router_bias.v) router = cka(st, router, m->moe.experts.v);
     L->w_routers = ckm(st, plain(st, wt, router), moe_layers);
@@ -196,6 +220,18 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
   L->weights = cka(st, cka(st, cka(st, L->w_embedding, L->w_lm_head), cka(st, L->w_attention, L->w_norms)),
                    cka(st, cka(st, L->w_ffn_dense, L->w_experts), cka(st, L->w_shared, L->w_routers)));
   L->weights = cka(st, L->weights, L->w_mtp_proj);
+}
+
+/* The draft model's weights, added to the shard's (its KV is in
+ * ledger_kv). */
+static void ledger_draft(CkState *st, const ModelSpec *m, const Par *q, MemLedger *L) {
+  if (!L->shard.has_draft) return;
+  MemLedger D;
+  memset(&D, 0, sizeof D);
+  draft_shard(m->draft, q, &D.shard);
+  ledger_weights(st, m->draft, q, true, &D);
+  L->w_draft = D.weights;
+  L->weights = cka(st, L->weights, L->w_draft);
 }
 
 /* Activations: one forward's widest layer, plus on the last stage the
@@ -233,21 +269,57 @@ static void ledger_budget(CkState *st, const Spec *s, const Par *q, MemLedger *L
   mem_engine_kv_pool(st, s, q->tp, q->pp, q->dp, L);
 }
 
+/* Blocks (of kv_block_tokens tokens at every layer of the rank) one
+ * request of `tokens` tokens takes: its bytes layer by layer, each layer
+ * keeping what its attention type keeps (model_kv_request_bytes_rank),
+ * the draft model's full-attention layers included. The step's token
+ * budget is serving.max_num_batched_tokens when set, else one decode
+ * token (docs/memory.md, "Attention types"). */
+static int64_t kv_request_blocks(CkState *st, const Spec *s, const Par *q, const MemLedger *L,
+                                 int64_t tokens) {
+  const ModelSpec *m = &s->model;
+  const MemShard *sh = &L->shard;
+  int64_t split = ckm(st, q->cp, q->dcp);
+  /* Every layer full: the request's tokens in blocks, as before any
+   * window (and without the byte count, which a huge context overflows). */
+  if (!model_has_local_layers(m) && !(sh->has_draft && model_has_local_layers(m->draft)))
+    return ceil_div(ceil_div(tokens, split), L->kv_block_tokens);
+  int64_t batched = s->serving.max_num_batched_tokens.v > 0 ? s->serving.max_num_batched_tokens.v : 1;
+  KvRequest r = {q->tp, sh->first_layer, sh->layers, sh->mtp_layers,
+                 tokens, split, L->kv_block_tokens, batched};
+  int64_t bytes = model_kv_request_bytes_rank(m, &r), draft = 0;
+  if (sh->has_draft) {
+    KvRequest d = r;
+    d.first_layer = 0;
+    d.layers = m->draft->layers.v;
+    d.full_layers = 0;
+    draft = model_kv_request_bytes_rank(m->draft, &d);
+  }
+  if (bytes < 0 || draft < 0) {
+    st->ok = false;
+    return 0;
+  }
+  bytes = cka(st, bytes, draft);
+  int64_t block_bytes = ckm(st, L->kv_block_tokens, L->kv_bytes_per_token);
+  return ceil_div(bytes, block_bytes);
+}
+
 /* KV capacity and requests. One request's tokens spread over the cp and
  * dcp ranks of its attention replica. */
 static void ledger_kv(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
   const ModelSpec *m = &s->model;
   const MemShard *sh = &L->shard;
   L->kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q->tp, cka(st, sh->layers, sh->mtp_layers), q->dcp);
-  if (L->kv_bytes_per_token < 0) st->ok = false;
+  int64_t draft = sh->has_draft ? model_kv_bytes_per_token_rank(m->draft, q->tp, m->draft->layers.v, q->dcp) : 0;
+  if (L->kv_bytes_per_token < 0 || draft < 0) st->ok = false;
+  else L->kv_bytes_per_token = cka(st, L->kv_bytes_per_token, draft);
   int64_t block = s->deployment.memory.kv_block.v;
   L->kv_block_tokens = block > 0 ? block : 16;
   int64_t block_bytes = ckm(st, L->kv_block_tokens, L->kv_bytes_per_token);
   L->kv_blocks = L->kv_pool > 0 && block_bytes > 0 ? L->kv_pool / block_bytes : 0;
-  int64_t split = ckm(st, q->cp, q->dcp);
   L->request_tokens = cka(st, s->workload.input_tokens.v, s->workload.output_tokens.v);
-  L->request_blocks = ceil_div(ceil_div(L->request_tokens, split), L->kv_block_tokens);
-  L->max_context_blocks = ceil_div(ceil_div(m->max_context.v, split), L->kv_block_tokens);
+  L->request_blocks = kv_request_blocks(st, s, q, L, L->request_tokens);
+  L->max_context_blocks = kv_request_blocks(st, s, q, L, m->max_context.v);
   if (sh->layers == 0) {
     /* A stage without layers stores no KV: it never limits requests. */
     L->request_blocks = L->max_context_blocks = 0;
@@ -269,6 +341,7 @@ bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
   stage_shard(&st, s, p, &q, pp_stage, layer_partition, &L.shard);
   L.ranks = ckm(&st, ckm(&st, q.replicas, q.tp), ckm(&st, q.cp, q.dp));
   ledger_weights(&st, &s->model, &q, last, &L);
+  ledger_draft(&st, &s->model, &q, &L);
   ledger_activations(&st, s, p, &q, last, &L);
   ledger_budget(&st, s, &q, &L);
   ledger_kv(&st, s, &q, &L);

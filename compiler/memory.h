@@ -28,6 +28,7 @@ typedef struct {
   int64_t experts;               /* routed experts per ep rank: ceil(experts / ep) */
   int64_t vocab;                 /* ceil(vocab / tp) rows, on first/last stage only */
   bool has_embedding, has_lm_head;
+  bool has_draft;                /* model.draft is loaded here (the last stage, when drafting) */
 } MemShard;
 
 typedef struct MemLedger {
@@ -37,6 +38,7 @@ typedef struct MemLedger {
   int64_t w_embedding, w_lm_head, w_attention, w_norms, w_ffn_dense;
   int64_t w_experts, w_shared, w_routers;
   int64_t w_mtp_proj;            /* the MTP modules' 2h x h projections and norms */
+  int64_t w_draft;               /* the draft model (model.draft), sharded as the target */
   /* The ledger, bytes per rank. */
   int64_t capacity;              /* hardware.gpu.memory */
   int64_t engine_total;          /* the total the engine's fraction multiplies (mem_engine.c) */
@@ -52,7 +54,8 @@ typedef struct MemLedger {
   int64_t comm;                  /* communication buffers */
   int64_t kv_pool;               /* usable - all of the above; may be < 0 */
   /* KV capacity. */
-  int64_t kv_bytes_per_token;    /* this rank's layers and heads */
+  int64_t kv_bytes_per_token;    /* this rank's layers and heads (and the draft's), every
+                                    layer counted: a token inside every window */
   int64_t kv_block_tokens;       /* deployment.memory.kv_block */
   int64_t kv_blocks;             /* floor(kv_pool / (block * bytes/token)), >= 0 */
   int64_t tokens_per_forward;    /* tokens the activation estimate assumes */
@@ -60,7 +63,9 @@ typedef struct MemLedger {
    * ranks of one dp rank, over every pp stage); cp and dcp split its
    * tokens across ranks. */
   int64_t request_tokens;        /* workload input + output tokens */
-  int64_t request_blocks;        /* blocks one such request needs on a rank */
+  int64_t request_blocks;        /* blocks one such request needs on a rank: its bytes
+                                    over all layers (sliding and chunked ones keep their
+                                    window only) over block * kv_bytes_per_token, rounded up */
   int64_t max_context_blocks;    /* blocks one max_context request needs on a rank */
   int64_t requests_fit;          /* B_memory per attention replica */
   int64_t requests_fit_instance; /* requests_fit * dp */

@@ -327,3 +327,63 @@ int64_t model_kv_bytes_per_token_rank(const ModelSpec *m, int64_t tp, int64_t pp
   RP_UNUSED(dcp);
   return kv_bytes(m, model_kv_heads_per_rank(m, tp), pp_layers);
 }
+
+LayerAttn model_layer_attn(const ModelSpec *m, int64_t layer) {
+  if (m->attention.layer_types.set) {
+    if (layer >= 0 && (size_t)layer < m->attention.layer_types.len)
+      return (LayerAttn)m->attention.layer_types.items[layer].v;
+    return LAYER_FULL;
+  }
+  if (m->attention.sliding_window.v > 0) return LAYER_SLIDING;
+  if (m->attention.chunk_size.v > 0) return LAYER_CHUNKED;
+  return LAYER_FULL;
+}
+
+bool model_has_local_layers(const ModelSpec *m) {
+  for (int64_t i = 0; i < m->layers.v; i++)
+    if (model_layer_attn(m, i) != LAYER_FULL) return true;
+  return false;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Blocks one layer of type t keeps for the request r. */
+static int64_t kv_layer_blocks(CkState *st, const ModelSpec *m, LayerAttn t, const KvRequest *r) {
+  int64_t keep = r->tokens, b = r->batched > 0 ? r->batched : 1;
+  if (t == LAYER_SLIDING) keep = min64(keep, cka(st, m->attention.sliding_window.v - 1, b));
+  if (t == LAYER_CHUNKED) keep = min64(keep, cka(st, m->attention.chunk_size.v, b));
+  int64_t blocks = ceil_div(ceil_div(keep, r->split > 0 ? r->split : 1), r->block);
+  /* vLLM's SlidingWindowSpec: the window may start inside a block */
+  if (t == LAYER_SLIDING && keep < r->tokens) blocks = cka(st, blocks, 1);
+  return blocks;
+}
+
+int64_t model_kv_request_bytes_rank(const ModelSpec *m, const KvRequest *r) {
+  int64_t per = kv_bytes(m, model_kv_heads_per_rank(m, r->tp), 1);
+  if (per < 0 || r->block <= 0) return -1;
+  CkState st = {true};
+  int64_t blocks = 0, n = cka(&st, r->layers, r->full_layers);
+  for (int64_t i = 0; st.ok && i < n; i++) {
+    LayerAttn t = i < r->layers ? model_layer_attn(m, r->first_layer + i) : LAYER_FULL;
+    blocks = cka(&st, blocks, kv_layer_blocks(&st, m, t, r));
+  }
+  int64_t bytes = ckm(&st, ckm(&st, blocks, r->block), per);
+  return st.ok ? bytes : -1;
+}
+
+int64_t model_kv_read_tokens(const ModelSpec *m, int64_t c) {
+  CkState st = {true};
+  if (!m->attention.layer_types.set && m->attention.sliding_window.v <= 0 && m->attention.chunk_size.v <= 0) {
+    int64_t all = ckm(&st, c > 0 ? c : 0, m->layers.v);
+    return st.ok ? all : -1;
+  }
+  int64_t sum = 0;
+  for (int64_t i = 0; c > 0 && i < m->layers.v; i++) {
+    LayerAttn t = model_layer_attn(m, i);
+    int64_t read = c;
+    if (t == LAYER_SLIDING) read = min64(c, m->attention.sliding_window.v);
+    if (t == LAYER_CHUNKED && m->attention.chunk_size.v > 0) read = (c - 1) % m->attention.chunk_size.v + 1;
+    sum = cka(&st, sum, read);
+  }
+  return st.ok ? sum : -1;
+}

@@ -117,6 +117,37 @@ int64_t model_kv_bytes_per_token(const ModelSpec *m);
 int64_t model_kv_bytes_per_token_rank(const ModelSpec *m, int64_t tp,
                                       int64_t pp_layers, int64_t dcp);
 
+/* The attention type of layer `layer` (0-based): its entry of
+ * attention.layer_types, or, without that list, sliding when
+ * sliding_window is set, chunked when chunk_size is, else full. */
+LayerAttn model_layer_attn(const ModelSpec *m, int64_t layer);
+
+/* Whether some layer is not full attention. */
+bool model_has_local_layers(const ModelSpec *m);
+
+/* One request's KV on one rank, by layer type (docs/memory.md, "Attention
+ * types"): a full layer keeps every token, a sliding layer the last
+ * min(tokens, window - 1 + batched) tokens and one block more when that
+ * window starts inside a block, a chunked layer min(tokens, chunk +
+ * batched) tokens; each layer's tokens are split over `split` ranks and
+ * rounded up to whole blocks of `block` tokens. The rank holds layers
+ * [first_layer, first_layer + layers) of m and `full_layers` more layers
+ * of full attention after them (MTP modules). */
+typedef struct {
+  int64_t tp, first_layer, layers, full_layers;
+  int64_t tokens, split, block;
+  int64_t batched;    /* tokens the engine schedules in one step (>= 1) */
+} KvRequest;
+/* Bytes (-1 on overflow). For a model whose layers are all full this is
+ * ceil(ceil(tokens / split) / block) * block * model_kv_bytes_per_token_rank. */
+int64_t model_kv_request_bytes_rank(const ModelSpec *m, const KvRequest *r);
+
+/* KV tokens the attention of all layers reads, summed over the layers,
+ * for one token decoded at context c: a full layer reads c, a sliding one
+ * min(c, window), a chunked one the tokens of its chunk so far,
+ * ((c - 1) mod chunk) + 1. -1 on overflow. */
+int64_t model_kv_read_tokens(const ModelSpec *m, int64_t c);
+
 /* KV heads a rank holds at tensor parallel size tp (1 for MLA). */
 int64_t model_kv_heads_per_rank(const ModelSpec *m, int64_t tp);
 

@@ -43,6 +43,8 @@ static const char *const attn_names[] = {"mha", "gqa", "mqa", "mla"};
 static const char *const mode_names[] = {"aggregated", "disaggregated", "search"};
 static const char *const engine_names[] = {"generic", "vllm", "sglang", "trtllm"};
 static const char *const role_names[] = {"prefill", "decode", "both"};
+static const char *const layer_attn_names[] = {"full", "sliding", "chunked"};
+static const char *const shared_placement_names[] = {"tp", "replicated"};
 
 const char *dtype_name(DType t) {
   return (unsigned)t < RP_ARRAY_LEN(dtype_names) ? dtype_names[t] : "?";
@@ -58,6 +60,9 @@ const char *engine_name(Engine e) {
 }
 const char *role_name(PoolRole r) {
   return (unsigned)r < RP_ARRAY_LEN(role_names) ? role_names[r] : "?";
+}
+const char *layer_attn_name(LayerAttn t) {
+  return (unsigned)t < RP_ARRAY_LEN(layer_attn_names) ? layer_attn_names[t] : "?";
 }
 
 /* ---------------------------------------------------------------------- */
@@ -376,17 +381,23 @@ static void rd_str(P *p, const YNode *m, SrcLoc sec, const char *path, const cha
   o->set = true;
 }
 
+static bool enum_word(P *p, const YNode *v, const char *fp, const char *const *words, size_t nw, int *out);
 static void rd_enum(P *p, const YNode *m, SrcLoc sec, const char *path, const char *key, SEnum *o,
                     bool required, int def, const char *const *words, size_t nw) {
   char *fp;
   o->v = def;
   const YNode *v = field(p, m, sec, path, key, required, &o->loc, &o->set, &fp);
-  if (!v || !want_scalar(p, v, fp, "a word")) return;
+  if (v && enum_word(p, v, fp, words, nw, &o->v)) o->set = true;
+}
+
+/* The index of scalar v in words[] (E0103 for a non-scalar, E0109 naming
+ * fp for another word). */
+static bool enum_word(P *p, const YNode *v, const char *fp, const char *const *words, size_t nw, int *out) {
+  if (!want_scalar(p, v, fp, "a word")) return false;
   for (size_t i = 0; i < nw; i++)
     if (strcmp(v->str, words[i]) == 0) {
-      o->v = (int)i;
-      o->set = true;
-      return;
+      *out = (int)i;
+      return true;
     }
   StrBuf sb;
   sb_init(&sb);
@@ -396,6 +407,7 @@ static void rd_enum(P *p, const YNode *m, SrcLoc sec, const char *path, const ch
   const char *c = diag_closest(v->str, words, nw);
   if (c) diag_help(g, "did you mean `%s`?", c);
   sb_free(&sb);
+  return false;
 }
 
 /* A quantity with a unit. Memory goes to an SInt (exact bytes), the other
@@ -646,17 +658,19 @@ out:
 /* Resolves `hf_config:` in the model mapping: the config is imported
  * (hf_import.c) and its YAML merged under the keys written beside it, as
  * a preset's is. Returns m itself when absent or on error. */
-static const YNode *apply_hf_config(P *p, const YNode *m, SStr *out) {
+static const YNode *apply_hf_config(P *p, const YNode *m, const char *path, SStr *out) {
   out->loc = m->loc;
   const YNode *v = yaml_map_get(m, "hf_config");
-  if (!v || !want_scalar(p, v, "model.hf_config", "a path to a config.json")) return m;
+  const char *field = join_path(p, path, "hf_config");
+  if (!v || !want_scalar(p, v, field, "a path to a config.json")) return m;
   if (yaml_map_get(m, "preset")) {
-    Diag *g = diag_at(p->d, DIAG_E0152, v->loc, "`model.hf_config` and `model.preset` both give the model");
+    Diag *g = diag_at(p->d, DIAG_E0152, v->loc, "`%s.hf_config` and `%s.preset` both give the model", path,
+                      path);
     diag_help(g, "keep one of them; keys written beside it override its values");
     return m;
   }
   const char *yname = NULL;
-  char *yaml = hf_import_for_spec(p->d, p->s->file, v->str, v->loc, &yname);
+  char *yaml = hf_import_for_spec(p->d, p->s->file, v->str, field, v->loc, &yname);
   if (!yaml) return m;
   YNode *root = yaml_load(p->d, p->a, yname, yaml, strlen(yaml));
   free(yaml);
@@ -675,132 +689,210 @@ static const YNode *apply_hf_config(P *p, const YNode *m, SStr *out) {
 /* model.moe's group-limited routing and dispatch/combine dtypes
  * (docs/spec.md, "model.moe"; docs/cost-model.md, "MoE dispatch and
  * combine"). */
-static void parse_moe_routing(P *p, const YNode *moe, SrcLoc ms, ModelSpec *mo) {
-  rd_lim(p, moe, ms, "model.moe", "groups", &mo->moe.groups, false, 0, 1, &LIM_DIM);
-  rd_lim(p, moe, ms, "model.moe", "group_top_k", &mo->moe.group_top_k, false, 0, 1, &LIM_DIM);
-  rd_lim(p, moe, ms, "model.moe", "redundant_experts", &mo->moe.redundant_experts, false, 0, 0, &LIM_DIM);
-  rd_enum(p, moe, ms, "model.moe", "dispatch_dtype", &mo->moe.dispatch_dtype, false, DT_BF16,
+static void parse_moe_routing(P *p, const YNode *moe, SrcLoc ms, const char *pm, ModelSpec *mo) {
+  rd_lim(p, moe, ms, pm, "groups", &mo->moe.groups, false, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, pm, "group_top_k", &mo->moe.group_top_k, false, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, pm, "redundant_experts", &mo->moe.redundant_experts, false, 0, 0, &LIM_DIM);
+  rd_enum(p, moe, ms, pm, "dispatch_dtype", &mo->moe.dispatch_dtype, false, DT_BF16,
           dtype_names, RP_ARRAY_LEN(dtype_names));
-  rd_enum(p, moe, ms, "model.moe", "combine_dtype", &mo->moe.combine_dtype, false, DT_BF16,
+  rd_enum(p, moe, ms, pm, "combine_dtype", &mo->moe.combine_dtype, false, DT_BF16,
           dtype_names, RP_ARRAY_LEN(dtype_names));
+  rd_enum(p, moe, ms, pm, "shared_placement", &mo->moe.shared_placement, false, SHARED_TP,
+          shared_placement_names, RP_ARRAY_LEN(shared_placement_names));
   SInt *g = &mo->moe.groups, *gk = &mo->moe.group_top_k;
   if (gk->set && !g->set) {
-    Diag *d = diag_at(p->d, DIAG_E0102, gk->loc, "`model.moe.group_top_k` needs `model.moe.groups`");
+    Diag *d = diag_at(p->d, DIAG_E0102, gk->loc, "`%s.group_top_k` needs `%s.groups`", pm, pm);
     diag_help(d, "give both (the model's config.json: n_group and topk_group), or neither");
   } else if (g->set && gk->set && gk->v > g->v) {
     diag_at(p->d, DIAG_E0105, gk->loc,
-            "`%lld` is out of range for `model.moe.group_top_k`: expected at most `groups` (%lld)",
-            (long long)gk->v, (long long)g->v);
+            "`%lld` is out of range for `%s.group_top_k`: expected at most `groups` (%lld)",
+            (long long)gk->v, pm, (long long)g->v);
   } else if (g->set && mo->moe.experts.set && mo->moe.experts.v % g->v != 0) {
     diag_at(p->d, DIAG_E0105, g->loc,
-            "`%lld` is out of range for `model.moe.groups`: it must divide the %lld experts",
-            (long long)g->v, (long long)mo->moe.experts.v);
+            "`%lld` is out of range for `%s.groups`: it must divide the %lld experts",
+            (long long)g->v, pm, (long long)mo->moe.experts.v);
   }
 }
 
-static void parse_model(P *p, const YNode *root) {
-  ModelSpec *mo = &p->s->model;
+/* model.attention's per-layer types: sliding_window, chunk_size and
+ * layer_types (one word per layer). A list of another length than
+ * `layers`, an unknown word, or a type whose size is not given is an error
+ * naming the item. */
+static void parse_layer_types(P *p, const YNode *a, SrcLoc as, const char *pa, ModelSpec *mo) {
+  rd_lim(p, a, as, pa, "sliding_window", &mo->attention.sliding_window, false, 0, 1, &LIM_TOKENS);
+  rd_lim(p, a, as, pa, "chunk_size", &mo->attention.chunk_size, false, 0, 1, &LIM_TOKENS);
+  const YNode *l = yaml_map_get(a, "layer_types");
+  mo->attention.layer_types.loc = l ? l->loc : as;
+  if (!l && mo->attention.sliding_window.set && mo->attention.chunk_size.set) {
+    Diag *g = diag_at(p->d, DIAG_E0102, mo->attention.chunk_size.loc,
+                      "`%s` gives both sliding_window and chunk_size: `layer_types` must say which layers use which",
+                      pa);
+    diag_help(g, "list one of full, sliding or chunked per layer in `%s.layer_types`", pa);
+  }
+  if (!l) return;
+  char *fp = join_path(p, pa, "layer_types");
+  if (l->kind != YN_SEQ) {
+    Diag *g = diag_at(p->d, DIAG_E0103, l->loc, "expected a sequence of layer types for `%s`, got a %s", fp,
+                      yaml_node_type_name(l));
+    diag_help(g, "write one of full, sliding or chunked per layer, e.g. [sliding, full]");
+    return;
+  }
+  if (mo->layers.set && l->n != (size_t)mo->layers.v) {
+    Diag *g = diag_at(p->d, DIAG_E0105, l->loc, "`%s` has %zu entries: expected one per layer (%lld)", fp,
+                      l->n, (long long)mo->layers.v);
+    diag_help(g, "list the type of every layer, in order");
+    return;
+  }
+  SEnum *it = yaml_arena_alloc(p->a, (l->n ? l->n : 1) * sizeof *it);
+  bool ok = true;
+  /* a size given but out of range was reported at its place already */
+  bool told[3] = {false, yaml_map_get(a, "sliding_window") != NULL, yaml_map_get(a, "chunk_size") != NULL};
+  for (size_t i = 0; i < l->n; i++) {
+    char *ip = rp_sprintf("%s[%zu]", fp, i);
+    it[i] = (SEnum){LAYER_FULL, l->items[i]->loc, true};
+    ok = enum_word(p, l->items[i], ip, layer_attn_names, RP_ARRAY_LEN(layer_attn_names), &it[i].v) && ok;
+    free(ip);
+    const SInt *need = it[i].v == LAYER_SLIDING ? &mo->attention.sliding_window
+                       : it[i].v == LAYER_CHUNKED ? &mo->attention.chunk_size : NULL;
+    if (need && !need->set && !told[it[i].v]) {
+      told[it[i].v] = true;
+      Diag *g = diag_at(p->d, DIAG_E0102, l->items[i]->loc, "`%s[%zu]` is %s, but `%s.%s` is not given", fp, i,
+                        layer_attn_names[it[i].v], pa, it[i].v == LAYER_SLIDING ? "sliding_window" : "chunk_size");
+      diag_help(g, "give the window (or chunk) in tokens beside the layer types");
+      ok = false;
+    }
+  }
+  mo->attention.layer_types.items = it;
+  mo->attention.layer_types.len = l->n;
+  mo->attention.layer_types.set = ok;
+}
+
+/* One model mapping at `path` (`model`, or `model.draft` for the draft
+ * model, which has no draft of its own). */
+static void parse_model_map(P *p, const YNode *parent, const char *key, const char *path,
+                            ModelSpec *mo) {
   SrcLoc sec;
-  const YNode *m = section(p, root, "model", "model", root->loc, &sec);
+  const YNode *m = section(p, parent, key, path, parent->loc, &sec);
   mo->loc = sec;
-  if (m) m = apply_hf_config(p, m, &mo->hf_config);
-  if (m) m = apply_preset(p, m, "models", "model", &mo->preset);
+  if (m) m = apply_hf_config(p, m, path, &mo->hf_config);
+  if (m) m = apply_preset(p, m, "models", path, &mo->preset);
   else mo->preset.loc = sec;
+  bool quiet = p->quiet_missing;
   p->quiet_missing = (yaml_map_get(m, "preset") && !mo->preset.set) ||
                      (yaml_map_get(m, "hf_config") && !mo->hf_config.set);
-  check_keys(p, m, "model", KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
-                                  "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                  "mtp_layers", "source", "revision"));
-  rd_str(p, m, sec, "model", "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
-  rd_lim(p, m, sec, "model", "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
-  rd_lim(p, m, sec, "model", "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
-  rd_lim(p, m, sec, "model", "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
-  rd_bool(p, m, sec, "model", "tie_embeddings", &mo->tie_embeddings, false);
-  rd_lim(p, m, sec, "model", "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
-  rd_lim(p, m, sec, "model", "mtp_layers", &mo->mtp_layers, false, 0, 0, &LIM_LAYERS);
-  rd_str(p, m, sec, "model", "source", &mo->source, false, NULL);
-  rd_str(p, m, sec, "model", "revision", &mo->revision, false, NULL);
+  bool top = strcmp(path, "model") == 0;
+  if (top)
+    check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
+                                "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
+                                "mtp_layers", "source", "revision", "draft"));
+  else
+    check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
+                                "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
+                                "mtp_layers", "source", "revision"));
+  const char *pa = join_path(p, path, "attention"), *pm = join_path(p, path, "moe");
+  const char *pf = join_path(p, path, "ffn"), *pd = join_path(p, path, "dtype");
+  rd_str(p, m, sec, path, "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
+  rd_lim(p, m, sec, path, "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
+  rd_lim(p, m, sec, path, "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
+  rd_lim(p, m, sec, path, "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
+  rd_bool(p, m, sec, path, "tie_embeddings", &mo->tie_embeddings, false);
+  rd_lim(p, m, sec, path, "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
+  rd_lim(p, m, sec, path, "mtp_layers", &mo->mtp_layers, false, 0, 0, &LIM_LAYERS);
+  rd_str(p, m, sec, path, "source", &mo->source, false, NULL);
+  rd_str(p, m, sec, path, "revision", &mo->revision, false, NULL);
 
   /* attention */
   SrcLoc as;
-  const YNode *a = section(p, m, "attention", "model.attention", sec, &as);
+  const YNode *a = section(p, m, "attention", pa, sec, &as);
   mo->attention.loc = as;
-  if (m && !yaml_map_get(m, "attention")) missing(p, m, "model", "attention");
-  rd_enum(p, a, as, "model.attention", "kind", &mo->attention.kind, a != NULL, ATTN_GQA, attn_names,
+  if (m && !yaml_map_get(m, "attention")) missing(p, m, path, "attention");
+  rd_enum(p, a, as, pa, "kind", &mo->attention.kind, a != NULL, ATTN_GQA, attn_names,
           RP_ARRAY_LEN(attn_names));
   bool mla = mo->attention.kind.v == ATTN_MLA;
   if (mla)
-    check_keys(p, a, "model.attention", KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias",
-                                             "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-                                             "qk_rope_head_dim", "v_head_dim"));
+    check_keys(p, a, pa, KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias",
+                              "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                              "v_head_dim", "sliding_window", "chunk_size", "layer_types"));
   else
-    check_keys(p, a, "model.attention", KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias"));
-  rd_lim(p, a, as, "model.attention", "heads", &mo->attention.heads, a != NULL, 1, 1, &LIM_DIM);
+    check_keys(p, a, pa, KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias",
+                              "sliding_window", "chunk_size", "layer_types"));
+  rd_lim(p, a, as, pa, "heads", &mo->attention.heads, a != NULL, 1, 1, &LIM_DIM);
   int64_t kv_def = mo->attention.kind.v == ATTN_GQA ? 1
                    : mo->attention.kind.v == ATTN_MHA ? mo->attention.heads.v : 1;
-  rd_lim(p, a, as, "model.attention", "kv_heads", &mo->attention.kv_heads,
+  rd_lim(p, a, as, pa, "kv_heads", &mo->attention.kv_heads,
          a != NULL && mo->attention.kind.v == ATTN_GQA, kv_def, 1, &LIM_DIM);
-  rd_bool(p, a, as, "model.attention", "qk_norm", &mo->attention.qk_norm, false);
-  rd_bool(p, a, as, "model.attention", "qkv_bias", &mo->attention.qkv_bias, false);
+  rd_bool(p, a, as, pa, "qk_norm", &mo->attention.qk_norm, false);
+  rd_bool(p, a, as, pa, "qkv_bias", &mo->attention.qkv_bias, false);
   if (mla) {
-    rd_lim(p, a, as, "model.attention", "q_lora_rank", &mo->attention.q_lora_rank, false, 0, 0, &LIM_DIM);
-    rd_lim(p, a, as, "model.attention", "kv_lora_rank", &mo->attention.kv_lora_rank, true, 1, 1, &LIM_DIM);
-    rd_lim(p, a, as, "model.attention", "qk_nope_head_dim", &mo->attention.qk_nope_head_dim, true, 1, 1, &LIM_DIM);
-    rd_lim(p, a, as, "model.attention", "qk_rope_head_dim", &mo->attention.qk_rope_head_dim, true, 1, 1, &LIM_DIM);
-    rd_lim(p, a, as, "model.attention", "v_head_dim", &mo->attention.v_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, pa, "q_lora_rank", &mo->attention.q_lora_rank, false, 0, 0, &LIM_DIM);
+    rd_lim(p, a, as, pa, "kv_lora_rank", &mo->attention.kv_lora_rank, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, pa, "qk_nope_head_dim", &mo->attention.qk_nope_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, pa, "qk_rope_head_dim", &mo->attention.qk_rope_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, pa, "v_head_dim", &mo->attention.v_head_dim, true, 1, 1, &LIM_DIM);
     int64_t hd = 0;
     if (!ck_add(mo->attention.qk_nope_head_dim.v, mo->attention.qk_rope_head_dim.v, &hd)) hd = 1;
-    rd_lim(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, false, hd, 1, &LIM_DIM);
+    rd_lim(p, a, as, pa, "head_dim", &mo->attention.head_dim, false, hd, 1, &LIM_DIM);
   } else {
-    rd_lim(p, a, as, "model.attention", "head_dim", &mo->attention.head_dim, a != NULL, 1, 1, &LIM_DIM);
+    rd_lim(p, a, as, pa, "head_dim", &mo->attention.head_dim, a != NULL, 1, 1, &LIM_DIM);
   }
 
   /* moe (optional) */
   SrcLoc ms;
-  const YNode *moe = section(p, m, "moe", "model.moe", sec, &ms);
+  const YNode *moe = section(p, m, "moe", pm, sec, &ms);
   mo->moe.loc = ms;
   mo->moe.present = moe != NULL;
-  check_keys(p, moe, "model.moe", KEYS("experts", "top_k", "shared_experts", "expert_intermediate_size",
+  check_keys(p, moe, pm, KEYS("experts", "top_k", "shared_experts", "expert_intermediate_size",
                                        "dense_layers", "router_bias", "groups", "group_top_k",
-                                       "dispatch_dtype", "combine_dtype", "redundant_experts"));
-  rd_lim(p, moe, ms, "model.moe", "experts", &mo->moe.experts, moe != NULL, 0, 1, &LIM_DIM);
-  rd_lim(p, moe, ms, "model.moe", "top_k", &mo->moe.top_k, moe != NULL, 0, 1, &LIM_DIM);
-  rd_lim(p, moe, ms, "model.moe", "shared_experts", &mo->moe.shared_experts, false, 0, 0, &LIM_DIM);
-  rd_lim(p, moe, ms, "model.moe", "expert_intermediate_size", &mo->moe.expert_intermediate_size,
+                                       "dispatch_dtype", "combine_dtype", "redundant_experts",
+                                  "shared_placement"));
+  rd_lim(p, moe, ms, pm, "experts", &mo->moe.experts, moe != NULL, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, pm, "top_k", &mo->moe.top_k, moe != NULL, 0, 1, &LIM_DIM);
+  rd_lim(p, moe, ms, pm, "shared_experts", &mo->moe.shared_experts, false, 0, 0, &LIM_DIM);
+  rd_lim(p, moe, ms, pm, "expert_intermediate_size", &mo->moe.expert_intermediate_size,
          moe != NULL, 0, 1, &LIM_DIM);
-  rd_lim(p, moe, ms, "model.moe", "dense_layers", &mo->moe.dense_layers, false, 0, 0, &LIM_LAYERS);
-  rd_bool(p, moe, ms, "model.moe", "router_bias", &mo->moe.router_bias, false);
-  parse_moe_routing(p, moe, ms, mo);
+  rd_lim(p, moe, ms, pm, "dense_layers", &mo->moe.dense_layers, false, 0, 0, &LIM_LAYERS);
+  rd_bool(p, moe, ms, pm, "router_bias", &mo->moe.router_bias, false);
+  parse_moe_routing(p, moe, ms, pm, mo);
 
   /* ffn: required when some layer is dense */
   bool dense = !mo->moe.present || mo->moe.dense_layers.v > 0;
   SrcLoc fs;
-  const YNode *f = section(p, m, "ffn", "model.ffn", sec, &fs);
+  const YNode *f = section(p, m, "ffn", pf, sec, &fs);
   mo->ffn.loc = fs;
-  if (m && dense && !yaml_map_get(m, "ffn")) missing(p, m, "model", "ffn");
-  check_keys(p, f, "model.ffn", KEYS("intermediate_size"));
-  rd_lim(p, f, fs, "model.ffn", "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, &LIM_DIM);
+  if (m && dense && !yaml_map_get(m, "ffn")) missing(p, m, path, "ffn");
+  check_keys(p, f, pf, KEYS("intermediate_size"));
+  rd_lim(p, f, fs, pf, "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, &LIM_DIM);
 
   /* dtype: a mapping, or one word for all three */
   const YNode *dt = yaml_map_get(m, "dtype");
   mo->dtype.loc = dt ? dt->loc : sec;
   if (dt && dt->kind == YN_SCALAR) {
-    rd_enum(p, m, sec, "model", "dtype", &mo->dtype.weights, false, DT_BF16, dtype_names,
+    rd_enum(p, m, sec, path, "dtype", &mo->dtype.weights, false, DT_BF16, dtype_names,
             RP_ARRAY_LEN(dtype_names));
     mo->dtype.kv_cache = mo->dtype.weights;
     mo->dtype.activations = mo->dtype.weights;
   } else {
     SrcLoc ds;
-    const YNode *dm = section(p, m, "dtype", "model.dtype", sec, &ds);
-    check_keys(p, dm, "model.dtype", KEYS("weights", "kv_cache", "activations"));
-    rd_enum(p, dm, ds, "model.dtype", "weights", &mo->dtype.weights, false, DT_BF16, dtype_names,
+    const YNode *dm = section(p, m, "dtype", pd, sec, &ds);
+    check_keys(p, dm, pd, KEYS("weights", "kv_cache", "activations"));
+    rd_enum(p, dm, ds, pd, "weights", &mo->dtype.weights, false, DT_BF16, dtype_names,
             RP_ARRAY_LEN(dtype_names));
-    rd_enum(p, dm, ds, "model.dtype", "kv_cache", &mo->dtype.kv_cache, false, DT_BF16, dtype_names,
+    rd_enum(p, dm, ds, pd, "kv_cache", &mo->dtype.kv_cache, false, DT_BF16, dtype_names,
             RP_ARRAY_LEN(dtype_names));
-    rd_enum(p, dm, ds, "model.dtype", "activations", &mo->dtype.activations, false, DT_BF16,
+    rd_enum(p, dm, ds, pd, "activations", &mo->dtype.activations, false, DT_BF16,
             dtype_names, RP_ARRAY_LEN(dtype_names));
   }
-  p->quiet_missing = false;
+  parse_layer_types(p, a, as, pa, mo);
+  p->quiet_missing = quiet;
+  if (top && m && yaml_map_get(m, "draft")) {
+    mo->draft = yaml_arena_alloc(p->a, sizeof *mo->draft);
+    memset(mo->draft, 0, sizeof *mo->draft);
+    parse_model_map(p, m, "draft", "model.draft", mo->draft);
+  }
+}
+
+static void parse_model(P *p, const YNode *root) {
+  parse_model_map(p, root, "model", "model", &p->s->model);
 }
 
 /* `hardware.hostnames` (one string per node, at most LIM_GPUS of them) or

@@ -197,6 +197,11 @@ typedef struct {
   bool hit;
   bool strict;    /* SearchOptions.strict: validate_pool on every layout, no prefilter */
   LayWeights lw;  /* the generic engine's partition weights, computed once */
+  /* The engine's layer partition per pp, computed on first use: it depends
+   * only on the engine, the layer count, pp and lw, all fixed for one
+   * search (NULL: not computed yet; pp up to SEARCH_PART_CACHE_PP). */
+  int64_t **part_by_pp;
+  bool *part_ok;
   FILE *progress;
   int64_t gpn;    /* GPUs per node (search.whole_nodes, separate_nodes) */
   SearchRejects *rej; /* why candidates were rejected (search_space.h) */
@@ -392,6 +397,22 @@ static bool search__validate(const Ctx *c, PoolRole role, const CostLayout *l) {
  * cheaper prefilter on the cost model's weight bytes is not used: its
  * pipeline split differs from the engine's, and the unit test caught it
  * dropping layouts the ledger accepts.) */
+/* The layer partition for l->pp into part (l->pp entries), from the
+ * per-pp cache where pp is small enough to keep. */
+static bool search__partition(Ctx *c, Diags *d, const CostLayout *l, const PoolSpec *p,
+                              int64_t *part) {
+  Engine e = (Engine)c->s->deployment.engine.v;
+  int64_t pp = l->pp;
+  if (pp > SEARCH_PART_CACHE_PP || pp > c->m->layers || p->layer_partition.set)
+    return lay_partition(d, e, c->m->layers, pp, p, &c->lw, part);
+  if (!c->part_by_pp[pp]) {
+    c->part_by_pp[pp] = rp_malloc((size_t)pp * sizeof **c->part_by_pp);
+    c->part_ok[pp] = lay_partition(d, e, c->m->layers, pp, p, &c->lw, c->part_by_pp[pp]);
+  }
+  memcpy(part, c->part_by_pp[pp], (size_t)pp * sizeof *part);
+  return c->part_ok[pp];
+}
+
 static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64_t *bmem) {
   PoolSpec p;
   search__pool_of(c, role, l, &p);
@@ -399,8 +420,7 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64
   diags_init(&d);
   *bmem = INT64_MAX;
   int64_t *part = rp_malloc((size_t)l->pp * sizeof *part);
-  bool ok = lay_partition(&d, (Engine)c->s->deployment.engine.v, c->m->layers, l->pp, &p, &c->lw,
-                          part);
+  bool ok = search__partition(c, &d, l, &p, part);
   int64_t first = 0;
   for (int64_t st = 0; ok && st < l->pp; first += part[st], st++) {
     int64_t n = part[st];
@@ -1035,6 +1055,12 @@ static EngineCaps *search__engine(const Spec *s) {
 static void search__free_ctx(Ctx *c, RoleVec *pre, RoleVec *dec, RoleVec *both, RoleVec *sp,
                              RoleVec *sd) {
   free(c->stages);
+  if (c->part_by_pp) {
+    int64_t np = c->m->layers < SEARCH_PART_CACHE_PP ? c->m->layers : SEARCH_PART_CACHE_PP;
+    for (int64_t i = 0; i <= np; i++) free(c->part_by_pp[i]);
+  }
+  free(c->part_by_pp);
+  free(c->part_ok);
   free(c->prefill_mem.slots);
   engine_caps_free(c->caps);
   free(pre->items);
@@ -1062,6 +1088,9 @@ static void search__ctx_init(Ctx *c, Diags *d, const Spec *s, const SearchOption
   c->strict = o->strict;
   c->stages = rp_calloc((size_t)((m->layers + 1) * (m->n_dense + 1) * 4), sizeof *c->stages);
   c->lw = lay_default_weights(s);
+  int64_t np = (m->layers < SEARCH_PART_CACHE_PP ? m->layers : SEARCH_PART_CACHE_PP) + 1;
+  c->part_by_pp = rp_calloc((size_t)np, sizeof *c->part_by_pp);
+  c->part_ok = rp_calloc((size_t)np, sizeof *c->part_ok);
   c->gpn = s->hardware.gpus_per_node.v;
   c->rej = &out->rejects;
   c->d = d;

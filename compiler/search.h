@@ -30,6 +30,10 @@
  * its candidate budget never meets it; a step is a few integer
  * operations, so the default budget's 256 million take about a second. */
 #define SEARCH_STEPS_PER_CANDIDATE ((int64_t)64)
+/* The search keeps the layer partition of each pp up to this one (at most
+ * 4096 * 4097 / 2 int64 entries, 64 MiB, and only for the pp values the
+ * search visits); a larger pp computes it per candidate. */
+#define SEARCH_PART_CACHE_PP ((int64_t)4096)
 
 /* Narrowest expert GEMM (expert_intermediate_size / etp columns) the
  * search proposes: one 128-wide tile, the bound of the model stage's

@@ -28,14 +28,22 @@ typedef enum { ATTN_MHA, ATTN_GQA, ATTN_MQA, ATTN_MLA } AttnKind;
 typedef enum { MODE_AGGREGATED, MODE_DISAGGREGATED, MODE_SEARCH } DeployMode;
 typedef enum { ENGINE_GENERIC, ENGINE_VLLM, ENGINE_SGLANG, ENGINE_TRTLLM } Engine;
 typedef enum { ROLE_PREFILL, ROLE_DECODE, ROLE_BOTH } PoolRole;
+/* What one layer's attention sees (docs/memory.md, "Attention types"):
+ * every earlier token, the last sliding_window tokens, or the tokens of
+ * its chunk_size-token chunk (Llama 4's chunked local attention). */
+typedef enum { LAYER_FULL, LAYER_SLIDING, LAYER_CHUNKED } LayerAttn;
+/* Where a MoE layer's shared experts live: split over tp like a dense FFN,
+ * or whole on every rank (docs/memory.md, "Shared experts"). */
+typedef enum { SHARED_TP, SHARED_REPLICATED } SharedPlacement;
 
 const char *dtype_name(DType t);
 const char *attn_kind_name(AttnKind k);
 const char *mode_name(DeployMode m);
 const char *engine_name(Engine e);
 const char *role_name(PoolRole r);
+const char *layer_attn_name(LayerAttn t);
 
-typedef struct {
+typedef struct ModelSpec {
   SrcLoc loc;   /* the `model:` mapping */
   SStr preset;  /* catalog entry name, if any */
   SStr hf_config; /* Hugging Face config.json the model was imported from, if any */
@@ -50,6 +58,12 @@ typedef struct {
     SBool qkv_bias;                       /* default false */
     /* MLA only */
     SInt q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    /* Per-layer attention types: sliding_window W tokens and chunk_size C
+     * tokens (0: none); layer_types one LayerAttn per layer. Unset
+     * layer_types: every layer sliding when sliding_window is set, chunked
+     * when chunk_size is, else full. */
+    SInt sliding_window, chunk_size;
+    struct { SrcLoc loc; bool set; size_t len; SEnum *items; } layer_types;
   } attention;
   struct {
     SrcLoc loc;
@@ -72,6 +86,7 @@ typedef struct {
     /* Dtypes of the dispatched and combined activations (DType); unset:
      * the activations' dtype. fp8/int8 dispatch carries scales. */
     SEnum dispatch_dtype, combine_dtype;
+    SEnum shared_placement;               /* SharedPlacement; default tp */
   } moe;
   struct {
     SrcLoc loc;
@@ -84,6 +99,10 @@ typedef struct {
   SInt mtp_layers;
   SStr source;    /* Hugging Face id or local path the engines load; optional */
   SStr revision;  /* branch, tag or commit of source; optional */
+  /* The speculative-decoding draft model (model.draft), NULL when absent:
+   * its weights and KV are counted on the last pp stage when the
+   * workload drafts tokens (docs/memory.md, "Draft model"). */
+  struct ModelSpec *draft;
 } ModelSpec;
 
 typedef struct {

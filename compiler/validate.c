@@ -454,8 +454,19 @@ void validate_pool(Diags *d, const Spec *s, const PoolSpec *p) {
   free(part);
 }
 
+/* W0206: a draft model is counted only when the workload drafts tokens. */
+static void check_draft(Diags *d, const Spec *s) {
+  const ModelSpec *dm = s->model.draft;
+  if (!dm || s->workload.draft_tokens.v > 0) return;
+  Diag *g = diag_at(d, DIAG_W0206, dm->loc,
+                    "draft model `%s` is not counted: `workload.draft_tokens` is not set",
+                    dm->name.v && dm->name.v[0] ? dm->name.v : "?");
+  diag_help(g, "set `workload.draft_tokens` to the tokens the draft proposes per step, or remove `model.draft`");
+}
+
 void validate_spec(Diags *d, const Spec *s) {
   engine_check(d, s);
+  check_draft(d, s);
   if (!validate_model(d, s)) return;
   const DeploymentSpec *dep = &s->deployment;
   const PoolSpec *prefill = NULL;

@@ -204,7 +204,44 @@ def check_diagnostics(tmp):
     p = run("import-hf", str(FIX / "gpt-oss-120b.json"))
     check("dtype:\n  weights: mxfp4\n" in p.stdout
           and "# Not modelled: `quantization_config.modules_to_not_convert` keeps `model.layers.*.self_attn`" in p.stdout
-          and "sliding window" in p.stdout, "mxfp4 weights, and what is not modelled stated in the YAML header")
+          and "sliding window" not in p.stdout, "mxfp4 weights, and what is not modelled stated in the YAML header")
+    alt = ", ".join(["sliding", "full"] * 18)
+    check(p.returncode == 0 and f"  sliding_window: 128\n  layer_types: [{alt}]\n" in p.stdout,
+          "gpt-oss: layer_types alternate a 128-token sliding window and full attention")
+    p = run("import-hf", str(FIX / "gemma-3-1b-it.json"))
+    g = ", ".join(("full" if (i + 1) % 6 == 0 else "sliding") for i in range(26))
+    check(p.returncode == 0 and f"  sliding_window: 512\n  layer_types: [{g}]\n" in p.stdout,
+          "Gemma 3: sliding_window_pattern 6 makes every 6th layer full, the others a 512-token window")
+    p = run("import-hf", str(FIX / "Llama-4-Scout-17B-16E-Instruct.json"))
+    c = ", ".join(("full" if (i + 1) % 4 == 0 else "chunked") for i in range(48))
+    check(p.returncode == 0 and f"  chunk_size: 8192\n  layer_types: [{c}]\n" in p.stdout,
+          "Llama 4: attention_chunk_size 8192 on the RoPE layers, every 4th (NoPE) layer full")
+    check_window_configs(imp, diags)
+
+
+def check_window_configs(imp, diags):
+    """Sliding windows as Mistral, Qwen2 and explicit layer_types state
+    them, and the bad ones named at their field."""
+    mis = json.loads((FIX / "Mistral-7B-v0.3.json").read_text())
+    p = imp(dict(mis, sliding_window=4096))
+    check(p.returncode == 0 and "  sliding_window: 4096\n" in p.stdout and "layer_types" not in p.stdout,
+          "Mistral: sliding_window alone makes every layer sliding")
+    qwen = json.loads((FIX / "Qwen2.5-3B.json").read_text())
+    p = imp(dict(qwen, use_sliding_window=True, max_window_layers=30, sliding_window=4096))
+    q = ", ".join(("full" if i < 30 else "sliding") for i in range(36))
+    check(p.returncode == 0 and f"  sliding_window: 4096\n  layer_types: [{q}]\n" in p.stdout,
+          "Qwen2 use_sliding_window: the layers from max_window_layers on are sliding")
+    p = imp(qwen)
+    check(p.returncode == 0 and "sliding_window" not in p.stdout, "Qwen2 without use_sliding_window: every layer full")
+    oss = json.loads((FIX / "gpt-oss-20b.json").read_text())
+    ds = diags(imp(dict(oss, layer_types=oss["layer_types"][:-1])))
+    check(any(c == "E0151" and "`layer_types` has 23 entries for 24 layers" in m for c, m in ds),
+          "a layer_types list of the wrong length is E0151")
+    ds = diags(imp(dict(oss, layer_types=["sliding_attention"] * 23 + ["linear_attention"])))
+    check(any(c == "E0151" and "`layer_types[23]`" in m for c, m in ds), "an unknown layer type is E0151 naming its index")
+    ds = diags(imp(dict(oss, sliding_window=None)))
+    check(any(c == "E0151" and "`sliding_window` is not given" in m for c, m in ds),
+          "sliding layers without a window are E0151")
 
 
 def check_cli(tmp):
@@ -232,6 +269,29 @@ def check_cli(tmp):
     spec.write_text(SPEC.format(model="  hf_config: Some-Model/config.json\n  name: Mine"))
     p = run("check", str(spec))
     check(p.returncode == 0, "hf_config is relative to the spec's directory")
+    check_draft_config(t)
+
+
+def check_draft_config(t):
+    """model.draft takes an hf_config too: with draft tokens its weights
+    and KV join the ledger, its errors are named under model.draft."""
+    base = SPEC.format(model="  preset: llama-3.1-70b\n  draft: { hf_config: %s }" % (FIX / "Llama-3.2-1B.json"))
+    rows = {}
+    for name, text in (("plain", SPEC.format(model="  preset: llama-3.1-70b")),
+                       ("draft", base.replace("output_tokens: 300", "output_tokens: 300\n  draft_tokens: 3"))):
+        f = t / f"{name}.yaml"
+        f.write_text(text)
+        p = run("check", "--format", "json", str(f))
+        rows[name] = ledger_rows(p.stdout)
+        check(p.returncode == 0, f"model.draft as hf_config: `{name}` checks")
+    a, b = rows["plain"], rows["draft"]
+    check(a and b and b[-1]["weights"] > a[-1]["weights"] and b[-1]["kv_blocks"] < a[-1]["kv_blocks"]
+          and b[0] == a[0], "the draft's weights and KV are on the last stage's ledger", f"{a} {b}")
+    f = t / "bad.yaml"
+    f.write_text(SPEC.format(model="  preset: llama-3.1-70b\n  draft: { hf_config: absent.json }"))
+    p = run("check", str(f))
+    check(p.returncode != 0 and "`model.draft.hf_config`" in p.stderr, "an unreadable draft hf_config names model.draft.hf_config",
+          p.stderr[-400:])
 
 
 def check_docs_list_keys():

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cost.h"
+#include "engines.h"
 #include "model.h"
 #include "t.h"
 
@@ -467,6 +468,115 @@ static void test_speculative(void) {
   T_CHECK(d2.tpot < d0.tpot); /* memory bound: the drafts pay off */
 }
 
+/* Chunked prefill in aggregated pools (docs/cost-model.md, "Aggregated
+ * instances"): the step with a prompt chunk, and the instance's R_cap from
+ * the steady-state chunk. */
+static void test_mixed_step(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  T_EQ_INT(m.chunk_tokens, 0); /* generic, no token budget: alternating */
+  T_EQ_INT(m.new_tokens, 4000);
+  T_NEAR(m.chunk_ctx, 2000.0, 0.0);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostDecodePrep p;
+  T_CHECK(cost_decode_prep(&m, &l, 4250, &p));
+  CostDecode d0, dz, dc;
+  T_CHECK(cost_decode_at(&m, &p, 64, &d0));
+  T_CHECK(cost_step_at(&m, &p, 64, 0, &dz));
+  T_NEAR(dz.step, d0.step, 0.0);
+  /* 512 prompt tokens: 2 FLOPs per parameter each, and attention to 2,000
+   * tokens of their prompt (4 H d per pair), over tp 8, in 80 layers; their
+   * prompt's KV read once per layer (2,000 tokens of the rank's one KV
+   * head: 128 values, K and V, bf16). */
+  T_CHECK(cost_step_at(&m, &p, 64, 512, &dc));
+  double lin = 2.0 * 512 * (double)(m.attn_params + m.dense_ffn_params) / 8;
+  double att = 512.0 * 2000 * 4 * 64 * 128 / 8;
+  T_NEAR((double)(dc.flops_gpu - d0.flops_gpu), 80 * (lin + att), 80 * 1.0);
+  T_NEAR((double)(dc.bytes_gpu - d0.bytes_gpu), 80.0 * 2000 * 1 * 128 * 2 * 2, 1e-6);
+  T_CHECK(dc.step > d0.step);
+
+  /* R_cap of a full instance at B = 64 with an 8,192-token budget: each
+   * step finishes 64 / 500 requests' output, so 64 * 4000 / 500 = 512
+   * prompt tokens arrive per step (below the 8,128 the budget leaves):
+   * R_cap = 64 / (500 * TPOT(64, 512)). */
+  m.chunk_tokens = 8192;
+  CostInstance in;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 0.9, NULL, &in));
+  T_EQ_INT(in.batch, 64);
+  T_NEAR(in.rcap, 64.0 / (500.0 * dc.tpot), 1e-12 * in.rcap);
+  /* one prompt: 4,000 tokens fit in one step's 8,128: one step carrying them */
+  CostDecode carry;
+  T_CHECK(cost_step_at(&m, &p, 64, 4000, &carry));
+  T_NEAR(in.pre.latency, carry.step, 0.0);
+  T_NEAR(in.pre.mu, in.rcap, 0.0);
+  /* A budget of 1,024 at B = 128 (SLOs loose, so memory sets B): 896
+   * tokens left per step, below the 1,024 arriving: prompt-bound, R_cap =
+   * 896 / 4000 / TPOT(128, 896). */
+  m.chunk_tokens = 1024;
+  m.slo_tpot = 10.0;
+  m.slo_ttft = 1000.0;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 128, 0.9, NULL, &in));
+  T_EQ_INT(in.batch, 128);
+  T_CHECK(cost_step_at(&m, &p, 128, 896, &dc));
+  T_NEAR(in.rcap, 896.0 / (4000.0 * dc.tpot), 1e-12 * in.rcap);
+  /* 4,000 prompt tokens at 896 per step: 5 steps */
+  T_CHECK(cost_step_at(&m, &p, 128, 896, &carry));
+  T_NEAR(in.pre.latency, 5.0 * carry.step, 1e-15);
+  /* the batch leaves at least one token of the budget: at most 1,023 */
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 100000, 0.9, NULL, &in));
+  T_CHECK(in.cap <= 1023);
+}
+
+/* An engine that overlaps its per-step CPU work with the GPU's step
+ * exposes only what the step does not cover. */
+static void test_overlap(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostDecode a, b, c;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a));
+  T_NEAR(a.overhead, m.k.step_overhead_s, 0.0);
+  m.overlap = true;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &b));
+  T_NEAR(b.overhead, 0.0, 0.0);
+  T_NEAR(b.step, a.step - m.k.step_overhead_s, 1e-15);
+  /* CPU work longer than the GPU's step: the step is the CPU's */
+  m.k.step_overhead_s = 1.0;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
+  T_NEAR(c.step, 1.0, 1e-12);
+  T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
+}
+
+/* The engines' schedulers and their defaults (engines.c, engine_sched). */
+static void test_engine_sched(void) {
+  Spec s = llama70b(1);
+  EngineSched es;
+  engine_sched(&s, &es);
+  T_CHECK(!es.mixed && es.tokens == 0 && es.seqs == 0);
+  s.serving.max_num_batched_tokens = (SInt)SI(4096);
+  engine_sched(&s, &es);
+  T_CHECK(es.mixed && es.tokens == 4096);
+  s.serving.max_num_batched_tokens = (SInt){0};
+  s.deployment.engine.v = ENGINE_VLLM;
+  s.hardware.name.v = "NVIDIA H200 SXM";
+  engine_sched(&s, &es);
+  T_CHECK(es.mixed && !es.overlap && es.tokens == 8192 && es.seqs == 1024 && es.source);
+  s.hardware.name.v = "NVIDIA A100 80GB SXM";
+  engine_sched(&s, &es);
+  T_CHECK(es.tokens == 2048 && es.seqs == 256);
+  s.hardware.name.v = "NVIDIA L40S";
+  s.hardware.gpu.memory.v = (int64_t)46068 << 20;
+  engine_sched(&s, &es);
+  T_CHECK(es.tokens == 2048 && es.seqs == 256);
+  s.deployment.engine.v = ENGINE_SGLANG;
+  engine_sched(&s, &es);
+  T_CHECK(!es.mixed && es.overlap);
+  s.deployment.engine.v = ENGINE_TRTLLM;
+  s.serving.max_num_seqs = (SInt)SI(64);
+  engine_sched(&s, &es);
+  T_CHECK(es.mixed && es.overlap && es.tokens == 8192 && es.seqs == 64);
+}
+
 static const char *write_tmp(const char *text) {
   static char path[64];
   snprintf(path, sizeof path, "/tmp/rp-calib-%d.json", (int)getpid());
@@ -566,6 +676,9 @@ int main(void) {
   T_RUN(test_expert_tp);
   T_RUN(test_prefix_cache);
   T_RUN(test_speculative);
+  T_RUN(test_mixed_step);
+  T_RUN(test_engine_sched);
+  T_RUN(test_overlap);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
   T_DONE();

@@ -199,6 +199,10 @@ static void test_closed_loop(void) {
   T_CHECK(na <= 8 * (1 + 1e-9) && na >= 8 * 0.97);
   T_CHECK(nb <= 16 * (1 + 1e-9) && nb >= 16 * 0.97);
   T_CHECK(rb > ra);
+  /* An instance holds at most the requests in flight over the replicas
+   * (the example runs 4): 2 at N = 8, 4 at N = 16. */
+  T_CHECK(a.pools[0].has_decode && a.pools[0].batch <= 2);
+  T_CHECK(b.pools[0].batch <= 4);
   double rc = c.throughput_tok_s / tout;
   double nc = rc * (c.ttft_ms + tout * c.tpot_ms) / 1e3;
   T_CHECK(fabs(nc - 100000) < 1e-6 * 100000);

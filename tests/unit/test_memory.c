@@ -5,41 +5,9 @@
  * change in either side shows up.
  */
 #include "memory.h"
-#include "model_fixtures.h"
+#include "mem_fixtures.h"
 #include "t.h"
 #include "validate.h"
-
-#define GIB ((int64_t)1 << 30)
-
-static PoolSpec pool;
-
-static void fx_spec(Spec *s, void (*model)(ModelSpec *), int64_t gpu_bytes) {
-  memset(s, 0, sizeof *s);
-  model(&s->model);
-  FX_I(s->hardware.gpu.memory, gpu_bytes);
-  FX_I(s->hardware.nodes, 1);
-  FX_I(s->hardware.gpus_per_node, 8);
-  FX_I(s->hardware.scale_up.domain, 8);
-  FX_I(s->workload.input_tokens, 4000);
-  FX_I(s->workload.output_tokens, 500);
-  s->deployment.memory.utilization.v = 0.90;
-  s->deployment.memory.utilization.set = true;
-  FX_I(s->deployment.memory.reserve, 2 * GIB);
-  FX_I(s->deployment.memory.kv_block, 16);
-  memset(&pool, 0, sizeof pool);
-  pool.name.v = "p";
-  FX_I(pool.role, ROLE_BOTH);
-  FX_I(pool.replicas, 1);
-  FX_I(pool.tp, 1);
-  FX_I(pool.pp, 1);
-  FX_I(pool.cp, 1);
-  FX_I(pool.dp, 1);
-  FX_I(pool.ep, 1);
-  FX_I(pool.etp, 1);
-  FX_I(pool.dcp, 1);
-  s->deployment.npools = 1;
-  s->deployment.pools = &pool;
-}
 
 /* Llama-3.1-70B on one 80 GB GPU: 141 GB of bf16 weights cannot fit. */
 static void test_over_budget(void) {
