@@ -1038,18 +1038,25 @@ static int64_t cost__batch(const CostModel *m, CostInstance *o, const CostDecode
   return cost__largest(m, hi, cost__pred_agg, &a, guess);
 }
 
-/* A mixed aggregated instance's prefill figures at its batch: one prompt
- * takes `steps` steps, each carrying one chunk of it (their parts, decode
- * tokens included); mu is R_cap, so the prefill share u_p of a load R is
- * its utilisation R / R_cap. */
-static bool cost__mixed_prefill(const CostModel *m, const CostDecodePrep *p, CostInstance *o) {
+/* A mixed aggregated instance's prefill figures while it decodes b
+ * requests: one prompt takes `steps` steps, each carrying one chunk of it
+ * (their parts, decode tokens included); the input tokens/s are what the
+ * steps carry at a full chunk; mu is R_cap at b, so the prefill share u_p
+ * of a load R is its utilisation R / R_cap. */
+static bool cost__mixed_prefill(const CostModel *m, const CostDecodePrep *p, int64_t b,
+                                CostPrefill *pre) {
   CostMixed x;
-  if (!cost__mixed(m, p, o->batch, &x)) return false;
-  CostPrefill *pre = &o->pre;
+  CostDecode full;
+  if (!cost__mixed(m, p, b, &x) || !cost_step_at(m, p, b, x.cmax, &full) || !(full.step > 0))
+    return false;
   pre->latency = x.latency;
   pre->stage = x.carry.step;
   pre->mu = x.rcap;
-  pre->tok_s_gpu = x.rcap * (double)m->tin / (double)cost_layout_gpus(&o->lay);
+  /* input tokens/s per GPU: the prompt tokens the steps carry at a full
+   * chunk (every prompt token counts, cached ones included) */
+  double per_step = (double)x.cmax * (double)p->l.dp * (double)p->l.pp;
+  pre->tok_s_gpu = per_step * (double)m->tin / (double)m->new_tokens / full.step /
+                   (double)cost_layout_gpus(&p->l);
   pre->compute = x.steps * x.carry.compute;
   pre->memory = x.steps * x.carry.memory;
   pre->comm_tp = x.steps * x.carry.comm_tp;
@@ -1057,6 +1064,18 @@ static bool cost__mixed_prefill(const CostModel *m, const CostDecodePrep *p, Cos
   pre->comm_ep = x.steps * x.carry.comm_ep;
   pre->comm_pp = x.steps * x.carry.comm_pp;
   return true;
+}
+
+/* The prefill figures of instance `in` while it decodes b requests: its
+ * own, or a mixed aggregated instance's at b (docs/cost-model.md,
+ * "Mixed"). */
+static CostPrefill cost__prefill_at(const CostModel *m, const CostInstance *in, int64_t b) {
+  CostPrefill pre = in->pre;
+  if (in->role != ROLE_BOTH || m->chunk_tokens <= 0) return pre;
+  CostDecodePrep p;
+  if (!cost_decode_prep(m, &in->lay, cost_decode_ctx(m), &p) || !cost__mixed_prefill(m, &p, b, &pre))
+    return in->pre;
+  return pre;
 }
 
 bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, int64_t bmem,
@@ -1087,7 +1106,8 @@ bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, 
   if (!cost_decode_at(m, &prep, out->batch, &dc) || !(dc.tpot > 0)) return false;
   out->tpot = dc.tpot;
   out->dec_tok_s = (double)out->batch / dc.tpot;
-  if (role == ROLE_BOTH && m->chunk_tokens > 0 && !cost__mixed_prefill(m, &prep, out)) return false;
+  if (role == ROLE_BOTH && m->chunk_tokens > 0 && !cost__mixed_prefill(m, &prep, out->batch, &out->pre))
+    return false;
   if (role == ROLE_BOTH) {
     CostAggArg a = {&out->pre, &prep, rho, 0, 0, 0, false};
     cost__agg_at(m, out->batch, &a);
@@ -1161,18 +1181,6 @@ static void cost__little(const CostModel *m, const CostInstance *in, double per,
   }
 }
 
-/* One prompt's prefill on instance `a` while it decodes b requests: the
- * instance's prefill latency, or for a mixed aggregated instance the steps
- * carrying the prompt at batch b (docs/cost-model.md, "Mixed"). */
-static double cost__prefill_at(const CostModel *m, const CostInstance *a, int64_t b) {
-  if (a->role != ROLE_BOTH || m->chunk_tokens <= 0) return a->pre.latency;
-  CostDecodePrep p;
-  CostMixed x;
-  if (!cost_decode_prep(m, &a->lay, cost_decode_ctx(m), &p) || !cost__mixed(m, &p, b, &x))
-    return a->pre.latency;
-  return x.latency;
-}
-
 static void cost__finish(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
   CkState st = {true};
   int64_t g = 0;
@@ -1211,7 +1219,7 @@ static void cost__eval_at(const CostModel *m, const CostDeploy *dp, double offer
   double up = dp->npools == 2 ? 0.0 : served / x / a->pre.mu;
   double cap = m->concurrency > 0 ? ceil(m->concurrency / y) : (double)INFINITY;
   cost__little(m, d, served / y, up, cap, out);
-  out->prefill = cost__prefill_at(m, a, out->batch);
+  out->prefill = cost__prefill_at(m, a, out->batch).latency;
   out->ttft = out->queue + out->prefill + out->rates.kv_transfer;
   cost__finish(m, dp, out);
 }
@@ -1266,15 +1274,16 @@ bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDepl
   if (!(gpus > 0)) return false;
   if (in->role != ROLE_DECODE) {
     CostPhase *p = &out->prefill;
+    CostPrefill pre = cost__prefill_at(m, in, ev->batch > 0 ? ev->batch : in->batch);
     out->has_prefill = true;
-    p->time = in->pre.latency;
-    p->tok_s_gpu = in->pre.tok_s_gpu;
-    p->compute = in->pre.compute;
-    p->hbm = in->pre.memory;
-    p->comm[COST_COMM_TP] = in->pre.comm_tp;
-    p->comm[COST_COMM_CP] = in->pre.comm_cp;
-    p->comm[COST_COMM_EP] = in->pre.comm_ep;
-    p->comm[COST_COMM_PP] = in->pre.comm_pp;
+    p->time = pre.latency;
+    p->tok_s_gpu = pre.tok_s_gpu;
+    p->compute = pre.compute;
+    p->hbm = pre.memory;
+    p->comm[COST_COMM_TP] = pre.comm_tp;
+    p->comm[COST_COMM_CP] = pre.comm_cp;
+    p->comm[COST_COMM_EP] = pre.comm_ep;
+    p->comm[COST_COMM_PP] = pre.comm_pp;
   }
   if (in->role == ROLE_PREFILL) return true;
   CostDecode dc;
