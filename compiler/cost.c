@@ -1267,39 +1267,44 @@ bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *
 
 /* ---- per-phase figures ------------------------------------------------------ */
 
+/* One phase's figures: its time, tokens/s per GPU and parts (s). */
+static void cost__phase(CostPhase *p, double time, double tok_s_gpu, double compute, double hbm,
+                        double overhead, const double comm[COST_COMM__N]) {
+  p->time = time;
+  p->tok_s_gpu = tok_s_gpu;
+  p->compute = compute;
+  p->hbm = hbm;
+  p->overhead = overhead;
+  memcpy(p->comm, comm, sizeof p->comm);
+}
+
 bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDeployEval *ev,
                       CostPoolPhases *out) {
   memset(out, 0, sizeof *out);
   double gpus = (double)cost_layout_gpus(&in->lay);
   if (!(gpus > 0)) return false;
   if (in->role != ROLE_DECODE) {
-    CostPhase *p = &out->prefill;
     CostPrefill pre = cost__prefill_at(m, in, ev->batch > 0 ? ev->batch : in->batch);
+    double comm[COST_COMM__N] = {0};
+    comm[COST_COMM_TP] = pre.comm_tp;
+    comm[COST_COMM_CP] = pre.comm_cp;
+    comm[COST_COMM_EP] = pre.comm_ep;
+    comm[COST_COMM_PP] = pre.comm_pp;
     out->has_prefill = true;
-    p->time = pre.latency;
-    p->tok_s_gpu = pre.tok_s_gpu;
-    p->compute = pre.compute;
-    p->hbm = pre.memory;
-    p->comm[COST_COMM_TP] = pre.comm_tp;
-    p->comm[COST_COMM_CP] = pre.comm_cp;
-    p->comm[COST_COMM_EP] = pre.comm_ep;
-    p->comm[COST_COMM_PP] = pre.comm_pp;
+    cost__phase(&out->prefill, pre.latency, pre.tok_s_gpu, pre.compute, pre.memory, 0.0, comm);
   }
   if (in->role == ROLE_PREFILL) return true;
   CostDecode dc;
   out->max_batch = in->batch;
   out->batch_used = ev->batch > 0 ? ev->batch : in->batch;
   if (!cost_decode_step(m, &in->lay, out->batch_used, cost_decode_ctx(m), &dc)) return false;
-  CostPhase *p = &out->decode;
+  double comm[COST_COMM__N] = {0};
+  comm[COST_COMM_TP] = dc.comm_tp;
+  comm[COST_COMM_EP] = dc.comm_ep;
+  comm[COST_COMM_PP] = dc.comm_pp;
   out->has_decode = true;
-  p->time = dc.step;
-  p->tok_s_gpu = (double)out->batch_used / dc.tpot / gpus;
-  p->compute = dc.compute;
-  p->hbm = dc.memory;
-  p->overhead = dc.overhead;
-  p->comm[COST_COMM_TP] = dc.comm_tp;
-  p->comm[COST_COMM_EP] = dc.comm_ep;
-  p->comm[COST_COMM_PP] = dc.comm_pp;
+  cost__phase(&out->decode, dc.step, (double)out->batch_used / dc.tpot / gpus, dc.compute,
+              dc.memory, dc.overhead, comm);
   return true;
 }
 

@@ -332,18 +332,28 @@ void engine_check(Diags *d, const Spec *s) {
   engine_caps_free(c);
 }
 
+/* Whether name contains "a100" in any case (vLLM's device-name test). */
+static bool names_a100(const char *name) {
+  for (const char *c = name ? name : ""; *c; c++) {
+    const char *w = "a100";
+    size_t i = 0;
+    while (w[i] && c[i] && tolower((unsigned char)c[i]) == w[i]) i++;
+    if (!w[i]) return true;
+  }
+  return false;
+}
+
 /* vLLM's batch defaults for `vllm serve` (the OPENAI_API_SERVER usage
  * context), EngineArgs.get_batch_defaults in vllm/engine/arg_utils.py
- * (v0.11.0): on a GPU with at least 70 GiB whose name does not contain
+ * (v0.11.0): on a GPU whose total (torch's, hardware.gpu.cuda_memory when
+ * the spec has it) is at least 70 GiB and whose name does not contain
  * "a100", 8192 tokens and 1024 sequences per step; otherwise 2048 and 256.
- * rankplan compares the spec's device capacity and the hardware's display
- * name the same way. */
+ * rankplan tests the hardware's display name and preset. */
 static void vllm_defaults(const Spec *s, EngineSched *o) {
-  const char *name = s->hardware.name.v ? s->hardware.name.v : "";
-  bool a100 = false;
-  for (const char *c = name; *c && !a100; c++)
-    a100 = tolower((unsigned char)c[0]) == 'a' && c[1] == '1' && c[2] == '0' && c[3] == '0';
-  bool big = s->hardware.gpu.memory.v >= (int64_t)70 << 30 && !a100;
+  const HardwareSpec *h = &s->hardware;
+  int64_t total = h->gpu.cuda_memory.set && h->gpu.cuda_memory.v > 0 ? h->gpu.cuda_memory.v
+                                                                      : h->gpu.memory.v;
+  bool big = total >= (int64_t)70 << 30 && !names_a100(h->name.v) && !names_a100(h->preset.v);
   o->tokens = big ? 8192 : 2048;
   o->seqs = big ? 1024 : 256;
   o->source = "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (v0.11.0), `vllm serve`";

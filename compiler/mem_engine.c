@@ -15,7 +15,8 @@
  */
 #include "memory.h"
 
-#include <ctype.h>
+#include "engines.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -29,37 +30,16 @@ int64_t mem_engine_total(const Spec *s) {
                                                                      : h->gpu.memory.v;
 }
 
-/* Whether name contains "a100" in any case (vLLM's device-name test). */
-static bool names_a100(const char *name) {
-  for (const char *c = name ? name : ""; *c; c++) {
-    const char *w = "a100";
-    size_t i = 0;
-    while (w[i] && c[i] && tolower((unsigned char)c[i]) == w[i]) i++;
-    if (!w[i]) return true;
-  }
-  return false;
-}
-
-/* vLLM's defaults for `vllm serve` (vllm/engine/arg_utils.py, v0.11,
- * EngineArgs.get_batch_defaults): 8192 tokens and 1024 sequences on a GPU
- * of 70 GiB or more that is not an A100, else 2048 and 256. */
-static void vllm_defaults(const Spec *s, int64_t *tokens, int64_t *seqs) {
-  bool big = mem_engine_total(s) >= ((int64_t)70 << 30) &&
-             !names_a100(s->hardware.name.v) && !names_a100(s->hardware.preset.v);
-  *tokens = big ? 8192 : 2048;
-  *seqs = big ? 1024 : 256;
-}
-
 void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t *tokens,
                         int64_t *seqs) {
   int64_t chunk = s->serving.max_num_batched_tokens.v, nseq = s->serving.max_num_seqs.v;
   if (engine_of(s) == ENGINE_VLLM) {
     /* vLLM profiles one forward of max_num_batched_tokens tokens whatever
      * the pool's role (gpu_model_runner.py, profile_run). */
-    int64_t dt, ds;
-    vllm_defaults(s, &dt, &ds);
-    *tokens = chunk > 0 ? chunk : dt;
-    *seqs = nseq > 0 ? nseq : ds;
+    EngineSched es;
+    engine_sched(s, &es); /* the spec's serving values, else vLLM's defaults */
+    *tokens = es.tokens;
+    *seqs = es.seqs;
     if (*seqs > *tokens) *seqs = *tokens;
     return;
   }
