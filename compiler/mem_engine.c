@@ -8,10 +8,11 @@
  * Input: a parsed Spec and the parts of a MemLedger memory.c filled in
  * (weights, forward_peak). Output: the budget entries of that ledger.
  * Invariants: every byte count uses the sticky-overflow accumulator;
- * `engine: generic` and `engine: trtllm` keep the generic ledger (the
- * nvidia-smi total, a 2 GiB reserve, fixed workspace and 64 MiB per
- * communicator); `vllm` follows vLLM 0.11's worker and `sglang` SGLang's
- * mem_fraction_static, each formula citing its source in docs/memory.md.
+ * `engine: generic` keeps the generic ledger (the nvidia-smi total, a 2
+ * GiB reserve, fixed workspace and 64 MiB per communicator); `vllm`
+ * follows vLLM 0.11's worker, `sglang` SGLang's mem_fraction_static and
+ * `trtllm` TensorRT-LLM's free_gpu_memory_fraction, each formula citing
+ * its source in docs/memory.md.
  */
 #include "memory.h"
 
@@ -25,7 +26,7 @@ static Engine engine_of(const Spec *s) { return (Engine)s->deployment.engine.v; 
 int64_t mem_engine_total(const Spec *s) {
   const HardwareSpec *h = &s->hardware;
   Engine e = engine_of(s);
-  bool cuda = e == ENGINE_VLLM || e == ENGINE_SGLANG;
+  bool cuda = e == ENGINE_VLLM || e == ENGINE_SGLANG || e == ENGINE_TRTLLM;
   return cuda && h->gpu.cuda_memory.set && h->gpu.cuda_memory.v > 0 ? h->gpu.cuda_memory.v
                                                                      : h->gpu.memory.v;
 }
@@ -41,6 +42,16 @@ void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t *tok
     *tokens = es.tokens;
     *seqs = es.seqs;
     if (*seqs > *tokens) *seqs = *tokens;
+    return;
+  }
+  if (engine_of(s) == ENGINE_TRTLLM) {
+    /* TensorRT-LLM profiles dummy context requests of max_num_tokens
+     * tokens in all, each as long as a prompt (tensorrt_llm/_torch/
+     * pyexecutor/_util.py, KvCacheCreator._create_dummy_context_requests). */
+    EngineSched es;
+    engine_sched(s, &es);
+    *tokens = es.tokens;
+    *seqs = prompt > 0 ? (es.tokens + prompt - 1) / prompt : 1;
     return;
   }
   int64_t dec = nseq > 0 ? nseq : MEM_DECODE_SEQS;
@@ -73,7 +84,7 @@ void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t s
 void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger *L) {
   const DeploymentSpec *dep = &s->deployment;
   Engine e = engine_of(s);
-  bool named = e == ENGINE_VLLM || e == ENGINE_SGLANG;
+  bool named = e == ENGINE_VLLM || e == ENGINE_SGLANG || e == ENGINE_TRTLLM;
   /* The engines' own accounting leaves the headroom above their fraction
    * to the rest of the device: no reserve unless the spec asks for one. */
   bool explicit_reserve = dep->memory.reserve.set;
@@ -135,9 +146,22 @@ void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int6
   }
   L->utilization = util;
   L->engine_total = mem_engine_total(s);
+  if (engine_of(s) == ENGINE_TRTLLM) {
+    /* TensorRT-LLM: the fraction of what the profiled peak (weights,
+     * forward, buffers) leaves of the total: available_kv_mem = (total -
+     * peak) * free_gpu_memory_fraction (tensorrt_llm/_torch/pyexecutor/
+     * _util.py, KvCacheCreator; trtllm-serve's --kv_cache_free_gpu_memory_
+     * fraction: "after allocating model weights and buffers"). */
+    int64_t used = cka(st, cka(st, cka(st, L->weights, L->reserve), L->comm),
+                       cka(st, L->activations, L->workspace));
+    int64_t free_after = cks(st, L->engine_total, used);
+    L->kv_pool = free_after > 0 ? frac_of(free_after, util) : free_after;
+    L->usable = cka(st, used, L->kv_pool);
+    return;
+  }
   if (engine_of(s) != ENGINE_SGLANG) {
-    /* generic, trtllm and vLLM: the fraction of the total, less every
-     * other use (vLLM: worker determine_available_memory). */
+    /* generic and vLLM: the fraction of the total, less every other use
+     * (vLLM: worker determine_available_memory). */
     L->usable = frac_of(L->engine_total, util);
     int64_t used = cka(st, cka(st, cka(st, L->weights, L->reserve), L->comm),
                        cka(st, L->activations, L->workspace));

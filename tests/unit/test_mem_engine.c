@@ -178,6 +178,28 @@ static void test_generic(void) {
   T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace - L.comm - L.reserve);
 }
 
+/* TensorRT-LLM: free_gpu_memory_fraction of what CUDA's total leaves after
+ * the profiled peak (weights, a forward of max_num_tokens = 8192 tokens in
+ * dummy prompts of 1,000 tokens, 9 of them with logits, workspace and
+ * communicators); no reserve unless the spec sets one. */
+static void test_trtllm(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_TRTLLM, 2);
+  MemLedger L;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.engine_total, 81080 * MIB);
+  T_EQ_INT(L.reserve, 0);
+  T_EQ_INT(L.tokens_per_forward, 8192);
+  T_EQ_INT(L.activations, 8192 * llama8b_width(2) * 2 + 9 * (128256 / 2) * 4);
+  int64_t used = L.weights + L.activations + L.workspace + L.comm;
+  T_EQ_INT(L.kv_pool, (int64_t)((double)(81080 * MIB - used) * 0.90));
+  T_EQ_INT(L.usable, used + L.kv_pool);
+  /* a reserve the spec sets is taken before the fraction */
+  FX_I(s.deployment.memory.reserve, GIB);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_EQ_INT(L.kv_pool, (int64_t)((double)(81080 * MIB - used - GIB) * 0.90));
+}
+
 int main(void) {
   T_RUN(test_vllm_h100_tp1);
   T_RUN(test_vllm_tp2_reserve);
@@ -185,5 +207,6 @@ int main(void) {
   T_RUN(test_sglang);
   T_RUN(test_sglang_default_fraction);
   T_RUN(test_generic);
+  T_RUN(test_trtllm);
   T_DONE();
 }
