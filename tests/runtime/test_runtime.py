@@ -1087,7 +1087,10 @@ def exec_signals():
     pd = need_plan(PD)
     for sig in (signal.SIGTERM, signal.SIGINT):
         out = tempfile.mkdtemp(dir=tmp(), prefix="sig-")
-        ls = start_nodes(pd, 2, "--grace", "5", "--quiet", "--no-preflight", "--", sys.executable, ENGINE, out,
+        # The grace is long enough for an interpreter under ASan on a loaded
+        # machine to handle the signal itself (5 s was not, once); processes
+        # that do exit at once end the wait at once.
+        ls = start_nodes(pd, 2, "--grace", "20", "--quiet", "--no-preflight", "--", sys.executable, ENGINE, out,
                          "--trap", "--sleep", "120")
         deadline = time.monotonic() + 60
         while len(engine_records(out)) < 6 and time.monotonic() < deadline:
