@@ -220,6 +220,9 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   engine_sched(s, &es);
   m->chunk_tokens = es.mixed ? es.tokens : 0;
   m->overlap = es.overlap;
+  m->run_seqs = es.seqs;
+  Engine e = (Engine)s->deployment.engine.v;
+  m->run_seqs_per_dp = e == ENGINE_VLLM || e == ENGINE_TRTLLM;
   int64_t cached = m->tin > 0 ? cost__cached(m) : 0;
   m->new_tokens = m->tin - cached;
   m->chunk_ctx = (double)cached + (double)m->new_tokens / 2.0;
@@ -1089,6 +1092,12 @@ bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, 
   if (bmem < 1 || !cost_decode_prep(m, l, cost_decode_ctx(m), &prep)) return false;
   out->bmem = bmem;
   out->cap = l->dp * l->pp * (int64_t)m->k.max_batch_per_dp;
+  if (m->run_seqs > 0) {
+    /* The engine runs at most run_seqs sequences (per dp rank for vLLM's
+     * engine cores and TensorRT-LLM's attention-dp ranks). */
+    int64_t run = m->run_seqs_per_dp ? l->dp * m->run_seqs : m->run_seqs;
+    if (run < out->cap) out->cap = run;
+  }
   if (role == ROLE_BOTH && m->chunk_tokens > 0) {
     /* Decode tokens leave at least one token of the budget to the prompts. */
     int64_t per = (m->chunk_tokens - 1) / (1 + m->draft);

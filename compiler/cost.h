@@ -139,6 +139,10 @@ typedef struct {
                                       prefix-cache hit, at least 1) */
   double chunk_ctx;                /* mean context a prompt-chunk token attends to */
   bool overlap;                    /* the engine hides step_overhead_s behind the GPU's step */
+  int64_t run_seqs;                /* the engine's most running sequences (serving.max_num_seqs
+                                      or its default), 0: none known */
+  bool run_seqs_per_dp;            /* run_seqs is per attention dp rank (vLLM, TensorRT-LLM),
+                                      not per instance */
   double slo_ttft, slo_tpot;       /* s */
   CostConsts k;
   SrcLoc loc;                      /* where to report model-wide problems */

@@ -527,6 +527,27 @@ static void test_mixed_step(void) {
   T_CHECK(in.cap <= 1023);
 }
 
+/* serving.max_num_seqs bounds the batch: per instance, or per dp rank
+ * under vLLM and TensorRT-LLM. */
+static void test_run_seqs_cap(void) {
+  Spec s = llama70b(4);
+  s.serving.max_num_seqs = (SInt)SI(16);
+  CostModel m = model_of(&s);
+  m.slo_tpot = 10.0;
+  m.slo_ttft = 1000.0;
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostInstance in;
+  T_CHECK(cost_instance_eval(&m, ROLE_DECODE, &l, 1000, 0.9, NULL, &in));
+  T_EQ_INT(in.cap, 16);
+  T_EQ_INT(in.batch, 16);
+  CostLayout l2 = {4, 1, 1, 2, 1, 1, 1};
+  T_CHECK(cost_instance_eval(&m, ROLE_DECODE, &l2, 1000, 0.9, NULL, &in));
+  T_EQ_INT(in.cap, 16);
+  m.run_seqs_per_dp = true;
+  T_CHECK(cost_instance_eval(&m, ROLE_DECODE, &l2, 1000, 0.9, NULL, &in));
+  T_EQ_INT(in.cap, 32);
+}
+
 /* An engine that overlaps its per-step CPU work with the GPU's step
  * exposes only what the step does not cover. */
 static void test_overlap(void) {
@@ -679,6 +700,7 @@ int main(void) {
   T_RUN(test_mixed_step);
   T_RUN(test_engine_sched);
   T_RUN(test_overlap);
+  T_RUN(test_run_seqs_cap);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
   T_DONE();
