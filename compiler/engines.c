@@ -372,16 +372,15 @@ void engine_sched(const Spec *s, EngineSched *out) {
   case ENGINE_TRTLLM:
     /* In-flight batching: context-phase sequences run in the same batch as
      * generation-phase ones (TensorRT-LLM docs, "Paged Attention, IFB, and
-     * Request Scheduling"); max_num_tokens 8192 and max_batch_size 2048
-     * are BuildConfig's defaults (tensorrt_llm/builder.py), which
-     * trtllm-serve keeps when the flags are not given. */
+     * Request Scheduling"); max_num_tokens defaults to 8192
+     * (tensorrt_llm/llmapi/llm_args.py, BaseLlmArgs). Its max_batch_size
+     * default comes from BuildConfig, not read here: no default limit. */
     out->mixed = true;
     /* TorchLlmArgs.disable_overlap_scheduler defaults to False
      * (tensorrt_llm/llmapi/llm_args.py). */
     out->overlap = true;
     out->tokens = 8192;
-    out->seqs = 2048;
-    out->source = "tensorrt_llm/builder.py BuildConfig defaults";
+    out->source = "tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_num_tokens";
     break;
   case ENGINE_SGLANG:
     /* A prefill (extend) batch runs alone unless --enable-mixed-chunk,

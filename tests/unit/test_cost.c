@@ -593,6 +593,8 @@ static void test_engine_sched(void) {
   engine_sched(&s, &es);
   T_CHECK(!es.mixed && es.overlap);
   s.deployment.engine.v = ENGINE_TRTLLM;
+  engine_sched(&s, &es);
+  T_CHECK(es.mixed && es.tokens == 8192 && es.seqs == 0); /* no default limit known */
   s.serving.max_num_seqs = (SInt)SI(64);
   engine_sched(&s, &es);
   T_CHECK(es.mixed && es.overlap && es.tokens == 8192 && es.seqs == 64);
