@@ -105,9 +105,24 @@ static int64_t frac_of(int64_t total, double util) {
   return v >= (double)INT64_MAX ? total : (int64_t)v;
 }
 
+/* The SGLang release whose default-fraction rule applies: the rule was
+ * read at 0.4.7, 0.4.10.post2, 0.5.4 and 0.5.6 (docs/memory.md), each
+ * applied from its release up to the next one read; a spec without
+ * engine.version, or naming a commit, takes 0.5.6's. */
+typedef enum { SGL_RULE_047, SGL_RULE_0410, SGL_RULE_054, SGL_RULE_056 } SglRule;
+
+static SglRule sglang_rule(const Spec *s) {
+  const SStr *v = &s->deployment.engine_version;
+  if (!v->set || !v->v) return SGL_RULE_056;
+  if (engine_version_cmp(v->v, "0.4.10.post2") < 0) return SGL_RULE_047;
+  if (engine_version_cmp(v->v, "0.5.4") < 0) return SGL_RULE_0410;
+  return engine_version_cmp(v->v, "0.5.6") < 0 ? SGL_RULE_054 : SGL_RULE_056;
+}
+
 /* SGLang's chunked-prefill size and CUDA-graph batch by nvidia-smi's MiB
- * (server_args.py of 0.5.6, _handle_gpu_memory_settings; CUDA, not NPU). */
-static void sglang_sizes(int64_t mib, int64_t tp, int64_t *chunk, int64_t *bs) {
+ * (server_args.py of 0.5.4 and 0.5.6, _handle_gpu_memory_settings; CUDA,
+ * not NPU); 0.5.4 captured 16 below 35 GiB and tp 4 where 0.5.6 does 24. */
+static void sglang_sizes(int64_t mib, int64_t tp, SglRule rule, int64_t *chunk, int64_t *bs) {
   static const struct { int64_t below, chunk, bs_small, bs_big; } T[] = {
       {20 * 1024, 2048, 8, 8},      {35 * 1024, 2048, 24, 80},    {60 * 1024, 4096, 32, 160},
       {90 * 1024, 8192, 256, 512},  {160 * 1024, 8192, 256, 512}, {INT64_MAX, 16384, 512, 512},
@@ -116,23 +131,63 @@ static void sglang_sizes(int64_t mib, int64_t tp, int64_t *chunk, int64_t *bs) {
   while (mib >= T[i].below) i++;
   *chunk = T[i].chunk;
   *bs = tp < 4 ? T[i].bs_small : T[i].bs_big;
+  if (rule == SGL_RULE_054 && i == 1 && tp < 4) *bs = 16;
 }
 
-/* SGLang's default mem_fraction_static (0.5.6, same function): the device
- * less a reserve in MiB for activations and CUDA graphs, as a fraction of
- * nvidia-smi's total rounded to 3 decimals. Its --tp-size is tp x dp with
- * attention data parallelism (an MoE pool with dp > 1, emit_sglang.c). */
-double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
-  int64_t mib = s->hardware.gpu.memory.v >> 20;
-  bool dp_attn = model_is_moe(&s->model) && dp > 1;
-  int64_t sgl_tp = dp_attn ? tp * dp : tp, chunk, bs;
-  sglang_sizes(mib, sgl_tp, &chunk, &bs);
+/* 0.4.7 (server_args.py, __post_init__): a table by tp x pp up to 80
+ * GiB, 0.79 above 180,000 MiB (CUDA), and between them the least of
+ * 0.88 + 48 GiB x 0.12 / total and (total - 18 GiB) / total (20 GiB with
+ * speculative decoding); x 0.95 with speculative decoding up to 96 GiB. */
+static double sglang_frac_047(double mib, int64_t par, bool spec) {
+  double f = 0.88;
+  if (mib <= 81920) f = par >= 16 ? 0.79 : par >= 8 ? 0.81 : par >= 4 ? 0.85 : par >= 2 ? 0.87 : 0.88;
+  if (mib > 180000) return 0.79;
+  if (mib > 96 * 1024) {
+    double a = f + 48.0 * 1024 * (1 - f) / mib, b = (mib - (spec ? 20480 : 18432)) / mib;
+    return a < b ? a : b;
+  }
+  return spec ? f * 0.95 : f;
+}
+
+/* 0.4.10.post2 (the same function): a reserve in GiB by total and tp x
+ * pp, 2 more with speculative decoding, 4 more with attention dp. */
+static double sglang_reserve_0410(int64_t mib, int64_t par, bool spec, bool dp_attn) {
+  double p = (double)par, r = mib < 35 * 1024    ? 2.8 + p / 10
+                            : mib < 90 * 1024    ? 9.5 + p / 2
+                            : mib < 160 * 1024   ? 12 + p / 2
+                                                 : 32;
+  return (r + (spec ? 2 : 0) + (dp_attn ? 4 : 0)) * 1024;
+}
+
+/* 0.5.4 and 0.5.6: the reserve in MiB from the chunked-prefill size and
+ * the CUDA-graph batch (server_args.py, _handle_gpu_memory_settings). */
+static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int64_t pp, int64_t dp,
+                                bool dp_attn, SglRule rule) {
+  int64_t chunk, bs;
+  sglang_sizes(mib, sgl_tp, rule, &chunk, &bs);
   if (s->serving.max_num_batched_tokens.v > 0) chunk = s->serving.max_num_batched_tokens.v;
   double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + (double)bs * 2 +
              (double)(sgl_tp * pp) / 8 * 1024;
   if (dp_attn) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
   if (mib > 60 * 1024 && r < 10 * 1024) r = 10 * 1024;
   if (s->workload.draft_tokens.v > 0) r += 2 * 1024; /* EAGLE / NEXTN */
+  return r;
+}
+
+/* SGLang's default mem_fraction_static by release (sglang_rule): the
+ * device less a reserve in MiB for activations and CUDA graphs, as a
+ * fraction of nvidia-smi's total rounded to 3 decimals (0.4.7: a table).
+ * Its --tp-size is tp x dp with attention data parallelism (an MoE pool
+ * with dp > 1, emit_sglang.c). */
+double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
+  int64_t mib = s->hardware.gpu.memory.v >> 20;
+  bool dp_attn = model_is_moe(&s->model) && dp > 1, spec = s->workload.draft_tokens.v > 0;
+  int64_t sgl_tp = dp_attn ? tp * dp : tp;
+  SglRule rule = sglang_rule(s);
+  if (mib <= 0) return 0;
+  if (rule == SGL_RULE_047) return sglang_frac_047((double)mib, sgl_tp * pp, spec);
+  double r = rule == SGL_RULE_0410 ? sglang_reserve_0410(mib, sgl_tp * pp, spec, dp_attn)
+                                   : sglang_reserve_05(s, mib, sgl_tp, pp, dp, dp_attn, rule);
   double f = nearbyint(((double)mib - r) / (double)mib * 1000) / 1000;
   return f > 0 && f <= 1 ? f : 0;
 }

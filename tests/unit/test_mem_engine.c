@@ -162,6 +162,50 @@ static void test_sglang_default_fraction(void) {
   T_NEAR(L.utilization, 0.9, 1e-12);
 }
 
+/* The default fraction by SGLang release (server_args.py of each, read
+ * at its tag; docs/memory.md): 0.4.7's table by tp x pp up to 80 GiB and
+ * its H200 branch, 0.4.10.post2's reserve in GiB, 0.5.4's CUDA-graph
+ * batch of 16 (0.5.6: 24) on a GPU under 35 GiB at tp below 4. */
+static void set_version(Spec *s, const char *v) {
+  s->deployment.engine_version.v = v;
+  s->deployment.engine_version.set = true;
+}
+
+static void test_sglang_fraction_by_version(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_SGLANG, 1);
+  s.deployment.memory.utilization.set = false;
+  set_version(&s, "0.4.7");
+  T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), 0.88, 1e-12);
+  T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), 0.87, 1e-12);
+  T_NEAR(mem_engine_sglang_fraction(&s, 2, 2, 1), 0.85, 1e-12);
+  T_NEAR(mem_engine_sglang_fraction(&s, 8, 1, 1), 0.81, 1e-12);
+  T_NEAR(mem_engine_sglang_fraction(&s, 8, 2, 1), 0.79, 1e-12);
+  set_version(&s, "0.4.10");
+  T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), 0.88, 1e-12);
+  set_version(&s, "0.4.10.post2");
+  T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), nearbyint((81559.0 - 10240.0) / 81559.0 * 1000) / 1000, 1e-12);
+  T_NEAR(mem_engine_sglang_fraction(&s, 8, 1, 1), 0.831, 1e-12);
+  set_version(&s, "0.5.5");
+  T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), nearbyint((81559.0 - 13568.0) / 81559.0 * 1000) / 1000, 1e-12);
+  FX_I(s.workload.draft_tokens, 3);
+  set_version(&s, "0.4.7");
+  T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), 0.88 * 0.95, 1e-12);
+  set_version(&s, "0.4.10.post2");
+  T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), nearbyint((81559.0 - 12288.0) / 81559.0 * 1000) / 1000, 1e-12);
+  FX_I(s.workload.draft_tokens, 0);
+  /* an H200 (143,771 MiB) under 0.4.7: the lesser of the two bounds */
+  FX_I(s.hardware.gpu.memory, 143771 * MIB);
+  set_version(&s, "0.4.7");
+  T_NEAR(mem_engine_sglang_fraction(&s, 8, 1, 1), (143771.0 - 18432.0) / 143771.0, 1e-12);
+  /* a 24 GiB GPU (23,034 MiB) at tp 1: 512 + 2048 * 1.5 + bs * 2 + 128 */
+  FX_I(s.hardware.gpu.memory, 23034 * MIB);
+  set_version(&s, "0.5.4");
+  T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), nearbyint((23034.0 - 3744.0) / 23034.0 * 1000) / 1000, 1e-12);
+  set_version(&s, "0.5.6");
+  T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), nearbyint((23034.0 - 3760.0) / 23034.0 * 1000) / 1000, 1e-12);
+}
+
 /* generic keeps its ledger: nvidia-smi's total, the 2 GiB default
  * reserve, 32 MiB of workspace, 64 MiB per communicator, fp32 logits. */
 static void test_generic(void) {
@@ -206,6 +250,7 @@ int main(void) {
   T_RUN(test_vllm_defaults);
   T_RUN(test_sglang);
   T_RUN(test_sglang_default_fraction);
+  T_RUN(test_sglang_fraction_by_version);
   T_RUN(test_generic);
   T_RUN(test_trtllm);
   T_DONE();
