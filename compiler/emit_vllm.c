@@ -52,6 +52,17 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   }
 }
 
+/* serving.sampler as the entry's environment setting (VLLM_USE_FLASHINFER_
+ * SAMPLER), before the command; nothing when the plan names none. */
+static bool vllm_sampler(Launch *l, StrBuf *sb) {
+  const char *name = l->L->sampler;
+  if (!name) return true;
+  const char *env = engine_kv(l->c->samplers, l->c->nsamplers, name);
+  if (!env) return lerr(l, "engine vllm %s has no sampler `%s`", l->c->version, name);
+  sb_printf(sb, " %s", env);
+  return true;
+}
+
 bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   const InstRun *r = &in->runs[j];
   int64_t engine = in->tp * in->pp * in->cp;
@@ -75,6 +86,7 @@ bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   if (disagg(in) && !l->dynamo)
     sb_printf(sb, " VLLM_NIXL_SIDE_CHANNEL_HOST=%s VLLM_NIXL_SIDE_CHANNEL_PORT=%lld", lhost(l, r->node, hb),
               (long long)(r->port0 + 3));
+  if (!vllm_sampler(l, sb)) return false;
   sb_printf(sb, " \\\n  %s", l->c->command);
   lflag(l, sb, "model", l->L->source);
   if (!l->dynamo && (!dp_mode || j == 0)) lflag_i(l, sb, "port", in->http);

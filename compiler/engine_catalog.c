@@ -159,6 +159,24 @@ static bool read_pd_rule(Rd *r, const YNode *pd, const char *key, PdRule *out) {
   return false;
 }
 
+/* `samplers`: name -> one NAME=value environment setting, which the
+ * launch files write before the engine's command, so both sides are
+ * plain words (no quoting needed in a shell or a YAML string). */
+static bool read_samplers(Rd *r, const YNode *sm, EngineCaps *c) {
+  if (sm->kind != YN_MAP) return fail(r, sm, "`samplers` must be a mapping of name to NAME=value");
+  if (!read_kv(r, sm, &c->samplers, &c->nsamplers, false)) return false;
+  for (size_t i = 0; i < c->nsamplers; i++) {
+    const char *k = c->samplers[i].key, *v = c->samplers[i].value;
+    size_t name = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    bool ok = k[0] && strspn(k, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(k) && name > 0 &&
+              v[name] == '=' && v[name + 1] &&
+              strspn(v + name + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") ==
+                  strlen(v + name + 1);
+    if (!ok) return fail(r, sm->pairs[i].val, "a sampler is a lowercase name mapped to NAME=value");
+  }
+  return true;
+}
+
 static bool read_pd_kv(Rd *r, const YNode *root, EngineCaps *c) {
   const YNode *pd = map_of(r, root, "pd");
   static const char *const pk[] = {"tp", "pp"};
@@ -175,13 +193,17 @@ static bool read_pd_kv(Rd *r, const YNode *root, EngineCaps *c) {
   if (!c->kv_transfer_default || !b || !read_kv(r, b, &c->kv_transfer, &c->nkv_transfer, false)) return false;
   if (!engine_kv(c->kv_transfer, c->nkv_transfer, c->kv_transfer_default))
     return fail(r, kt, "`kv_transfer.default` is not one of its `backends`");
+  /* optional: the samplers the spec may choose (serving.sampler) */
+  const YNode *sm = yaml_map_get(root, "samplers");
+  if (sm && !read_samplers(r, sm, c)) return false;
   const YNode *f = map_of(r, root, "flags");
   return f && read_kv(r, f, &c->flags, &c->nflags, true);
 }
 
 static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
   static const char *const top[] = {"engine", "version", "versions", "source", "command", "layer_split",
-                                    "dims", "rules", "pd", "kv_dtypes", "kv_transfer", "flags"};
+                                    "dims", "rules", "pd", "kv_dtypes", "kv_transfer", "samplers",
+                                    "flags"};
   if (root->kind != YN_MAP) return fail(r, root, "an engine entry is a mapping");
   if (!keys_ok(r, root, top, RP_ARRAY_LEN(top))) return false;
   char *name = str_of(r, root, "engine", true);
@@ -335,6 +357,7 @@ void engine_caps_free(EngineCaps *c) {
   for (int d = 0; d < ED__COUNT; d++) free(c->dim[d].flag);
   free_kv(c->kv_dtypes, c->nkv_dtypes);
   free_kv(c->kv_transfer, c->nkv_transfer);
+  free_kv(c->samplers, c->nsamplers);
   free(c->kv_transfer_default);
   free_kv(c->flags, c->nflags);
   free(c);

@@ -236,6 +236,23 @@ static void check_pd(Diags *d, const EngineCaps *c, const DeploymentSpec *dep) {
   }
 }
 
+/* serving.sampler against the entry's `samplers` (E0709). */
+static void check_sampler(Diags *d, const Spec *s, const EngineCaps *c) {
+  const SStr *t = &s->serving.sampler;
+  if (!t->set || engine_kv(c->samplers, c->nsamplers, t->v)) return;
+  Diag *g = diag_at(d, DIAG_E0709, t->loc, "engine `%s` %s has no sampler `%s`", engine_name(c->engine),
+                    c->version, t->v);
+  if (c->nsamplers == 0) {
+    diag_help(g, "its entry names no sampler to choose; remove `serving.sampler`");
+    return;
+  }
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < c->nsamplers; i++) sb_printf(&sb, "%s%s", i ? ", " : "", c->samplers[i].key);
+  diag_help(g, "its samplers: %s", sb.buf);
+  sb_free(&sb);
+}
+
 static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   const char *dt = dtype_name((DType)s->model.dtype.kv_cache.v);
   const char *word = engine_kv(c->kv_dtypes, c->nkv_dtypes, dt);
@@ -265,6 +282,7 @@ static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
     diag_help(g, "its backends: %s (default %s)", sb.buf, c->kv_transfer_default);
     sb_free(&sb);
   }
+  check_sampler(d, s, c);
 }
 
 static void check_hostnames(Diags *d, const HardwareSpec *h) {

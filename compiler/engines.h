@@ -60,11 +60,13 @@ typedef struct EngineCaps {
   unsigned rules;       /* ER_* */
   char *layer_split;    /* how its loader splits layers over pp (partition.c) */
   PdRule pd_tp, pd_pp;  /* prefill against decode pools */
-  size_t nkv_dtypes, nkv_transfer, nflags;
+  size_t nkv_dtypes, nkv_transfer, nflags, nsamplers;
   EngineKV *kv_dtypes;  /* rankplan dtype -> the engine's --kv-cache-dtype word */
   EngineKV *kv_transfer;/* transfer name -> the engine's connector/backend word */
   char *kv_transfer_default;
   EngineKV *flags;      /* rankplan term -> the engine's flag */
+  EngineKV *samplers;   /* serving.sampler -> the environment setting that
+                           selects it; none: the key is refused */
 } EngineCaps;
 
 /* How the engine's scheduler fills one step (docs/cost-model.md,

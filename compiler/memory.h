@@ -118,6 +118,10 @@ double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t
 /* vLLM's sampler warm-up: bytes per (sequence x vocabulary entry) live at
  * the peak of the PyTorch-native top-k/top-p path (docs/memory.md). */
 #define MEM_VLLM_SAMPLER_BYTES 38
+/* The same on FlashInfer's path (serving.sampler: flashinfer): the logits
+ * (2), their fp32 copy (4), top-k's masked logits (4) and the softmax
+ * probabilities (4), flashinfer's top_k_top_p_sampling_from_logits. */
+#define MEM_VLLM_SAMPLER_FLASHINFER_BYTES 14
 /* vLLM's memory outside PyTorch as its log reports it (docs/memory.md):
  * one GPU without communicators, and each communicator more. */
 #define MEM_VLLM_NON_TORCH_BYTES (((int64_t)13 << 30) / 100)     /* 0.13 GiB */

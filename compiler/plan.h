@@ -246,6 +246,7 @@ typedef struct {
   char *source, *revision, *served_model_name;  /* NULL when unset */
   int64_t port, max_model_len, max_num_seqs, max_num_batched_tokens, kv_block;
   char *kv_cache_dtype, *activations_dtype, *kv_transfer;
+  char *sampler;                   /* serving.sampler; NULL: the engine's own choice */
   double gpu_memory_utilization;   /* in (0, 1]: the fraction the ledger was planned with */
   bool moe;                        /* the model has MoE layers */
   size_t nhostnames;               /* 0: none given */

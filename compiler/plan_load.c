@@ -1195,7 +1195,8 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
       !launch_str(ld, o, "served_model_name", true, &L->served_model_name) ||
       !launch_str(ld, o, "kv_cache_dtype", false, &L->kv_cache_dtype) ||
       !launch_str(ld, o, "activations_dtype", false, &L->activations_dtype) ||
-      !launch_str(ld, o, "kv_transfer", false, &L->kv_transfer) || !launch_str(ld, o, "image", true, &L->image))
+      !launch_str(ld, o, "kv_transfer", false, &L->kv_transfer) || !launch_str(ld, o, "image", true, &L->image) ||
+      (pj_object_get(o, "sampler") && !launch_str(ld, o, "sampler", true, &L->sampler)))
     return false;
   if (!word_in(L->engine, engines, RP_ARRAY_LEN(engines)))
     return fail(ld, "launch.engine: expected vllm, sglang or trtllm, got \"%s\"", L->engine);
@@ -1204,6 +1205,8 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
   if (strspn(L->kv_transfer, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(L->kv_transfer) ||
       strspn(L->engine_version, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(L->engine_version))
     return fail(ld, "launch: kv_transfer and engine_version are lowercase words");
+  if (L->sampler && (!L->sampler[0] || strspn(L->sampler, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(L->sampler)))
+    return fail(ld, "launch.sampler: expected a lowercase word, got \"%s\"", L->sampler);
   if (!launch_int(ld, o, "port", 1024, 65535, false, &L->port) ||
       !launch_int(ld, o, "max_model_len", 1, (int64_t)1 << 30, false, &L->max_model_len) ||
       !launch_int(ld, o, "max_num_seqs", 1, (int64_t)1 << 30, true, &L->max_num_seqs) ||
@@ -2103,7 +2106,7 @@ void plan_free(Plan *p) {
   free(p->diags);
   PlanLaunch *L = &p->launch;
   char *ls[] = {L->engine, L->engine_version, L->source, L->revision, L->served_model_name, L->kv_cache_dtype,
-                L->activations_dtype, L->kv_transfer, L->hostname_pattern, L->image};
+                L->activations_dtype, L->kv_transfer, L->hostname_pattern, L->image, L->sampler};
   for (size_t i = 0; i < RP_ARRAY_LEN(ls); i++) free(ls[i]);
   for (size_t i = 0; i < L->nhostnames; i++) free(L->hostnames[i]);
   free(L->hostnames);

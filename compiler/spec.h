@@ -182,6 +182,7 @@ typedef struct {
   SInt max_num_seqs;           /* optional: the engine's default */
   SInt max_num_batched_tokens; /* chunked-prefill token budget; optional */
   SStr kv_transfer;            /* KV transfer backend; default: the engine's */
+  SStr sampler;                /* vLLM's top-k/top-p sampler (flashinfer, torch); optional */
 } ServingSpec;
 /* The layout dimensions a `search:` constraint can name per role
  * (docs/spec.md, "Search constraints"); SDIM_GPUS is one instance's GPUs. */

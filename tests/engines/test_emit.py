@@ -816,6 +816,46 @@ def redundant_experts(tmp):
           "redundant-trtllm: refused, naming the setting its catalog entry lacks", p.stderr)
 
 
+def vllm_sampler(tmp):
+    """serving.sampler reaches vLLM as the environment setting its catalog
+    entry names (VLLM_USE_FLASHINFER_SAMPLER=1 for flashinfer, =0 for
+    torch) on every `vllm serve` command, the plan records it, and the
+    ledger's pool grows with FlashInfer's smaller sampler warm-up
+    (docs/memory.md); SGLang's entry names no sampler (E0709), and a plan
+    whose launch.sampler the entry does not list is refused at emit."""
+    base = open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read()
+    kv = {}
+    for name, want in (("flashinfer", "1"), ("torch", "0")):
+        d, plan = compile_variant(tmp, f"sampler-{name}", base + f"serving: {{ sampler: {name} }}\n", "vllm")
+        if not plan:
+            continue
+        check(plan["launch"].get("sampler") == name, f"sampler-{name}: the plan records it", plan["launch"])
+        check_shell(f"sampler-{name}", d)
+        read_back(f"sampler-{name}", plan, d)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == "vllm"]
+        check(cmds and all(c.env.get("VLLM_USE_FLASHINFER_SAMPLER") == want for c in cmds),
+              f"sampler-{name}: every vllm serve runs with VLLM_USE_FLASHINFER_SAMPLER={want}",
+              [c.env for c in cmds][:1])
+        kv[name] = sum(r["memory"]["kv_cache"] for r in plan["ranks"])
+    if "flashinfer" in kv and "torch" in kv:
+        check(kv["flashinfer"] > kv["torch"], "sampler: FlashInfer's warm-up leaves the larger KV pool", kv)
+    spec = os.path.join(tmp, "sampler-sglang.yaml")
+    open(spec, "w").write(base.replace("  engine: vllm\n", "  engine: sglang\n") + "serving: { sampler: flashinfer }\n")
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0709" in p.stderr and "has no sampler `flashinfer`" in p.stderr,
+          "sampler under sglang: refused (E0709)", p.stderr)
+    src = os.path.join(tmp, "sampler-flashinfer.out", "plan.json")
+    if os.path.exists(src):
+        plan = json.load(open(src))
+        plan["launch"]["sampler"] = "bogus"
+        bad = os.path.join(tmp, "sampler-bogus.json")
+        json.dump(plan, open(bad, "w"))
+        p = run("emit", bad, "--target", "vllm", "-o", os.path.join(tmp, "sampler-bogus"))
+        check(p.returncode != 0 and "no sampler `bogus`" in p.stderr and not os.path.exists(os.path.join(tmp, "sampler-bogus")),
+              "emit: a plan naming a sampler the entry lacks is refused", p.stderr)
+
+
 def sglang_versions(tmp):
     """A spec naming an SGLang release gets the entry covering it, and the
     spelling that release's parser takes where the releases differ
@@ -1012,6 +1052,7 @@ try:
     check(n >= 5, f"at least five examples name an engine ({n})")
     k8s_trtllm(tmp)
     sglang_versions(tmp)
+    vllm_sampler(tmp)
     redundant_experts(tmp)
     trtllm_versions(tmp)
     directory_rules(tmp)

@@ -162,6 +162,25 @@ static void test_sglang_default_fraction(void) {
   T_NEAR(L.utilization, 0.9, 1e-12);
 }
 
+/* serving.sampler: flashinfer: FlashInfer's top-k/top-p path holds 14 B
+ * per (sequence, vocabulary entry) where the PyTorch-native one holds 38
+ * (unset counts the latter); the pool grows by the difference. */
+static void test_vllm_flashinfer_sampler(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 1);
+  MemLedger L, F;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  s.serving.sampler.v = "torch";
+  s.serving.sampler.set = true;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &F, NULL));
+  T_EQ_INT(F.sampler, L.sampler);
+  s.serving.sampler.v = "flashinfer";
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &F, NULL));
+  T_EQ_INT(F.sampler, 8192 * 4096 * 2 + 1024 * 128256 * (int64_t)14);
+  T_EQ_INT(F.activations, F.sampler);
+  T_EQ_INT(F.kv_pool - L.kv_pool, 1024 * 128256 * (int64_t)(38 - 14));
+}
+
 /* The default fraction by SGLang release (server_args.py of each, read
  * at its tag; docs/memory.md): 0.4.7's table by tp x pp up to 80 GiB and
  * its H200 branch, 0.4.10.post2's reserve in GiB, 0.5.4's CUDA-graph
@@ -251,6 +270,7 @@ int main(void) {
   T_RUN(test_sglang);
   T_RUN(test_sglang_default_fraction);
   T_RUN(test_sglang_fraction_by_version);
+  T_RUN(test_vllm_flashinfer_sampler);
   T_RUN(test_generic);
   T_RUN(test_trtllm);
   T_DONE();
