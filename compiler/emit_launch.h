@@ -188,6 +188,10 @@ void lrouter_script(Launch *l, LRouterFn fn, const char *what);
 /* One instance's command on run j, as node-N.sh holds it (emit_vllm.c,
  * emit_sglang.c, emit_trtllm.c); false: nothing starts there. */
 bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
+/* The NAME=value environment setting of the plan's launch.sampler from
+ * the vLLM entry (NULL with *ok when the plan names none; *ok false and
+ * an error recorded when the entry lacks it). */
+const char *lvllm_sampler_env(Launch *l, bool *ok);
 bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 /* k8s.yaml: a LeaderWorkerSet and a Service per pool, and the router's

@@ -52,15 +52,23 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   }
 }
 
-/* serving.sampler as the entry's environment setting (VLLM_USE_FLASHINFER_
- * SAMPLER), before the command; nothing when the plan names none. */
-static bool vllm_sampler(Launch *l, StrBuf *sb) {
+const char *lvllm_sampler_env(Launch *l, bool *ok) {
   const char *name = l->L->sampler;
-  if (!name) return true;
+  *ok = true;
+  if (!name) return NULL;
   const char *env = engine_kv(l->c->samplers, l->c->nsamplers, name);
-  if (!env) return lerr(l, "engine vllm %s has no sampler `%s`", l->c->version, name);
-  sb_printf(sb, " %s", env);
-  return true;
+  if (!env) *ok = lerr(l, "engine vllm %s has no sampler `%s`", l->c->version, name);
+  return env;
+}
+
+/* serving.sampler as the entry's environment setting (VLLM_USE_FLASHINFER_
+ * SAMPLER), before the command; the dynamo target writes it in the
+ * worker's `envs` instead (emit_dynamo.c). */
+static bool vllm_sampler(Launch *l, StrBuf *sb) {
+  bool ok;
+  const char *env = lvllm_sampler_env(l, &ok);
+  if (env && !l->dynamo) sb_printf(sb, " %s", env);
+  return ok;
 }
 
 bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {

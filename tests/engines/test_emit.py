@@ -840,6 +840,23 @@ def vllm_sampler(tmp):
         kv[name] = sum(r["memory"]["kv_cache"] for r in plan["ranks"])
     if "flashinfer" in kv and "torch" in kv:
         check(kv["flashinfer"] > kv["torch"], "sampler: FlashInfer's warm-up leaves the larger KV pool", kv)
+    src = os.path.join(tmp, "sampler-flashinfer.out", "plan.json")
+    if os.path.exists(src):
+        plan = json.load(open(src))
+        for target in ("k8s", "dynamo"):
+            d = os.path.join(tmp, f"sampler-{target}")
+            p = run("emit", src, "--target", target, "-o", d)
+            if not check(p.returncode == 0, f"sampler-{target}: emit", p.stderr):
+                continue
+            (check_k8s if target == "k8s" else check_dynamo)(f"sampler-{target}", plan, d)
+        docs = [x for x in yaml.safe_load_all(open(os.path.join(tmp, "sampler-dynamo", "dynamo.yaml"))) if x]
+        workers = [v for k, v in docs[-1]["spec"]["services"].items() if v.get("componentType") == "worker"]
+        check(workers and all({"name": "VLLM_USE_FLASHINFER_SAMPLER", "value": "1"} in w.get("envs", []) for w in workers),
+              "sampler-dynamo: every worker service sets VLLM_USE_FLASHINFER_SAMPLER=1 in its envs",
+              [w.get("envs") for w in workers])
+        text = open(os.path.join(tmp, "sampler-k8s", "k8s.yaml")).read()
+        check(text.count("VLLM_USE_FLASHINFER_SAMPLER=1") >= len(plan["pools"]),
+              "sampler-k8s: each pool's command sets VLLM_USE_FLASHINFER_SAMPLER=1", text.count("VLLM_USE_FLASHINFER_SAMPLER"))
     spec = os.path.join(tmp, "sampler-sglang.yaml")
     open(spec, "w").write(base.replace("  engine: vllm\n", "  engine: sglang\n") + "serving: { sampler: flashinfer }\n")
     p = run("check", spec)
