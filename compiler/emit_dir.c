@@ -213,6 +213,12 @@ int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const 
     free(cerr);
     return RP_EXIT_INPUT;
   }
+  if (L->sampler && !engine_kv(c->samplers, c->nsamplers, L->sampler)) {
+    fprintf(err, "rankplan emit: %s: launch.sampler: engine %s %s has no sampler `%s`\n", p->path, L->engine,
+            L->engine_version, L->sampler);
+    engine_caps_free(c);
+    return RP_EXIT_INPUT;
+  }
   Launch l;
   memset(&l, 0, sizeof l);
   l.p = p;

@@ -182,15 +182,17 @@ static void put_image(Launch *l, StrBuf *y, bool config) {
 }
 
 /* The worker's environment: vLLM's sampler setting (lvllm_sampler_env),
- * which the shell targets write before the command. */
-static void put_envs(Launch *l, StrBuf *y) {
-  bool ok;
+ * which the shell targets write before the command; false after an
+ * error. */
+static bool put_envs(Launch *l, StrBuf *y) {
+  bool ok = true;
   const char *env = strcmp(l->L->engine, "vllm") == 0 ? lvllm_sampler_env(l, &ok) : NULL;
   const char *eq = env ? strchr(env, '=') : NULL;
-  if (!eq) return; /* the catalog reader admits only NAME=value */
+  if (!eq) return ok; /* the catalog reader admits only NAME=value */
   sb_printf(y, "      envs:\n        - name: %.*s\n          value: ", (int)(eq - env), env);
   sb_json_str(y, eq + 1);
   sb_putc(y, '\n');
+  return true;
 }
 
 static void put_worker(Launch *l, StrBuf *y, const Inst *in, LRunFn fn) {
@@ -203,7 +205,7 @@ static void put_worker(Launch *l, StrBuf *y, const Inst *in, LRunFn fn) {
   sb_printf(y, "      replicas: %lld\n", (long long)P->replicas);
   if (in->nruns > 1) sb_printf(y, "      multinode:\n        nodeCount: %zu\n", in->nruns);
   sb_printf(y, "      resources:\n        limits:\n          gpu: \"%d\"\n", in->runs[0].n);
-  put_envs(l, y);
+  if (!put_envs(l, y)) return;
   put_image(l, y, strcmp(l->L->engine, "trtllm") == 0);
   StrBuf cmd;
   sb_init(&cmd);

@@ -159,6 +159,19 @@ static bool read_pd_rule(Rd *r, const YNode *pd, const char *key, PdRule *out) {
   return false;
 }
 
+/* NAME=value as a shell takes it before a command, NAME none of the
+ * settings the launch files write themselves. */
+static bool sampler_env_ok(const char *v) {
+  static const char *const ours[] = {"CUDA_VISIBLE_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST",
+                                     "VLLM_NIXL_SIDE_CHANNEL_PORT"};
+  size_t name = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+  if (name == 0 || (v[0] >= '0' && v[0] <= '9') || v[name] != '=' || !v[name + 1]) return false;
+  for (size_t i = 0; i < RP_ARRAY_LEN(ours); i++)
+    if (strlen(ours[i]) == name && strncmp(ours[i], v, name) == 0) return false;
+  const char *val = v + name + 1;
+  return strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") == strlen(val);
+}
+
 /* `samplers`: name -> one NAME=value environment setting, which the
  * launch files write before the engine's command, so both sides are
  * plain words (no quoting needed in a shell or a YAML string). */
@@ -167,12 +180,12 @@ static bool read_samplers(Rd *r, const YNode *sm, EngineCaps *c) {
   if (!read_kv(r, sm, &c->samplers, &c->nsamplers, false)) return false;
   for (size_t i = 0; i < c->nsamplers; i++) {
     const char *k = c->samplers[i].key, *v = c->samplers[i].value;
-    size_t name = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
-    bool ok = k[0] && strspn(k, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(k) && name > 0 &&
-              v[name] == '=' && v[name + 1] &&
-              strspn(v + name + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") ==
-                  strlen(v + name + 1);
-    if (!ok) return fail(r, sm->pairs[i].val, "a sampler is a lowercase name mapped to NAME=value");
+    if (strcmp(k, "flashinfer") != 0 && strcmp(k, "torch") != 0)
+      return fail(r, sm->pairs[i].key, "the memory ledger knows the samplers flashinfer and torch only");
+    if (!sampler_env_ok(v))
+      return fail(r, sm->pairs[i].val,
+                  "a sampler's setting is NAME=value: NAME of A-Z, 0-9 and _ not starting with a digit, and not one "
+                  "the launch files set themselves; value of letters, digits, _ and .");
   }
   return true;
 }

@@ -1,7 +1,7 @@
 /*
  * engines.c: the engine rules of `check` and `compile` (engines.h).
  *
- * Input: a parsed Spec. Output: diagnostics E0701-E0707 only; the Spec is
+ * Input: a parsed Spec. Output: diagnostics E0701-E0709 only; the Spec is
  * not changed. For every pool and every parallel dimension above 1 the
  * engine's catalog entry must list the pool's role, and the entry's named
  * rules must hold; a refusal names the engine, its version, the dimension
@@ -14,6 +14,7 @@
 #include "engines.h"
 
 #include <ctype.h>
+#include <limits.h>
 
 const char *engine_kv(const EngineKV *t, size_t n, const char *key) {
   for (size_t i = 0; i < n; i++)
@@ -25,27 +26,56 @@ const char *engine_flag(const EngineCaps *c, const char *term) {
   return engine_kv(c->flags, c->nflags, term);
 }
 
-/* Numeric segments compare as numbers, others as strings; a missing
- * segment is 0 ("0.11" == "0.11.0"). */
+/* One dotted segment of a version: its leading number, then a word and
+ * the number after it ("4rc1": 4, "rc", 1; "post2": 0, "post", 2; a
+ * missing segment: 0 and no word). Numbers saturate rather than wrap. */
+typedef struct {
+  unsigned long long num, wnum;
+  const char *w;
+  size_t wl;
+} VerSeg;
+
+static unsigned long long ver_num(const char **s) {
+  unsigned long long v = 0;
+  for (; **s >= '0' && **s <= '9'; (*s)++) v = v > (ULLONG_MAX - 9) / 10 ? ULLONG_MAX : v * 10 + (unsigned)(**s - '0');
+  return v;
+}
+
+static const char *ver_seg(const char *s, VerSeg *g) {
+  g->num = ver_num(&s);
+  g->w = s;
+  while (*s && *s != '.' && !(*s >= '0' && *s <= '9')) s++;
+  g->wl = (size_t)(s - g->w);
+  g->wnum = ver_num(&s);
+  while (*s && *s != '.') s++; /* anything after is not compared */
+  return *s == '.' ? s + 1 : s;
+}
+
+/* A pre-release word sorts before the release, any other after it. */
+static int ver_rank(const VerSeg *g) {
+  static const char *const pre[] = {"a", "alpha", "b", "beta", "rc", "dev", "pre"};
+  if (g->wl == 0) return 0;
+  for (size_t i = 0; i < RP_ARRAY_LEN(pre); i++)
+    if (strlen(pre[i]) == g->wl && strncmp(pre[i], g->w, g->wl) == 0) return -1;
+  return 1;
+}
+
+/* Segment by segment: the number, then pre-release < none < other words
+ * ("post"), then the word, then its number; a missing segment is 0
+ * ("0.11" == "0.11.0", "0.4" < "0.4.7", "0.5.4rc1" < "0.5.4",
+ * "0.4.10.post2" < "0.4.10.post10"). */
 int engine_version_cmp(const char *a, const char *b) {
   while (*a || *b) {
-    char *ea, *eb;
-    unsigned long long x = strtoull(a, &ea, 10), y = strtoull(b, &eb, 10);
-    if (ea != a && eb != b) {
-      if (x != y) return x < y ? -1 : 1;
-    } else if (ea == a && eb == b && *a && *b) {
-      size_t la = strcspn(a, "."), lb = strcspn(b, ".");
-      int c = strncmp(a, b, la < lb ? la : lb);
-      if (c || la != lb) return c ? c : (la < lb ? -1 : 1);
-      ea = (char *)a + la;
-      eb = (char *)b + lb;
-    } else if (ea == a && *a) {
-      return 1;
-    } else if (eb == b && *b) {
-      return -1;
-    }
-    a = *ea == '.' ? ea + 1 : ea;
-    b = *eb == '.' ? eb + 1 : eb;
+    VerSeg x, y;
+    a = ver_seg(a, &x);
+    b = ver_seg(b, &y);
+    int rx = ver_rank(&x), ry = ver_rank(&y);
+    size_t n = x.wl < y.wl ? x.wl : y.wl;
+    int c = n ? strncmp(x.w, y.w, n) : 0;
+    if (x.num != y.num) return x.num < y.num ? -1 : 1;
+    if (rx != ry) return rx < ry ? -1 : 1;
+    if (c || x.wl != y.wl) return c ? (c < 0 ? -1 : 1) : (x.wl < y.wl ? -1 : 1);
+    if (x.wnum != y.wnum) return x.wnum < y.wnum ? -1 : 1;
   }
   return 0;
 }
@@ -239,6 +269,11 @@ static void check_pd(Diags *d, const EngineCaps *c, const DeploymentSpec *dep) {
 /* serving.sampler against the entry's `samplers` (E0709). */
 static void check_sampler(Diags *d, const Spec *s, const EngineCaps *c) {
   const SStr *t = &s->serving.sampler;
+  if (t->set && strcmp(t->v, "flashinfer") == 0 && engine_gpu_is_amd(&s->hardware)) {
+    Diag *g = diag_at(d, DIAG_E0709, t->loc, "the `flashinfer` sampler runs on NVIDIA GPUs only; `hardware` is an AMD GPU");
+    diag_help(g, "vLLM's ROCm build samples on the PyTorch path: write `sampler: torch` or remove the key");
+    return;
+  }
   if (!t->set || engine_kv(c->samplers, c->nsamplers, t->v)) return;
   Diag *g = diag_at(d, DIAG_E0709, t->loc, "engine `%s` %s has no sampler `%s`", engine_name(c->engine),
                     c->version, t->v);
@@ -329,6 +364,11 @@ void engine_check(Diags *d, const Spec *s) {
       Diag *g = diag_at(d, DIAG_E0701, dep->engine_version.loc, "engine `generic` has no versions");
       diag_help(g, "drop `version`, or name an engine: vllm, sglang or trtllm");
     }
+    if (s->serving.sampler.set) {
+      Diag *g = diag_at(d, DIAG_E0709, s->serving.sampler.loc, "engine `generic` has no sampler `%s`",
+                        s->serving.sampler.v);
+      diag_help(g, "remove `serving.sampler`, or name an engine whose entry lists samplers (vllm)");
+    }
     return;
   }
   char *err = NULL;
@@ -351,14 +391,20 @@ void engine_check(Diags *d, const Spec *s) {
 }
 
 /* Whether name contains "a100" in any case (vLLM's device-name test). */
-static bool names_a100(const char *name) {
+/* Whether name holds w (lowercase), ignoring case. */
+static bool names_word(const char *name, const char *w) {
   for (const char *c = name ? name : ""; *c; c++) {
-    const char *w = "a100";
     size_t i = 0;
     while (w[i] && c[i] && tolower((unsigned char)c[i]) == w[i]) i++;
     if (!w[i]) return true;
   }
   return false;
+}
+
+static bool names_a100(const char *name) { return names_word(name, "a100"); }
+
+bool engine_gpu_is_amd(const HardwareSpec *h) {
+  return names_word(h->name.v, "amd") || names_word(h->name.v, "instinct") || names_word(h->preset.v, "mi3");
 }
 
 /* vLLM's batch defaults for `vllm serve` (the OPENAI_API_SERVER usage

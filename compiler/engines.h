@@ -93,6 +93,12 @@ typedef struct {
 } EngineSched;
 void engine_sched(const Spec *s, EngineSched *out);
 
+/* Whether the spec's GPU is an AMD one (its name holds "AMD" or
+ * "Instinct", or its preset starts "mi3"): the engines' ROCm builds
+ * differ where their CUDA paths are cited (SGLang 0.4.7's fraction,
+ * vLLM's FlashInfer sampler). The spec names no vendor. */
+bool engine_gpu_is_amd(const HardwareSpec *h);
+
 /* Reads the entry of engine e covering version (NULL: the entry with the
  * newest `version`) from catalog_dir/engines/. Returns NULL with *err
  * (malloc'd) naming the problem: no entry covers the version (*no_entry

@@ -110,13 +110,15 @@ static int64_t frac_of(int64_t total, double util) {
 
 /* The SGLang release whose default-fraction rule applies: the rule was
  * read at 0.4.7, 0.4.10.post2, 0.5.4 and 0.5.6 (docs/memory.md), each
- * applied from its release up to the next one read; a spec without
- * engine.version, or naming a commit, takes 0.5.6's. */
+ * applied from its release up to the next one read. A spec without
+ * engine.version gets the catalog's newest entry, a commit after 0.5.14,
+ * and a version without a dot names a commit: both take 0.5.6's rule,
+ * assumed there, not read (docs/memory.md). */
 typedef enum { SGL_RULE_047, SGL_RULE_0410, SGL_RULE_054, SGL_RULE_056 } SglRule;
 
 static SglRule sglang_rule(const Spec *s) {
   const SStr *v = &s->deployment.engine_version;
-  if (!v->set || !v->v) return SGL_RULE_056;
+  if (!v->set || !v->v || !strchr(v->v, '.')) return SGL_RULE_056;
   if (engine_version_cmp(v->v, "0.4.10.post2") < 0) return SGL_RULE_047;
   if (engine_version_cmp(v->v, "0.5.4") < 0) return SGL_RULE_0410;
   return engine_version_cmp(v->v, "0.5.6") < 0 ? SGL_RULE_054 : SGL_RULE_056;
@@ -138,13 +140,14 @@ static void sglang_sizes(int64_t mib, int64_t tp, SglRule rule, int64_t *chunk, 
 }
 
 /* 0.4.7 (server_args.py, __post_init__): a table by tp x pp up to 80
- * GiB, 0.79 above 180,000 MiB (CUDA), and between them the least of
- * 0.88 + 48 GiB x 0.12 / total and (total - 18 GiB) / total (20 GiB with
- * speculative decoding); x 0.95 with speculative decoding up to 96 GiB. */
-static double sglang_frac_047(double mib, int64_t par, bool spec) {
+ * GiB, 0.79 above 180,000 MiB on CUDA (not ROCm: amd), and between them
+ * the least of 0.88 + 48 GiB x 0.12 / total and (total - 18 GiB) / total
+ * (20 GiB with speculative decoding); x 0.95 with speculative decoding up
+ * to 96 GiB. */
+static double sglang_frac_047(double mib, int64_t par, bool spec, bool amd) {
   double f = 0.88;
   if (mib <= 81920) f = par >= 16 ? 0.79 : par >= 8 ? 0.81 : par >= 4 ? 0.85 : par >= 2 ? 0.87 : 0.88;
-  if (mib > 180000) return 0.79;
+  if (mib > 180000 && !amd) return 0.79;
   if (mib > 96 * 1024) {
     double a = f + 48.0 * 1024 * (1 - f) / mib, b = (mib - (spec ? 20480 : 18432)) / mib;
     return a < b ? a : b;
@@ -188,7 +191,7 @@ double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t
   int64_t sgl_tp = dp_attn ? tp * dp : tp;
   SglRule rule = sglang_rule(s);
   if (mib <= 0) return 0;
-  if (rule == SGL_RULE_047) return sglang_frac_047((double)mib, sgl_tp * pp, spec);
+  if (rule == SGL_RULE_047) return sglang_frac_047((double)mib, sgl_tp * pp, spec, engine_gpu_is_amd(&s->hardware));
   double r = rule == SGL_RULE_0410 ? sglang_reserve_0410(mib, sgl_tp * pp, spec, dp_attn)
                                    : sglang_reserve_05(s, mib, sgl_tp, pp, dp, dp_attn, rule);
   double f = nearbyint(((double)mib - r) / (double)mib * 1000) / 1000;

@@ -1196,7 +1196,7 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
       !launch_str(ld, o, "kv_cache_dtype", false, &L->kv_cache_dtype) ||
       !launch_str(ld, o, "activations_dtype", false, &L->activations_dtype) ||
       !launch_str(ld, o, "kv_transfer", false, &L->kv_transfer) || !launch_str(ld, o, "image", true, &L->image) ||
-      (pj_object_get(o, "sampler") && !launch_str(ld, o, "sampler", true, &L->sampler)))
+      (pj_object_get(o, "sampler") && !launch_str(ld, o, "sampler", false, &L->sampler)))
     return false;
   if (!word_in(L->engine, engines, RP_ARRAY_LEN(engines)))
     return fail(ld, "launch.engine: expected vllm, sglang or trtllm, got \"%s\"", L->engine);

@@ -688,7 +688,7 @@ try:
         ("a sampler that is not a lowercase word", mutate(P8, launch_set("sampler", "x; rm -rf /")),
          'launch.sampler: expected a lowercase word, got "x; rm -rf /"'),
         ("a sampler that is a number", mutate(P8, launch_set("sampler", 1)),
-         "launch.sampler: expected a string or null, got an integer"),
+         "launch.sampler: expected a string, got an integer"),
         ("a privileged port", mutate(P8, launch_set("port", 80)),
          "launch.port: expected 1024..65535, got 80"),
         ("a kv_block unlike the ranks'", mutate(P8, launch_set("kv_block", 32)),

@@ -9,6 +9,8 @@
  */
 #include "memory.h"
 
+#include "engines.h"
+
 #include <math.h>
 
 #include "model_fixtures.h"
@@ -217,12 +219,43 @@ static void test_sglang_fraction_by_version(void) {
   FX_I(s.hardware.gpu.memory, 143771 * MIB);
   set_version(&s, "0.4.7");
   T_NEAR(mem_engine_sglang_fraction(&s, 8, 1, 1), (143771.0 - 18432.0) / 143771.0, 1e-12);
+  /* above 180,000 MiB 0.79 on CUDA; on an AMD GPU (SGLang's ROCm build)
+   * the 96 GiB branch: an MI300X (196,592 MiB) gets the lesser bound */
+  FX_I(s.hardware.gpu.memory, 196592 * MIB);
+  T_NEAR(mem_engine_sglang_fraction(&s, 8, 1, 1), 0.79, 1e-12);
+  s.hardware.name.v = "AMD Instinct MI300X";
+  T_NEAR(mem_engine_sglang_fraction(&s, 8, 1, 1), (196592.0 - 18432.0) / 196592.0, 1e-12);
+  s.hardware.name.v = "NVIDIA H100 SXM";
+  /* 0.4.10.post2 from 160 GiB: a flat 32 GiB */
+  set_version(&s, "0.4.10.post2");
+  T_NEAR(mem_engine_sglang_fraction(&s, 8, 1, 1), nearbyint((196592.0 - 32768.0) / 196592.0 * 1000) / 1000, 1e-12);
+  /* a commit-named version takes 0.5.6's rule, as no version does */
+  FX_I(s.hardware.gpu.memory, 81559 * MIB);
+  set_version(&s, "001067f");
+  T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), nearbyint((81559.0 - 13568.0) / 81559.0 * 1000) / 1000, 1e-12);
   /* a 24 GiB GPU (23,034 MiB) at tp 1: 512 + 2048 * 1.5 + bs * 2 + 128 */
   FX_I(s.hardware.gpu.memory, 23034 * MIB);
   set_version(&s, "0.5.4");
   T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), nearbyint((23034.0 - 3744.0) / 23034.0 * 1000) / 1000, 1e-12);
   set_version(&s, "0.5.6");
   T_NEAR(mem_engine_sglang_fraction(&s, 1, 1, 1), nearbyint((23034.0 - 3760.0) / 23034.0 * 1000) / 1000, 1e-12);
+}
+
+/* engine_version_cmp, which picks the catalog entry and the fraction
+ * rule: a missing segment is 0, a pre-release sorts before its release,
+ * post releases by their number. */
+static void test_version_cmp(void) {
+  T_EQ_INT(engine_version_cmp("0.11", "0.11.0"), 0);
+  T_EQ_INT(engine_version_cmp("0.4", "0.4.7"), -1);
+  T_EQ_INT(engine_version_cmp("0.4.7", "0.4"), 1);
+  T_EQ_INT(engine_version_cmp("0.4.10", "0.4.10.post2"), -1);
+  T_EQ_INT(engine_version_cmp("0.4.10.post2", "0.4.10.post10"), -1);
+  T_EQ_INT(engine_version_cmp("0.5.4rc1", "0.5.4"), -1);
+  T_EQ_INT(engine_version_cmp("0.5.4rc2", "0.5.4rc10"), -1);
+  T_EQ_INT(engine_version_cmp("0.5.5.post1", "0.5.6"), -1);
+  T_EQ_INT(engine_version_cmp("0.10.1.1", "0.9.2"), 1);
+  T_EQ_INT(engine_version_cmp("1.0.0", "1.0.0"), 0);
+  T_EQ_INT(engine_version_cmp("99999999999999999999999.1", "99999999999999999999999.2"), -1);
 }
 
 /* generic keeps its ledger: nvidia-smi's total, the 2 GiB default
@@ -271,6 +304,7 @@ int main(void) {
   T_RUN(test_sglang_default_fraction);
   T_RUN(test_sglang_fraction_by_version);
   T_RUN(test_vllm_flashinfer_sampler);
+  T_RUN(test_version_cmp);
   T_RUN(test_generic);
   T_RUN(test_trtllm);
   T_DONE();
