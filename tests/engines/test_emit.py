@@ -871,6 +871,14 @@ def vllm_sampler(tmp):
         p = run("emit", bad, "--target", "vllm", "-o", os.path.join(tmp, "sampler-bogus"))
         check(p.returncode != 0 and "no sampler `bogus`" in p.stderr and not os.path.exists(os.path.join(tmp, "sampler-bogus")),
               "emit: a plan naming a sampler the entry lacks is refused", p.stderr)
+    plan = json.load(open(os.path.join(EX, "deepseek-v3-pd.plan.json")))
+    plan["launch"]["sampler"] = "flashinfer"
+    bad = os.path.join(tmp, "sampler-on-sglang.json")
+    json.dump(plan, open(bad, "w"))
+    p = run("emit", bad, "--target", "sglang", "-o", os.path.join(tmp, "sampler-on-sglang"))
+    check(p.returncode == 1 and "launch.sampler" in p.stderr and "has no sampler `flashinfer`" in p.stderr
+          and not os.path.exists(os.path.join(tmp, "sampler-on-sglang")),
+          "emit: an SGLang plan naming a sampler is refused (its entry lists none)", p.stderr)
 
 
 def sglang_versions(tmp):
