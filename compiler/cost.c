@@ -323,10 +323,6 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
     diag_help(g, "set `%s` (with its unit) or use a hardware preset that has it", need[i].key);
     ok = false;
   }
-  double util = s->deployment.memory.utilization.v > 0 ? s->deployment.memory.utilization.v : 0.90;
-  int64_t reserve = s->deployment.memory.reserve.v > 0 ? s->deployment.memory.reserve.v : 0;
-  double usable = floor((double)m->gpu_mem * util);
-  m->usable_mem = (usable < 9223372036854775808.0 ? (int64_t)usable : m->gpu_mem) - reserve;
   /* workload */
   m->tin = s->workload.input_tokens.v;
   m->tout = s->workload.output_tokens.v;
@@ -451,37 +447,6 @@ int64_t cost_kv_bytes_token_gpu(const CostModel *m, const CostLayout *l) {
   int64_t b = model_kv_bytes_per_token_rank(m->ms, l->tp, layers, l->dcp);
   if (b < 0) return -1;
   return cost__cdiv(b, l->dcp * (l->cp > 0 ? l->cp : 1));
-}
-
-/* Communicators a rank of this layout holds (each costs
- * MEM_COMM_BYTES_PER_GROUP of buffers, memory.h). */
-static int64_t cost__ncomms(const CostLayout *l) {
-  int64_t n = 0;
-  int64_t dims[] = {l->tp, l->pp, l->cp, l->dp, l->ep, l->etp, l->dcp};
-  for (size_t i = 0; i < RP_ARRAY_LEN(dims); i++) n += dims[i] > 1;
-  return n;
-}
-
-/* Bytes of one GPU that the KV pool can use: usable memory minus weights,
- * GEMM workspace and communication buffers (memory.h constants). */
-static int64_t cost__kv_free(const CostModel *m, const CostLayout *l) {
-  int64_t w = cost_weight_bytes_gpu(m, l);
-  if (w < 0) return -1;
-  CkState st = {true};
-  int64_t f = cks(&st, m->usable_mem, w);
-  f = cks(&st, f, MEM_WORKSPACE_BYTES);
-  f = cks(&st, f, ckm(&st, cost__ncomms(l), MEM_COMM_BYTES_PER_GROUP));
-  return st.ok ? f : -1;
-}
-
-int64_t cost_batch_memory(const CostModel *m, const CostLayout *l) {
-  int64_t f = cost__kv_free(m, l);
-  int64_t kv = cost_kv_bytes_token_gpu(m, l);
-  if (f <= 0 || kv <= 0) return 0;
-  CkState st = {true};
-  int64_t req = ckm(&st, cka(&st, m->tin, m->tout), kv);
-  if (!st.ok || req <= 0) return 0;
-  return ckm(&st, l->dp, f / req);
 }
 
 /* ---- MoE ------------------------------------------------------------------ */

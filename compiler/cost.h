@@ -121,7 +121,7 @@ typedef struct {
   int64_t attn_pair_flops_prefill, attn_pair_flops_decode;
   /* hardware */
   double peak_flops, hbm_bw;
-  int64_t gpu_mem, usable_mem;     /* usable: floor(mem * utilization) - reserve */
+  int64_t gpu_mem;                 /* B_memory comes from the memory ledger (docs/cost-model.md) */
   int64_t domain, gpus_total;
   double up_bw, up_lat, out_bw, out_lat;
   /* workload and SLOs */
@@ -207,11 +207,6 @@ int64_t cost_kv_bytes_token_gpu(const CostModel *m, const CostLayout *l);
 /* Layers of the heaviest stage when the last stage also runs the lm_head
  * (cost_pp_rebalance with the tail's share beta). */
 int64_t cost_stage_layers(const CostModel *m, int64_t pp, double *beta_out);
-
-/* Requests one instance holds in KV memory at input+output tokens
- * (B_memory): dp * floor(free / (tokens * kv_bytes_token_gpu)). 0 when the
- * weights do not fit or not even one request does. */
-int64_t cost_batch_memory(const CostModel *m, const CostLayout *l);
 
 /* Prefill of one request of m->tin tokens on one instance. */
 typedef struct {

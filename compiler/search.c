@@ -248,10 +248,8 @@ static SearchBinding batch_binding(const CostInstance *in) {
 
 /* Why the cost model or the memory ledger dropped a layout, in the words
  * of the engine flags that set each figure (docs/cost-model.md). */
-typedef enum { REJ_PROMPT_MEM, REJ_KV_MEM, REJ_TTFT, REJ_TPOT } RejectTerm;
+typedef enum { REJ_KV_MEM, REJ_TTFT, REJ_TPOT } RejectTerm;
 static const char *const reject_terms[] = {
-    [REJ_PROMPT_MEM] = "the weights and one prompt's KV cache do not fit GPU memory "
-                       "(--gpu-memory-utilization)",
     [REJ_KV_MEM] = "the weights fit but not one max_context request's KV cache "
                    "(--max-model-len, --gpu-memory-utilization)",
     [REJ_TTFT] = "one prompt's prefill alone takes longer than the TTFT SLO",
@@ -306,15 +304,8 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
   e.lay = *l;
   e.gpus = cost_layout_gpus(l);
   if (role == ROLE_PREFILL) {
-    /* One request's KV (its tokens split over cp) must fit next to the
-     * weights. */
-    int64_t kv = cost_kv_bytes_token_gpu(m, l);
-    int64_t w = cost_weight_bytes_gpu(m, l);
-    if (kv < 0 || w < 0 || (double)w + (double)kv * (double)m->tin > (double)m->usable_mem)
-      {
-      search__reject(c, role, l, REJ_PROMPT_MEM);
-      return;
-    }
+    /* the memory ledger has admitted one max_context request per
+     * attention replica (search__rules_pass) */
     if (!cost_instance_eval(m, role, l, 0, c->rho, NULL, &e.inst)) return;
     if (e.inst.pre.latency >= m->slo_ttft) {
       search__reject(c, role, l, REJ_TTFT);

@@ -147,7 +147,7 @@ static void test_huge_gpu(void) {
   Diags d;
   run(&s, &o, &out, &d);
   T_CHECK(out.evaluated > 0 && out.evaluated <= 2000);
-  T_CHECK(out.model.usable_mem > 0);
+  T_CHECK(out.model.gpu_mem > 0);
   search_out_free(&out);
   diags_free(&d);
   /* An offered load of 1e300 req/s: the instances it needs are past
