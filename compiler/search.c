@@ -250,8 +250,8 @@ static SearchBinding batch_binding(const CostInstance *in) {
  * of the engine flags that set each figure (docs/cost-model.md). */
 typedef enum { REJ_KV_MEM, REJ_TTFT, REJ_TPOT } RejectTerm;
 static const char *const reject_terms[] = {
-    [REJ_KV_MEM] = "the weights fit but not one max_context request's KV cache "
-                   "(--max-model-len, --gpu-memory-utilization)",
+    [REJ_KV_MEM] = ("the weights fit but not one max_context request's KV cache "
+                    "(--max-model-len, --gpu-memory-utilization)"),
     [REJ_TTFT] = "one prompt's prefill alone takes longer than the TTFT SLO",
     [REJ_TPOT] = "a decode step at batch 1 already misses the TPOT SLO",
 };
