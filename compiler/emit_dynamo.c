@@ -182,17 +182,14 @@ static void put_image(Launch *l, StrBuf *y, bool config) {
 }
 
 /* The worker's environment: vLLM's sampler setting (lvllm_sampler_env),
- * which the shell targets write before the command; false after an
- * error. */
-static bool put_envs(Launch *l, StrBuf *y) {
-  bool ok = true;
-  const char *env = strcmp(l->L->engine, "vllm") == 0 ? lvllm_sampler_env(l, &ok) : NULL;
+ * which the shell targets write before the command. */
+static void put_envs(const Launch *l, StrBuf *y) {
+  const char *env = strcmp(l->L->engine, "vllm") == 0 ? lvllm_sampler_env(l) : NULL;
   const char *eq = env ? strchr(env, '=') : NULL;
-  if (!eq) return ok; /* the catalog reader admits only NAME=value */
+  if (!eq) return; /* the catalog reader admits only NAME=value */
   sb_printf(y, "      envs:\n        - name: %.*s\n          value: ", (int)(eq - env), env);
   sb_json_str(y, eq + 1);
   sb_putc(y, '\n');
-  return true;
 }
 
 static void put_worker(Launch *l, StrBuf *y, const Inst *in, LRunFn fn) {
@@ -205,7 +202,7 @@ static void put_worker(Launch *l, StrBuf *y, const Inst *in, LRunFn fn) {
   sb_printf(y, "      replicas: %lld\n", (long long)P->replicas);
   if (in->nruns > 1) sb_printf(y, "      multinode:\n        nodeCount: %zu\n", in->nruns);
   sb_printf(y, "      resources:\n        limits:\n          gpu: \"%d\"\n", in->runs[0].n);
-  if (!put_envs(l, y)) return;
+  put_envs(l, y);
   put_image(l, y, strcmp(l->L->engine, "trtllm") == 0);
   StrBuf cmd;
   sb_init(&cmd);

@@ -189,9 +189,9 @@ void lrouter_script(Launch *l, LRouterFn fn, const char *what);
  * emit_sglang.c, emit_trtllm.c); false: nothing starts there. */
 bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 /* The NAME=value environment setting of the plan's launch.sampler from
- * the vLLM entry (NULL with *ok when the plan names none; *ok false and
- * an error recorded when the entry lacks it). */
-const char *lvllm_sampler_env(Launch *l, bool *ok);
+ * the vLLM entry; NULL when the plan names none (launch_emit_with_plan
+ * has refused a plan whose sampler the entry lacks). */
+const char *lvllm_sampler_env(const Launch *l);
 bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 bool lrun_trtllm(Launch *l, const Inst *in, size_t j, StrBuf *sb);
 /* k8s.yaml: a LeaderWorkerSet and a Service per pool, and the router's

@@ -52,23 +52,8 @@ static void vllm_sizes(Launch *l, const Inst *in, StrBuf *sb) {
   }
 }
 
-const char *lvllm_sampler_env(Launch *l, bool *ok) {
-  const char *name = l->L->sampler;
-  *ok = true;
-  if (!name) return NULL;
-  const char *env = engine_kv(l->c->samplers, l->c->nsamplers, name);
-  if (!env) *ok = lerr(l, "engine vllm %s has no sampler `%s`", l->c->version, name);
-  return env;
-}
-
-/* serving.sampler as the entry's environment setting (VLLM_USE_FLASHINFER_
- * SAMPLER), before the command; the dynamo target writes it in the
- * worker's `envs` instead (emit_dynamo.c). */
-static bool vllm_sampler(Launch *l, StrBuf *sb) {
-  bool ok;
-  const char *env = lvllm_sampler_env(l, &ok);
-  if (env && !l->dynamo) sb_printf(sb, " %s", env);
-  return ok;
+const char *lvllm_sampler_env(const Launch *l) {
+  return l->L->sampler ? engine_kv(l->c->samplers, l->c->nsamplers, l->L->sampler) : NULL;
 }
 
 bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
@@ -94,7 +79,10 @@ bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   if (disagg(in) && !l->dynamo)
     sb_printf(sb, " VLLM_NIXL_SIDE_CHANNEL_HOST=%s VLLM_NIXL_SIDE_CHANNEL_PORT=%lld", lhost(l, r->node, hb),
               (long long)(r->port0 + 3));
-  if (!vllm_sampler(l, sb)) return false;
+  /* serving.sampler (VLLM_USE_FLASHINFER_SAMPLER) before the command; the
+   * dynamo target writes it in the worker's `envs` (emit_dynamo.c) */
+  const char *env = lvllm_sampler_env(l);
+  if (env && !l->dynamo) sb_printf(sb, " %s", env);
   sb_printf(sb, " \\\n  %s", l->c->command);
   lflag(l, sb, "model", l->L->source);
   if (!l->dynamo && (!dp_mode || j == 0)) lflag_i(l, sb, "port", in->http);

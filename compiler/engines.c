@@ -266,10 +266,24 @@ static void check_pd(Diags *d, const EngineCaps *c, const DeploymentSpec *dep) {
   }
 }
 
+/* A help line naming the keys of t ("<what>: a, b, c<tail>"). */
+static void help_keys(Diag *g, const char *what, const EngineKV *t, size_t n, const char *tail) {
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < n; i++) sb_printf(&sb, "%s%s", i ? ", " : "", t[i].key);
+  diag_help(g, "%s: %s%s", what, sb.buf, tail);
+  sb_free(&sb);
+}
+
+bool engine_sampler_flashinfer(const Spec *s) {
+  const SStr *t = &s->serving.sampler;
+  return t->set && t->v && strcmp(t->v, "flashinfer") == 0;
+}
+
 /* serving.sampler against the entry's `samplers` (E0709). */
 static void check_sampler(Diags *d, const Spec *s, const EngineCaps *c) {
   const SStr *t = &s->serving.sampler;
-  if (t->set && strcmp(t->v, "flashinfer") == 0 && engine_gpu_is_amd(&s->hardware)) {
+  if (engine_sampler_flashinfer(s) && engine_gpu_is_amd(&s->hardware)) {
     Diag *g = diag_at(d, DIAG_E0709, t->loc, "the `flashinfer` sampler runs on NVIDIA GPUs only; `hardware` is an AMD GPU");
     diag_help(g, "vLLM's ROCm build samples on the PyTorch path: write `sampler: torch` or remove the key");
     return;
@@ -277,15 +291,8 @@ static void check_sampler(Diags *d, const Spec *s, const EngineCaps *c) {
   if (!t->set || engine_kv(c->samplers, c->nsamplers, t->v)) return;
   Diag *g = diag_at(d, DIAG_E0709, t->loc, "engine `%s` %s has no sampler `%s`", engine_name(c->engine),
                     c->version, t->v);
-  if (c->nsamplers == 0) {
-    diag_help(g, "its entry names no sampler to choose; remove `serving.sampler`");
-    return;
-  }
-  StrBuf sb;
-  sb_init(&sb);
-  for (size_t i = 0; i < c->nsamplers; i++) sb_printf(&sb, "%s%s", i ? ", " : "", c->samplers[i].key);
-  diag_help(g, "its samplers: %s", sb.buf);
-  sb_free(&sb);
+  if (c->nsamplers == 0) diag_help(g, "its entry names no sampler to choose; remove `serving.sampler`");
+  else help_keys(g, "its samplers", c->samplers, c->nsamplers, "");
 }
 
 static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
@@ -301,21 +308,15 @@ static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   } else if (!word) {
     Diag *g = diag_at(d, DIAG_E0705, s->model.dtype.loc, "engine `%s` %s has no KV cache dtype for `%s`",
                       engine_name(c->engine), c->version, dt);
-    StrBuf sb;
-    sb_init(&sb);
-    for (size_t i = 0; i < c->nkv_dtypes; i++) sb_printf(&sb, "%s%s", i ? ", " : "", c->kv_dtypes[i].key);
-    diag_help(g, "kv_cache dtypes it runs: %s", sb.buf);
-    sb_free(&sb);
+    help_keys(g, "kv_cache dtypes it runs", c->kv_dtypes, c->nkv_dtypes, "");
   }
   const SStr *t = &s->serving.kv_transfer;
   if (t->set && !engine_kv(c->kv_transfer, c->nkv_transfer, t->v)) {
     Diag *g = diag_at(d, DIAG_E0706, t->loc, "engine `%s` %s has no KV transfer backend `%s`",
                       engine_name(c->engine), c->version, t->v);
-    StrBuf sb;
-    sb_init(&sb);
-    for (size_t i = 0; i < c->nkv_transfer; i++) sb_printf(&sb, "%s%s", i ? ", " : "", c->kv_transfer[i].key);
-    diag_help(g, "its backends: %s (default %s)", sb.buf, c->kv_transfer_default);
-    sb_free(&sb);
+    char *tail = rp_sprintf(" (default %s)", c->kv_transfer_default);
+    help_keys(g, "its backends", c->kv_transfer, c->nkv_transfer, tail);
+    free(tail);
   }
   check_sampler(d, s, c);
 }
@@ -390,7 +391,6 @@ void engine_check(Diags *d, const Spec *s) {
   engine_caps_free(c);
 }
 
-/* Whether name contains "a100" in any case (vLLM's device-name test). */
 /* Whether name holds w (lowercase), ignoring case. */
 static bool names_word(const char *name, const char *w) {
   for (const char *c = name ? name : ""; *c; c++) {

@@ -99,6 +99,10 @@ void engine_sched(const Spec *s, EngineSched *out);
  * vLLM's FlashInfer sampler). The spec names no vendor. */
 bool engine_gpu_is_amd(const HardwareSpec *h);
 
+/* Whether the spec chooses FlashInfer's sampler (serving.sampler:
+ * flashinfer), which the memory ledger counts at its own bytes. */
+bool engine_sampler_flashinfer(const Spec *s);
+
 /* Reads the entry of engine e covering version (NULL: the entry with the
  * newest `version`) from catalog_dir/engines/. Returns NULL with *err
  * (malloc'd) naming the problem: no entry covers the version (*no_entry

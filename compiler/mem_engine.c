@@ -76,9 +76,7 @@ void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t s
   int64_t an, ad;
   model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
   int64_t hidden = ckm(st, ckm(st, tokens, m->hidden_size.v), an) / (ad > 0 ? ad : 1);
-  const SStr *smp = &s->serving.sampler;
-  bool fi = smp->set && smp->v && strcmp(smp->v, "flashinfer") == 0;
-  int64_t per = fi ? MEM_VLLM_SAMPLER_FLASHINFER_BYTES : MEM_VLLM_SAMPLER_BYTES;
+  int64_t per = engine_sampler_flashinfer(s) ? MEM_VLLM_SAMPLER_FLASHINFER_BYTES : MEM_VLLM_SAMPLER_BYTES;
   int64_t logits = ckm(st, ckm(st, seqs, m->vocab_size.v), per);
   L->sampler = cka(st, hidden, logits);
   L->activations = L->forward_peak > L->sampler ? L->forward_peak : L->sampler;

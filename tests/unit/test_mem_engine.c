@@ -61,6 +61,9 @@ static int64_t llama8b_width(int64_t tp) {
   return 4 * 4096 + (32 / tp + 2 * (8 / tp)) * 128 + 2 * (14336 / tp);
 }
 
+/* The ledger of pp stage 0 of the one pool, without diagnostics. */
+static bool ledger(const Spec *s, MemLedger *L) { return mem_ledger(s, &pool, 0, NULL, L, NULL); }
+
 /* vLLM on an H100: the fraction of CUDA's total; the profile's forward of
  * 8192 tokens and sampler warm-up at 1024 sequences (hidden states kept);
  * 0.13 GiB outside PyTorch; no reserve; KV the rest, in whole blocks. */
@@ -68,7 +71,7 @@ static void test_vllm_h100_tp1(void) {
   Spec s;
   fx_h100(&s, ENGINE_VLLM, 1);
   MemLedger L;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.capacity, 81559 * MIB);
   T_EQ_INT(L.engine_total, 81080 * MIB);
   T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB) * 0.90));
@@ -95,7 +98,7 @@ static void test_vllm_tp2_reserve(void) {
   fx_h100(&s, ENGINE_VLLM, 2);
   FX_I(s.deployment.memory.reserve, 1 * GIB);
   MemLedger L;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.comm, 41 * GIB / 100);
   T_EQ_INT(L.reserve, 1 * GIB);
   T_EQ_INT(L.sampler, 8192 * 4096 * 2 + 1024 * 128256 * (int64_t)38);
@@ -110,12 +113,12 @@ static void test_vllm_defaults(void) {
   fx_h100(&s, ENGINE_VLLM, 1);
   s.hardware.name.v = "NVIDIA A100 80GB SXM";
   MemLedger L;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.tokens_per_forward, 2048);
   T_EQ_INT(L.profile_seqs, 256);
   FX_I(s.serving.max_num_batched_tokens, 4096);
   FX_I(s.serving.max_num_seqs, 64);
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.tokens_per_forward, 4096);
   T_EQ_INT(L.profile_seqs, 64);
   T_EQ_INT(L.sampler, 4096 * 4096 * 2 + 64 * 128256 * (int64_t)38);
@@ -128,7 +131,7 @@ static void test_sglang(void) {
   Spec s;
   fx_h100(&s, ENGINE_SGLANG, 2);
   MemLedger L;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.comm, 64 * MIB);
   T_EQ_INT(L.reserve, 0);
   T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - 64 * MIB) * 0.90));
@@ -137,7 +140,7 @@ static void test_sglang(void) {
    * comes out of the pool. */
   FX_I(s.deployment.memory.utilization, 1.0);
   FX_I(s.hardware.gpu.memory, 81080 * MIB);
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.usable, 81080 * MIB - 64 * MIB);
   T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace);
 }
@@ -154,13 +157,13 @@ static void test_sglang_default_fraction(void) {
   double want = nearbyint((81559.0 - 13568.0) / 81559.0 * 1000) / 1000;
   T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), want, 1e-12);
   MemLedger L;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_NEAR(L.utilization, 0.834, 1e-12);
   T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - 64 * MIB) * 0.834));
   FX_I(s.workload.draft_tokens, 3);
   T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), nearbyint((81559.0 - 15616.0) / 81559.0 * 1000) / 1000, 1e-12);
   FX_I(s.deployment.memory.utilization, 0.9);
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_NEAR(L.utilization, 0.9, 1e-12);
 }
 
@@ -171,13 +174,13 @@ static void test_vllm_flashinfer_sampler(void) {
   Spec s;
   fx_h100(&s, ENGINE_VLLM, 1);
   MemLedger L, F;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   s.serving.sampler.v = "torch";
   s.serving.sampler.set = true;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &F, NULL));
+  T_CHECK(ledger(&s, &F));
   T_EQ_INT(F.sampler, L.sampler);
   s.serving.sampler.v = "flashinfer";
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &F, NULL));
+  T_CHECK(ledger(&s, &F));
   T_EQ_INT(F.sampler, 8192 * 4096 * 2 + 1024 * 128256 * (int64_t)14);
   T_EQ_INT(F.activations, F.sampler);
   T_EQ_INT(F.kv_pool - L.kv_pool, 1024 * 128256 * (int64_t)(38 - 14));
@@ -264,7 +267,7 @@ static void test_generic(void) {
   Spec s;
   fx_h100(&s, ENGINE_GENERIC, 2);
   MemLedger L;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.engine_total, 81559 * MIB);
   T_EQ_INT(L.reserve, 2 * GIB);
   T_EQ_INT(L.workspace, 32 * MIB);
@@ -282,7 +285,7 @@ static void test_trtllm(void) {
   Spec s;
   fx_h100(&s, ENGINE_TRTLLM, 2);
   MemLedger L;
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.engine_total, 81080 * MIB);
   T_EQ_INT(L.reserve, 0);
   T_EQ_INT(L.tokens_per_forward, 8192);
@@ -292,7 +295,7 @@ static void test_trtllm(void) {
   T_EQ_INT(L.usable, used + L.kv_pool);
   /* a reserve the spec sets is taken before the fraction */
   FX_I(s.deployment.memory.reserve, GIB);
-  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
+  T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.kv_pool, (int64_t)((double)(81080 * MIB - used - GIB) * 0.90));
 }
 
