@@ -1060,6 +1060,7 @@ def dynamo_cases(tmp):
                 ("trtllm-revision", "deepseek-v3-pd-trtllm", [trt_image, trt_revision],
                  "Dynamo's TensorRT-LLM worker has no flag for the model revision"),
                 ("trtllm-cp", base, [('  engine: { name: vllm, version: "0.11.0" }\n', "  engine: trtllm\n"),
+                                     ("  sampler: torch\n", ""),  # vLLM's key: E0709 under trtllm
                                      ("      role: prefill\n      replicas: 2\n      tp: 4\n",
                                       "      role: prefill\n      replicas: 2\n      tp: 2\n      cp: 2\n")],
                  "pool `prefill`: Dynamo's TensorRT-LLM worker has no flag for context parallelism (cp 2)")]

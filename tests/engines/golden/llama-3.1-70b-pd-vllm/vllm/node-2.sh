@@ -1,12 +1,12 @@
 #!/bin/bash
 # node 2: the vllm processes of the plan's ranks there
-# Written by rankplan from plan d318284559c882a3... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan baf8639e18d5bcf7... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_2=${RANKPLAN_HOST_2:-gpu-2.cluster.internal}
 log_dir=${RANKPLAN_LOG_DIR:-.}
 
 # pool decode (decode), instance 1: tp 8, pp 1, dp 1, cp 1, ep 1, ranks 16-23; node 0 of 1 of the instance
-CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 VLLM_NIXL_SIDE_CHANNEL_HOST="${host_2}" VLLM_NIXL_SIDE_CHANNEL_PORT=8103 \
+CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 VLLM_NIXL_SIDE_CHANNEL_HOST="${host_2}" VLLM_NIXL_SIDE_CHANNEL_PORT=8103 VLLM_USE_FLASHINFER_SAMPLER=0 \
   vllm serve meta-llama/Llama-3.1-70B-Instruct \
     --port 8100 \
     --tensor-parallel-size 8 \
