@@ -7,7 +7,8 @@ For each emitted directory:
   - every script passes `bash -n` and shellcheck;
   - every engine and router flag exists in the fixture of that engine
     version's argument parser (tests/engines/fixtures/, each citing the
-    source file and commit it was read from); every YAML key exists in the
+    source file and commit it was read from), and every VLLM_* environment
+    setting in vLLM's envs.py fixture; every YAML key exists in the
     fixture of TensorRT-LLM's LLM API and proxy config;
   - read back against the plan: each command's CUDA_VISIBLE_DEVICES are
     the devices of exactly one instance's ranks on that node, every rank is
@@ -271,6 +272,13 @@ def node_ports(c, size):
     return ports
 
 
+def check_vllm_env(what, names):
+    """Every VLLM_* setting a launch file writes is one vLLM 0.11.0 reads
+    (tests/engines/fixtures/vllm-0.11.envs, from vllm/envs.py)."""
+    bad = [n for n in names if n.startswith("VLLM_") and n not in fixture("vllm-0.11.envs")]
+    check(not bad, f"{what}: every VLLM_* environment setting is in vLLM's envs.py fixture", bad)
+
+
 def read_back(name, plan, d):
     """Every command of every node script against the plan."""
     inst, owner = plan_view(plan)
@@ -286,6 +294,8 @@ def read_back(name, plan, d):
                       if f not in engine_flags(L) and f not in ("-np", "-x", "-H")]
         check(not bad_flags, f"{name}: node {node}: every engine flag is in the {L['engine']} {L['engine_version']} "
               "parser fixture", bad_flags)
+        if L["engine"] == "vllm":
+            check_vllm_env(f"{name}: node {node}", [k for c in cmds for k in c.env])
         for c in cmds:
             if c.kind() == "router" or "CUDA_VISIBLE_DEVICES" not in c.env:
                 continue
@@ -854,6 +864,7 @@ def vllm_sampler(tmp):
         check(workers and all({"name": "VLLM_USE_FLASHINFER_SAMPLER", "value": "1"} in w.get("envs", []) for w in workers),
               "sampler-dynamo: every worker service sets VLLM_USE_FLASHINFER_SAMPLER=1 in its envs",
               [w.get("envs") for w in workers])
+        check_vllm_env("sampler-dynamo", [e["name"] for w in workers for e in w.get("envs", [])])
         text = open(os.path.join(tmp, "sampler-k8s", "k8s.yaml")).read()
         check(text.count("VLLM_USE_FLASHINFER_SAMPLER=1") >= len(plan["pools"]),
               "sampler-k8s: each pool's command sets VLLM_USE_FLASHINFER_SAMPLER=1", text.count("VLLM_USE_FLASHINFER_SAMPLER"))
