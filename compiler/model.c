@@ -340,6 +340,7 @@ LayerAttn model_layer_attn(const ModelSpec *m, int64_t layer) {
 }
 
 bool model_has_local_layers(const ModelSpec *m) {
+  if (!m->attention.layer_types.set) return m->layers.v > 0 && model_layer_attn(m, 0) != LAYER_FULL;
   for (int64_t i = 0; i < m->layers.v; i++)
     if (model_layer_attn(m, i) != LAYER_FULL) return true;
   return false;

@@ -144,33 +144,6 @@ char *sb_take(StrBuf *sb) {
   return p;
 }
 
-int64_t ckm(CkState *st, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) {
-    st->ok = false;
-    return INT64_MAX;
-  }
-  return r;
-}
-
-int64_t cka(CkState *st, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) {
-    st->ok = false;
-    return INT64_MAX;
-  }
-  return r;
-}
-
-int64_t cks(CkState *st, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_sub_overflow(a, b, &r)) {
-    st->ok = false;
-    return INT64_MIN;
-  }
-  return r;
-}
-
 const char *rp_strerror(int e) {
   return e == RP_ENOTREG ? "not a regular file" : strerror(e);
 }

@@ -117,9 +117,32 @@ static inline int64_t mul_sat(int64_t a, int64_t b) {
 typedef struct {
   bool ok;
 } CkState;
-int64_t ckm(CkState *st, int64_t a, int64_t b); /* a*b, sets st->ok=false on overflow */
-int64_t cka(CkState *st, int64_t a, int64_t b); /* a+b */
-int64_t cks(CkState *st, int64_t a, int64_t b); /* a-b */
+/* a*b, a+b, a-b; on overflow st->ok becomes false and the result saturates.
+ * Inline: the cost model's inner loops call them millions of times. */
+static inline int64_t ckm(CkState *st, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    st->ok = false;
+    return INT64_MAX;
+  }
+  return r;
+}
+static inline int64_t cka(CkState *st, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) {
+    st->ok = false;
+    return INT64_MAX;
+  }
+  return r;
+}
+static inline int64_t cks(CkState *st, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) {
+    st->ok = false;
+    return INT64_MIN;
+  }
+  return r;
+}
 
 /* rp_read_file's own error besides errno values: the path names something
  * other than a regular file (a FIFO, a device, a directory, a socket),
