@@ -285,6 +285,10 @@ static void emit_rank(StrBuf *sb, const Spec *s, const Layout *L, const EmitName
   put_i64(sb, P->kv_block_tokens);
   PUTS(",\"blocks\":");
   put_i64(sb, P->kv_blocks ? P->kv_blocks[st] : 0);
+  if (P->kv_draft_bytes_per_token && P->kv_draft_bytes_per_token[st] > 0) {
+    PUTS(",\"draft_bytes_per_token\":");
+    put_i64(sb, P->kv_draft_bytes_per_token[st]);
+  }
   PUTS("}}");
 }
 

@@ -531,6 +531,7 @@ void lay_free(Layout *L) {
     free(L->pools[p].layer_start);
     free(L->pools[p].mem);
     free(L->pools[p].kv_bytes_per_token);
+    free(L->pools[p].kv_draft_bytes_per_token);
     free(L->pools[p].kv_blocks);
     free(L->pools[p].expert_map);
   }

@@ -107,7 +107,7 @@ typedef struct {
   int64_t *layer_start;     /* first layer of each stage */
   /* Per pp stage, filled by lay_memory(): bytes by MemKind, and KV. */
   int64_t (*mem)[MEM__COUNT];
-  int64_t *kv_bytes_per_token, *kv_blocks;
+  int64_t *kv_bytes_per_token, *kv_draft_bytes_per_token, *kv_blocks;
   int64_t kv_block_tokens;
   /* B_memory: the requests one instance holds in KV memory at input +
    * output tokens, the fewest over its pp stages (requests_fit * dp of the

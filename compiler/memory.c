@@ -309,10 +309,15 @@ static int64_t kv_request_blocks(CkState *st, const Spec *s, const Par *q, const
 static void ledger_kv(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
   const ModelSpec *m = &s->model;
   const MemShard *sh = &L->shard;
-  L->kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q->tp, cka(st, sh->layers, sh->mtp_layers), q->dcp);
+  L->kv_bytes_per_token = model_kv_bytes_per_token_rank(m, q->tp, sh->layers, q->dcp);
+  int64_t mtp = model_kv_bytes_per_token_rank(m, q->tp, sh->mtp_layers, q->dcp);
   int64_t draft = sh->has_draft ? model_kv_bytes_per_token_rank(m->draft, q->tp, m->draft->layers.v, q->dcp) : 0;
-  if (L->kv_bytes_per_token < 0 || draft < 0) st->ok = false;
-  else L->kv_bytes_per_token = cka(st, L->kv_bytes_per_token, draft);
+  if (L->kv_bytes_per_token < 0 || mtp < 0 || draft < 0) {
+    st->ok = false;
+  } else {
+    L->kv_draft_bytes_per_token = cka(st, mtp, draft);
+    L->kv_bytes_per_token = cka(st, L->kv_bytes_per_token, L->kv_draft_bytes_per_token);
+  }
   int64_t block = s->deployment.memory.kv_block.v;
   L->kv_block_tokens = block > 0 ? block : 16;
   int64_t block_bytes = ckm(st, L->kv_block_tokens, L->kv_bytes_per_token);
@@ -415,9 +420,11 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
     int64_t pp = P->size[CO_PP];
     free(P->mem);
     free(P->kv_bytes_per_token);
+    free(P->kv_draft_bytes_per_token);
     free(P->kv_blocks);
     P->mem = rp_calloc((size_t)pp, sizeof *P->mem);
     P->kv_bytes_per_token = rp_calloc((size_t)pp, sizeof(int64_t));
+    P->kv_draft_bytes_per_token = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_blocks = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_block_tokens = s->deployment.memory.kv_block.v > 0 ? s->deployment.memory.kv_block.v : 16;
     P->requests_fit_instance = INT64_MAX;
@@ -442,6 +449,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
                                             cka(&ck, m.activations, m.workspace));
       e[MEM_CAPACITY] = m.capacity;
       P->kv_bytes_per_token[st] = m.kv_bytes_per_token;
+      P->kv_draft_bytes_per_token[st] = m.kv_draft_bytes_per_token;
       P->kv_blocks[st] = m.kv_blocks;
       int64_t fit = ckm(&ck, m.requests_fit, P->size[CO_DP]);
       if (fit < P->requests_fit_instance) P->requests_fit_instance = fit;

@@ -56,6 +56,7 @@ typedef struct MemLedger {
   /* KV capacity. */
   int64_t kv_bytes_per_token;    /* this rank's layers and heads (and the draft's), every
                                     layer counted: a token inside every window */
+  int64_t kv_draft_bytes_per_token; /* of which the MTP modules' and the draft model's */
   int64_t kv_block_tokens;       /* deployment.memory.kv_block */
   int64_t kv_blocks;             /* floor(kv_pool / (block * bytes/token)), >= 0 */
   int64_t tokens_per_forward;    /* tokens the activation estimate assumes */

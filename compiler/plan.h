@@ -180,6 +180,7 @@ typedef struct {
   int64_t shard[SH__COUNT][2];     /* [start, end) */
   int64_t memory[MEM__COUNT];      /* bytes */
   int64_t kv_bytes_per_token, kv_block_tokens, kv_blocks;
+  int64_t kv_draft_bytes_per_token; /* of kv_bytes_per_token: MTP modules and draft model (optional, 0) */
 } PlanRank;
 
 typedef struct {

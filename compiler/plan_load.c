@@ -822,9 +822,14 @@ static bool load_rank(Ld *ld, Plan *p, PjV *o, size_t i, PlanRank *R) {
   PjV *kv = field(ld, o, path, "kv", PJ_OBJECT);
   if (!kv) return false;
   snprintf(sub, sizeof sub, "%s.kv", path);
-  return get_int(ld, kv, sub, "bytes_per_token", 0, INT64_MAX, &R->kv_bytes_per_token) &&
-         get_int(ld, kv, sub, "block_tokens", 1, INT64_MAX, &R->kv_block_tokens) &&
-         get_int(ld, kv, sub, "blocks", 0, INT64_MAX, &R->kv_blocks);
+  if (!get_int(ld, kv, sub, "bytes_per_token", 0, INT64_MAX, &R->kv_bytes_per_token) ||
+      !get_int(ld, kv, sub, "block_tokens", 1, INT64_MAX, &R->kv_block_tokens) ||
+      !get_int(ld, kv, sub, "blocks", 0, INT64_MAX, &R->kv_blocks))
+    return false;
+  /* Optional: the share of the MTP modules and the draft model. */
+  R->kv_draft_bytes_per_token = 0;
+  return !pj_object_get(kv, "draft_bytes_per_token") ||
+         get_int(ld, kv, sub, "draft_bytes_per_token", 1, R->kv_bytes_per_token, &R->kv_draft_bytes_per_token);
 }
 
 static bool load_ranks(Ld *ld, Plan *p, PjV *root) {
@@ -1558,12 +1563,13 @@ static bool derive_model(Ld *ld, const Plan *p, PlanModel *M) {
 static bool derive_head_bytes(Ld *ld, const Plan *p, PlanModel *M) {
   if (p->nranks == 0) return true;
   const PlanRank *R = &p->ranks[0];
-  int64_t cells;
+  int64_t cells, own = R->kv_bytes_per_token - R->kv_draft_bytes_per_token;
   if (!ck_mul(R->shard[SH_LAYERS][1] - R->shard[SH_LAYERS][0], R->shard[SH_KV_HEADS][1] - R->shard[SH_KV_HEADS][0],
-              &cells) || cells < 1 || R->kv_bytes_per_token % cells != 0 || R->kv_bytes_per_token == 0)
-    return fail(ld, "ranks[0].kv.bytes_per_token: expected a positive multiple of its %lld layers x kv heads, got %lld",
-                (long long)cells, (long long)R->kv_bytes_per_token);
-  M->head_bytes = R->kv_bytes_per_token / cells;
+              &cells) || cells < 1 || own % cells != 0 || own == 0)
+    return fail(ld, "ranks[0].kv.bytes_per_token: expected a positive multiple of its %lld layers x kv heads "
+                    "besides draft_bytes_per_token %lld, got %lld",
+                (long long)cells, (long long)R->kv_draft_bytes_per_token, (long long)R->kv_bytes_per_token);
+  M->head_bytes = own / cells;
   return true;
 }
 
@@ -1623,11 +1629,14 @@ static bool check_rank_kv(Ld *ld, const Plan *p, const PlanModel *M, int64_t i) 
   int64_t layers = R->shard[SH_LAYERS][1] - R->shard[SH_LAYERS][0];
   int64_t heads = R->shard[SH_KV_HEADS][1] - R->shard[SH_KV_HEADS][0];
   CkState st = {true};
-  int64_t bpt = ckm(&st, ckm(&st, layers, heads), M->head_bytes);
+  int64_t bpt = cka(&st, ckm(&st, ckm(&st, layers, heads), M->head_bytes), R->kv_draft_bytes_per_token);
+  char draft[64] = "";
+  if (R->kv_draft_bytes_per_token > 0)
+    snprintf(draft, sizeof draft, ", plus draft_bytes_per_token %lld", (long long)R->kv_draft_bytes_per_token);
   if (!st.ok || R->kv_bytes_per_token != bpt)
     return fail(ld, "ranks[%lld].kv.bytes_per_token: expected %lld (%lld layers x %lld kv heads x %lld bytes, "
-                    "as ranks[0] holds), got %lld",
-                (long long)i, (long long)bpt, (long long)layers, (long long)heads, (long long)M->head_bytes,
+                    "as ranks[0] holds%s), got %lld",
+                (long long)i, (long long)bpt, (long long)layers, (long long)heads, (long long)M->head_bytes, draft,
                 (long long)R->kv_bytes_per_token);
   int64_t block = ckm(&st, R->kv_block_tokens, bpt);
   int64_t blocks = st.ok ? R->memory[MEM_KV_CACHE] / block : -1;

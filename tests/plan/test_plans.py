@@ -877,6 +877,36 @@ try:
     check(p.returncode == 1 and "rank 24 is not in the plan" in p.stderr, "explain --rank out of range exits 1")
     p = run("explain", plan, "--groups", "tensor")
     check(p.returncode == 2 and "unknown group kind" in p.stderr, "explain --groups unknown kind exits 2")
+
+    # ---- KV of drafts: MTP modules and a draft model -------------------------
+    # A rank's kv.bytes_per_token counts the KV of the MTP modules it holds
+    # (last pp stage) and of a draft model; kv.draft_bytes_per_token says how
+    # much of it is theirs, so the loader holds the rest to layers x heads.
+    drafts = [("draft-model", os.path.join(SRC, "tests", "golden", "ok", "model-draft.yaml")),
+              ("mtp", os.path.join(SRC, "tests", "fidelity", "perf", "deepseek-dsv3-decode-h800-ep144.yaml"))]
+    for label, spec in drafts:
+        plan = os.path.join(tmp, f"{label}.plan.json")
+        p = run("compile", spec, "-o", plan)
+        check(p.returncode == 0, f"{label}: compiles", p.stderr[-400:])
+        doc = json.load(open(plan)) if p.returncode == 0 else {"ranks": []}
+        check(schema_errors(doc) == [], f"{label}: schema-valid", schema_errors(doc)[:3])
+        kv = [r["kv"] for r in doc["ranks"]]
+        check(kv and all(k.get("draft_bytes_per_token", 0) > 0 for k in kv), f"{label}: every rank names its draft KV")
+        for args in ([], ["--costs"], ["--memory"]):
+            p = run("explain", plan, *args)
+            check(p.returncode == 0, f"{label}: explain {' '.join(args)} loads the plan", p.stderr[-300:])
+        if kv:
+            doc["ranks"][0]["kv"]["draft_bytes_per_token"] += 1
+            bad = os.path.join(tmp, f"{label}-bad.plan.json")
+            json.dump(doc, open(bad, "w"))
+            p = run("explain", bad)
+            check(p.returncode == 1 and "ranks[0].kv.bytes_per_token" in p.stderr and "draft_bytes_per_token" in p.stderr,
+                  f"{label}: a wrong draft_bytes_per_token is named", p.stderr[-300:])
+            doc["ranks"][0]["kv"]["draft_bytes_per_token"] = doc["ranks"][0]["kv"]["bytes_per_token"] + 1
+            json.dump(doc, open(bad, "w"))
+            p = run("explain", bad)
+            check(p.returncode == 1 and "ranks[0].kv.draft_bytes_per_token" in p.stderr,
+                  f"{label}: draft_bytes_per_token above bytes_per_token is refused", p.stderr[-300:])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
