@@ -619,8 +619,11 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   int64_t wgpu = cost_weight_bytes_gpu(m, l);
   if (wgpu < 0) return false;
   out->memory = (double)wgpu * (double)l->pp / (m->hbm_bw * m->k.hbm_efficiency);
+  /* The forward pass idles the GPU at every kernel boundary of every
+   * layer (docs/cost-model.md, "Kernel-boundary stalls"). */
+  out->overhead = L * m->k.layer_stall_s;
   double work = cost__overlap(fmax(out->compute, out->memory), out->comm_ep, m->k.ep_overlap) +
-                (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp);
+                (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp) + out->overhead;
   out->latency = work + out->comm_pp;
   double frac = (double)cost_stage_layers(m, l->pp, NULL) / L;
   out->stage = l->pp > 1 ? work * frac + send : work;
@@ -763,9 +766,12 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double nd = (double)m->n_dense, nm = (double)m->n_moe;
   double t_mem = nd * dl.bytes / bw + nm * ml.bytes / bw;
   double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
+  /* Each layer also idles the GPU at its kernel boundaries
+   * (docs/cost-model.md, "Kernel-boundary stalls"). */
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
                     nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
-                                        m->k.ep_overlap) + ov * ml.comm);
+                                        m->k.ep_overlap) + ov * ml.comm) +
+                    (nd + nm) * m->k.layer_stall_s;
   /* The logits of every sequence on the last stage (vocab split over tp). */
   double lm_bytes = p->lm_bytes;
   double lm_flops = 2.0 * (double)tq * (double)m->lm_params / (double)l->tp;
@@ -786,8 +792,9 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   /* The engine's CPU work per step: exposed in full, or only what the
    * GPU's step does not cover when the engine overlaps the two. */
   double cpu = (double)l->pp * m->k.step_overhead_s;
-  out->overhead = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
-  out->step = gpu + out->overhead;
+  double exposed = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
+  out->step = gpu + exposed;
+  out->overhead = exposed + (nd + nm + (double)m->draft) * m->k.layer_stall_s;
   out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
@@ -1031,6 +1038,7 @@ static bool cost__mixed_prefill(const CostModel *m, const CostDecodePrep *p, int
   pre->comm_cp = 0.0;
   pre->comm_ep = x.steps * x.carry.comm_ep;
   pre->comm_pp = x.steps * x.carry.comm_pp;
+  pre->overhead = x.steps * x.carry.overhead;
   return true;
 }
 
@@ -1265,7 +1273,8 @@ bool cost_pool_phases(const CostModel *m, const CostInstance *in, const CostDepl
     comm[COST_COMM_EP] = pre.comm_ep;
     comm[COST_COMM_PP] = pre.comm_pp;
     out->has_prefill = true;
-    cost__phase(&out->prefill, pre.latency, pre.tok_s_gpu, pre.compute, pre.memory, 0.0, comm);
+    cost__phase(&out->prefill, pre.latency, pre.tok_s_gpu, pre.compute, pre.memory, pre.overhead,
+                comm);
   }
   if (in->role == ROLE_PREFILL) return true;
   CostDecode dc;

@@ -46,6 +46,8 @@
     "tokens of the busiest ep rank over the mean (1: perfectly balanced routing)")  \
   X(step_overhead_s, 0.5e-3, 0.0, 1.0,                                           \
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
+  X(layer_stall_s, 35e-6, 0.0, 1.0,                                              \
+    "GPU idle time per layer of a forward pass at its kernel boundaries")        \
   X(max_batch_per_dp, 256, 1, 1e6,                                               \
     "most sequences one attention dp rank decodes per micro-batch")
 
@@ -216,6 +218,7 @@ typedef struct {
   double tok_s_gpu;    /* input tokens/s per GPU */
   double compute, comm_tp, comm_cp, comm_ep, comm_pp; /* s, per request, all stages */
   double memory;       /* s, the stage's weights read once from HBM (all stages) */
+  double overhead;     /* s, per request: kernel-boundary stalls and exposed engine CPU work */
   double cp_imbalance; /* max/mean attention work over cp ranks (zigzag: 1) */
 } CostPrefill;
 bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out);
@@ -227,7 +230,8 @@ typedef struct {
   double step;        /* s: the stages add up, plus pp boundary sends and drafts */
   double compute, memory, comm; /* s, summed over the stages */
   double comm_tp, comm_ep, comm_pp; /* s, comm by group kind (tp includes dcp) */
-  double overhead;    /* s, the per-step engine overhead of all stages */
+  double overhead;    /* s, fixed per step: the kernel-boundary stalls of every layer
+                       * (layer_stall_s) and the engine's exposed CPU work */
   int64_t bytes_gpu;  /* HBM bytes one GPU reads per step of its stage */
   int64_t flops_gpu;  /* FLOPs one GPU runs per step of its stage */
   bool memory_bound;  /* roofline: bytes time >= FLOPs time */

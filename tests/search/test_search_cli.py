@@ -46,7 +46,7 @@ rows = [l for l in out.splitlines() if l.strip()[:2].strip().isdigit()]
 check(len(rows) == 10, "ten rows by default", out)
 check("\r" not in err and "candidates evaluated" not in err,
       "no progress on stderr when it is not a terminal", err)
-check("warning[W0502]" in err and "serves 18.33 of the 20 req/s" in err,
+check("warning[W0502]" in err and "serves 18.12 of the 20 req/s" in err,
       "the winner's unserved load is W0502", err)
 
 rc, out, err = run(LLAMA, "--format", "json", "--top", "3", "--explain")

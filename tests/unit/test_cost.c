@@ -157,7 +157,7 @@ static void test_link_class_in_use(void) {
   T_CHECK(cost_prefill(&m, &t8, &p0));
   m.k.comm_overlap = 1.0;
   T_CHECK(cost_prefill(&m, &t8, &p1));
-  T_NEAR(p1.latency, p0.compute, 1e-9);
+  T_NEAR(p1.latency, p0.compute + p0.overhead, 1e-9);
   T_CHECK(p1.latency < p0.latency);
 }
 
@@ -216,7 +216,7 @@ static void test_prefill(void) {
   T_NEAR(p.compute, (lin + att + lm) / 8 / (989e12 * m.k.mfu_prefill), 1e-9);
   T_CHECK(p.comm_tp > 0);
   T_NEAR(p.comm_ep, 0.0, 0.0);
-  T_NEAR(p.latency, p.compute + p.comm_tp, 1e-9);
+  T_NEAR(p.latency, p.compute + p.comm_tp + 80 * m.k.layer_stall_s, 1e-9);
   T_NEAR(p.mu, 1.0 / p.stage, 1e-12);
   T_NEAR(p.tok_s_gpu, S / p.stage / 8, 1e-12);
   /* pp 2: same work, one boundary send more latency, half the stage. */
@@ -546,6 +546,7 @@ static void test_run_seqs_cap(void) {
 static void test_overlap(void) {
   Spec s = llama70b(4);
   CostModel m = model_of(&s);
+  m.k.layer_stall_s = 0.0; /* the CPU part alone; the stalls: test_layer_stall */
   CostLayout l = {8, 1, 1, 1, 1, 1, 1};
   CostDecode a, b, c;
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a));
@@ -559,6 +560,34 @@ static void test_overlap(void) {
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
   T_NEAR(c.step, 1.0, 1e-12);
   T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
+}
+
+/* Every layer of a forward pass adds layer_stall_s: L of them to a decode
+ * step and to a prefill, and overhead reports them with the exposed CPU
+ * work (docs/cost-model.md, "Kernel-boundary stalls"). */
+static void test_layer_stall(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  double L = (double)m.layers;
+  CostDecode a, b;
+  CostPrefill pa, pb;
+  m.k.layer_stall_s = 0.0;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a) && cost_prefill(&m, &l, &pa));
+  T_NEAR(pa.overhead, 0.0, 0.0);
+  m.k.layer_stall_s = 35e-6;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &b) && cost_prefill(&m, &l, &pb));
+  T_NEAR(b.step - a.step, L * 35e-6, 1e-12);
+  T_NEAR(b.overhead - a.overhead, L * 35e-6, 1e-12);
+  T_NEAR(pb.latency - pa.latency, L * 35e-6, 1e-12);
+  T_NEAR(pb.overhead, L * 35e-6, 1e-15);
+  /* over two pipeline stages: still every layer once per step */
+  CostLayout l2 = {4, 2, 1, 1, 1, 1, 1};
+  m.k.layer_stall_s = 0.0;
+  T_CHECK(cost_decode_step(&m, &l2, 16, 4250, &a));
+  m.k.layer_stall_s = 35e-6;
+  T_CHECK(cost_decode_step(&m, &l2, 16, 4250, &b));
+  T_NEAR(b.step - a.step, L * 35e-6, 1e-12);
 }
 
 /* The engines' schedulers and their defaults (engines.c, engine_sched). */
@@ -695,6 +724,7 @@ int main(void) {
   T_RUN(test_mixed_step);
   T_RUN(test_engine_sched);
   T_RUN(test_overlap);
+  T_RUN(test_layer_stall);
   T_RUN(test_run_seqs_cap);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
