@@ -966,6 +966,12 @@ static int64_t cost__chunk_at(const CostMixed *x, double u) {
   return c < 0.0 ? 0 : c > (double)x->chunk ? x->chunk : (int64_t)c;
 }
 
+/* The part of the TTFT SLO left to the queue once a request has paid its
+ * time outside the GPU (request_overhead_s) and `latency`. */
+static double cost__ttft_room(const CostModel *m, double latency) {
+  return m->slo_ttft - m->k.request_overhead_s - latency;
+}
+
 /* Mixed steps at batch B: R_cap above; a prompt waits in an M/D/1 queue at
  * R_cap, then for its chunks (latency); at the planned rate R each step
  * carries the share R / R_cap of the full instance's chunk. */
@@ -973,7 +979,7 @@ static bool cost__agg_mixed_at(const CostModel *m, int64_t B, CostAggArg *a) {
   CostMixed x;
   if (!cost__mixed(m, a->prep, B, &x)) return false;
   a->rcap = x.rcap;
-  double rt = cost_md1_max_rho(a->rcap, m->slo_ttft - x.latency);
+  double rt = cost_md1_max_rho(a->rcap, cost__ttft_room(m, x.latency));
   a->ttft_bound = rt < a->headroom;
   a->rho = a->ttft_bound ? rt : a->headroom;
   a->tpot_eff = cost__mixed_tpot(m, a->prep, B, cost__chunk_at(&x, a->rho));
@@ -986,7 +992,7 @@ static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
   if (!cost_decode_at(m, a->prep, B, &dc)) return false;
   double D = (double)B / dc.tpot;
   a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
-  double rt = cost_md1_max_rho(a->rcap, m->slo_ttft - a->pre->latency);
+  double rt = cost_md1_max_rho(a->rcap, cost__ttft_room(m, a->pre->latency));
   a->ttft_bound = rt < a->headroom;
   a->rho = a->ttft_bound ? rt : a->headroom;
   double up = a->rho * a->rcap / a->pre->mu;
@@ -1111,7 +1117,7 @@ void cost_deploy_rates(const CostModel *m, const CostDeploy *dp, CostRates *out)
   }
   const CostInstance *d = dp->inst[1];
   out->kv_transfer = cost_kv_transfer(m, &a->lay, &d->lay);
-  double rt = cost_md1_max_rho(a->pre.mu, m->slo_ttft - a->pre.latency - out->kv_transfer);
+  double rt = cost_md1_max_rho(a->pre.mu, cost__ttft_room(m, a->pre.latency + out->kv_transfer));
   out->ttft_bound = rt < dp->rho;
   out->r[0] = fmin(dp->rho, rt) * a->pre.mu;
   out->r[1] = dp->rho * d->dec_tok_s / (double)m->tout;
@@ -1202,7 +1208,7 @@ static void cost__eval_at(const CostModel *m, const CostDeploy *dp, double offer
   double cap = m->concurrency > 0 ? ceil(m->concurrency / y) : (double)INFINITY;
   cost__little(m, d, served / y, up, cap, out);
   out->prefill = cost__prefill_at(m, a, out->batch).latency;
-  out->ttft = out->queue + out->prefill + out->rates.kv_transfer;
+  out->ttft = out->queue + out->prefill + out->rates.kv_transfer + m->k.request_overhead_s;
   cost__finish(m, dp, out);
 }
 
@@ -1223,7 +1229,7 @@ static void cost__closed_loop(const CostModel *m, const CostDeploy *dp, CostDepl
   if (!(out->served > 0) || !isfinite(out->tpot)) return;
   if (cost__in_flight(m, out) <= n) {
     out->ttft = fmax(out->ttft, n / out->served - (double)m->tout * out->tpot);
-    out->queue = out->ttft - out->prefill - out->rates.kv_transfer;
+    out->queue = out->ttft - out->prefill - out->rates.kv_transfer - m->k.request_overhead_s;
     cost__finish(m, dp, out);
     return;
   }

@@ -48,6 +48,9 @@
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
   X(layer_stall_s, 35e-6, 0.0, 1.0,                                              \
     "GPU idle time per layer of a forward pass at its kernel boundaries")        \
+  X(request_overhead_s, 0.0, 0.0, 1.0,                                           \
+    "time a request spends outside the GPU before its first token (HTTP, "       \
+    "chat template, tokenisation, streaming)")                                   \
   X(max_batch_per_dp, 256, 1, 1e6,                                               \
     "most sequences one attention dp rank decodes per micro-batch")
 

@@ -307,7 +307,7 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
     /* the memory ledger has admitted one max_context request per
      * attention replica (search__rules_pass) */
     if (!cost_instance_eval(m, role, l, 0, c->rho, NULL, &e.inst)) return;
-    if (e.inst.pre.latency >= m->slo_ttft) {
+    if (e.inst.pre.latency + m->k.request_overhead_s >= m->slo_ttft) {
       search__reject(c, role, l, REJ_TTFT);
       return;
     }
@@ -325,7 +325,7 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
       search__reject(c, role, l, REJ_TPOT);
       return;
     }
-  if (role == ROLE_BOTH && e.inst.pre.latency >= m->slo_ttft) {
+  if (role == ROLE_BOTH && e.inst.pre.latency + m->k.request_overhead_s >= m->slo_ttft) {
       search__reject(c, role, l, REJ_TTFT);
       return;
     }
@@ -1214,9 +1214,9 @@ char *search_explain(const SearchOut *out, size_t i) {
   }
   if (!r->feasible) {
     if (r->ttft > m->slo_ttft)
-      sb_printf(&sb, "misses the TTFT SLO: %.1f ms (queue %.1f + prefill %.1f + KV %.1f) > %.0f ms",
+      sb_printf(&sb, "misses the TTFT SLO: %.1f ms (queue %.1f + prefill %.1f + KV %.1f + outside the GPU %.1f) > %.0f ms",
                 r->ttft * 1e3, r->queue * 1e3, r->pools[0].latency * 1e3, r->kv_transfer * 1e3,
-                m->slo_ttft * 1e3);
+                m->k.request_overhead_s * 1e3, m->slo_ttft * 1e3);
     else
       sb_printf(&sb, "misses the TPOT SLO: %.2f ms > %.1f ms", r->tpot * 1e3, m->slo_tpot * 1e3);
     return sb_take(&sb);
