@@ -183,10 +183,16 @@ static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int6
  * fraction of nvidia-smi's total rounded to 3 decimals (0.4.7: a table).
  * Its --tp-size is tp x dp with attention data parallelism (an MoE pool
  * with dp > 1, emit_sglang.c). */
+/* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
+ * which runs attention dp (emit_sglang.c). */
+static int64_t sglang_tp_size(const Spec *s, int64_t tp, int64_t dp) {
+  return model_is_moe(&s->model) && dp > 1 ? tp * dp : tp;
+}
+
 double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
   int64_t mib = s->hardware.gpu.memory.v >> 20;
   bool dp_attn = model_is_moe(&s->model) && dp > 1, spec = s->workload.draft_tokens.v > 0;
-  int64_t sgl_tp = dp_attn ? tp * dp : tp;
+  int64_t sgl_tp = sglang_tp_size(s, tp, dp);
   SglRule rule = sglang_rule(s);
   if (mib <= 0) return 0;
   if (rule == SGL_RULE_047) return sglang_frac_047((double)mib, sgl_tp * pp, spec, engine_gpu_is_amd(&s->hardware));
@@ -194,6 +200,16 @@ double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t
                                    : sglang_reserve_05(s, mib, sgl_tp, pp, dp, dp_attn, rule);
   double f = nearbyint(((double)mib - r) / (double)mib * 1000) / 1000;
   return f > 0 && f <= 1 ? f : 0;
+}
+
+/* What SGLang's distributed start-up (NCCL communicators, custom
+ * all-reduce buffers) takes of each GPU before it measures the free
+ * memory its fraction multiplies: its log line "Init torch distributed
+ * ends. mem usage=X GB" (GiB) at 2, 4 and 8 ranks (docs/memory.md,
+ * "SGLang"); the 8-rank figure beyond, none at one rank. */
+static int64_t sglang_dist_init(int64_t ranks) {
+  int64_t centi_gib = ranks <= 1 ? 0 : ranks <= 2 ? 134 : ranks <= 4 ? 143 : 201;
+  return ((int64_t)centi_gib << 30) / 100;
 }
 
 void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int64_t dp,
@@ -231,6 +247,8 @@ void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int6
    * communicators are set up by then) holds the weights and the KV pool;
    * activations, CUDA graphs and workspaces live above it. Where they do
    * not fit there, the ledger takes the excess from the KV pool. */
+  int64_t init = sglang_dist_init(ckm(st, sglang_tp_size(s, tp, dp), pp));
+  if (init > L->comm) L->comm = init;
   L->usable = frac_of(cks(st, L->engine_total, L->comm), util);
   int64_t used = cka(st, L->weights, L->reserve);
   int64_t above = cks(st, cks(st, L->capacity, L->comm), L->usable);

@@ -127,22 +127,46 @@ static void test_vllm_defaults(void) {
 /* SGLang: mem_fraction_static of the memory free before the weights
  * (CUDA's total less its communicators) holds weights and KV; the
  * activations live above it and are not taken from the pool. */
+/* SGLang's distributed start-up at 2 ranks: 1.34 GiB (docs/memory.md). */
+#define SGL_INIT_2 ((134 * GIB) / 100)
+
 static void test_sglang(void) {
   Spec s;
   fx_h100(&s, ENGINE_SGLANG, 2);
   MemLedger L;
   T_CHECK(ledger(&s, &L));
-  T_EQ_INT(L.comm, 64 * MIB);
+  T_EQ_INT(L.comm, SGL_INIT_2);
   T_EQ_INT(L.reserve, 0);
-  T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - 64 * MIB) * 0.90));
+  T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - SGL_INIT_2) * 0.90));
   T_EQ_INT(L.kv_pool, L.usable - L.weights);
   /* With no room above the fraction, what the activations need there
    * comes out of the pool. */
   FX_I(s.deployment.memory.utilization, 1.0);
   FX_I(s.hardware.gpu.memory, 81080 * MIB);
   T_CHECK(ledger(&s, &L));
-  T_EQ_INT(L.usable, 81080 * MIB - 64 * MIB);
+  T_EQ_INT(L.usable, 81080 * MIB - SGL_INIT_2);
   T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace);
+}
+
+/* SGLang's distributed start-up by its ranks (--tp-size x pp): none at
+ * one rank (the communicators' rule: none), 1.34 GiB at 2, 1.43 at 4,
+ * 2.01 at 8 and beyond; it comes off the memory the fraction multiplies. */
+static void test_sglang_startup(void) {
+  static const struct { int64_t tp, want_centi_gib; } cases[] = {{1, 0}, {2, 134}, {4, 143}, {8, 201}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    Spec s;
+    fx_h100(&s, ENGINE_SGLANG, cases[i].tp);
+    MemLedger L;
+    T_CHECK(ledger(&s, &L));
+    T_EQ_INT(L.comm, (cases[i].want_centi_gib * GIB) / 100);
+    T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - L.comm) * 0.90));
+  }
+  Spec s;
+  fx_h100(&s, ENGINE_SGLANG, 4);
+  FX_I(pool.pp, 4); /* 16 ranks: the 8-rank figure */
+  MemLedger L;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.comm, (201 * GIB) / 100);
 }
 
 /* SGLang's default mem_fraction_static (server_args.py 0.5.6) when the
@@ -159,7 +183,7 @@ static void test_sglang_default_fraction(void) {
   MemLedger L;
   T_CHECK(ledger(&s, &L));
   T_NEAR(L.utilization, 0.834, 1e-12);
-  T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - 64 * MIB) * 0.834));
+  T_EQ_INT(L.usable, (int64_t)((double)(81080 * MIB - SGL_INIT_2) * 0.834));
   FX_I(s.workload.draft_tokens, 3);
   T_NEAR(mem_engine_sglang_fraction(&s, 2, 1, 1), nearbyint((81559.0 - 15616.0) / 81559.0 * 1000) / 1000, 1e-12);
   FX_I(s.deployment.memory.utilization, 0.9);
@@ -304,6 +328,7 @@ int main(void) {
   T_RUN(test_vllm_tp2_reserve);
   T_RUN(test_vllm_defaults);
   T_RUN(test_sglang);
+  T_RUN(test_sglang_startup);
   T_RUN(test_sglang_default_fraction);
   T_RUN(test_sglang_fraction_by_version);
   T_RUN(test_vllm_flashinfer_sampler);
