@@ -1083,8 +1083,38 @@ def dynamo_cases(tmp):
     check(p.returncode == 1 and "launch.image is null" in p.stderr, "dynamo without deployment.image is refused", p.stderr)
 
 
+def docs_excerpts():
+    """Every launch file docs/engines.md quotes is the golden it names: the
+    lines of a code block that follows a mention of a file under
+    tests/engines/golden/ occur in that file, in order (an abridged
+    excerpt may leave lines out, and marks where with a `# ...` line)."""
+    doc = open(os.path.join(SRC, "docs", "engines.md")).read().split("\n")
+    seen = 0
+    i = 0
+    while i < len(doc):
+        if not doc[i].startswith("```"):
+            i += 1
+            continue
+        j = doc.index("```", i + 1) if "```" in doc[i + 1:] else len(doc)
+        before = " ".join(doc[max(0, i - 4):i])
+        m = re.search(r"\(?(?:from )?(tests/engines/golden/[^\s),;:]+)", before)
+        if m:
+            gold = open(os.path.join(SRC, m.group(1))).read().split("\n")
+            want = [l.rstrip() for l in doc[i + 1:j] if l.strip() and not l.strip().startswith("# ...")]
+            k = 0
+            for line in (l.rstrip() for l in gold):
+                if k < len(want) and line == want[k]:
+                    k += 1
+            check(k == len(want), f"docs/engines.md line {i + 1}: the excerpt is {m.group(1)}",
+                  want[k] if k < len(want) else "")
+            seen += 1
+        i = j + 1
+    check(seen >= 3, f"docs/engines.md quotes at least three goldens ({seen})")
+
+
 tmp = tempfile.mkdtemp(prefix="rankplan-emit-")
 try:
+    docs_excerpts()
     n = sum(emit_example(tmp, s) for s in sorted(glob.glob(os.path.join(EX, "*.yaml"))))
     check(n >= 5, f"at least five examples name an engine ({n})")
     k8s_trtllm(tmp)
