@@ -4,7 +4,8 @@
  *
  * Input: a loaded Plan (plan_load). Output: per pool, the prefill time of
  * one request and the decode step at the batch in flight, each split into
- * compute, HBM, engine overhead and communication by group kind, with the
+ * compute, HBM, overhead (kernel-boundary stalls and the engine's exposed
+ * CPU work) and communication by group kind, with the
  * batch to configure; as text or as JSON for tools.
  */
 #include <jansson.h>
