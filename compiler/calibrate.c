@@ -31,7 +31,7 @@ static const CalRange cal_ranges[] = {
     {"mfu_prefill", 0.05, 1.0},         {"mfu_decode", 0.05, 1.0},
     {"hbm_efficiency", 0.05, 1.0},      {"scale_up_efficiency", 0.05, 1.0},
     {"scale_out_efficiency", 0.05, 1.0}, {"step_overhead_s", 1e-6, 0.1},
-    {"layer_stall_s", 1e-7, 1e-3},      {"request_overhead_s", 1e-5, 1.0},
+    {"kernel_stall_s", 1e-8, 1e-4},     {"request_overhead_s", 1e-5, 1.0},
 };
 
 bool calibrate_fit_range(const char *name, double *lo, double *hi) {
@@ -46,7 +46,7 @@ bool calibrate_fit_range(const char *name, double *lo, double *hi) {
 
 const char *calibrate_fit_names(void) {
   return "mfu_prefill, mfu_decode, hbm_efficiency, scale_up_efficiency, "
-         "scale_out_efficiency, step_overhead_s, layer_stall_s, request_overhead_s";
+         "scale_out_efficiency, step_overhead_s, kernel_stall_s, request_overhead_s";
 }
 
 /* One run: the spec with the run's workload, compiled once. */

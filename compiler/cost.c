@@ -361,6 +361,24 @@ double cost_ring_allreduce(double bytes, int64_t n, double bw, double lat) {
   return f * bytes / bw + 2.0 * (double)(n - 1) * lat;
 }
 
+/* vLLM's custom all-reduce (csrc/custom_all_reduce.cuh, CustomAllreduce::
+ * allreduce; vllm/distributed/device_communicators/custom_all_reduce.py:
+ * world sizes 2, 4, 6, 8 and max_size 8 MiB, NCCL beyond), whose kernels
+ * SGLang runs too: one stage (every rank reads its n-1 peers' buffers
+ * and reduces) at 2 ranks and below 512 KiB at up to 4 ranks or 256 KiB
+ * at up to 8; two stages (reduce-scatter, all-gather) otherwise. */
+#define COST_CUSTOM_AR_MAX_BYTES (8.0 * 1024.0 * 1024.0)
+
+double cost_allreduce(double bytes, int64_t n, LinkClass c, double bw, double lat) {
+  if (n <= 1) return 0.0;
+  bool sizes = n == 2 || n == 4 || n == 6 || n == 8;
+  if (c != LINK_SCALE_UP || !sizes || bytes >= COST_CUSTOM_AR_MAX_BYTES)
+    return cost_ring_allreduce(bytes, n, bw, lat);
+  bool one = n == 2 || (n <= 4 && bytes < 512.0 * 1024.0) || bytes < 256.0 * 1024.0;
+  if (one) return (double)(n - 1) * bytes / bw + lat;
+  return 2.0 * (double)(n - 1) / (double)n * bytes / bw + 2.0 * lat;
+}
+
 double cost_all_to_all(double bytes, int64_t n, double bw, double lat) {
   if (n <= 1) return 0.0;
   return (double)(n - 1) / (double)n * bytes / bw + lat;
@@ -538,7 +556,7 @@ static double cost__etp_allreduce(const CostModel *m, const CostLayout *l, doubl
   if (!m->moe || l->etp <= 1 || l->etp == l->tp) return 0.0;
   LinkClass c = cost_link_class(m, l->ep * l->etp);
   double bytes = tokens * (double)m->hidden * (double)m->act_bytes;
-  return cost_ring_allreduce(bytes, l->etp, cost_link_bw(m, c), cost_link_lat(m, c));
+  return cost_allreduce(bytes, l->etp, c, cost_link_bw(m, c), cost_link_lat(m, c));
 }
 
 /* Work w with communication c of which a share ov runs behind w (two
@@ -546,6 +564,29 @@ static double cost__etp_allreduce(const CostModel *m, const CostLayout *l, doubl
  * part costs nothing while w lasts. */
 static double cost__overlap(double w, double c, double ov) {
   return fmax(w, ov * c) + (1.0 - ov) * c;
+}
+
+/* ---- kernel-boundary stalls ---------------------------------------------- */
+
+/* Kernels of one layer's forward pass (docs/cost-model.md, "Kernel-boundary
+ * stalls"): a dense layer's 7 (Hazy Research's count for a Llama layer); a
+ * MoE layer replaces the MLP's 3 (gate-up GEMM, activation, down GEMM) with
+ * the router GEMM, top-k, moe_align_block_size, the two grouped GEMMs, the
+ * activation and moe_sum (7; vLLM's fused_moe.py, TritonExperts.apply and
+ * fused_topk), and its shared experts run a dense MLP's 3 more; MLA adds 5
+ * to the attention (q_a_layernorm, q_b_proj and kv_a_layernorm in vLLM's
+ * mla.py forward, and the absorbed W_UK and W_UV batched matmuls). */
+#define COST_KERNELS_DENSE 7.0
+#define COST_KERNELS_MOE (COST_KERNELS_DENSE - 3.0 + 7.0)
+#define COST_KERNELS_SHARED 3.0
+#define COST_KERNELS_MLA 5.0
+
+/* The stalls of one forward pass over every layer of the model. */
+static double cost__stalls(const CostModel *m) {
+  double attn = m->kind == ATTN_MLA ? COST_KERNELS_MLA : 0.0;
+  double moe = COST_KERNELS_MOE + (m->shared_params > 0 ? COST_KERNELS_SHARED : 0.0);
+  return ((double)m->n_dense * (COST_KERNELS_DENSE + attn) + (double)m->n_moe * (moe + attn)) *
+         m->k.kernel_stall_s;
 }
 
 /* ---- prefill -------------------------------------------------------------- */
@@ -596,7 +637,7 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   if (l->tp > 1) {
     LinkClass c = cost_link_class(m, l->tp);
     double bytes = (double)Sn / (double)l->cp * h * act;
-    out->comm_tp = L * 2.0 * cost_ring_allreduce(bytes, l->tp, cost_link_bw(m, c), cost_link_lat(m, c));
+    out->comm_tp = L * 2.0 * cost_allreduce(bytes, l->tp, c, cost_link_bw(m, c), cost_link_lat(m, c));
   }
   if (l->cp > 1) {
     LinkClass c = cost_link_class(m, tpcp);
@@ -621,7 +662,7 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   out->memory = (double)wgpu * (double)l->pp / (m->hbm_bw * m->k.hbm_efficiency);
   /* The forward pass idles the GPU at every kernel boundary of every
    * layer (docs/cost-model.md, "Kernel-boundary stalls"). */
-  out->overhead = L * m->k.layer_stall_s;
+  out->overhead = cost__stalls(m);
   double work = cost__overlap(fmax(out->compute, out->memory), out->comm_ep, m->k.ep_overlap) +
                 (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp) + out->overhead;
   out->latency = work + out->comm_pp;
@@ -661,6 +702,7 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
   }
   if (!st.ok) return false;
   LinkClass lc = cost_link_class(m, l->tp);
+  p->tp_class = lc;
   p->tp_bw = cost_link_bw(m, lc);
   p->tp_lat = cost_link_lat(m, lc);
   if (l->pp > 1) {
@@ -750,12 +792,12 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double act = (double)m->act_bytes, h = (double)m->hidden;
   double tp_comm = 0.0;
   if (l->tp > 1)
-    tp_comm = 2.0 * cost_ring_allreduce((double)tk * h * act, l->tp, p->tp_bw, p->tp_lat);
+    tp_comm = 2.0 * cost_allreduce((double)tk * h * act, l->tp, p->tp_class, p->tp_bw, p->tp_lat);
   if (l->dcp > 1) {
     /* dcp ranks hold different tokens of the same heads: their partial
      * attention outputs are combined with one reduction per layer. */
-    tp_comm += cost_ring_allreduce((double)tk * h * act * (double)l->dcp / (double)l->tp,
-                                   l->dcp, p->tp_bw, p->tp_lat);
+    tp_comm += cost_allreduce((double)tk * h * act * (double)l->dcp / (double)l->tp, l->dcp,
+                              p->tp_class, p->tp_bw, p->tp_lat);
   }
   dl.comm = tp_comm;
   ml.comm = tp_comm;
@@ -771,7 +813,7 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
                     nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
                                         m->k.ep_overlap) + ov * ml.comm) +
-                    (nd + nm) * m->k.layer_stall_s;
+                    cost__stalls(m);
   /* The logits of every sequence on the last stage (vocab split over tp). */
   double lm_bytes = p->lm_bytes;
   double lm_flops = 2.0 * (double)tq * (double)m->lm_params / (double)l->tp;
@@ -794,7 +836,7 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double cpu = (double)l->pp * m->k.step_overhead_s;
   double exposed = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
   out->step = gpu + exposed;
-  out->overhead = exposed + (nd + nm + (double)m->draft) * m->k.layer_stall_s;
+  out->overhead = exposed + cost__stalls(m) * (1.0 + (double)m->draft / (nd + nm));
   out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);

@@ -46,8 +46,8 @@
     "tokens of the busiest ep rank over the mean (1: perfectly balanced routing)")  \
   X(step_overhead_s, 0.5e-3, 0.0, 1.0,                                           \
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
-  X(layer_stall_s, 35e-6, 0.0, 1.0,                                              \
-    "GPU idle time per layer of a forward pass at its kernel boundaries")        \
+  X(kernel_stall_s, 5e-6, 0.0, 1.0,                                              \
+    "GPU idle time at each kernel boundary of a forward pass")                   \
   X(request_overhead_s, 0.0, 0.0, 1.0,                                           \
     "time a request spends outside the GPU before its first token (HTTP, "       \
     "chat template, tokenisation, streaming)")                                   \
@@ -196,6 +196,11 @@ double cost_expert_rows(const CostModel *m, int64_t local, int64_t tokens);
 /* Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bw plus
  * 2(n-1) steps of latency. 0 when n <= 1. */
 double cost_ring_allreduce(double bytes, int64_t n, double bw, double lat);
+/* The all-reduce an engine runs over n ranks (docs/cost-model.md,
+ * "Collectives"): inside a scale-up domain, at 2, 4, 6 or 8 ranks and
+ * below 8 MiB, the one-stage or two-stage custom all-reduce; else the
+ * ring. */
+double cost_allreduce(double bytes, int64_t n, LinkClass c, double bw, double lat);
 /* All-to-all where each rank sends `bytes` spread evenly over n ranks:
  * (n-1)/n * bytes / bw plus one latency. 0 when n <= 1. */
 double cost_all_to_all(double bytes, int64_t n, double bw, double lat);
@@ -234,7 +239,7 @@ typedef struct {
   double compute, memory, comm; /* s, summed over the stages */
   double comm_tp, comm_ep, comm_pp; /* s, comm by group kind (tp includes dcp) */
   double overhead;    /* s, fixed per step: the kernel-boundary stalls of every layer
-                       * (layer_stall_s) and the engine's exposed CPU work */
+                       * (kernel_stall_s) and the engine's exposed CPU work */
   int64_t bytes_gpu;  /* HBM bytes one GPU reads per step of its stage */
   int64_t flops_gpu;  /* FLOPs one GPU runs per step of its stage */
   bool memory_bound;  /* roofline: bytes time >= FLOPs time */
@@ -254,6 +259,7 @@ typedef struct {
   int64_t p_dense, p_moe, local, tpdp; /* parameters, local experts, tp*dp */
   CostEpRate ep;                       /* dispatch/combine per token */
   double tp_bw, tp_lat, pp_bw, pp_lat;
+  LinkClass tp_class;
   double lm_bytes;
 } CostDecodePrep;
 bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p);

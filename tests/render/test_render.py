@@ -308,7 +308,7 @@ def plot(d):
     blue = sum(1 for q in px if q == (0x1f, 0x77, 0xb4))
     check(blue > 50, f"plot: screenshot shows the front's points and line ({blue} pixels of its blue)")
     tight = d / "tight.yaml"
-    tight.write_text(pathlib.Path(spec).read_text().replace("tpot: 40 ms", "tpot: 10 ms"))
+    tight.write_text(pathlib.Path(spec).read_text().replace("tpot: 40 ms", "tpot: 2 ms"))
     miss = d / "miss.svg"
     p = run("search", str(tight), "--plot", str(miss), "--catalog", str(SRC / "plans" / "catalog"))
     # Exit 4: the spec is valid, but no layout meets the SLOs (docs/ci.md).

@@ -135,6 +135,20 @@ static void test_collectives(void) {
   T_NEAR(cost_link_bw(&m, LINK_SCALE_UP), 450e9 * m.k.scale_up_efficiency, 1e-12);
   /* No latency in the spec: the table's default applies. */
   T_NEAR(cost_link_lat(&m, LINK_SCALE_OUT), m.k.scale_out_latency_s, 1e-12);
+  /* The engines' custom all-reduce inside a scale-up domain: one stage at
+   * 2 ranks and below 512 KiB at 4 or 256 KiB at 8, two stages up to
+   * 8 MiB, the ring beyond, at other rank counts and over the NIC. */
+  const double KiB = 1024.0, bw = 1e11, lat = 1e-5;
+  T_NEAR(cost_allreduce(4e6, 2, LINK_SCALE_UP, bw, lat), 4e6 / bw + lat, 1e-15);
+  T_NEAR(cost_allreduce(500 * KiB, 4, LINK_SCALE_UP, bw, lat), 3 * 500 * KiB / bw + lat, 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 8, LINK_SCALE_UP, bw, lat), 7 * 200 * KiB / bw + lat, 1e-15);
+  T_NEAR(cost_allreduce(300 * KiB, 8, LINK_SCALE_UP, bw, lat), 2.0 * 7 / 8 * 300 * KiB / bw + 2 * lat, 1e-15);
+  T_NEAR(cost_allreduce(600 * KiB, 4, LINK_SCALE_UP, bw, lat), 2.0 * 3 / 4 * 600 * KiB / bw + 2 * lat, 1e-15);
+  T_NEAR(cost_allreduce(8 * 1024 * KiB, 8, LINK_SCALE_UP, bw, lat),
+         cost_ring_allreduce(8 * 1024 * KiB, 8, bw, lat), 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 16, LINK_SCALE_UP, bw, lat), cost_ring_allreduce(200 * KiB, 16, bw, lat), 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 3, LINK_SCALE_UP, bw, lat), cost_ring_allreduce(200 * KiB, 3, bw, lat), 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 8, LINK_SCALE_OUT, bw, lat), cost_ring_allreduce(200 * KiB, 8, bw, lat), 1e-15);
 }
 
 /* The link class follows the placement: a tp group inside the scale-up
@@ -147,8 +161,10 @@ static void test_link_class_in_use(void) {
   CostDecode d8, d16;
   T_CHECK(cost_decode_step(&m, &t8, 32, 4250, &d8));
   T_CHECK(cost_decode_step(&m, &t16, 32, 4250, &d16));
-  double per8 = 2.0 * cost_ring_allreduce(32.0 * 8192 * 2, 8, cost_link_bw(&m, LINK_SCALE_UP),
-                                          cost_link_lat(&m, LINK_SCALE_UP));
+  /* 32 tokens x 8192 x 2 B = 512 KiB over 8 NVLink ranks: the two-stage
+   * custom all-reduce (2(n-1)/n of the bytes, two latencies) */
+  double bw8 = cost_link_bw(&m, LINK_SCALE_UP), lat8 = cost_link_lat(&m, LINK_SCALE_UP);
+  double per8 = 2.0 * (2.0 * 7 / 8 * (32.0 * 8192 * 2) / bw8 + 2.0 * lat8);
   double per16 = 2.0 * cost_ring_allreduce(32.0 * 8192 * 2, 16, cost_link_bw(&m, LINK_SCALE_OUT),
                                            cost_link_lat(&m, LINK_SCALE_OUT));
   T_NEAR(d8.comm, 80 * per8, 1e-9);
@@ -216,7 +232,7 @@ static void test_prefill(void) {
   T_NEAR(p.compute, (lin + att + lm) / 8 / (989e12 * m.k.mfu_prefill), 1e-9);
   T_CHECK(p.comm_tp > 0);
   T_NEAR(p.comm_ep, 0.0, 0.0);
-  T_NEAR(p.latency, p.compute + p.comm_tp + 80 * m.k.layer_stall_s, 1e-9);
+  T_NEAR(p.latency, p.compute + p.comm_tp + 80 * 7 * m.k.kernel_stall_s, 1e-9);
   T_NEAR(p.mu, 1.0 / p.stage, 1e-12);
   T_NEAR(p.tok_s_gpu, S / p.stage / 8, 1e-12);
   /* pp 2: same work, one boundary send more latency, half the stage. */
@@ -546,7 +562,7 @@ static void test_run_seqs_cap(void) {
 static void test_overlap(void) {
   Spec s = llama70b(4);
   CostModel m = model_of(&s);
-  m.k.layer_stall_s = 0.0; /* the CPU part alone; the stalls: test_layer_stall */
+  m.k.kernel_stall_s = 0.0; /* the CPU part alone; the stalls: test_layer_stall */
   CostLayout l = {8, 1, 1, 1, 1, 1, 1};
   CostDecode a, b, c;
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a));
@@ -562,7 +578,7 @@ static void test_overlap(void) {
   T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
 }
 
-/* Every layer of a forward pass adds layer_stall_s: L of them to a decode
+/* Every layer of a forward pass adds its kernels x kernel_stall_s (7 for a dense layer): L of them to a decode
  * step and to a prefill, and overhead reports them with the exposed CPU
  * work (docs/cost-model.md, "Kernel-boundary stalls"). */
 static void test_layer_stall(void) {
@@ -572,10 +588,10 @@ static void test_layer_stall(void) {
   double L = (double)m.layers;
   CostDecode a, b;
   CostPrefill pa, pb;
-  m.k.layer_stall_s = 0.0;
+  m.k.kernel_stall_s = 0.0;
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a) && cost_prefill(&m, &l, &pa));
   T_NEAR(pa.overhead, 0.0, 0.0);
-  m.k.layer_stall_s = 35e-6;
+  m.k.kernel_stall_s = 5e-6;
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &b) && cost_prefill(&m, &l, &pb));
   T_NEAR(b.step - a.step, L * 35e-6, 1e-12);
   T_NEAR(b.overhead - a.overhead, L * 35e-6, 1e-12);
@@ -583,11 +599,22 @@ static void test_layer_stall(void) {
   T_NEAR(pb.overhead, L * 35e-6, 1e-15);
   /* over two pipeline stages: still every layer once per step */
   CostLayout l2 = {4, 2, 1, 1, 1, 1, 1};
-  m.k.layer_stall_s = 0.0;
+  m.k.kernel_stall_s = 0.0;
   T_CHECK(cost_decode_step(&m, &l2, 16, 4250, &a));
-  m.k.layer_stall_s = 35e-6;
+  m.k.kernel_stall_s = 5e-6;
   T_CHECK(cost_decode_step(&m, &l2, 16, 4250, &b));
   T_NEAR(b.step - a.step, L * 35e-6, 1e-12);
+  /* DeepSeek-V3: 3 dense layers of 7 kernels, 58 MoE layers of 11 plus 3
+   * for the shared expert, and 5 more in each for MLA */
+  Spec v3 = dsv3(128);
+  CostModel d = model_of(&v3);
+  CostLayout e = {8, 1, 1, 1, 1, 8, 1};
+  d.k.kernel_stall_s = 0.0;
+  T_CHECK(cost_prefill(&d, &e, &pa));
+  d.k.kernel_stall_s = 5e-6;
+  T_CHECK(cost_prefill(&d, &e, &pb));
+  T_NEAR(pb.overhead, (3 * 12 + 58 * 19) * 5e-6, 1e-15);
+  T_NEAR(pb.latency - pa.latency, (3 * 12 + 58 * 19) * 5e-6, 1e-12);
 }
 
 /* The engines' schedulers and their defaults (engines.c, engine_sched). */

@@ -198,7 +198,9 @@ static void test_llama_search(void) {
   const SearchResult *w = &out.results.items[0];
   T_CHECK(w->feasible);
   T_CHECK(w->pareto);
-  T_CHECK(w->ttft <= 0.6 && w->tpot <= 0.04);
+  /* within the SLOs, to the search's own tolerance (a winner bound by
+   * the TTFT SLO sits on it) */
+  T_CHECK(w->ttft <= 0.6 * (1 + 1e-9) && w->tpot <= 0.04);
   T_CHECK(w->gpus <= 32);
   T_CHECK(w->goodput_gpu > 0);
   /* Ranked: feasible first, goodput/GPU descending. */
