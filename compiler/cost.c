@@ -228,6 +228,31 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   m->chunk_ctx = (double)cached + (double)m->new_tokens / 2.0;
 }
 
+/* ---- kernel-boundary stalls ---------------------------------------------- */
+
+/* Kernels of one layer's forward pass (docs/cost-model.md, "Kernel-boundary
+ * stalls"): a dense layer's 7 (Hazy Research's count for a Llama layer); a
+ * MoE layer replaces the MLP's 3 (gate-up GEMM, activation, down GEMM) with
+ * the router GEMM, top-k, moe_align_block_size, the two grouped GEMMs, the
+ * activation and moe_sum (7; vLLM's fused_moe.py, TritonExperts.apply and
+ * fused_topk), and its shared experts run a dense MLP's 3 more; MLA adds 5
+ * to the attention (q_a_layernorm, q_b_proj and kv_a_layernorm in vLLM's
+ * mla.py forward, and the absorbed W_UK and W_UV batched matmuls). */
+#define COST_KERNELS_DENSE 7.0
+#define COST_KERNELS_MOE (COST_KERNELS_DENSE - 3.0 + 7.0)
+#define COST_KERNELS_SHARED 3.0
+#define COST_KERNELS_MLA 5.0
+
+/* The kernels of one forward pass over every layer of the model. */
+static double cost__pass_kernels(const CostModel *m) {
+  double attn = m->kind == ATTN_MLA ? COST_KERNELS_MLA : 0.0;
+  double moe = COST_KERNELS_MOE + (m->shared_params > 0 ? COST_KERNELS_SHARED : 0.0);
+  return (double)m->n_dense * (COST_KERNELS_DENSE + attn) + (double)m->n_moe * (moe + attn);
+}
+
+/* The stalls of one forward pass over every layer of the model. */
+static double cost__stalls(const CostModel *m) { return m->pass_kernels * m->k.kernel_stall_s; }
+
 bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
   memset(m, 0, sizeof *m);
   m->k = *k;
@@ -256,6 +281,7 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->expert_params = mp.expert;
   m->shared_params = mp.shared;
   m->router_params = mp.router;
+  m->pass_kernels = cost__pass_kernels(m);
   m->lm_params = ckm(&st, m->vocab, m->hidden);
   m->tied = mb.lm_head == 0;
   int64_t L = m->layers > 0 ? m->layers : 1;
@@ -566,29 +592,6 @@ static double cost__overlap(double w, double c, double ov) {
   return fmax(w, ov * c) + (1.0 - ov) * c;
 }
 
-/* ---- kernel-boundary stalls ---------------------------------------------- */
-
-/* Kernels of one layer's forward pass (docs/cost-model.md, "Kernel-boundary
- * stalls"): a dense layer's 7 (Hazy Research's count for a Llama layer); a
- * MoE layer replaces the MLP's 3 (gate-up GEMM, activation, down GEMM) with
- * the router GEMM, top-k, moe_align_block_size, the two grouped GEMMs, the
- * activation and moe_sum (7; vLLM's fused_moe.py, TritonExperts.apply and
- * fused_topk), and its shared experts run a dense MLP's 3 more; MLA adds 5
- * to the attention (q_a_layernorm, q_b_proj and kv_a_layernorm in vLLM's
- * mla.py forward, and the absorbed W_UK and W_UV batched matmuls). */
-#define COST_KERNELS_DENSE 7.0
-#define COST_KERNELS_MOE (COST_KERNELS_DENSE - 3.0 + 7.0)
-#define COST_KERNELS_SHARED 3.0
-#define COST_KERNELS_MLA 5.0
-
-/* The stalls of one forward pass over every layer of the model. */
-static double cost__stalls(const CostModel *m) {
-  double attn = m->kind == ATTN_MLA ? COST_KERNELS_MLA : 0.0;
-  double moe = COST_KERNELS_MOE + (m->shared_params > 0 ? COST_KERNELS_SHARED : 0.0);
-  return ((double)m->n_dense * (COST_KERNELS_DENSE + attn) + (double)m->n_moe * (moe + attn)) *
-         m->k.kernel_stall_s;
-}
-
 /* ---- prefill -------------------------------------------------------------- */
 
 /* Prompt tokens found in the prefix cache: a hit skips the cached share of
@@ -810,10 +813,11 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
   /* Each layer also idles the GPU at its kernel boundaries
    * (docs/cost-model.md, "Kernel-boundary stalls"). */
+  double stalls = cost__stalls(m);
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
                     nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
                                         m->k.ep_overlap) + ov * ml.comm) +
-                    cost__stalls(m);
+                    stalls;
   /* The logits of every sequence on the last stage (vocab split over tp). */
   double lm_bytes = p->lm_bytes;
   double lm_flops = 2.0 * (double)tq * (double)m->lm_params / (double)l->tp;
@@ -836,7 +840,7 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double cpu = (double)l->pp * m->k.step_overhead_s;
   double exposed = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
   out->step = gpu + exposed;
-  out->overhead = exposed + cost__stalls(m) * (1.0 + (double)m->draft / (nd + nm));
+  out->overhead = exposed + stalls * (1.0 + (double)m->draft / (nd + nm));
   out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);

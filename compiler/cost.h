@@ -108,6 +108,7 @@ typedef struct {
   AttnKind kind;
   bool moe;
   int64_t layers, n_dense, n_moe, hidden, vocab, heads, kv_heads, head_dim;
+  double pass_kernels;             /* kernels of one forward pass over every layer */
   int64_t experts, top_k;
   int64_t expert_slots;            /* experts + moe.redundant_experts: ep divides it */
   int64_t route_groups, route_group_top_k; /* group-limited routing; 0: none */

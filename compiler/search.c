@@ -296,6 +296,12 @@ static void search__keep(Ctx *c, PoolRole role, const RoleEval *e, RoleVec *out)
  * evaluation (cost_instance_eval, which `compile` runs too); bmem is
  * B_memory from the ledger (decode and aggregated). Layouts that cannot
  * serve (no request fits, the SLO is missed at batch 1) are dropped. */
+/* A prefill whose latency, with the time outside the GPU, already reaches
+ * the TTFT SLO leaves its queue nothing: the layout cannot meet it. */
+static bool search__prefill_misses_ttft(const CostModel *m, const CostInstance *in) {
+  return in->pre.latency + m->k.request_overhead_s >= m->slo_ttft;
+}
+
 static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int64_t bmem,
                                 RoleVec *out) {
   const CostModel *m = c->m;
@@ -307,7 +313,7 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
     /* the memory ledger has admitted one max_context request per
      * attention replica (search__rules_pass) */
     if (!cost_instance_eval(m, role, l, 0, c->rho, NULL, &e.inst)) return;
-    if (e.inst.pre.latency + m->k.request_overhead_s >= m->slo_ttft) {
+    if (search__prefill_misses_ttft(m, &e.inst)) {
       search__reject(c, role, l, REJ_TTFT);
       return;
     }
@@ -325,7 +331,7 @@ static void search__eval_layout(Ctx *c, PoolRole role, const CostLayout *l, int6
       search__reject(c, role, l, REJ_TPOT);
       return;
     }
-  if (role == ROLE_BOTH && e.inst.pre.latency + m->k.request_overhead_s >= m->slo_ttft) {
+  if (role == ROLE_BOTH && search__prefill_misses_ttft(m, &e.inst)) {
       search__reject(c, role, l, REJ_TTFT);
       return;
     }

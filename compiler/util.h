@@ -117,31 +117,24 @@ static inline int64_t mul_sat(int64_t a, int64_t b) {
 typedef struct {
   bool ok;
 } CkState;
+/* Marks st as overflowed and returns the saturated value sat. */
+static inline int64_t ck_fail(CkState *st, int64_t sat) {
+  st->ok = false;
+  return sat;
+}
 /* a*b, a+b, a-b; on overflow st->ok becomes false and the result saturates.
  * Inline: the cost model's inner loops call them millions of times. */
 static inline int64_t ckm(CkState *st, int64_t a, int64_t b) {
   int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) {
-    st->ok = false;
-    return INT64_MAX;
-  }
-  return r;
+  return ck_mul(a, b, &r) ? r : ck_fail(st, INT64_MAX);
 }
 static inline int64_t cka(CkState *st, int64_t a, int64_t b) {
   int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) {
-    st->ok = false;
-    return INT64_MAX;
-  }
-  return r;
+  return ck_add(a, b, &r) ? r : ck_fail(st, INT64_MAX);
 }
 static inline int64_t cks(CkState *st, int64_t a, int64_t b) {
   int64_t r;
-  if (__builtin_sub_overflow(a, b, &r)) {
-    st->ok = false;
-    return INT64_MIN;
-  }
-  return r;
+  return ck_sub(a, b, &r) ? r : ck_fail(st, INT64_MIN);
 }
 
 /* rp_read_file's own error besides errno values: the path names something
