@@ -696,6 +696,14 @@ static void test_calibration(void) {
   T_CHECK(has_code(&d, DIAG_E0503, "must be a number"));
   diags_free(&d);
 
+  /* the newer constants are held to their ranges by name */
+  diags_init(&d);
+  p = write_tmp("{\"kernel_stall_s\": 2, \"request_overhead_s\": -0.1}");
+  T_CHECK(!cost_calibration_load(&d, p, &k, &unread));
+  T_CHECK(has_code(&d, DIAG_E0503, "kernel_stall_s"));
+  T_CHECK(has_code(&d, DIAG_E0503, "request_overhead_s"));
+  diags_free(&d);
+
   diags_init(&d);
   p = write_tmp("{\"mfu_decode\": 0.5,,}");
   T_CHECK(!cost_calibration_load(&d, p, &k, &unread));
