@@ -250,8 +250,23 @@ static double cost__pass_kernels(const CostModel *m) {
   return (double)m->n_dense * (COST_KERNELS_DENSE + attn) + (double)m->n_moe * (moe + attn);
 }
 
-/* The stalls of one forward pass over every layer of the model. */
-static double cost__stalls(const CostModel *m) { return m->pass_kernels * m->k.kernel_stall_s; }
+/* The collectives of one forward pass that run as kernels between a
+ * layer's other kernels: the two tp all-reduces of every layer (one
+ * kernel each: vLLM's custom all-reduce, csrc/custom_all_reduce.cuh, and
+ * NCCL alike), the dcp reduction, a MoE layer's etp all-reduce and its ep
+ * dispatch and combine. pp sends (once per stage, not per layer) and cp
+ * ring passes (behind the attention they feed) are left out. */
+static double cost__comm_kernels(const CostModel *m, const CostLayout *l) {
+  double per_layer = (l->tp > 1 ? 2.0 : 0.0) + (l->dcp > 1 ? 1.0 : 0.0);
+  double per_moe = (l->etp > 1 && l->etp != l->tp ? 1.0 : 0.0) + (l->ep > 1 ? 2.0 : 0.0);
+  return ((double)m->n_dense + (double)m->n_moe) * per_layer + (double)m->n_moe * per_moe;
+}
+
+/* The stalls of one forward pass over every layer of the model, its
+ * collectives' kernels included. */
+static double cost__stalls(const CostModel *m, const CostLayout *l) {
+  return (m->pass_kernels + cost__comm_kernels(m, l)) * m->k.kernel_stall_s;
+}
 
 bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
   memset(m, 0, sizeof *m);
@@ -665,7 +680,7 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   out->memory = (double)wgpu * (double)l->pp / (m->hbm_bw * m->k.hbm_efficiency);
   /* The forward pass idles the GPU at every kernel boundary of every
    * layer (docs/cost-model.md, "Kernel-boundary stalls"). */
-  out->overhead = cost__stalls(m);
+  out->overhead = cost__stalls(m, l);
   double work = cost__overlap(fmax(out->compute, out->memory), out->comm_ep, m->k.ep_overlap) +
                 (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp) + out->overhead;
   out->latency = work + out->comm_pp;
@@ -813,7 +828,7 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
   /* Each layer also idles the GPU at its kernel boundaries
    * (docs/cost-model.md, "Kernel-boundary stalls"). */
-  double stalls = cost__stalls(m);
+  double stalls = cost__stalls(m, l);
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
                     nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
                                         m->k.ep_overlap) + ov * ml.comm) +

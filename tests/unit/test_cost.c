@@ -232,7 +232,8 @@ static void test_prefill(void) {
   T_NEAR(p.compute, (lin + att + lm) / 8 / (989e12 * m.k.mfu_prefill), 1e-9);
   T_CHECK(p.comm_tp > 0);
   T_NEAR(p.comm_ep, 0.0, 0.0);
-  T_NEAR(p.latency, p.compute + p.comm_tp + 80 * 7 * m.k.kernel_stall_s, 1e-9);
+  /* 7 kernels a layer and its two tp all-reduces */
+  T_NEAR(p.latency, p.compute + p.comm_tp + 80 * (7 + 2) * m.k.kernel_stall_s, 1e-9);
   T_NEAR(p.mu, 1.0 / p.stage, 1e-12);
   T_NEAR(p.tok_s_gpu, S / p.stage / 8, 1e-12);
   /* pp 2: same work, one boundary send more latency, half the stage. */
@@ -578,43 +579,48 @@ static void test_overlap(void) {
   T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
 }
 
-/* Every layer of a forward pass adds its kernels x kernel_stall_s (7 for a dense layer): L of them to a decode
- * step and to a prefill, and overhead reports them with the exposed CPU
- * work (docs/cost-model.md, "Kernel-boundary stalls"). */
+/* Every layer of a forward pass adds its kernels x kernel_stall_s (7 for a
+ * dense layer, 2 more for its tp all-reduces when tp > 1): L of them to a
+ * decode step and to a prefill, and overhead reports them with the exposed
+ * CPU work (docs/cost-model.md, "Kernel-boundary stalls"). */
+static void stall_delta(CostModel *m, const CostLayout *l, double per_pass) {
+  CostDecode a, b;
+  CostPrefill pa, pb;
+  m->k.kernel_stall_s = 0.0;
+  T_CHECK(cost_decode_step(m, l, 16, 4250, &a) && cost_prefill(m, l, &pa));
+  T_NEAR(pa.overhead, 0.0, 0.0);
+  m->k.kernel_stall_s = 5e-6;
+  T_CHECK(cost_decode_step(m, l, 16, 4250, &b) && cost_prefill(m, l, &pb));
+  T_NEAR(b.step - a.step, per_pass, 1e-12);
+  T_NEAR(b.overhead - a.overhead, per_pass, 1e-12);
+  T_NEAR(pb.latency - pa.latency, per_pass, 1e-12);
+  T_NEAR(pb.overhead, per_pass, 1e-15);
+}
+
 static void test_layer_stall(void) {
   Spec s = llama70b(4);
   CostModel m = model_of(&s);
-  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
   double L = (double)m.layers;
-  CostDecode a, b;
-  CostPrefill pa, pb;
-  m.k.kernel_stall_s = 0.0;
-  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a) && cost_prefill(&m, &l, &pa));
-  T_NEAR(pa.overhead, 0.0, 0.0);
-  m.k.kernel_stall_s = 5e-6;
-  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &b) && cost_prefill(&m, &l, &pb));
-  T_NEAR(b.step - a.step, L * 35e-6, 1e-12);
-  T_NEAR(b.overhead - a.overhead, L * 35e-6, 1e-12);
-  T_NEAR(pb.latency - pa.latency, L * 35e-6, 1e-12);
-  T_NEAR(pb.overhead, L * 35e-6, 1e-15);
+  CostLayout l1 = {1, 1, 1, 1, 1, 1, 1};
+  stall_delta(&m, &l1, L * 35e-6);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  stall_delta(&m, &l, L * 45e-6);
   /* over two pipeline stages: still every layer once per step */
   CostLayout l2 = {4, 2, 1, 1, 1, 1, 1};
-  m.k.kernel_stall_s = 0.0;
-  T_CHECK(cost_decode_step(&m, &l2, 16, 4250, &a));
-  m.k.kernel_stall_s = 5e-6;
-  T_CHECK(cost_decode_step(&m, &l2, 16, 4250, &b));
-  T_NEAR(b.step - a.step, L * 35e-6, 1e-12);
+  stall_delta(&m, &l2, L * 45e-6);
+  /* dcp adds its reduction */
+  CostLayout ld = {8, 1, 1, 1, 1, 1, 2};
+  stall_delta(&m, &ld, L * 50e-6);
   /* DeepSeek-V3: 3 dense layers of 7 kernels, 58 MoE layers of 11 plus 3
-   * for the shared expert, and 5 more in each for MLA */
+   * for the shared expert, 5 more in each for MLA, 2 tp all-reduces in
+   * each; the experts over etp 8 = tp add none, over ep 8 a dispatch and a
+   * combine. */
   Spec v3 = dsv3(128);
   CostModel d = model_of(&v3);
   CostLayout e = {8, 1, 1, 1, 1, 8, 1};
-  d.k.kernel_stall_s = 0.0;
-  T_CHECK(cost_prefill(&d, &e, &pa));
-  d.k.kernel_stall_s = 5e-6;
-  T_CHECK(cost_prefill(&d, &e, &pb));
-  T_NEAR(pb.overhead, (3 * 12 + 58 * 19) * 5e-6, 1e-15);
-  T_NEAR(pb.latency - pa.latency, (3 * 12 + 58 * 19) * 5e-6, 1e-12);
+  stall_delta(&d, &e, (3 * 14 + 58 * 21) * 5e-6);
+  CostLayout ep = {8, 1, 1, 1, 8, 1, 1};
+  stall_delta(&d, &ep, (3 * 14 + 58 * 23) * 5e-6);
 }
 
 /* The engines' schedulers and their defaults (engines.c, engine_sched). */
