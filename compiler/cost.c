@@ -242,10 +242,14 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
 #define COST_KERNELS_MOE (COST_KERNELS_DENSE - 3.0 + 7.0)
 #define COST_KERNELS_SHARED 3.0
 #define COST_KERNELS_MLA 5.0
+/* Per-head q and k RMSNorms (Qwen3, Gemma 3): two more, vLLM's qwen3.py
+ * Qwen3Attention.forward calling q_norm and k_norm. */
+#define COST_KERNELS_QK_NORM 2.0
 
 /* The kernels of one forward pass over every layer of the model. */
 static double cost__pass_kernels(const CostModel *m) {
-  double attn = m->kind == ATTN_MLA ? COST_KERNELS_MLA : 0.0;
+  double attn = (m->kind == ATTN_MLA ? COST_KERNELS_MLA : 0.0) +
+                (m->ms->attention.qk_norm.v ? COST_KERNELS_QK_NORM : 0.0);
   double moe = COST_KERNELS_MOE + (m->shared_params > 0 ? COST_KERNELS_SHARED : 0.0);
   return (double)m->n_dense * (COST_KERNELS_DENSE + attn) + (double)m->n_moe * (moe + attn);
 }

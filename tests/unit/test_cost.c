@@ -611,6 +611,12 @@ static void test_layer_stall(void) {
   /* dcp adds its reduction */
   CostLayout ld = {8, 1, 1, 1, 1, 1, 2};
   stall_delta(&m, &ld, L * 50e-6);
+  /* per-head q/k RMSNorms (Qwen3) add two kernels a layer */
+  Spec q = llama70b(4);
+  q.model.attention.qk_norm.v = true;
+  q.model.attention.qk_norm.set = true;
+  CostModel mq = model_of(&q);
+  stall_delta(&mq, &l1, L * 45e-6);
   /* DeepSeek-V3: 3 dense layers of 7 kernels, 58 MoE layers of 11 plus 3
    * for the shared expert, 5 more in each for MLA, 2 tp all-reduces in
    * each; the experts over etp 8 = tp add none, over ep 8 a dispatch and a
