@@ -204,7 +204,7 @@ static void report(H *h, DiagCode code, const char *fmt, ...) {
   Diag *g = diag_at(h->d, code, h->loc, "%s", msg);
   if (code == DIAG_W0151) {
     diag_help(g, "docs/models.md lists what the import does not model and what it means for the plan");
-    sb_printf(&h->notes, "%s\n", msg);
+    sb_printf(&h->notes, "Not modelled: %s\n", msg);
   } else {
     diag_help(g, "write the model by hand (docs/spec.md, \"model\"); docs/models.md lists the "
                  "shapes the import reads");
@@ -213,6 +213,17 @@ static void report(H *h, DiagCode code, const char *fmt, ...) {
   free(msg);
 }
 #define not_modelled(h, ...) report(h, DIAG_W0151, __VA_ARGS__)
+
+/* A line for the YAML header about a field the import did model. */
+static void header_note(H *h, const char *fmt, ...) RP_PRINTF(2, 3);
+static void header_note(H *h, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = rp_vsprintf(fmt, ap);
+  va_end(ap);
+  sb_printf(&h->notes, "%s\n", msg);
+  free(msg);
+}
 #define unsupported(h, ...) report(h, DIAG_E0151, __VA_ARGS__)
 
 /* ---------------------------------------------------------------------- */
@@ -464,18 +475,23 @@ static void read_dtype(H *h, ModelSpec *m) {
   if (t) unsupported(h, "`torch_dtype` `%s` is not one of float32, bfloat16, float16", t);
 }
 
-/* MXFP4 (gpt-oss): the spec's mxfp4 quantises every linear projection;
- * a checkpoint that keeps the attention projections unquantised
- * (modules_to_not_convert) is counted smaller than it is, and says so. */
+/* MXFP4 (gpt-oss): the linear projections in mxfp4, except the attention's
+ * where modules_to_not_convert keeps `self_attn` in the checkpoint's dtype
+ * (dtype.attention_weights). Embeddings, lm_head and routers are counted
+ * unquantised whatever the list says (model_plain_bytes). */
 static void read_mxfp4(H *h, json_t *q, ModelSpec *m) {
+  DType plain = (DType)m->dtype.weights.v;
   m->dtype.weights.v = DT_MXFP4;
   m->dtype.weights.set = true;
   json_t *keep = get_in(h, q, "quantization_config.", "modules_to_not_convert");
   for (size_t i = 0; keep && json_is_array(keep) && i < json_array_size(keep); i++) {
     const char *s = json_string_value(json_array_get(keep, i));
-    if (s && strstr(s, "self_attn"))
-      not_modelled(h, "`quantization_config.modules_to_not_convert` keeps `%s` unquantised; rankplan "
-                   "counts every linear projection in mxfp4", s);
+    if (s && strstr(s, "self_attn")) {
+      m->dtype.attention_weights.v = (int)plain;
+      m->dtype.attention_weights.set = true;
+      header_note(h, "`quantization_config.modules_to_not_convert` keeps `%s` unquantised: the attention "
+                     "projections are counted in %s (dtype.attention_weights)", s, dtype_name(plain));
+    }
   }
 }
 
@@ -879,6 +895,8 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
     if (m->moe.group_top_k.set) y_int(sb, "  ", "group_top_k", &m->moe.group_top_k);
   }
   if (m->dtype.weights.set) sb_printf(sb, "dtype:\n  weights: %s\n", dtype_name((DType)m->dtype.weights.v));
+  if (m->dtype.weights.set && m->dtype.attention_weights.set)
+    sb_printf(sb, "  attention_weights: %s\n", dtype_name((DType)m->dtype.attention_weights.v));
   y_int(sb, "", "max_context", &m->max_context);
   if (m->mtp_layers.v > 0) y_int(sb, "", "mtp_layers", &m->mtp_layers);
 }
@@ -908,7 +926,7 @@ char *hf_model_yaml(Diags *d, const HfModel *h) {
   for (const char *l = h->notes; l && *l;) {
     const char *e = strchr(l, '\n');
     size_t n = e ? (size_t)(e - l) : strlen(l);
-    y_comment(&sb, "Not modelled: ", l, n);
+    y_comment(&sb, "", l, n);
     l += n + (e != NULL);
   }
   y_body(&sb, &h->m);

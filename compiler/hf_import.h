@@ -25,7 +25,7 @@ typedef struct {
   char *name;         /* m.name's text */
   char *model_type;   /* the config's model_type */
   char *source;       /* the file name the config was read from */
-  char *notes;        /* what W0151 reported, one line each, for the YAML header */
+  char *notes;        /* header lines: what W0151 reported, what was read, one each */
 } HfModel;
 
 /* Reads config.json text (len bytes; need not be NUL-terminated) that was

@@ -66,7 +66,7 @@ static int64_t ffn_bytes(CkState *st, DType t, int64_t hidden, int64_t inter_ran
 
 /* One layer's attention weights on one rank. */
 static int64_t attn_bytes_rank(CkState *st, const ModelSpec *m, const MemShard *sh) {
-  DType t = (DType)m->dtype.weights.v;
+  DType t = model_attention_dtype(m);
   int64_t h = m->hidden_size.v, qh = sh->q_heads;
   if ((AttnKind)m->attention.kind.v == ATTN_MLA) {
     int64_t ql = m->attention.q_lora_rank.v, kvl = m->attention.kv_lora_rank.v;

@@ -231,6 +231,45 @@ static int64_t pb(CkState *st, DType t, int64_t n) {
   return r;
 }
 
+/* The attention projections of the whole model (norms, biases and q/k
+ * norms included), in the attention dtype: the weights' unless the spec
+ * keeps them apart (`dtype.attention_weights`). */
+DType model_attention_dtype(const ModelSpec *m) {
+  return (DType)(m->dtype.attention_weights.set ? m->dtype.attention_weights.v : m->dtype.weights.v);
+}
+
+static int64_t model_attention_bytes(CkState *st, const ModelSpec *m, const ModelParams *p,
+                                     int64_t *mla_proj) {
+  DType t = model_attention_dtype(m);
+  int64_t h = m->hidden_size.v, L = m->layers.v, nh = m->attention.heads.v;
+  if (is_mla(m)) {
+    int64_t ql = m->attention.q_lora_rank.v, kvl = m->attention.kv_lora_rank.v;
+    int64_t nope = m->attention.qk_nope_head_dim.v, rope = m->attention.qk_rope_head_dim.v;
+    int64_t vd = m->attention.v_head_dim.v;
+    int64_t qdim = ckm(st, nh, cka(st, nope, rope));
+    int64_t per = 0;
+    if (ql > 0) {
+      per = cka(st, per, mb(st, t, ql, h, 1));
+      per = cka(st, per, mb(st, t, qdim, ql, 1));
+    } else {
+      per = cka(st, per, mb(st, t, qdim, h, 1));
+    }
+    per = cka(st, per, mb(st, t, cka(st, kvl, rope), h, 1));
+    per = cka(st, per, mb(st, t, ckm(st, nh, cka(st, nope, vd)), kvl, 1));
+    per = cka(st, per, mb(st, t, h, ckm(st, nh, vd), 1));
+    *mla_proj = ckm(st, per, L);
+    return cka(st, *mla_proj, ckm(st, pb(st, t, p->attn.mla_norms), L));
+  }
+  int64_t hd = model_head_dim(m), kvh = model_kv_heads(m);
+  /* q [heads*hd, hidden], o [hidden, heads*hd], k and v [kv_heads*hd, hidden]. */
+  int64_t per = cka(st, cka(st, mb(st, t, ckm(st, nh, hd), h, 1), mb(st, t, h, ckm(st, nh, hd), 1)),
+                    mb(st, t, ckm(st, kvh, hd), h, 2));
+  int64_t extra = p->attn.qk_norm;
+  if (m->attention.qkv_bias.v) extra = cka(st, extra, ckm(st, cka(st, nh, ckm(st, 2, kvh)), hd));
+  per = cka(st, per, pb(st, t, extra)); /* biases and qk norms */
+  return ckm(st, per, L);
+}
+
 bool model_weight_bytes(const ModelSpec *m, ModelBytes *out, Diags *d) {
   ModelParams p;
   if (!model_params(m, &p, d)) return false;
@@ -238,37 +277,10 @@ bool model_weight_bytes(const ModelSpec *m, ModelBytes *out, Diags *d) {
   ModelBytes b;
   memset(&b, 0, sizeof b);
   DType t = (DType)m->dtype.weights.v;
-  int64_t h = m->hidden_size.v, L = m->layers.v, nh = m->attention.heads.v;
+  int64_t h = m->hidden_size.v;
   b.embedding = pb(&st, t, p.embedding);
   b.lm_head = pb(&st, t, p.lm_head);
-  if (is_mla(m)) {
-    int64_t ql = m->attention.q_lora_rank.v, kvl = m->attention.kv_lora_rank.v;
-    int64_t nope = m->attention.qk_nope_head_dim.v, rope = m->attention.qk_rope_head_dim.v;
-    int64_t vd = m->attention.v_head_dim.v;
-    int64_t qdim = ckm(&st, nh, cka(&st, nope, rope));
-    int64_t per = 0;
-    if (ql > 0) {
-      per = cka(&st, per, mb(&st, t, ql, h, 1));
-      per = cka(&st, per, mb(&st, t, qdim, ql, 1));
-    } else {
-      per = cka(&st, per, mb(&st, t, qdim, h, 1));
-    }
-    per = cka(&st, per, mb(&st, t, cka(&st, kvl, rope), h, 1));
-    per = cka(&st, per, mb(&st, t, ckm(&st, nh, cka(&st, nope, vd)), kvl, 1));
-    per = cka(&st, per, mb(&st, t, h, ckm(&st, nh, vd), 1));
-    b.attention_proj_mla = ckm(&st, per, L);
-    b.attention = cka(&st, b.attention_proj_mla, ckm(&st, pb(&st, t, p.attn.mla_norms), L));
-  } else {
-    int64_t hd = model_head_dim(m), kvh = model_kv_heads(m);
-    /* q [heads*hd, hidden], o [hidden, heads*hd], k and v [kv_heads*hd, hidden]. */
-    int64_t per = cka(&st, cka(&st, mb(&st, t, ckm(&st, nh, hd), h, 1), mb(&st, t, h, ckm(&st, nh, hd), 1)),
-                      mb(&st, t, ckm(&st, kvh, hd), h, 2));
-    int64_t extra = p.attn.qk_norm;
-    if (m->attention.qkv_bias.v)
-      extra = cka(&st, extra, ckm(&st, cka(&st, nh, ckm(&st, 2, kvh)), hd));
-    per = cka(&st, per, pb(&st, t, extra)); /* biases and qk norms */
-    b.attention = ckm(&st, per, L);
-  }
+  b.attention = model_attention_bytes(&st, m, &p, &b.attention_proj_mla);
   b.norms = pb(&st, t, p.norms);
   int64_t I = m->ffn.intermediate_size.v;
   int64_t ffn = cka(&st, mb(&st, t, I, h, 2), mb(&st, t, h, I, 1));

@@ -79,6 +79,10 @@ void model_dtype_size(DType t, int64_t *num, int64_t *den);
  * biases in bf16; only the linear projections are quantised. */
 bool model_dtype_quantised(DType t);
 
+/* The dtype of the attention projections: model.dtype.attention_weights
+ * when the spec sets it, else the weights'. */
+DType model_attention_dtype(const ModelSpec *m);
+
 /* Bytes of `count` copies of a [rows, cols] projection in dtype t,
  * including scales: fp8 one fp32 scale per 128x128 block (as DeepSeek-V3
  * ships); int8 and int4 one bf16 scale per group of 128 input elements

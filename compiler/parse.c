@@ -767,6 +767,32 @@ static void parse_layer_types(P *p, const YNode *a, SrcLoc as, const char *pa, M
   mo->attention.layer_types.set = ok;
 }
 
+/* model.dtype: a mapping, or one word for weights, kv_cache and
+ * activations alike (attention_weights follows weights unless set). */
+static void parse_model_dtype(P *p, const YNode *m, SrcLoc sec, const char *path, ModelSpec *mo) {
+  const char *pd = join_path(p, path, "dtype");
+  const YNode *dt = yaml_map_get(m, "dtype");
+  mo->dtype.loc = dt ? dt->loc : sec;
+  if (dt && dt->kind == YN_SCALAR) {
+    rd_enum(p, m, sec, path, "dtype", &mo->dtype.weights, false, DT_BF16, dtype_names,
+            RP_ARRAY_LEN(dtype_names));
+    mo->dtype.kv_cache = mo->dtype.weights;
+    mo->dtype.activations = mo->dtype.weights;
+  } else {
+    SrcLoc ds;
+    const YNode *dm = section(p, m, "dtype", pd, sec, &ds);
+    check_keys(p, dm, pd, KEYS("weights", "kv_cache", "activations", "attention_weights"));
+    rd_enum(p, dm, ds, pd, "weights", &mo->dtype.weights, false, DT_BF16, dtype_names,
+            RP_ARRAY_LEN(dtype_names));
+    rd_enum(p, dm, ds, pd, "attention_weights", &mo->dtype.attention_weights, false, DT_BF16,
+            dtype_names, RP_ARRAY_LEN(dtype_names));
+    rd_enum(p, dm, ds, pd, "kv_cache", &mo->dtype.kv_cache, false, DT_BF16, dtype_names,
+            RP_ARRAY_LEN(dtype_names));
+    rd_enum(p, dm, ds, pd, "activations", &mo->dtype.activations, false, DT_BF16,
+            dtype_names, RP_ARRAY_LEN(dtype_names));
+  }
+}
+
 /* One model mapping at `path` (`model`, or `model.draft` for the draft
  * model, which has no draft of its own). */
 static void parse_model_map(P *p, const YNode *parent, const char *key, const char *path,
@@ -790,7 +816,7 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
                                 "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
                                 "mtp_layers", "source", "revision"));
   const char *pa = join_path(p, path, "attention"), *pm = join_path(p, path, "moe");
-  const char *pf = join_path(p, path, "ffn"), *pd = join_path(p, path, "dtype");
+  const char *pf = join_path(p, path, "ffn");
   rd_str(p, m, sec, path, "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
   rd_lim(p, m, sec, path, "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
   rd_lim(p, m, sec, path, "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
@@ -863,25 +889,7 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   check_keys(p, f, pf, KEYS("intermediate_size"));
   rd_lim(p, f, fs, pf, "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, &LIM_DIM);
 
-  /* dtype: a mapping, or one word for all three */
-  const YNode *dt = yaml_map_get(m, "dtype");
-  mo->dtype.loc = dt ? dt->loc : sec;
-  if (dt && dt->kind == YN_SCALAR) {
-    rd_enum(p, m, sec, path, "dtype", &mo->dtype.weights, false, DT_BF16, dtype_names,
-            RP_ARRAY_LEN(dtype_names));
-    mo->dtype.kv_cache = mo->dtype.weights;
-    mo->dtype.activations = mo->dtype.weights;
-  } else {
-    SrcLoc ds;
-    const YNode *dm = section(p, m, "dtype", pd, sec, &ds);
-    check_keys(p, dm, pd, KEYS("weights", "kv_cache", "activations"));
-    rd_enum(p, dm, ds, pd, "weights", &mo->dtype.weights, false, DT_BF16, dtype_names,
-            RP_ARRAY_LEN(dtype_names));
-    rd_enum(p, dm, ds, pd, "kv_cache", &mo->dtype.kv_cache, false, DT_BF16, dtype_names,
-            RP_ARRAY_LEN(dtype_names));
-    rd_enum(p, dm, ds, pd, "activations", &mo->dtype.activations, false, DT_BF16,
-            dtype_names, RP_ARRAY_LEN(dtype_names));
-  }
+  parse_model_dtype(p, m, sec, path, mo);
   parse_layer_types(p, a, as, pa, mo);
   p->quiet_missing = quiet;
   if (top && m && yaml_map_get(m, "draft")) {

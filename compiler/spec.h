@@ -91,6 +91,7 @@ typedef struct ModelSpec {
   struct {
     SrcLoc loc;
     SEnum weights, kv_cache, activations; /* DType; defaults bf16 */
+    SEnum attention_weights;              /* DType of the attention projections; defaults to weights */
   } dtype;
   SInt max_context;
   /* Multi-token-prediction modules of the checkpoint (DeepSeek-V3's

@@ -39,7 +39,7 @@ PERF_MEDIAN_BAND = 0.15
 MEMORY_BAND = 0.05
 PERF_METRICS = ("output_tok_s_per_gpu", "tpot_ms", "ttft_ms",
                 "prefill_input_tok_s_per_gpu", "decode_output_tok_s_per_gpu")
-MEMORY_METRICS = ("kv_tokens", "max_concurrency")
+MEMORY_METRICS = ("kv_tokens", "max_concurrency", "kv_gib")
 
 
 def run_json(args):
@@ -119,7 +119,10 @@ def predict_memory(entry):
     # The figures `check` prints as the engine's two start-up lines (the
     # tightest stage of the pool).
     rows = [r for r in res["ledger"] if r["layers"][1] > r["layers"][0]]
-    pred = {"kv_tokens": min(r["kv_tokens"] for r in rows), "max_concurrency": None}
+    # kv_gib: the KV pool's bytes before the engine cuts it into blocks
+    # (vLLM's "Available KV cache memory"), for a log that gives no tokens.
+    pred = {"kv_tokens": min(r["kv_tokens"] for r in rows), "max_concurrency": None,
+            "kv_gib": min(r["kv_pool"] for r in rows) / 2**30}
     if entry.get("max_concurrency_at_tokens"):
         pred["max_concurrency"] = min(r["max_concurrency"] for r in rows)
     return pred, None

@@ -202,9 +202,11 @@ def check_diagnostics(tmp):
     check(p.returncode == 1 and any(c == "E0151" and "interleave_moe_layer_step" in m for c, m in diags(p)),
           "interleaved MoE layers are E0151")
     p = run("import-hf", str(FIX / "gpt-oss-120b.json"))
-    check("dtype:\n  weights: mxfp4\n" in p.stdout
-          and "# Not modelled: `quantization_config.modules_to_not_convert` keeps `model.layers.*.self_attn`" in p.stdout
-          and "sliding window" not in p.stdout, "mxfp4 weights, and what is not modelled stated in the YAML header")
+    check("dtype:\n  weights: mxfp4\n  attention_weights: bf16\n" in p.stdout
+          and "# `quantization_config.modules_to_not_convert` keeps `model.layers.*.self_attn` unquantised: "
+              "the attention projections are counted in bf16" in p.stdout
+          and "Not modelled" not in p.stdout and "sliding window" not in p.stdout,
+          "mxfp4 experts, the attention kept in bf16, and the reason in the YAML header")
     alt = ", ".join(["sliding", "full"] * 18)
     check(p.returncode == 0 and f"  sliding_window: 128\n  layer_types: [{alt}]\n" in p.stdout,
           "gpt-oss: layer_types alternate a 128-token sliding window and full attention")

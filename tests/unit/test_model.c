@@ -184,6 +184,18 @@ static void test_dtype_bytes(void) {
   T_EQ_INT(q.embedding, b.embedding);
   T_CHECK(q.total < b.total / 2);
   T_CHECK(q.ffn_dense > b.ffn_dense / 4);
+  /* attention_weights keeps the attention projections apart (gpt-oss:
+   * mxfp4 experts, bf16 attention); the rest follows weights. */
+  m.dtype.attention_weights.v = DT_BF16;
+  m.dtype.attention_weights.set = true;
+  ModelBytes a;
+  T_CHECK(model_weight_bytes(&m, &a, NULL));
+  T_EQ_INT(a.attention, b.attention);
+  T_EQ_INT(a.ffn_dense, q.ffn_dense);
+  T_EQ_INT(a.total, q.total - q.attention + b.attention);
+  T_EQ_INT(model_attention_dtype(&m), DT_BF16);
+  m.dtype.attention_weights.set = false;
+  T_EQ_INT(model_attention_dtype(&m), DT_INT4);
 }
 
 /* KV bytes per token. Published figures are those of the issue's list,
