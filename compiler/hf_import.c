@@ -213,6 +213,7 @@ static void report(H *h, DiagCode code, const char *fmt, ...) {
   free(msg);
 }
 #define not_modelled(h, ...) report(h, DIAG_W0151, __VA_ARGS__)
+#define unsupported(h, ...) report(h, DIAG_E0151, __VA_ARGS__)
 
 /* A line for the YAML header about a field the import did model. */
 static void header_note(H *h, const char *fmt, ...) RP_PRINTF(2, 3);
@@ -224,7 +225,6 @@ static void header_note(H *h, const char *fmt, ...) {
   sb_printf(&h->notes, "%s\n", msg);
   free(msg);
 }
-#define unsupported(h, ...) report(h, DIAG_E0151, __VA_ARGS__)
 
 /* ---------------------------------------------------------------------- */
 /* The model's shape. */

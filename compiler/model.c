@@ -231,13 +231,14 @@ static int64_t pb(CkState *st, DType t, int64_t n) {
   return r;
 }
 
-/* The attention projections of the whole model (norms, biases and q/k
- * norms included), in the attention dtype: the weights' unless the spec
- * keeps them apart (`dtype.attention_weights`). */
 DType model_attention_dtype(const ModelSpec *m) {
   return (DType)(m->dtype.attention_weights.set ? m->dtype.attention_weights.v : m->dtype.weights.v);
 }
 
+/* The attention projections of the whole model (norms, biases and q/k
+ * norms included), in the attention dtype: the weights' unless the spec
+ * keeps them apart (`dtype.attention_weights`). MLA's projections alone
+ * go to *mla_proj. */
 static int64_t model_attention_bytes(CkState *st, const ModelSpec *m, const ModelParams *p,
                                      int64_t *mla_proj) {
   DType t = model_attention_dtype(m);
