@@ -189,7 +189,15 @@ def fmt(x):
     if x is None:
         return "-"
     if isinstance(x, list):
-        return "%s-%s" % (fmt(x[0]), fmt(x[1]))
+        lo, hi = fmt(x[0]), fmt(x[1])
+        digits = 3
+        # a rounded figure's range: the digits that give both ends as written
+        while lo == hi and digits < 9:
+            digits += 1
+            lo, hi = "%.*g" % (digits, x[0]), "%.*g" % (digits, x[1])
+            if float(lo) != x[0] or float(hi) != x[1]:
+                lo = hi
+        return "%s-%s" % (lo, hi)
     if abs(x) >= 100:
         return "%.0f" % x
     return "%.3g" % x
