@@ -219,6 +219,13 @@ int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const 
     engine_caps_free(c);
     return RP_EXIT_INPUT;
   }
+  const char *ot = L->overlap_schedule >= 0 ? engine_overlap_term(e, L->overlap_schedule == 1) : NULL;
+  if (ot && !engine_flag(c, ot)) {
+    fprintf(err, "rankplan emit: %s: launch.overlap_schedule: engine %s %s has no `%s` flag\n", p->path, L->engine,
+            L->engine_version, ot);
+    engine_caps_free(c);
+    return RP_EXIT_INPUT;
+  }
   Launch l;
   memset(&l, 0, sizeof l);
   l.p = p;

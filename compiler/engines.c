@@ -295,6 +295,19 @@ static void check_sampler(Diags *d, const Spec *s, const EngineCaps *c) {
   else help_keys(g, "its samplers", c->samplers, c->nsamplers, "");
 }
 
+/* serving.overlap_schedule against the entry's flags (E0710): the flag
+ * that departs from the engine's default must be in the entry. */
+static void check_overlap(Diags *d, const Spec *s, const EngineCaps *c) {
+  const SBool *o = &s->serving.overlap_schedule;
+  const char *term = o->set ? engine_overlap_term(c->engine, o->v) : NULL;
+  if (!term || engine_flag(c, term)) return;
+  Diag *g = diag_at(d, DIAG_E0710, o->loc, "engine `%s` %s has no flag known to turn its overlap scheduler %s",
+                    engine_name(c->engine), c->version, o->v ? "on" : "off");
+  diag_help(g, "its entry lists no `%s` flag; remove `serving.overlap_schedule` (the engine's default: %s), or "
+               "name an engine version whose entry lists it",
+            term, engine_overlap_default(c->engine) ? "on" : "off");
+}
+
 static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   const char *dt = dtype_name((DType)s->model.dtype.kv_cache.v);
   const char *word = engine_kv(c->kv_dtypes, c->nkv_dtypes, dt);
@@ -319,6 +332,7 @@ static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
     free(tail);
   }
   check_sampler(d, s, c);
+  check_overlap(d, s, c);
 }
 
 static void check_hostnames(Diags *d, const HardwareSpec *h) {
@@ -423,6 +437,19 @@ static void vllm_defaults(const Spec *s, EngineSched *o) {
   o->source = "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (v0.11.0), `vllm serve`";
 }
 
+/* SGLang: the overlap scheduler is on unless --disable-overlap-schedule
+ * (python/sglang/srt/server_args.py; tests/engines/fixtures lists the flag
+ * for every release from 0.4.7). TensorRT-LLM: TorchLlmArgs.
+ * disable_overlap_scheduler defaults to False (tensorrt_llm/llmapi/
+ * llm_args.py). vLLM 0.11: SchedulerConfig.async_scheduling defaults to
+ * False (vllm/config/scheduler.py), on with --async-scheduling. */
+bool engine_overlap_default(Engine e) { return e == ENGINE_SGLANG || e == ENGINE_TRTLLM; }
+
+const char *engine_overlap_term(Engine e, bool on) {
+  if (on == engine_overlap_default(e)) return NULL;
+  return on ? "overlap_on" : "overlap_off";
+}
+
 void engine_sched(const Spec *s, EngineSched *out) {
   memset(out, 0, sizeof *out);
   switch ((Engine)s->deployment.engine.v) {
@@ -440,9 +467,6 @@ void engine_sched(const Spec *s, EngineSched *out) {
      * (tensorrt_llm/llmapi/llm_args.py, BaseLlmArgs). Its max_batch_size
      * default comes from BuildConfig, not read here: no default limit. */
     out->mixed = true;
-    /* TorchLlmArgs.disable_overlap_scheduler defaults to False
-     * (tensorrt_llm/llmapi/llm_args.py). */
-    out->overlap = true;
     out->tokens = 8192;
     out->source = "tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_num_tokens";
     break;
@@ -450,10 +474,7 @@ void engine_sched(const Spec *s, EngineSched *out) {
     /* A prefill (extend) batch runs alone unless --enable-mixed-chunk,
      * default off (python/sglang/srt/server_args.py); its defaults for the
      * chunk size and running requests depend on memory profiling at start
-     * and are not modelled. The overlap scheduler is on unless
-     * --disable-overlap-schedule (same file; tests/engines/fixtures lists
-     * the flag for every release from 0.4.7). */
-    out->overlap = true;
+     * and are not modelled. */
     break;
   case ENGINE_GENERIC:
   default:
@@ -461,6 +482,8 @@ void engine_sched(const Spec *s, EngineSched *out) {
     out->mixed = s->serving.max_num_batched_tokens.v > 0;
     break;
   }
+  Engine e = (Engine)s->deployment.engine.v;
+  out->overlap = s->serving.overlap_schedule.set ? s->serving.overlap_schedule.v : engine_overlap_default(e);
   if (s->serving.max_num_batched_tokens.v > 0) out->tokens = s->serving.max_num_batched_tokens.v;
   if (s->serving.max_num_seqs.v > 0) out->seqs = s->serving.max_num_seqs.v;
   if (s->serving.max_num_batched_tokens.v > 0 && s->serving.max_num_seqs.v > 0) out->source = NULL;

@@ -82,9 +82,8 @@ typedef struct EngineCaps {
  *  seqs    the most running sequences of one scheduler: serving.max_num_seqs,
  *          else the engine's default, 0 when neither is known;
  *  overlap the engine prepares step n+1 (scheduling, inputs, sampling
- *          output) on the CPU while the GPU runs step n, by default (SGLang's
- *          overlap scheduler, TensorRT-LLM's overlap scheduler); vLLM 0.11
- *          only with --async-scheduling, which rankplan does not emit;
+ *          output) on the CPU while the GPU runs step n: serving.overlap_schedule,
+ *          else the engine's default (engine_overlap_default);
  *  source  where the defaults were read (NULL: the spec set them, or none). */
 typedef struct {
   bool mixed, overlap;
@@ -92,6 +91,17 @@ typedef struct {
   const char *source;
 } EngineSched;
 void engine_sched(const Spec *s, EngineSched *out);
+
+/* Whether engine e overlaps the CPU work of a step with the GPU's by
+ * default: SGLang's overlap scheduler (on unless --disable-overlap-schedule)
+ * and TensorRT-LLM's (disable_overlap_scheduler defaults to False) do;
+ * vLLM 0.11 only with --async-scheduling; generic does not. */
+bool engine_overlap_default(Engine e);
+
+/* The catalog term of the flag that sets serving.overlap_schedule to on
+ * against engine e's default: "overlap_on" (turns it on) or "overlap_off"
+ * (turns it off); NULL when on is e's default already. */
+const char *engine_overlap_term(Engine e, bool on);
 
 /* Whether the spec's GPU is an AMD one (its name holds "AMD" or
  * "Instinct", or its preset starts "mi3"): the engines' ROCm builds

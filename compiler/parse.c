@@ -1224,7 +1224,7 @@ static void parse_serving(P *p, const YNode *root) {
   const YNode *m = section(p, root, "serving", "serving", root->loc, &sec);
   sv->loc = sec;
   check_keys(p, m, "serving", KEYS("port", "served_model_name", "max_model_len", "max_num_seqs",
-                                    "max_num_batched_tokens", "kv_transfer", "sampler"));
+                                    "max_num_batched_tokens", "kv_transfer", "sampler", "overlap_schedule"));
   /* ports above 1023 need no privilege; each node's instances count up
    * from `port` (docs/engines.md, "Ports"), so leave room below 65535 */
   rd_int(p, m, sec, "serving", "port", &sv->port, false, 8000, 1024, 65535);
@@ -1235,6 +1235,7 @@ static void parse_serving(P *p, const YNode *root) {
   rd_lim(p, m, sec, "serving", "max_num_batched_tokens", &sv->max_num_batched_tokens, false, 0, 1, &LIM_TOKENS);
   rd_str(p, m, sec, "serving", "kv_transfer", &sv->kv_transfer, false, NULL);
   rd_str(p, m, sec, "serving", "sampler", &sv->sampler, false, NULL);
+  rd_bool(p, m, sec, "serving", "overlap_schedule", &sv->overlap_schedule, false);
 }
 
 /* ---------------------------------------------------------------------- */

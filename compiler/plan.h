@@ -248,6 +248,7 @@ typedef struct {
   int64_t port, max_model_len, max_num_seqs, max_num_batched_tokens, kv_block;
   char *kv_cache_dtype, *activations_dtype, *kv_transfer;
   char *sampler;                   /* serving.sampler; NULL: the engine's own choice */
+  int overlap_schedule;            /* serving.overlap_schedule: 1 on, 0 off, -1 the engine's default */
   double gpu_memory_utilization;   /* in (0, 1]: the fraction the ledger was planned with */
   bool moe;                        /* the model has MoE layers */
   size_t nhostnames;               /* 0: none given */

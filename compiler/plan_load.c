@@ -1227,6 +1227,10 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
   L->gpu_memory_utilization = pj_number_value(u);
   if (!pj_is_boolean(m)) return fail(ld, "launch.moe: expected a boolean, got %s", m ? jtype(m) : "nothing");
   L->moe = m->type == PJ_TRUE;
+  PjV *ov = pj_object_get(o, "overlap_schedule");
+  L->overlap_schedule = -1;
+  if (ov && !pj_is_boolean(ov)) return fail(ld, "launch.overlap_schedule: expected a boolean, got %s", jtype(ov));
+  if (ov) L->overlap_schedule = ov->type == PJ_TRUE;
   return load_launch_hosts(ld, L, o, p->nnodes, p->partial);
 }
 

@@ -892,6 +892,63 @@ def vllm_sampler(tmp):
           "emit: an SGLang plan naming a sampler is refused (its entry lists none)", p.stderr)
 
 
+def overlap_schedule(tmp):
+    """serving.overlap_schedule reaches the engines as the flag their
+    catalog entry names against the engine's default: vLLM 0.11's
+    --async-scheduling when true (nothing when false, its default), SGLang's
+    --disable-overlap-schedule when false; the plan records the choice, the
+    decode step of vLLM with the overlap on hides its CPU work (a shorter
+    TPOT, docs/cost-model.md), and a plan whose choice the entry has no flag
+    for, or whose launch.overlap_schedule is not a boolean, is refused at
+    emit."""
+    base = open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read()
+    tpot = {}
+    for value in ("true", "false"):
+        name = f"overlap-vllm-{value}"
+        d, plan = compile_variant(tmp, name, base + f"serving: {{ overlap_schedule: {value} }}\n", "vllm")
+        if not plan:
+            continue
+        check(plan["launch"].get("overlap_schedule") is (value == "true"), f"{name}: the plan records it", plan["launch"])
+        check_shell(name, d)
+        read_back(name, plan, d)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == "vllm"]
+        want = value == "true"
+        check(cmds and all(("--async-scheduling" in c.flags) == want for c in cmds),
+              f"{name}: every vllm serve {'runs' if want else 'runs without'} --async-scheduling",
+              [sorted(c.flags) for c in cmds][:1])
+        tpot[value] = plan["estimates"]["tpot_ms"]
+    if len(tpot) == 2:
+        check(tpot["true"] < tpot["false"], "overlap-vllm: the overlapped engine's decode step is the shorter", tpot)
+    # the newest SGLang entry (commit 001067f) lists no such flag: 0.5.6's does
+    sg = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read().replace(
+        "  engine: sglang\n", '  engine: { name: sglang, version: "0.5.6" }\n')
+    d, plan = compile_variant(tmp, "overlap-sglang-false", sg.replace("serving:\n", "serving:\n  overlap_schedule: false\n", 1),
+                              "sglang")
+    if plan:
+        check_shell("overlap-sglang-false", d)
+        read_back("overlap-sglang-false", plan, d)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == "sglang"]
+        check(cmds and all("--disable-overlap-schedule" in c.flags for c in cmds),
+              "overlap-sglang-false: every SGLang server runs with --disable-overlap-schedule", len(cmds))
+        bad = json.loads(json.dumps(plan))
+        bad["launch"]["engine_version"] = "001067f"
+        path = os.path.join(tmp, "overlap-commit.json")
+        json.dump(bad, open(path, "w"))
+        p = run("emit", path, "--target", "sglang", "-o", os.path.join(tmp, "overlap-commit"))
+        check(p.returncode == 1 and "launch.overlap_schedule" in p.stderr and "overlap_off" in p.stderr
+              and not os.path.exists(os.path.join(tmp, "overlap-commit")),
+              "emit: a plan asking for a flag its engine entry lacks is refused", p.stderr)
+        bad = json.loads(json.dumps(plan))
+        bad["launch"]["overlap_schedule"] = "no"
+        path = os.path.join(tmp, "overlap-type.json")
+        json.dump(bad, open(path, "w"))
+        p = run("emit", path, "--target", "sglang", "-o", os.path.join(tmp, "overlap-type"))
+        check(p.returncode != 0 and "launch.overlap_schedule: expected a boolean" in p.stderr,
+              "emit: launch.overlap_schedule that is not a boolean is named", p.stderr)
+
+
 def sglang_versions(tmp):
     """A spec naming an SGLang release gets the entry covering it, and the
     spelling that release's parser takes where the releases differ
@@ -1120,6 +1177,7 @@ try:
     k8s_trtllm(tmp)
     sglang_versions(tmp)
     vllm_sampler(tmp)
+    overlap_schedule(tmp)
     redundant_experts(tmp)
     trtllm_versions(tmp)
     directory_rules(tmp)

@@ -659,6 +659,18 @@ static void test_engine_sched(void) {
   s.serving.max_num_seqs = (SInt)SI(64);
   engine_sched(&s, &es);
   T_CHECK(es.mixed && es.overlap && es.tokens == 8192 && es.seqs == 64);
+  /* serving.overlap_schedule overrides the engine's default either way */
+  s.serving.overlap_schedule.v = false;
+  s.serving.overlap_schedule.set = true;
+  engine_sched(&s, &es);
+  T_CHECK(!es.overlap);
+  s.deployment.engine.v = ENGINE_VLLM;
+  s.serving.overlap_schedule.v = true;
+  engine_sched(&s, &es);
+  T_CHECK(es.overlap);
+  T_CHECK(engine_overlap_term(ENGINE_VLLM, true) && !strcmp(engine_overlap_term(ENGINE_VLLM, true), "overlap_on"));
+  T_CHECK(!engine_overlap_term(ENGINE_VLLM, false) && !engine_overlap_term(ENGINE_SGLANG, true));
+  T_CHECK(!strcmp(engine_overlap_term(ENGINE_SGLANG, false), "overlap_off"));
 }
 
 static const char *write_tmp(const char *text) {
