@@ -826,6 +826,18 @@ def redundant_experts(tmp):
           "redundant-trtllm: refused, naming the setting its catalog entry lacks", p.stderr)
 
 
+def emit_edited(tmp, plan, name, target, **launch):
+    """Emits a copy of plan whose launch keys are replaced by launch; the
+    completed process, and whether the output directory was left absent."""
+    bad = json.loads(json.dumps(plan))
+    bad["launch"].update(launch)
+    path = os.path.join(tmp, f"{name}.json")
+    json.dump(bad, open(path, "w"))
+    out = os.path.join(tmp, name)
+    p = run("emit", path, "--target", target, "-o", out)
+    return p, not os.path.exists(out)
+
+
 def vllm_sampler(tmp):
     """serving.sampler reaches vLLM as the environment setting its catalog
     entry names (VLLM_USE_FLASHINFER_SAMPLER=1 for flashinfer, =0 for
@@ -875,20 +887,12 @@ def vllm_sampler(tmp):
           "sampler under sglang: refused (E0709)", p.stderr)
     src = os.path.join(tmp, "sampler-flashinfer.out", "plan.json")
     if os.path.exists(src):
-        plan = json.load(open(src))
-        plan["launch"]["sampler"] = "bogus"
-        bad = os.path.join(tmp, "sampler-bogus.json")
-        json.dump(plan, open(bad, "w"))
-        p = run("emit", bad, "--target", "vllm", "-o", os.path.join(tmp, "sampler-bogus"))
-        check(p.returncode != 0 and "no sampler `bogus`" in p.stderr and not os.path.exists(os.path.join(tmp, "sampler-bogus")),
+        p, absent = emit_edited(tmp, json.load(open(src)), "sampler-bogus", "vllm", sampler="bogus")
+        check(p.returncode != 0 and "no sampler `bogus`" in p.stderr and absent,
               "emit: a plan naming a sampler the entry lacks is refused", p.stderr)
     plan = json.load(open(os.path.join(EX, "deepseek-v3-pd.plan.json")))
-    plan["launch"]["sampler"] = "flashinfer"
-    bad = os.path.join(tmp, "sampler-on-sglang.json")
-    json.dump(plan, open(bad, "w"))
-    p = run("emit", bad, "--target", "sglang", "-o", os.path.join(tmp, "sampler-on-sglang"))
-    check(p.returncode == 1 and "launch.sampler" in p.stderr and "has no sampler `flashinfer`" in p.stderr
-          and not os.path.exists(os.path.join(tmp, "sampler-on-sglang")),
+    p, absent = emit_edited(tmp, plan, "sampler-on-sglang", "sglang", sampler="flashinfer")
+    check(p.returncode == 1 and "launch.sampler" in p.stderr and "has no sampler `flashinfer`" in p.stderr and absent,
           "emit: an SGLang plan naming a sampler is refused (its entry lists none)", p.stderr)
 
 
@@ -932,20 +936,11 @@ def overlap_schedule(tmp):
                 if c.kind() == "sglang"]
         check(cmds and all("--disable-overlap-schedule" in c.flags for c in cmds),
               "overlap-sglang-false: every SGLang server runs with --disable-overlap-schedule", len(cmds))
-        bad = json.loads(json.dumps(plan))
-        bad["launch"]["engine_version"] = "001067f"
-        path = os.path.join(tmp, "overlap-commit.json")
-        json.dump(bad, open(path, "w"))
-        p = run("emit", path, "--target", "sglang", "-o", os.path.join(tmp, "overlap-commit"))
-        check(p.returncode == 1 and "launch.overlap_schedule" in p.stderr and "overlap_off" in p.stderr
-              and not os.path.exists(os.path.join(tmp, "overlap-commit")),
+        p, absent = emit_edited(tmp, plan, "overlap-commit", "sglang", engine_version="001067f")
+        check(p.returncode == 1 and "launch.overlap_schedule" in p.stderr and "overlap_off" in p.stderr and absent,
               "emit: a plan asking for a flag its engine entry lacks is refused", p.stderr)
-        bad = json.loads(json.dumps(plan))
-        bad["launch"]["overlap_schedule"] = "no"
-        path = os.path.join(tmp, "overlap-type.json")
-        json.dump(bad, open(path, "w"))
-        p = run("emit", path, "--target", "sglang", "-o", os.path.join(tmp, "overlap-type"))
-        check(p.returncode != 0 and "launch.overlap_schedule: expected a boolean" in p.stderr,
+        p, absent = emit_edited(tmp, plan, "overlap-type", "sglang", overlap_schedule="no")
+        check(p.returncode != 0 and "launch.overlap_schedule: expected a boolean" in p.stderr and absent,
               "emit: launch.overlap_schedule that is not a boolean is named", p.stderr)
 
 
