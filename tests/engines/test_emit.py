@@ -1109,6 +1109,15 @@ def dynamo_cases(tmp):
         check_manifest("dynamo/trtllm", json.load(open(os.path.join(d, "plan.json"))), d)
         check_dynamo("dynamo/trtllm", json.load(open(os.path.join(d, "plan.json"))), d)
         check_golden("deepseek-v3-pd-trtllm-image", "dynamo", d)
+    p, d = dynamo_variant(tmp, "overlap", base, ("  sampler: torch\n", "  sampler: torch\n  overlap_schedule: true\n"))
+    check(p.returncode == 0, "dynamo/overlap: serving.overlap_schedule under the dynamo target", p.stderr)
+    if p.returncode == 0:
+        check_dynamo("dynamo/overlap", json.load(open(os.path.join(d, "plan.json"))), d)
+        services = yaml.safe_load(open(os.path.join(d, "dynamo.yaml")))["spec"]["services"]
+        workers = [v["extraPodSpec"]["mainContainer"]["args"] for v in services.values()
+                   if v.get("componentType") == "worker"]
+        check(workers and all("--async-scheduling" in a for a in workers),
+              "dynamo/overlap: every vLLM worker runs --async-scheduling", workers[:1])
     name = ("  served_model_name: llama-3.1-70b\n", "  served_model_name: \"llama 70b\"\n")
     p, d = dynamo_variant(tmp, "quoted", base, name)
     args = yaml.safe_load(open(os.path.join(d, "dynamo.yaml")))["spec"]["services"]["decode"]["extraPodSpec"][
