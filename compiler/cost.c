@@ -725,6 +725,7 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
   if (!st.ok) return false;
   LinkClass lc = cost_link_class(m, l->tp);
   p->tp_class = lc;
+  p->stalls = cost__stalls(m, l);
   p->tp_bw = cost_link_bw(m, lc);
   p->tp_lat = cost_link_lat(m, lc);
   if (l->pp > 1) {
@@ -832,7 +833,7 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
   /* Each layer also idles the GPU at its kernel boundaries
    * (docs/cost-model.md, "Kernel-boundary stalls"). */
-  double stalls = cost__stalls(m, l);
+  double stalls = p->stalls;
   double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
                     nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
                                         m->k.ep_overlap) + ov * ml.comm) +

@@ -262,6 +262,7 @@ typedef struct {
   double tp_bw, tp_lat, pp_bw, pp_lat;
   LinkClass tp_class;
   double lm_bytes;
+  double stalls;                       /* s, kernel-boundary stalls of one forward pass */
 } CostDecodePrep;
 bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p);
 bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out);
