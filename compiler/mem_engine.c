@@ -178,17 +178,16 @@ static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int6
   return r;
 }
 
-/* SGLang's default mem_fraction_static by release (sglang_rule): the
- * device less a reserve in MiB for activations and CUDA graphs, as a
- * fraction of nvidia-smi's total rounded to 3 decimals (0.4.7: a table).
- * Its --tp-size is tp x dp with attention data parallelism (an MoE pool
- * with dp > 1, emit_sglang.c). */
 /* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
  * which runs attention dp (emit_sglang.c). */
 static int64_t sglang_tp_size(const Spec *s, int64_t tp, int64_t dp) {
   return model_is_moe(&s->model) && dp > 1 ? tp * dp : tp;
 }
 
+/* SGLang's default mem_fraction_static by release (sglang_rule): the
+ * device less a reserve in MiB for activations and CUDA graphs, as a
+ * fraction of nvidia-smi's total rounded to 3 decimals (0.4.7: a table),
+ * at its --tp-size (sglang_tp_size). */
 double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
   int64_t mib = s->hardware.gpu.memory.v >> 20;
   bool dp_attn = model_is_moe(&s->model) && dp > 1, spec = s->workload.draft_tokens.v > 0;
