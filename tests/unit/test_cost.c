@@ -682,6 +682,21 @@ static const char *write_tmp(const char *text) {
   return path;
 }
 
+static bool has_code(Diags *d, DiagCode c, const char *needle);
+
+/* A calibration file with two bad values: refused, each named (E0503). */
+static void calib_bad_values(const char *text, const char *first, const char *second) {
+  Diags d;
+  CostConsts k;
+  bool unread = false;
+  cost_consts_default(&k);
+  diags_init(&d);
+  T_CHECK(!cost_calibration_load(&d, write_tmp(text), &k, &unread));
+  T_CHECK(has_code(&d, DIAG_E0503, first));
+  T_CHECK(has_code(&d, DIAG_E0503, second));
+  diags_free(&d);
+}
+
 static bool has_code(Diags *d, DiagCode c, const char *needle) {
   for (size_t i = 0; i < d->list.len; i++)
     if (d->list.items[i]->code == c && (!needle || strstr(d->list.items[i]->msg, needle)))
@@ -713,20 +728,9 @@ static void test_calibration(void) {
   T_CHECK(d.list.len == 1 && d.list.items[0]->help && strstr(d.list.items[0]->help, "mfu_prefill"));
   diags_free(&d);
 
-  diags_init(&d);
-  p = write_tmp("{\"hbm_efficiency\": 1.5, \"mfu_decode\": \"high\"}");
-  T_CHECK(!cost_calibration_load(&d, p, &k, &unread));
-  T_CHECK(has_code(&d, DIAG_E0503, "got 1.5"));
-  T_CHECK(has_code(&d, DIAG_E0503, "must be a number"));
-  diags_free(&d);
-
+  calib_bad_values("{\"hbm_efficiency\": 1.5, \"mfu_decode\": \"high\"}", "got 1.5", "must be a number");
   /* the newer constants are held to their ranges by name */
-  diags_init(&d);
-  p = write_tmp("{\"kernel_stall_s\": 2, \"request_overhead_s\": -0.1}");
-  T_CHECK(!cost_calibration_load(&d, p, &k, &unread));
-  T_CHECK(has_code(&d, DIAG_E0503, "kernel_stall_s"));
-  T_CHECK(has_code(&d, DIAG_E0503, "request_overhead_s"));
-  diags_free(&d);
+  calib_bad_values("{\"kernel_stall_s\": 2, \"request_overhead_s\": -0.1}", "kernel_stall_s", "request_overhead_s");
 
   diags_init(&d);
   p = write_tmp("{\"mfu_decode\": 0.5,,}");
