@@ -1,6 +1,6 @@
 #!/bin/bash
 # node 1: the vllm processes of the plan's ranks there
-# Written by rankplan from plan baf8639e18d5bcf7... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan 92b17cbca8817831... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_1=${RANKPLAN_HOST_1:-gpu-1.cluster.internal}
 log_dir=${RANKPLAN_LOG_DIR:-.}
@@ -18,6 +18,7 @@ CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 VLLM_NIXL_SIDE_CHANNEL_HOST="${host_1}" VLL
     --served-model-name llama-3.1-70b \
     --max-model-len 16384 \
     --max-num-batched-tokens 8192 \
+    --async-scheduling \
     --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' \
     > "$log_dir/decode-0.node-1.log" 2>&1 &
 
