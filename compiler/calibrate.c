@@ -124,6 +124,8 @@ static bool cal_point_init(Diags *d, const Spec *spec, const BenchPoint *b, CalP
   bool open = b->rate > 0;
   w->rate.v = open ? b->rate : 0, w->rate.set = open;
   w->concurrency.v = open ? 0 : b->concurrency, w->concurrency.set = !open;
+  /* A closed-loop run's length: its drain is in the measured rate. */
+  w->requests.v = open ? 0 : b->completed, w->requests.set = !open;
   Diags scratch;
   diags_init(&scratch);
   p->L = compile_layout(&p->spec, &scratch);

@@ -373,6 +373,7 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->tout = s->workload.output_tokens.v;
   m->rate = s->workload.rate.set ? s->workload.rate.v : 0.0;
   m->concurrency = s->workload.concurrency.set ? (double)s->workload.concurrency.v : 0.0;
+  m->requests = s->workload.requests.set ? (double)s->workload.requests.v : 0.0;
   m->draft = s->workload.draft_tokens.set ? s->workload.draft_tokens.v : 0;
   m->accepted = s->workload.accepted_tokens.set ? s->workload.accepted_tokens.v : 1.0;
   m->prefix_hit = s->workload.prefix_cache_hit_rate.set ? s->workload.prefix_cache_hit_rate.v : 0.0;
@@ -1309,13 +1310,31 @@ static void cost__closed_loop(const CostModel *m, const CostDeploy *dp, CostDepl
   cost__eval_at(m, dp, lo > 0 ? lo : hi, out);
 }
 
+/* A closed-loop run of P = m->requests requests (docs/cost-model.md, "A
+ * finite run"): N = min(concurrency, P) are in flight until the last one
+ * is sent; then their remaining times are spread evenly over one request
+ * latency L (k L / N, k = 1..N), so the run lasts (P + (N - 1) / 2) L / N
+ * where a steady loop serves P in P L / N. The served rate over the run is
+ * R * P / (P + (N - 1) / 2); TTFT, TPOT and the batch stay the steady
+ * loop's. */
+double cost_finite_run_share(double concurrency, double requests) {
+  if (!(concurrency > 0) || !(requests > 0)) return 1.0;
+  double n = fmin(concurrency, requests);
+  return requests / (requests + 0.5 * (n - 1.0));
+}
+
 bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
   memset(out, 0, sizeof *out);
   if (dp->npools < 1 || dp->npools > 2 || dp->replicas[0] < 1 ||
       (dp->npools == 2 && dp->replicas[1] < 1))
     return false;
-  if (m->concurrency > 0) cost__closed_loop(m, dp, out);
-  else cost__eval_at(m, dp, m->rate, out);
+  if (m->concurrency > 0) {
+    cost__closed_loop(m, dp, out);
+    out->served *= cost_finite_run_share(m->concurrency, m->requests);
+    cost__finish(m, dp, out);
+  } else {
+    cost__eval_at(m, dp, m->rate, out);
+  }
   return true;
 }
 

@@ -134,6 +134,7 @@ typedef struct {
   int64_t tin, tout;
   double rate;                     /* req/s, 0 when not given */
   double concurrency;              /* requests in flight (closed loop), 0 when not given */
+  double requests;                 /* requests a finite closed-loop run sends, 0: steady state */
   int64_t draft;                   /* speculative tokens proposed per step, 0: none */
   double accepted;                 /* tokens emitted per step and request, >= 1 */
   double prefix_hit;               /* share of the prompt found in the prefix cache */
@@ -362,6 +363,12 @@ typedef struct {
   double goodput_gpu;   /* tok_s / gpus when feasible, else 0 */
 } CostDeployEval;
 bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out);
+
+/* The share of the steady closed loop's rate that a run of `requests`
+ * requests at `concurrency` in flight serves on average, the loop's drain
+ * at its end included (docs/cost-model.md, "A finite run"); 1 when either
+ * is 0 (a steady loop). */
+double cost_finite_run_share(double concurrency, double requests);
 
 /* Communication kinds of the per-phase split (the plan's order, plan.h). */
 typedef enum { COST_COMM_TP, COST_COMM_CP, COST_COMM_EP, COST_COMM_PP, COST_COMM__N } CostCommKind;

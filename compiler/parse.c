@@ -1061,17 +1061,25 @@ static void parse_workload(P *p, const YNode *root) {
   const YNode *m = section(p, root, "workload", "workload", root->loc, &sec);
   w->loc = sec;
   check_keys(p, m, "workload", KEYS("input_tokens", "output_tokens", "rate", "concurrency",
-                                     "prefix_cache_hit_rate", "draft_tokens", "accepted_tokens"));
+                                     "requests", "prefix_cache_hit_rate", "draft_tokens",
+                                     "accepted_tokens"));
   rd_lim(p, m, sec, "workload", "input_tokens", &w->input_tokens, m != NULL, 1, 1, &LIM_TOKENS);
   rd_lim(p, m, sec, "workload", "output_tokens", &w->output_tokens, m != NULL, 1, 1, &LIM_TOKENS);
   rd_qty(p, m, sec, "workload", "rate", UNIT_RATE, NULL, &w->rate, false, 0, false);
   rd_int(p, m, sec, "workload", "concurrency", &w->concurrency, false, 0, 1, I64MAX);
+  rd_int(p, m, sec, "workload", "requests", &w->requests, false, 0, 1, I64MAX);
   parse_workload_reuse(p, m, sec, w);
   if (w->rate.set && w->concurrency.set) {
     Diag *g = diag_at(p->d, DIAG_E0119, w->concurrency.loc,
                       "`workload` gives both `rate` and `concurrency`");
     diag_help(g, "an open loop (`rate`, Poisson arrivals) or a closed loop (`concurrency`, "
                  "N requests in flight): keep one");
+  }
+  if (w->requests.set && !w->concurrency.set) {
+    Diag *g = diag_at(p->d, DIAG_E0119, w->requests.loc,
+                      "`workload.requests` is given without `concurrency`");
+    diag_help(g, "`requests` is the length of a closed-loop run (a benchmark's --num-prompts); "
+                 "set `concurrency` too, or remove `requests`");
   }
 }
 

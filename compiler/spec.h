@@ -133,6 +133,7 @@ typedef struct {
   SInt input_tokens, output_tokens;
   SNum rate;           /* req/s; optional (open loop: Poisson arrivals) */
   SInt concurrency;    /* requests in flight; optional (closed loop); not with rate */
+  SInt requests;       /* requests a finite closed-loop run sends; optional; needs concurrency */
   SNum prefix_cache_hit_rate; /* share of prompt tokens served from the prefix cache; [0, 1) */
   SInt draft_tokens;   /* speculative decoding: tokens proposed per step */
   SNum accepted_tokens; /* tokens emitted per step and request, 1 to 1 + draft_tokens */

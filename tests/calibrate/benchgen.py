@@ -16,8 +16,9 @@ COMPLETED = 64  # requests per generated run: what the means are over
 
 
 def spec_at(spec_text, tin, tout, rate=None, conc=None):
-    """The spec with its workload replaced by one load point."""
-    load = f"  rate: {rate} req/s\n" if rate else f"  concurrency: {conc}\n"
+    """The spec with its workload replaced by one load point (a closed loop
+    of COMPLETED requests: calibrate reads the run's length from its file)."""
+    load = f"  rate: {rate} req/s\n" if rate else f"  concurrency: {conc}\n  requests: {COMPLETED}\n"
     block = f"workload:\n  input_tokens: {tin}\n  output_tokens: {tout}\n{load}"
     text, n = re.subn(r"^workload:\n(?:  .*\n)+", block, spec_text, flags=re.M)
     assert n == 1, "the spec has one workload block"

@@ -197,8 +197,9 @@ static void test_request_overhead(void) {
   T_CHECK(fabs(b.ttft_ms - a.ttft_ms - 50.0) < 0.5);
 }
 
-/* The figures of the 8B aggregated example at N requests in flight. */
-static bool closed_loop_at(int64_t n, PlanEstimates *e) {
+/* The figures of the 8B aggregated example at N requests in flight, in a
+ * run of `requests` requests (0: a steady loop). */
+static bool closed_loop_run(int64_t n, int64_t requests, PlanEstimates *e) {
   Diags d;
   diags_init(&d);
   Spec *s = spec_parse_file(&d, RP_SOURCE_ROOT "/plans/examples/llama-3.1-8b-agg.yaml",
@@ -208,6 +209,8 @@ static bool closed_loop_at(int64_t n, PlanEstimates *e) {
     s->workload.rate.set = false;
     s->workload.concurrency.set = true;
     s->workload.concurrency.v = n;
+    s->workload.requests.set = requests > 0;
+    s->workload.requests.v = requests;
   }
   Layout *L = ok ? compile_layout(s, &d) : NULL;
   const char *why = NULL;
@@ -216,6 +219,36 @@ static bool closed_loop_at(int64_t n, PlanEstimates *e) {
   spec_free(s);
   diags_free(&d);
   return ok;
+}
+
+static bool closed_loop_at(int64_t n, PlanEstimates *e) { return closed_loop_run(n, 0, e); }
+
+/* workload.requests: a run of P requests at N in flight serves the steady
+ * loop's rate times P / (P + (N - 1) / 2) (docs/cost-model.md, "A finite
+ * run"), with the steady loop's TTFT and TPOT; at N = 1 nothing drains. */
+static void test_finite_run(void) {
+  PlanEstimates st, run, one, one_run;
+  T_CHECK(closed_loop_run(16, 0, &st) && closed_loop_run(16, 80, &run));
+  T_CHECK(fabs(run.throughput_tok_s / st.throughput_tok_s - 80.0 / 87.5) < 1e-12);
+  T_CHECK(run.ttft_ms == st.ttft_ms && run.tpot_ms == st.tpot_ms);
+  T_CHECK(closed_loop_run(1, 0, &one) && closed_loop_run(1, 10, &one_run));
+  T_CHECK(one_run.throughput_tok_s == one.throughput_tok_s);
+  /* Fewer requests than the cap: the loop holds all of them. */
+  T_CHECK(cost_finite_run_share(100, 10) == 10.0 / 14.5);
+  T_CHECK(cost_finite_run_share(0, 10) == 1.0 && cost_finite_run_share(16, 0) == 1.0);
+  /* The mean in flight N * share against the benchmark tools' measured
+   * concurrency of published runs (tests/fidelity/perf cites each): the
+   * dstack runs of 500 prompts (15.70 to 15.81 at 16, 3.9994 and 3.9999
+   * at 4) and the SGLang cookbook's (13.6 to 14.3 at 16 over 80, 56 to 57
+   * at 64 over 320, 90 to 92 at 100 over 500), each within 5%. */
+  static const struct { double n, p, lo, hi; } pub[] = {
+      {16, 500, 15.70, 15.81}, {4, 500, 3.9994, 3.9999}, {16, 80, 13.6, 14.3},
+      {64, 320, 56, 57},       {100, 500, 90, 92},
+  };
+  for (size_t i = 0; i < sizeof pub / sizeof *pub; i++) {
+    double m = pub[i].n * cost_finite_run_share(pub[i].n, pub[i].p);
+    T_CHECK(m >= pub[i].lo * 0.95 && m <= pub[i].hi * 1.05);
+  }
 }
 
 /* workload.concurrency: a closed loop of N requests in flight. Below
@@ -259,6 +292,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i]);
   T_RUN(test_example_row);
   T_RUN(test_closed_loop);
+  T_RUN(test_finite_run);
   T_RUN(test_request_overhead);
   T_DONE();
 }
