@@ -38,7 +38,7 @@ static const char calibrate_usage[] =
     "  --fit NAME,...            the constants to fit (default " CALIBRATE_FIT_DEFAULT ");\n"
     "                            any of mfu_prefill, mfu_decode, hbm_efficiency,\n"
     "                            scale_up_efficiency, scale_out_efficiency,\n"
-    "                            step_overhead_s\n"
+    "                            step_overhead_s, kernel_stall_s, request_overhead_s\n"
     "  --calibration FILE        constants to start from (default: the built-in ones)\n"
     "  --catalog DIR             where `preset:` entries are looked up\n"
     "  --format text|json|sarif  diagnostics format (default text), on standard error\n"

@@ -14,6 +14,7 @@
   written; usage errors exit 2.
 """
 import json
+import re
 import pathlib
 import sys
 import tempfile
@@ -234,6 +235,14 @@ def usage(tmp):
                        "names `mfu_decode` twice")):
         rc, so, se = rp(*args)
         check(rc == 2 and msg in se, f"usage: {msg}", se)
+    # The help and the man page name every constant --fit accepts (the
+    # refusal above lists them).
+    rc, _, se = rp("calibrate", AGG, "--bench", ok, "-o", "x.json", "--fit", "comm_overlap")
+    names = re.findall(r"[a-z_]+_(?:s|efficiency|prefill|decode)\b", se.split("cannot be fitted", 1)[-1])
+    man = (pathlib.Path(SRC) / "man" / "rankplan.1").read_text()
+    helptext = rp("calibrate", "--help")[1]
+    check(len(names) == 8 and all(n in helptext and n in man for n in names),
+          "help and man page list every constant --fit accepts", se)
     keep = pathlib.Path(tmp) / "keep.json"
     keep.write_text("old\n")
     rc, so, se = rp("calibrate", AGG, "--bench", FIX / "nope.json", "-o", keep)
