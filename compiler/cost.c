@@ -1323,6 +1323,23 @@ double cost_finite_run_share(double concurrency, double requests) {
   return requests / (requests + 0.5 * (n - 1.0));
 }
 
+/* The start of a closed-loop run of P = m->requests requests
+ * (docs/cost-model.md, "A finite run"): its first N = min(concurrency, P)
+ * are sent at once, N / x to each of the x prefilling instances, which
+ * prefill them one after another at mu, the k-th after (k - 1) / mu; that
+ * wait replaces the steady queue for those N requests, and the run's mean
+ * TTFT weighs them with the P - N steady ones. */
+static void cost__burst_start(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
+  double p = m->requests, n = fmin(m->concurrency, p);
+  if (!(p > 0) || !(n > 1)) return;
+  double per = n / (double)dp->replicas[0];
+  double wait = (per - 1.0) / (2.0 * dp->inst[0]->pre.mu);
+  if (!(wait > 0) || !isfinite(wait)) return;
+  double burst = out->ttft - out->queue + wait;
+  out->ttft = (n * burst + (p - n) * out->ttft) / p;
+  out->queue = out->ttft - out->prefill - out->rates.kv_transfer - m->k.request_overhead_s;
+}
+
 bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
   memset(out, 0, sizeof *out);
   if (dp->npools < 1 || dp->npools > 2 || dp->replicas[0] < 1 ||
@@ -1331,6 +1348,7 @@ bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *
   if (m->concurrency > 0) {
     cost__closed_loop(m, dp, out);
     out->served *= cost_finite_run_share(m->concurrency, m->requests);
+    cost__burst_start(m, dp, out);
     cost__finish(m, dp, out);
   } else {
     cost__eval_at(m, dp, m->rate, out);
