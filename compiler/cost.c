@@ -220,6 +220,9 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   engine_sched(s, &es);
   m->chunk_tokens = es.mixed ? es.tokens : 0;
   m->overlap = es.overlap;
+  m->eager_prefill = es.eager_prefill;
+  m->prefill_tokens = (Engine)s->deployment.engine.v == ENGINE_SGLANG ? mem_engine_sglang_chunk(s)
+                                                                       : es.tokens;
   m->run_seqs = es.seqs;
   Engine e = (Engine)s->deployment.engine.v;
   m->run_seqs_per_dp = e == ENGINE_VLLM || e == ENGINE_TRTLLM;
@@ -270,6 +273,12 @@ static double cost__comm_kernels(const CostModel *m, const CostLayout *l) {
  * collectives' kernels included. */
 static double cost__stalls(const CostModel *m, const CostLayout *l) {
   return (m->pass_kernels + cost__comm_kernels(m, l)) * m->k.kernel_stall_s;
+}
+
+/* The CPU time an eager forward pass takes to issue its kernels, the
+ * collectives' included. */
+static double cost__eager_issue(const CostModel *m, const CostLayout *l) {
+  return (m->pass_kernels + cost__comm_kernels(m, l)) * m->k.eager_kernel_s;
 }
 
 bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
@@ -688,6 +697,14 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   out->overhead = cost__stalls(m, l);
   double work = cost__overlap(fmax(out->compute, out->memory), out->comm_ep, m->k.ep_overlap) +
                 (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp) + out->overhead;
+  /* An eager prefill cannot finish before the CPU has issued its kernels
+   * (docs/cost-model.md, "Eager prefill"); the time the GPU waits for
+   * them is overhead. */
+  double cpu = m->eager_prefill ? cost__eager_issue(m, l) : 0.0;
+  if (cpu > work) {
+    out->overhead += cpu - work;
+    work = cpu;
+  }
   out->latency = work + out->comm_pp;
   double frac = (double)cost_stage_layers(m, l->pp, NULL) / L;
   out->stage = l->pp > 1 ? work * frac + send : work;
@@ -1323,19 +1340,44 @@ double cost_finite_run_share(double concurrency, double requests) {
   return requests / (requests + 0.5 * (n - 1.0));
 }
 
+/* One prefill pass of k prompts on a dp rank of layout l (pp 1): the
+ * roofline of k prompts' work against one read of the weights, their
+ * collectives, the pass's kernel stalls, and for an eager engine at least
+ * the CPU time to issue its kernels (docs/cost-model.md, "Eager prefill").
+ * At k = 1 it is p->latency. */
+static double cost__pass_time(const CostModel *m, const CostLayout *l, const CostPrefill *p,
+                              double k) {
+  double gpu = cost__overlap(fmax(k * p->compute, p->memory), k * p->comm_ep, m->k.ep_overlap) +
+               (1.0 - m->k.comm_overlap) * k * (p->comm_tp + p->comm_cp) + cost__stalls(m, l);
+  return fmax(gpu, m->eager_prefill ? cost__eager_issue(m, l) : 0.0);
+}
+
+double cost_mean_passes(double n, double k) {
+  double q = floor(n / k), r = n - q * k;
+  return (k * q * (q + 1.0) / 2.0 + r * (q + 1.0)) / n;
+}
+
 /* The start of a closed-loop run of P = m->requests requests
  * (docs/cost-model.md, "A finite run"): its first N = min(concurrency, P)
- * are sent at once, N / x to each of the x prefilling instances, which
- * prefill them one after another at mu, the k-th after (k - 1) / mu; that
- * wait replaces the steady queue for those N requests, and the run's mean
- * TTFT weighs them with the P - N steady ones. */
+ * are sent at once, N / (x dp) to each dp rank of the x prefilling
+ * instances, which prefill them in passes of k = budget / prompt tokens
+ * of them (at most all; one with pp > 1 or no known budget); the prompts
+ * of the j-th pass get
+ * their first token after j passes. That replaces the steady queue and
+ * prefill for those N requests, and the run's mean TTFT weighs them with
+ * the P - N steady ones. */
 static void cost__burst_start(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
   double p = m->requests, n = fmin(m->concurrency, p);
-  if (!(p > 0) || !(n > 1)) return;
-  double per = n / (double)dp->replicas[0];
-  double wait = (per - 1.0) / (2.0 * dp->inst[0]->pre.mu);
-  if (!(wait > 0) || !isfinite(wait)) return;
-  double burst = out->ttft - out->queue + wait;
+  const CostInstance *a = dp->inst[0];
+  const CostLayout *l = &a->lay;
+  double nd = n / (double)dp->replicas[0] / (double)l->dp;
+  if (!(p > 0) || !(nd > 1)) return;
+  double k = 1.0;
+  if (l->pp == 1 && m->prefill_tokens > 0)
+    k = fmin(ceil(nd), fmax(1.0, floor((double)m->prefill_tokens / (double)m->new_tokens)));
+  double pass = l->pp == 1 ? cost__pass_time(m, l, &a->pre, k) : a->pre.latency;
+  double burst = out->ttft - out->queue - out->prefill + pass * cost_mean_passes(nd, k);
+  if (!isfinite(burst)) return;
   out->ttft = (n * burst + (p - n) * out->ttft) / p;
   out->queue = out->ttft - out->prefill - out->rates.kv_transfer - m->k.request_overhead_s;
 }

@@ -48,6 +48,9 @@
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
   X(kernel_stall_s, 5e-6, 0.0, 1.0,                                              \
     "GPU idle time at each kernel boundary of a forward pass")                   \
+  X(eager_kernel_s, 65.6e-6, 0.0, 1.0,                                           \
+    "CPU time to issue one kernel of a forward pass run without CUDA graphs "    \
+    "(an engine's eager prefill)")                                               \
   X(request_overhead_s, 0.0, 0.0, 1.0,                                           \
     "time a request spends outside the GPU before its first token (HTTP, "       \
     "chat template, tokenisation, streaming)")                                   \
@@ -146,6 +149,9 @@ typedef struct {
                                       prefix-cache hit, at least 1) */
   double chunk_ctx;                /* mean context a prompt-chunk token attends to */
   bool overlap;                    /* the engine hides step_overhead_s behind the GPU's step */
+  bool eager_prefill;              /* the engine runs a prefill without CUDA graphs */
+  int64_t prefill_tokens;          /* most prompt tokens one prefill pass of a dp rank
+                                      takes (the engine's budget), 0: one prompt a pass */
   int64_t run_seqs;                /* the engine's most running sequences (serving.max_num_seqs
                                       or its default), 0: none known */
   bool run_seqs_per_dp;            /* run_seqs is per attention dp rank (vLLM, TensorRT-LLM),
@@ -369,6 +375,11 @@ bool cost_deploy_eval(const CostModel *m, const CostDeploy *dp, CostDeployEval *
  * at its end included (docs/cost-model.md, "A finite run"); 1 when either
  * is 0 (a steady loop). */
 double cost_finite_run_share(double concurrency, double requests);
+
+/* The mean number of prefill passes a prompt waits for, its own included,
+ * when n prompts arrive at once and each pass takes k of them in order
+ * (the start of a finite run, docs/cost-model.md "A finite run"). */
+double cost_mean_passes(double n, double k);
 
 /* Communication kinds of the per-phase split (the plan's order, plan.h). */
 typedef enum { COST_COMM_TP, COST_COMM_CP, COST_COMM_EP, COST_COMM_PP, COST_COMM__N } CostCommKind;

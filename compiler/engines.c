@@ -474,7 +474,10 @@ void engine_sched(const Spec *s, EngineSched *out) {
     /* A prefill (extend) batch runs alone unless --enable-mixed-chunk,
      * default off (python/sglang/srt/server_args.py); its defaults for the
      * chunk size and running requests depend on memory profiling at start
-     * and are not modelled. */
+     * and are not modelled. CUDA graphs cover decode only: prefill runs
+     * eagerly unless --enable-piecewise-cuda-graph (opt-in since PR #10062,
+     * in the 0.5.4 and 0.5.6 parser fixtures; absent before). */
+    out->eager_prefill = true;
     break;
   case ENGINE_GENERIC:
   default:

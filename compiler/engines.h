@@ -89,6 +89,8 @@ typedef struct {
   bool mixed, overlap;
   int64_t tokens, seqs;
   const char *source;
+  bool eager_prefill;  /* a prefill forward runs without CUDA graphs, its kernels
+                          issued one by one from Python */
 } EngineSched;
 void engine_sched(const Spec *s, EngineSched *out);
 

@@ -178,6 +178,15 @@ static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int6
   return r;
 }
 
+int64_t mem_engine_sglang_chunk(const Spec *s) {
+  if (s->serving.max_num_batched_tokens.v > 0) return s->serving.max_num_batched_tokens.v;
+  SglRule rule = sglang_rule(s);
+  int64_t mib = s->hardware.gpu.memory.v >> 20, chunk = 0, bs = 0;
+  if ((rule != SGL_RULE_054 && rule != SGL_RULE_056) || mib <= 0) return 0;
+  sglang_sizes(mib, 1, rule, &chunk, &bs);
+  return chunk;
+}
+
 /* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
  * which runs attention dp (emit_sglang.c). */
 static int64_t sglang_tp_size(const Spec *s, int64_t tp, int64_t dp) {

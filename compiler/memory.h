@@ -115,6 +115,10 @@ void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int6
 /* SGLang's default mem_fraction_static for the pool (0 when it would be
  * outside (0, 1]). */
 double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp);
+/* SGLang's chunked-prefill size, the most prompt tokens one prefill pass
+ * takes: serving.max_num_batched_tokens, else the release's default for
+ * the GPU's memory (0.5.4 onwards); 0 when neither is known. */
+int64_t mem_engine_sglang_chunk(const Spec *s);
 
 /* vLLM's sampler warm-up: bytes per (sequence x vocabulary entry) live at
  * the peak of the PyTorch-native top-k/top-p path (docs/memory.md). */

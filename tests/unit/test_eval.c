@@ -223,6 +223,38 @@ static bool closed_loop_run(int64_t n, int64_t requests, PlanEstimates *e) {
 
 static bool closed_loop_at(int64_t n, PlanEstimates *e) { return closed_loop_run(n, 0, e); }
 
+/* The passes of a burst: n prompts, k a pass, in order; against a count. */
+static void test_mean_passes(void) {
+  static const int cases[][2] = {{1, 1}, {5, 1}, {8, 4}, {9, 4}, {64, 4}, {3, 16}, {100, 7}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    int n = cases[c][0], k = cases[c][1];
+    double sum = 0;
+    for (int j = 0; j < n; j++) sum += (double)(j / k + 1);
+    T_CHECK(fabs(cost_mean_passes(n, k) - sum / n) < 1e-12);
+  }
+}
+
+/* The eager-prefill constant against its source (docs/cost-model.md,
+ * "Eager prefill"): SGLang PR #12160 logs an 82.64 ms forward for one new
+ * token of DeepSeek-V3 without CUDA graphs; rankplan's one-token prefill
+ * of DeepSeek-R1 (its shapes) at tp 8 under SGLang, CPU-bound, is within
+ * 1% of it. */
+static void test_eager_prefill_source(void) {
+  Diags d;
+  diags_init(&d);
+  Spec *s = spec_parse_file(&d, RP_SOURCE_ROOT "/tests/fidelity/perf/sglang-cookbook-dsr1-b200-1k1k-c1.yaml",
+                            RP_SOURCE_ROOT "/plans/catalog");
+  PlanEstimates e;
+  const char *why = NULL;
+  if (s) s->workload.input_tokens.v = 1;
+  Layout *L = s ? compile_layout(s, &d) : NULL;
+  T_CHECK(L && compile_estimates(s, L, NULL, &e, &why) && e.has && e.pools[0].has_prefill);
+  if (L) T_CHECK(fabs(e.pools[0].prefill.time_ms - 82.64) < 0.01 * 82.64);
+  lay_free(L);
+  spec_free(s);
+  diags_free(&d);
+}
+
 /* workload.requests: a run of P requests at N in flight serves the steady
  * loop's rate times P / (P + (N - 1) / 2) (docs/cost-model.md, "A finite
  * run"), with the steady loop's TTFT and TPOT; at N = 1 nothing drains. */
@@ -303,6 +335,8 @@ int main(void) {
   T_RUN(test_example_row);
   T_RUN(test_closed_loop);
   T_RUN(test_finite_run);
+  T_RUN(test_mean_passes);
+  T_RUN(test_eager_prefill_source);
   T_RUN(test_request_overhead);
   T_DONE();
 }
