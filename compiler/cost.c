@@ -1362,10 +1362,9 @@ double cost_mean_passes(double n, double k) {
  * are sent at once, N / (x dp) to each dp rank of the x prefilling
  * instances, which prefill them in passes of k = budget / prompt tokens
  * of them (at most all; one with pp > 1 or no known budget); the prompts
- * of the j-th pass get
- * their first token after j passes. That replaces the steady queue and
- * prefill for those N requests, and the run's mean TTFT weighs them with
- * the P - N steady ones. */
+ * of the j-th pass get their first token after j passes. That replaces
+ * the steady queue and prefill for those N requests, and the run's mean
+ * TTFT weighs them with the P - N steady ones. */
 static void cost__burst_start(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {
   double p = m->requests, n = fmin(m->concurrency, p);
   const CostInstance *a = dp->inst[0];
