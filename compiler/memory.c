@@ -30,6 +30,7 @@
  */
 #include "memory.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -413,6 +414,25 @@ static bool mem__add_replicas(Diags *d, const Spec *s, const LayPool *P, int64_t
   return true;
 }
 
+/* W0207: a spec's memory.utilization that leaves less of the device
+ * outside vLLM's share than the largest CUDA-graph capture vLLM logs
+ * there (docs/memory.md, "CUDA graphs"; vLLM captures them after sizing
+ * the KV cache). */
+static void mem__headroom(Diags *d, const Spec *s, const LayPool *P, const MemLedger *m) {
+  const SNum *u = &s->deployment.memory.utilization;
+  if (!u->set || (Engine)s->deployment.engine.v != ENGINE_VLLM) return;
+  double gib = (double)((int64_t)1 << 30), have = (double)m->engine_total * (1.0 - u->v);
+  double need = (double)MEM_VLLM_GRAPHS_LOGGED_MAX;
+  if (!(have < need)) return;
+  Diag *g = diag_at(d, DIAG_W0207, u->loc,
+                    "`utilization` %.3g leaves %.2f GiB of a GPU of pool `%s` outside vLLM's share, "
+                    "below the %.2f GiB of the largest CUDA-graph capture vLLM logs there",
+                    u->v, have / gib, P->name, need / gib);
+  diag_help(g, "vLLM may run out of memory capturing its CUDA graphs; use a utilization of %.3f "
+               "or less (docs/memory.md, \"CUDA graphs\")",
+            floor((1.0 - need / (double)m->engine_total) * 1000.0) / 1000.0);
+}
+
 bool lay_memory(Diags *d, const Spec *s, Layout *L) {
   for (size_t p = 0; p < L->npools; p++) {
     LayPool *P = &L->pools[p];
@@ -432,6 +452,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
       MemLedger m;
       memset(&m, 0, sizeof m);
       if (!mem_ledger(s, ps, st, P->layer_partition, &m, d)) return false;
+      if (st == 0) mem__headroom(d, s, P, &m);
       if (P->expert_map && !mem__add_replicas(d, s, P, st, &m)) return false;
       int64_t *e = P->mem[st];
       CkState ck = {true};

@@ -130,6 +130,10 @@ int64_t mem_engine_sglang_chunk(const Spec *s);
 /* vLLM's memory outside PyTorch as its log reports it (docs/memory.md):
  * one GPU without communicators, and each communicator more. */
 #define MEM_VLLM_NON_TORCH_BYTES (((int64_t)13 << 30) / 100)     /* 0.13 GiB */
+/* The largest CUDA-graph capture vLLM 0.11 logs in the llm-d H100 runs
+ * ("Graph capturing finished ..., took 1.03 GiB", docs/memory.md, "CUDA
+ * graphs"): the share above gpu_memory_utilization must hold it. */
+#define MEM_VLLM_GRAPHS_LOGGED_MAX (((int64_t)103 << 30) / 100)  /* 1.03 GiB */
 #define MEM_VLLM_NON_TORCH_PER_GROUP (((int64_t)41 << 30) / 100) /* 0.41 GiB */
 
 /* Communication buffer bytes one rank holds per communicator with more
