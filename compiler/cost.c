@@ -637,6 +637,23 @@ static int64_t cost__cached(const CostModel *m) {
  * causal attention S(S+1)/2 pairs per layer, both split over tp*cp ranks
  * (attention over cp with the zigzag balance); tp all-reduces, cp ring KV
  * passes, ep dispatch/combine and pp boundary sends per layer. */
+/* The GPU's work in one prefill pass of k prompts on a dp rank (pp 1):
+ * the roofline of their compute against one read of the weights, their
+ * collectives and the pass's kernel stalls. */
+static double cost__pass_gpu(const CostModel *m, const CostPrefill *p, double k, double stalls) {
+  return cost__overlap(fmax(k * p->compute, p->memory), k * p->comm_ep, m->k.ep_overlap) +
+         (1.0 - m->k.comm_overlap) * k * (p->comm_tp + p->comm_cp) + stalls;
+}
+
+/* One prefill pass of k prompts: the GPU's work, and for an eager engine
+ * at least the CPU time to issue the pass's kernels (docs/cost-model.md,
+ * "Eager prefill"); at k = 1 the prefill latency of a one-stage layout. */
+static double cost__pass_time(const CostModel *m, const CostLayout *l, const CostPrefill *p,
+                              double k) {
+  double gpu = cost__pass_gpu(m, p, k, cost__stalls(m, l));
+  return fmax(gpu, m->eager_prefill ? cost__eager_issue(m, l) : 0.0);
+}
+
 bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   memset(out, 0, sizeof *out);
   CkState st = {true};
@@ -695,16 +712,8 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   /* The forward pass idles the GPU at every kernel boundary of every
    * layer (docs/cost-model.md, "Kernel-boundary stalls"). */
   out->overhead = cost__stalls(m, l);
-  double work = cost__overlap(fmax(out->compute, out->memory), out->comm_ep, m->k.ep_overlap) +
-                (1.0 - m->k.comm_overlap) * (out->comm_tp + out->comm_cp) + out->overhead;
-  /* An eager prefill cannot finish before the CPU has issued its kernels
-   * (docs/cost-model.md, "Eager prefill"); the time the GPU waits for
-   * them is overhead. */
-  double cpu = m->eager_prefill ? cost__eager_issue(m, l) : 0.0;
-  if (cpu > work) {
-    out->overhead += cpu - work;
-    work = cpu;
-  }
+  double gpu = cost__pass_gpu(m, out, 1.0, out->overhead), work = cost__pass_time(m, l, out, 1.0);
+  out->overhead += work - gpu; /* the GPU waiting for an eager pass's CPU */
   out->latency = work + out->comm_pp;
   double frac = (double)cost_stage_layers(m, l->pp, NULL) / L;
   out->stage = l->pp > 1 ? work * frac + send : work;
@@ -1338,18 +1347,6 @@ double cost_finite_run_share(double concurrency, double requests) {
   if (!(concurrency > 0) || !(requests > 0)) return 1.0;
   double n = fmin(concurrency, requests);
   return requests / (requests + 0.5 * (n - 1.0));
-}
-
-/* One prefill pass of k prompts on a dp rank of layout l (pp 1): the
- * roofline of k prompts' work against one read of the weights, their
- * collectives, the pass's kernel stalls, and for an eager engine at least
- * the CPU time to issue its kernels (docs/cost-model.md, "Eager prefill").
- * At k = 1 it is p->latency. */
-static double cost__pass_time(const CostModel *m, const CostLayout *l, const CostPrefill *p,
-                              double k) {
-  double gpu = cost__overlap(fmax(k * p->compute, p->memory), k * p->comm_ep, m->k.ep_overlap) +
-               (1.0 - m->k.comm_overlap) * k * (p->comm_tp + p->comm_cp) + cost__stalls(m, l);
-  return fmax(gpu, m->eager_prefill ? cost__eager_issue(m, l) : 0.0);
 }
 
 double cost_mean_passes(double n, double k) {

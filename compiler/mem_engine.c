@@ -163,21 +163,6 @@ static double sglang_reserve_0410(int64_t mib, int64_t par, bool spec, bool dp_a
   return (r + (spec ? 2 : 0) + (dp_attn ? 4 : 0)) * 1024;
 }
 
-/* 0.5.4 and 0.5.6: the reserve in MiB from the chunked-prefill size and
- * the CUDA-graph batch (server_args.py, _handle_gpu_memory_settings). */
-static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int64_t pp, int64_t dp,
-                                bool dp_attn, SglRule rule) {
-  int64_t chunk, bs;
-  sglang_sizes(mib, sgl_tp, rule, &chunk, &bs);
-  if (s->serving.max_num_batched_tokens.v > 0) chunk = s->serving.max_num_batched_tokens.v;
-  double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + (double)bs * 2 +
-             (double)(sgl_tp * pp) / 8 * 1024;
-  if (dp_attn) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
-  if (mib > 60 * 1024 && r < 10 * 1024) r = 10 * 1024;
-  if (s->workload.draft_tokens.v > 0) r += 2 * 1024; /* EAGLE / NEXTN */
-  return r;
-}
-
 int64_t mem_engine_sglang_chunk(const Spec *s) {
   if (s->serving.max_num_batched_tokens.v > 0) return s->serving.max_num_batched_tokens.v;
   SglRule rule = sglang_rule(s);
@@ -185,6 +170,21 @@ int64_t mem_engine_sglang_chunk(const Spec *s) {
   if ((rule != SGL_RULE_054 && rule != SGL_RULE_056) || mib <= 0) return 0;
   sglang_sizes(mib, 1, rule, &chunk, &bs);
   return chunk;
+}
+
+/* 0.5.4 and 0.5.6: the reserve in MiB from the chunked-prefill size and
+ * the CUDA-graph batch (server_args.py, _handle_gpu_memory_settings). */
+static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int64_t pp, int64_t dp,
+                                bool dp_attn, SglRule rule) {
+  int64_t chunk, bs;
+  sglang_sizes(mib, sgl_tp, rule, &chunk, &bs);
+  chunk = mem_engine_sglang_chunk(s); /* the spec's --chunked-prefill-size, else the table's */
+  double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + (double)bs * 2 +
+             (double)(sgl_tp * pp) / 8 * 1024;
+  if (dp_attn) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
+  if (mib > 60 * 1024 && r < 10 * 1024) r = 10 * 1024;
+  if (s->workload.draft_tokens.v > 0) r += 2 * 1024; /* EAGLE / NEXTN */
+  return r;
 }
 
 /* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
