@@ -225,6 +225,8 @@ static bool est_pools(const CostModel *m, const Layout *L, const LayPool *const 
     o->decode = est_phase(&ph.decode);
     o->batch = ph.batch_used;
     o->max_batch = ph.max_batch;
+    o->graph_bs = cost_graph_bs(m, &inst[i].lay);
+    o->eager_ms = cost_eager_issue(m, &inst[i].lay) * 1e3;
   }
   e->npools = n;
   if (n == 2 && e->pools[0].pool > e->pools[1].pool) { /* the plan's pool order */
@@ -318,6 +320,25 @@ void compile_load_check(Diags *d, const Spec *spec, double served, const char *w
   diag_help(g, "%s", help ? help : "add replicas, or let `rankplan search` size the pools for the load");
 }
 
+void compile_graph_check(Diags *d, const Layout *L, const PlanEstimates *e) {
+  for (size_t i = 0; i < e->npools; i++) {
+    const PlanPoolEst *o = &e->pools[i];
+    const LayPool *P = &L->pools[o->pool];
+    int64_t pp = P->size[CO_PP], dp = P->size[CO_DP];
+    int64_t per = ((o->batch + pp - 1) / pp + dp - 1) / dp;
+    if (!o->has_decode || o->graph_bs <= 0 || per <= o->graph_bs) continue;
+    Diag *g = diag_at(d, DIAG_W0503, P->loc,
+                      "pool `%s` decodes %lld requests per scheduler, more than the %lld "
+                      "SGLang's CUDA graphs cover (cuda_graph_max_bs): those steps run eagerly, "
+                      "and issuing one step's kernels takes %.1f ms of CPU time (the step: %.1f ms)",
+                      P->name, (long long)per, (long long)o->graph_bs, o->eager_ms,
+                      o->decode.time_ms);
+    diag_help(g, "cap the running requests with `serving.max_num_seqs: %lld` (--max-running-requests); "
+                 "or raise --cuda-graph-max-bs, whose graphs need memory above --mem-fraction-static",
+              (long long)(o->graph_bs * dp * pp));
+  }
+}
+
 /* ---- the whole pipeline --------------------------------------------------- */
 
 int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char **what,
@@ -328,9 +349,12 @@ int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char 
   if (!L) return RP_EXIT_INPUT;
   PlanEstimates est = {0};
   const char *why = NULL;
-  if (compile_estimates(spec, L, o->consts, &est, &why) && est.goodput_tok_s_per_gpu > 0)
-    compile_load_check(d, spec, est.throughput_tok_s / (double)spec->workload.output_tokens.v,
-                       "the deployment", NULL);
+  if (compile_estimates(spec, L, o->consts, &est, &why)) {
+    if (est.goodput_tok_s_per_gpu > 0)
+      compile_load_check(d, spec, est.throughput_tok_s / (double)spec->workload.output_tokens.v,
+                         "the deployment", NULL);
+    compile_graph_check(d, L, &est);
+  }
   int rc = RP_EXIT_OK;
   *werr = emit_plan_files(d, spec, L, &est, o->out, o->split_dir, what);
   if (*werr) rc = RP_EXIT_USAGE;

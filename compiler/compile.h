@@ -41,6 +41,12 @@ Layout *compile_layout(const Spec *spec, Diags *d);
 void compile_load_check(Diags *d, const Spec *spec, double served, const char *who,
                         const char *help);
 
+/* W0503 at a pool whose decode batch per scheduler (the estimates' batch
+ * over pp micro-batches and dp) is larger than the engine's CUDA graphs
+ * cover (PlanPoolEst.graph_bs): its decode steps run eagerly
+ * (docs/cost-model.md, "Eager decode"). */
+void compile_graph_check(Diags *d, const Layout *L, const PlanEstimates *e);
+
 /* The plan's `estimates` for a compiled layout, from the cost model
  * (cost.h) with the formulas the search uses (docs/plan.md, "estimates"):
  * one pool of role `both`, or one prefill and one decode pool, at the

@@ -221,6 +221,10 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   m->chunk_tokens = es.mixed ? es.tokens : 0;
   m->overlap = es.overlap;
   m->eager_prefill = es.eager_prefill;
+  if ((Engine)s->deployment.engine.v == ENGINE_SGLANG) {
+    m->graph_bs[0] = mem_engine_sglang_graph_bs(s, 1);
+    m->graph_bs[1] = mem_engine_sglang_graph_bs(s, 4);
+  }
   m->prefill_tokens = (Engine)s->deployment.engine.v == ENGINE_SGLANG ? mem_engine_sglang_chunk(s)
                                                                        : es.tokens;
   m->run_seqs = es.seqs;
@@ -275,9 +279,7 @@ static double cost__stalls(const CostModel *m, const CostLayout *l) {
   return (m->pass_kernels + cost__comm_kernels(m, l)) * m->k.kernel_stall_s;
 }
 
-/* The CPU time an eager forward pass takes to issue its kernels, the
- * collectives' included. */
-static double cost__eager_issue(const CostModel *m, const CostLayout *l) {
+double cost_eager_issue(const CostModel *m, const CostLayout *l) {
   return (m->pass_kernels + cost__comm_kernels(m, l)) * m->k.eager_kernel_s;
 }
 
@@ -651,7 +653,7 @@ static double cost__pass_gpu(const CostModel *m, const CostPrefill *p, double k,
 static double cost__pass_time(const CostModel *m, const CostLayout *l, const CostPrefill *p,
                               double k) {
   double gpu = cost__pass_gpu(m, p, k, cost__stalls(m, l));
-  return fmax(gpu, m->eager_prefill ? cost__eager_issue(m, l) : 0.0);
+  return fmax(gpu, m->eager_prefill ? cost_eager_issue(m, l) : 0.0);
 }
 
 bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
@@ -730,6 +732,11 @@ typedef struct {
   double bytes, flops, comm;
 } CostLayerStep;
 
+int64_t cost_graph_bs(const CostModel *m, const CostLayout *l) {
+  if (m->moe && l->dp > 1) return 0;
+  return m->graph_bs[l->tp >= 4];
+}
+
 bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p) {
   memset(p, 0, sizeof *p);
   p->l = *l;
@@ -753,6 +760,8 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
   LinkClass lc = cost_link_class(m, l->tp);
   p->tp_class = lc;
   p->stalls = cost__stalls(m, l);
+  p->graph_bs = cost_graph_bs(m, l);
+  p->eager_issue = cost_eager_issue(m, l);
   p->tp_bw = cost_link_bw(m, lc);
   p->tp_lat = cost_link_lat(m, lc);
   if (l->pp > 1) {
@@ -802,6 +811,15 @@ static int64_t cost__kv_read_layer(CkState *st, const CostModel *m, const CostDe
     return 0;
   }
   return cost__cdiv(ckm(st, ckm(st, n, read), p->kvr), ckm(st, p->l.dcp, layers));
+}
+
+/* A decode step whose batch per scheduler, bdp, is beyond what the
+ * engine's CUDA graphs cover runs eagerly: it takes at least the CPU time
+ * to issue its forward pass's kernels (docs/cost-model.md, "Eager
+ * decode"). The part of that time beyond the GPU's work gpu. */
+static double cost__eager_excess(const CostDecodePrep *p, int64_t bdp, int64_t chunk, double gpu) {
+  if (chunk > 0 || p->graph_bs <= 0 || bdp <= p->graph_bs) return 0.0;
+  return fmax(0.0, p->eager_issue - gpu);
 }
 
 /* One step of an instance holding B decoding requests whose every dp rank
@@ -882,12 +900,14 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
    * layer of this step plus the logits. */
   double draft = (double)m->draft * (t_layers / (nd + nm) + t_lm);
   double gpu = t_layers + t_lm + out->comm_pp + draft;
+  double eager = cost__eager_excess(p, bdp, chunk, gpu);
+  gpu += eager;
   /* The engine's CPU work per step: exposed in full, or only what the
    * GPU's step does not cover when the engine overlaps the two. */
   double cpu = (double)l->pp * m->k.step_overhead_s;
   double exposed = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
   out->step = gpu + exposed;
-  out->overhead = exposed + stalls * (1.0 + (double)m->draft / (nd + nm));
+  out->overhead = exposed + eager + stalls * (1.0 + (double)m->draft / (nd + nm));
   out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
   out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
@@ -1098,10 +1118,28 @@ static bool cost__pred_agg(const CostModel *m, int64_t B, void *arg) {
   return cost__agg_at(m, B, a) && a->tpot_eff <= m->slo_tpot;
 }
 
-/* B for a decode or both instance: the largest batch meeting the SLO
- * within hi, 0 when batch 1 misses it. */
-static int64_t cost__batch(const CostModel *m, CostInstance *o, const CostDecodePrep *prep,
-                           int64_t hi, double rho, int64_t guess) {
+/* Requests/s a decode or both instance serves at batch B: B / TPOT / T_out
+ * for decode, rho R_cap for both. */
+static double cost__batch_rate(const CostModel *m, CostInstance *o, const CostDecodePrep *prep,
+                               int64_t B, double rho) {
+  if (o->role == ROLE_DECODE) {
+    CostDecode dc;
+    if (!cost_decode_at(m, prep, B, &dc) || !(dc.tpot > 0)) return 0.0;
+    return (double)B / dc.tpot / (double)m->tout;
+  }
+  CostAggArg a = {&o->pre, prep, rho, 0, 0, 0, false};
+  return cost__agg_at(m, B, &a) ? a.rho * a.rcap : 0.0;
+}
+
+/* The largest instance batch whose every scheduler's decode batch the
+ * engine's CUDA graphs cover, 0 when no limit is known. */
+static int64_t cost__graph_batch(const CostDecodePrep *p) {
+  if (p->graph_bs <= 0) return 0;
+  return p->graph_bs * p->l.dp * p->l.pp;
+}
+
+static int64_t cost__batch_slo(const CostModel *m, CostInstance *o, const CostDecodePrep *prep,
+                               int64_t hi, double rho, int64_t guess) {
   if (o->role == ROLE_DECODE) {
     int64_t pp = o->lay.pp, hb = (hi + pp - 1) / pp;
     CostDecArg da = {prep, hi};
@@ -1110,6 +1148,19 @@ static int64_t cost__batch(const CostModel *m, CostInstance *o, const CostDecode
   }
   CostAggArg a = {&o->pre, prep, rho, 0, 0, 0, false};
   return cost__largest(m, hi, cost__pred_agg, &a, guess);
+}
+
+/* B for a decode or both instance: the largest batch meeting the SLO
+ * within hi, 0 when batch 1 misses it; but the largest batch the CUDA
+ * graphs cover when the eager steps beyond it serve no more. */
+static int64_t cost__batch(const CostModel *m, CostInstance *o, const CostDecodePrep *prep,
+                           int64_t hi, double rho, int64_t guess) {
+  int64_t B = cost__batch_slo(m, o, prep, hi, rho, guess);
+  int64_t g = cost__graph_batch(prep);
+  if (g > 0 && B > g &&
+      cost__batch_rate(m, o, prep, g, rho) >= cost__batch_rate(m, o, prep, B, rho))
+    return g;
+  return B;
 }
 
 /* A mixed aggregated instance's prefill figures while it decodes b

@@ -150,6 +150,8 @@ typedef struct {
   double chunk_ctx;                /* mean context a prompt-chunk token attends to */
   bool overlap;                    /* the engine hides step_overhead_s behind the GPU's step */
   bool eager_prefill;              /* the engine runs a prefill without CUDA graphs */
+  int64_t graph_bs[2];             /* SGLang's CUDA-graph batch at --tp-size below 4 and
+                                      from 4 (mem_engine_sglang_graph_bs); 0: not known */
   int64_t prefill_tokens;          /* most prompt tokens one prefill pass of a dp rank
                                       takes (the engine's budget), 0: one prompt a pass */
   int64_t run_seqs;                /* the engine's most running sequences (serving.max_num_seqs
@@ -270,8 +272,22 @@ typedef struct {
   LinkClass tp_class;
   double lm_bytes;
   double stalls;                       /* s, kernel-boundary stalls of one forward pass */
+  int64_t graph_bs;                    /* the largest decode batch of one scheduler the
+                                          engine's CUDA graphs cover; 0: none known */
+  double eager_issue;                  /* s, CPU time to issue one eager forward pass */
 } CostDecodePrep;
 bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostDecodePrep *p);
+/* The largest decode batch of one scheduler the engine's CUDA graphs
+ * cover for layout l (docs/cost-model.md, "Eager decode"): SGLang's
+ * cuda_graph_max_bs at its --tp-size, tp when the pool runs no attention
+ * dp. With attention dp the releases compare different batches (the sum
+ * over the dp ranks, or the largest), so none is priced: 0. 0 too for
+ * every other engine. */
+int64_t cost_graph_bs(const CostModel *m, const CostLayout *l);
+/* The CPU time an eager forward pass of layout l takes to issue its
+ * kernels, the collectives' included (docs/cost-model.md, "Eager
+ * prefill"). */
+double cost_eager_issue(const CostModel *m, const CostLayout *l);
 bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out);
 /* One step at batch B whose every dp rank (per micro-batch) also runs
  * `chunk` prompt tokens of a chunked prefill: they go through every linear

@@ -172,6 +172,14 @@ int64_t mem_engine_sglang_chunk(const Spec *s) {
   return chunk;
 }
 
+int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp) {
+  SglRule rule = sglang_rule(s);
+  int64_t mib = s->hardware.gpu.memory.v >> 20, chunk = 0, bs = 0;
+  if ((rule != SGL_RULE_054 && rule != SGL_RULE_056) || mib <= 0) return 0;
+  sglang_sizes(mib, sgl_tp, rule, &chunk, &bs);
+  return bs;
+}
+
 /* 0.5.4 and 0.5.6: the reserve in MiB from the chunked-prefill size and
  * the CUDA-graph batch (server_args.py, _handle_gpu_memory_settings). */
 static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int64_t pp, int64_t dp,

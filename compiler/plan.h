@@ -140,6 +140,11 @@ typedef struct {
   bool has_prefill, has_decode;
   PlanPhaseEst prefill, decode;
   int64_t batch, max_batch; /* decode: requests in flight per instance, B */
+  int64_t graph_bs;         /* decode: the largest batch of one scheduler the engine's
+                               CUDA graphs cover (cost_graph_bs), 0: none known */
+  double eager_ms;          /* the CPU time of issuing one eager forward pass
+                               (cost_eager_issue); graph_bs and eager_ms are not
+                               written to the plan */
 } PlanPoolEst;
 #define PLAN_EST_POOLS 2
 /* Looks a group kind up by its plan name; false when unknown. */

@@ -197,28 +197,39 @@ static void test_request_overhead(void) {
   T_CHECK(fabs(b.ttft_ms - a.ttft_ms - 50.0) < 0.5);
 }
 
-/* The figures of the 8B aggregated example at N requests in flight, in a
- * run of `requests` requests (0: a steady loop). */
-static bool closed_loop_run(int64_t n, int64_t requests, PlanEstimates *e) {
+/* The estimates of the spec at path once edit(spec, arg) has changed it. */
+static bool spec_estimates(const char *path, void (*edit)(Spec *, const void *), const void *arg,
+                           PlanEstimates *e) {
   Diags d;
   diags_init(&d);
-  Spec *s = spec_parse_file(&d, RP_SOURCE_ROOT "/plans/examples/llama-3.1-8b-agg.yaml",
-                            RP_SOURCE_ROOT "/plans/catalog");
-  bool ok = s != NULL;
-  if (s) {
-    s->workload.rate.set = false;
-    s->workload.concurrency.set = true;
-    s->workload.concurrency.v = n;
-    s->workload.requests.set = requests > 0;
-    s->workload.requests.v = requests;
-  }
-  Layout *L = ok ? compile_layout(s, &d) : NULL;
+  Spec *s = spec_parse_file(&d, path, RP_SOURCE_ROOT "/plans/catalog");
+  if (s) edit(s, arg);
+  Layout *L = s ? compile_layout(s, &d) : NULL;
   const char *why = NULL;
-  ok = L && compile_estimates(s, L, NULL, e, &why) && e->has;
+  bool ok = L && compile_estimates(s, L, NULL, e, &why) && e->has;
   lay_free(L);
   spec_free(s);
   diags_free(&d);
   return ok;
+}
+
+/* A closed loop of n requests in flight, in a run of `requests` (0: a
+ * steady loop). */
+typedef struct { int64_t n, requests; } LoopArg;
+static void set_loop(Spec *s, const void *arg) {
+  const LoopArg *a = arg;
+  s->workload.rate.set = false;
+  s->workload.concurrency.set = true;
+  s->workload.concurrency.v = a->n;
+  s->workload.requests.set = a->requests > 0;
+  s->workload.requests.v = a->requests;
+}
+
+/* The figures of the 8B aggregated example at N requests in flight, in a
+ * run of `requests` requests (0: a steady loop). */
+static bool closed_loop_run(int64_t n, int64_t requests, PlanEstimates *e) {
+  LoopArg a = {n, requests};
+  return spec_estimates(RP_SOURCE_ROOT "/plans/examples/llama-3.1-8b-agg.yaml", set_loop, &a, e);
 }
 
 static bool closed_loop_at(int64_t n, PlanEstimates *e) { return closed_loop_run(n, 0, e); }
@@ -253,6 +264,48 @@ static void test_eager_prefill_source(void) {
   lay_free(L);
   spec_free(s);
   diags_free(&d);
+}
+
+/* The fixture of W0503 (Qwen3-0.6B under SGLang on one L40S) at n in
+ * flight, or at `rate` req/s with serving.max_num_seqs seqs (0: unset),
+ * under vLLM when vllm. */
+typedef struct { int64_t n, seqs; double rate; bool vllm; } EagerArg;
+static void set_eager(Spec *s, const void *arg) {
+  const EagerArg *a = arg;
+  s->workload.concurrency.v = a->n;
+  s->workload.concurrency.set = a->n > 0;
+  s->workload.rate.v = a->rate;
+  s->workload.rate.set = a->rate > 0;
+  s->serving.max_num_seqs.v = a->seqs;
+  s->serving.max_num_seqs.set = a->seqs > 0;
+  if (a->vllm) s->deployment.engine.v = ENGINE_VLLM;
+}
+
+static bool eager_decode_at(int64_t n, double rate, int64_t seqs, bool vllm, PlanEstimates *e) {
+  EagerArg a = {n, seqs, rate, vllm};
+  return spec_estimates(RP_SOURCE_ROOT "/tests/golden/ok/sglang-eager-decode.yaml", set_eager, &a,
+                        e) &&
+         e->pools[0].has_decode;
+}
+
+/* Eager decode (docs/cost-model.md, "Eager decode"): SGLang's CUDA graphs
+ * cover 32 requests on an L40S at tp 1 (its 0.5.6 table for 46,068 MiB);
+ * a step beyond them takes at least the CPU time of issuing its kernels,
+ * one within them does not; vLLM's pools are not priced so. In rate mode
+ * the batch to configure stops at the graphs' 32 when the eager steps
+ * beyond it, up to the 100 the engine may run, serve fewer requests. */
+static void test_eager_decode(void) {
+  PlanEstimates a, b, v, r, u;
+  T_CHECK(eager_decode_at(64, 0, 0, false, &a) && eager_decode_at(32, 0, 0, false, &b));
+  T_CHECK(a.pools[0].graph_bs == 32 && a.pools[0].batch == 64 && b.pools[0].batch == 32);
+  double issue = a.pools[0].eager_ms;
+  T_CHECK(issue > 0 && fabs(a.pools[0].decode.time_ms - issue) < 1e-9 * issue);
+  T_CHECK(a.pools[0].decode.overhead_ms > 0.5 * issue);
+  T_CHECK(b.pools[0].decode.time_ms < 0.5 * issue);
+  T_CHECK(eager_decode_at(64, 0, 0, true, &v) && v.pools[0].graph_bs == 0);
+  T_CHECK(v.pools[0].decode.time_ms < 0.5 * issue);
+  T_CHECK(eager_decode_at(0, 200, 100, false, &r) && r.pools[0].max_batch == 32);
+  T_CHECK(eager_decode_at(0, 200, 0, false, &u) && u.pools[0].max_batch > 32);
 }
 
 /* workload.requests: a run of P requests at N in flight serves the steady
@@ -337,6 +390,7 @@ int main(void) {
   T_RUN(test_finite_run);
   T_RUN(test_mean_passes);
   T_RUN(test_eager_prefill_source);
+  T_RUN(test_eager_decode);
   T_RUN(test_request_overhead);
   T_DONE();
 }
