@@ -196,6 +196,20 @@ int launch_emit(const Plan *p, LaunchTarget t, const char *dir, const char *cata
   return launch_emit_with_plan(p, t, dir, catalog_dir, err, NULL, 0);
 }
 
+/* The plan's launch setting its engine entry cannot honour, as a message
+ * naming the key (caller frees); NULL when every one has its flag. */
+static char *launch_refused(const PlanLaunch *L, const EngineCaps *c, Engine e) {
+  if (L->sampler && !engine_kv(c->samplers, c->nsamplers, L->sampler))
+    return rp_sprintf("launch.sampler: engine %s %s has no sampler `%s`", L->engine, L->engine_version, L->sampler);
+  const char *ot = L->overlap_schedule >= 0 ? engine_overlap_term(e, L->overlap_schedule == 1) : NULL;
+  if (ot && !engine_flag(c, ot))
+    return rp_sprintf("launch.overlap_schedule: engine %s %s has no `%s` flag", L->engine, L->engine_version, ot);
+  if (L->cuda_graph_max_bs && !engine_flag(c, "cuda_graph_max_bs"))
+    return rp_sprintf("launch.cuda_graph_max_bs: engine %s %s has no `cuda_graph_max_bs` flag", L->engine,
+                      L->engine_version);
+  return NULL;
+}
+
 int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const char *catalog_dir, FILE *err,
                           const char *plan_text, size_t plan_len) {
   const char *why = plan_lacks(p, t);
@@ -213,16 +227,10 @@ int launch_emit_with_plan(const Plan *p, LaunchTarget t, const char *dir, const 
     free(cerr);
     return RP_EXIT_INPUT;
   }
-  if (L->sampler && !engine_kv(c->samplers, c->nsamplers, L->sampler)) {
-    fprintf(err, "rankplan emit: %s: launch.sampler: engine %s %s has no sampler `%s`\n", p->path, L->engine,
-            L->engine_version, L->sampler);
-    engine_caps_free(c);
-    return RP_EXIT_INPUT;
-  }
-  const char *ot = L->overlap_schedule >= 0 ? engine_overlap_term(e, L->overlap_schedule == 1) : NULL;
-  if (ot && !engine_flag(c, ot)) {
-    fprintf(err, "rankplan emit: %s: launch.overlap_schedule: engine %s %s has no `%s` flag\n", p->path, L->engine,
-            L->engine_version, ot);
+  char *refused = launch_refused(L, c, e);
+  if (refused) {
+    fprintf(err, "rankplan emit: %s: %s\n", p->path, refused);
+    free(refused);
     engine_caps_free(c);
     return RP_EXIT_INPUT;
   }

@@ -308,6 +308,16 @@ static void check_overlap(Diags *d, const Spec *s, const EngineCaps *c) {
             term, engine_overlap_default(c->engine) ? "on" : "off");
 }
 
+/* serving.cuda_graph_max_bs against the entry's flags (E0711). */
+static void check_graph_bs(Diags *d, const Spec *s, const EngineCaps *c) {
+  const SInt *b = &s->serving.cuda_graph_max_bs;
+  if (!b->set || engine_flag(c, "cuda_graph_max_bs")) return;
+  Diag *g = diag_at(d, DIAG_E0711, b->loc, "engine `%s` %s has no flag known to set its CUDA-graph batch",
+                    engine_name(c->engine), c->version);
+  diag_help(g, "its entry lists no `cuda_graph_max_bs` flag; remove `serving.cuda_graph_max_bs`, or name an engine "
+               "whose entry lists it (sglang, vllm)");
+}
+
 static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   const char *dt = dtype_name((DType)s->model.dtype.kv_cache.v);
   const char *word = engine_kv(c->kv_dtypes, c->nkv_dtypes, dt);
@@ -333,6 +343,7 @@ static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   }
   check_sampler(d, s, c);
   check_overlap(d, s, c);
+  check_graph_bs(d, s, c);
 }
 
 static void check_hostnames(Diags *d, const HardwareSpec *h) {
@@ -383,6 +394,11 @@ void engine_check(Diags *d, const Spec *s) {
       Diag *g = diag_at(d, DIAG_E0709, s->serving.sampler.loc, "engine `generic` has no sampler `%s`",
                         s->serving.sampler.v);
       diag_help(g, "remove `serving.sampler`, or name an engine whose entry lists samplers (vllm)");
+    }
+    if (s->serving.cuda_graph_max_bs.set) {
+      Diag *g = diag_at(d, DIAG_E0711, s->serving.cuda_graph_max_bs.loc,
+                        "engine `generic` has no CUDA-graph batch to set");
+      diag_help(g, "remove `serving.cuda_graph_max_bs`, or name an engine whose entry lists it (sglang, vllm)");
     }
     return;
   }

@@ -67,6 +67,8 @@ void launch_key_emit(StrBuf *sb, const Spec *s, const struct Layout *L) {
   sb_puts(sb, ",\"kv_transfer\":");
   sb_json_str(sb, sv->kv_transfer.set ? sv->kv_transfer.v : c->kv_transfer_default);
   if (sv->sampler.set) put_opt_str(sb, "sampler", &sv->sampler); /* written only when chosen */
+  if (sv->cuda_graph_max_bs.set) /* written only when chosen */
+    sb_printf(sb, ",\"cuda_graph_max_bs\":%lld", (long long)sv->cuda_graph_max_bs.v);
   if (sv->overlap_schedule.set) /* written only when chosen */
     sb_printf(sb, ",\"overlap_schedule\":%s", sv->overlap_schedule.v ? "true" : "false");
   /* the fraction the ledger was planned with, exactly as the spec wrote it */

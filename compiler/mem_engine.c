@@ -173,6 +173,7 @@ int64_t mem_engine_sglang_chunk(const Spec *s) {
 }
 
 int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp) {
+  if (s->serving.cuda_graph_max_bs.set) return s->serving.cuda_graph_max_bs.v;
   SglRule rule = sglang_rule(s);
   int64_t mib = s->hardware.gpu.memory.v >> 20, chunk = 0, bs = 0;
   if ((rule != SGL_RULE_054 && rule != SGL_RULE_056) || mib <= 0) return 0;
@@ -187,6 +188,7 @@ static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int6
   int64_t chunk, bs;
   sglang_sizes(mib, sgl_tp, rule, &chunk, &bs);
   chunk = mem_engine_sglang_chunk(s); /* the spec's --chunked-prefill-size, else the table's */
+  bs = mem_engine_sglang_graph_bs(s, sgl_tp); /* the spec's --cuda-graph-max-bs, else the table's */
   double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + (double)bs * 2 +
              (double)(sgl_tp * pp) / 8 * 1024;
   if (dp_attn) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);

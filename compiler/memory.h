@@ -120,8 +120,9 @@ double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t
  * the GPU's memory (0.5.4 onwards); 0 when neither is known. */
 int64_t mem_engine_sglang_chunk(const Spec *s);
 /* SGLang's cuda_graph_max_bs at --tp-size sgl_tp: the largest decode
- * batch of one scheduler its CUDA graphs cover, the release's default for
- * the GPU's memory (0.5.4 onwards, docs/memory.md); 0 when not known. */
+ * batch of one scheduler its CUDA graphs cover: serving.cuda_graph_max_bs,
+ * else the release's default for the GPU's memory (0.5.4 onwards,
+ * docs/memory.md); 0 when neither is known. */
 int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp);
 
 /* vLLM's sampler warm-up: bytes per (sequence x vocabulary entry) live at

@@ -1218,6 +1218,9 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
       !launch_int(ld, o, "max_num_batched_tokens", 1, (int64_t)1 << 30, true, &L->max_num_batched_tokens) ||
       !launch_int(ld, o, "kv_block", 1, (int64_t)1 << 30, false, &L->kv_block))
     return false;
+  if (pj_object_get(o, "cuda_graph_max_bs") &&
+      !launch_int(ld, o, "cuda_graph_max_bs", 1, (int64_t)1 << 30, false, &L->cuda_graph_max_bs))
+    return false;
   if (p->nranks > 0 && p->ranks[0].kv_block_tokens != L->kv_block)
     return fail(ld, "launch.kv_block: expected the ranks' kv.block_tokens %lld, got %lld",
                 (long long)p->ranks[0].kv_block_tokens, (long long)L->kv_block);

@@ -944,6 +944,51 @@ def overlap_schedule(tmp):
               "emit: launch.overlap_schedule that is not a boolean is named", p.stderr)
 
 
+def cuda_graph_bs(tmp):
+    """serving.cuda_graph_max_bs reaches the engines as the flag their
+    catalog entry names: SGLang 0.5.6's --cuda-graph-max-bs, the newest
+    SGLang entry's --cuda-graph-max-bs-decode, vLLM 0.11's
+    --max-cudagraph-capture-size, each in that release's parser fixture;
+    the plan records it, and under SGLang's default fraction the larger
+    graph batch leaves a smaller KV pool (its reserve counts 2 MiB a
+    request, docs/memory.md). A plan asking it of an entry without the
+    flag (TensorRT-LLM), or one whose value is not a positive count, is
+    refused at emit."""
+    base = open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read()
+    cases = [("sglang-056", '{ name: sglang, version: "0.5.6" }', "sglang", "--cuda-graph-max-bs"),
+             ("sglang-new", "sglang", "sglang", "--cuda-graph-max-bs-decode"),
+             ("vllm", "vllm", "vllm", "--max-cudagraph-capture-size")]
+    for name, engine, kind, flag in cases:
+        text = base.replace("  engine: vllm\n", f"  engine: {engine}\n")
+        d, plan = compile_variant(tmp, f"graphs-{name}", text + "serving: { cuda_graph_max_bs: 384 }\n", kind)
+        if not plan:
+            continue
+        check(plan["launch"].get("cuda_graph_max_bs") == 384, f"graphs-{name}: the plan records it", plan["launch"])
+        check_shell(f"graphs-{name}", d)
+        read_back(f"graphs-{name}", plan, d)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == kind]
+        check(cmds and all(c.one(flag) == "384" for c in cmds),
+              f"graphs-{name}: every {kind} server runs with {flag} 384", [c.flags for c in cmds][:1])
+        if name == "sglang-056":
+            d0, plan0 = compile_variant(tmp, "graphs-sglang-default", text, kind)
+            if plan0:
+                kv = [{pl["name"]: sum(plan_["ranks"][r]["memory"]["kv_cache"] for r in range(*pl["ranks"]))
+                       for pl in plan_["pools"]} for plan_ in (plan0, plan)]
+                # the H100's default graph batch: 256 below --tp-size 4 (prefill, tp 2), 512 from it (decode, tp 4)
+                check(kv[1]["prefill"] < kv[0]["prefill"] and kv[1]["decode"] > kv[0]["decode"],
+                      "graphs-sglang: 384 graphs shrink the tp-2 pool's KV (default 256) and grow the tp-4 one's (512)", kv)
+    src = os.path.join(tmp, "graphs-vllm.out", "plan.json")
+    if os.path.exists(src):
+        p, absent = emit_edited(tmp, json.load(open(src)), "graphs-trtllm", "trtllm", engine="trtllm",
+                                engine_version="1.1.0")
+        check(p.returncode == 1 and "launch.cuda_graph_max_bs" in p.stderr and absent,
+              "emit: a TensorRT-LLM plan asking for a CUDA-graph batch is refused (its entries list no flag)", p.stderr)
+        p, absent = emit_edited(tmp, json.load(open(src)), "graphs-zero", "vllm", cuda_graph_max_bs=0)
+        check(p.returncode != 0 and "cuda_graph_max_bs" in p.stderr and absent,
+              "emit: launch.cuda_graph_max_bs outside [1, 2^30] is named", p.stderr)
+
+
 def sglang_versions(tmp):
     """A spec naming an SGLang release gets the entry covering it, and the
     spelling that release's parser takes where the releases differ
@@ -1183,6 +1228,7 @@ try:
     sglang_versions(tmp)
     vllm_sampler(tmp)
     overlap_schedule(tmp)
+    cuda_graph_bs(tmp)
     redundant_experts(tmp)
     trtllm_versions(tmp)
     directory_rules(tmp)

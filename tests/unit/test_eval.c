@@ -269,7 +269,7 @@ static void test_eager_prefill_source(void) {
 /* The fixture of W0503 (Qwen3-0.6B under SGLang on one L40S) at n in
  * flight, or at `rate` req/s with serving.max_num_seqs seqs (0: unset),
  * under vLLM when vllm. */
-typedef struct { int64_t n, seqs; double rate; bool vllm; } EagerArg;
+typedef struct { int64_t n, seqs; double rate; bool vllm; int64_t graph; } EagerArg;
 static void set_eager(Spec *s, const void *arg) {
   const EagerArg *a = arg;
   s->workload.concurrency.v = a->n;
@@ -279,19 +279,26 @@ static void set_eager(Spec *s, const void *arg) {
   s->serving.max_num_seqs.v = a->seqs;
   s->serving.max_num_seqs.set = a->seqs > 0;
   if (a->vllm) s->deployment.engine.v = ENGINE_VLLM;
+  s->serving.cuda_graph_max_bs.v = a->graph;
+  s->serving.cuda_graph_max_bs.set = a->graph > 0;
 }
 
-static bool eager_decode_at(int64_t n, double rate, int64_t seqs, bool vllm, PlanEstimates *e) {
-  EagerArg a = {n, seqs, rate, vllm};
+static bool eager_decode_graphs(int64_t n, double rate, int64_t seqs, bool vllm, int64_t graph,
+                                PlanEstimates *e) {
+  EagerArg a = {n, seqs, rate, vllm, graph};
   return spec_estimates(RP_SOURCE_ROOT "/tests/golden/ok/sglang-eager-decode.yaml", set_eager, &a,
                         e) &&
          e->pools[0].has_decode;
 }
 
+static bool eager_decode_at(int64_t n, double rate, int64_t seqs, bool vllm, PlanEstimates *e) {
+  return eager_decode_graphs(n, rate, seqs, vllm, 0, e);
+}
+
 /* Eager decode (docs/cost-model.md, "Eager decode"): SGLang's CUDA graphs
- * cover 32 requests on an L40S at tp 1 (its 0.5.6 table for 46,068 MiB);
- * a step beyond them takes at least the CPU time of issuing its kernels,
- * one within them does not; vLLM's pools are not priced so. In rate mode
+ * cover 32 requests on an L40S at tp 1 (its 0.5.6 table for 46,068 MiB),
+ * or serving.cuda_graph_max_bs; a step beyond them takes at least the CPU
+ * time of issuing its kernels, one within them does not; vLLM's pools are not priced so. In rate mode
  * the batch to configure stops at the graphs' 32 when the eager steps
  * beyond it, up to the 100 the engine may run, serve fewer requests. */
 static void test_eager_decode(void) {
@@ -306,6 +313,10 @@ static void test_eager_decode(void) {
   T_CHECK(v.pools[0].decode.time_ms < 0.5 * issue);
   T_CHECK(eager_decode_at(0, 200, 100, false, &r) && r.pools[0].max_batch == 32);
   T_CHECK(eager_decode_at(0, 200, 0, false, &u) && u.pools[0].max_batch > 32);
+  /* serving.cuda_graph_max_bs: 64 captures the batch: priced with graphs. */
+  PlanEstimates g;
+  T_CHECK(eager_decode_graphs(64, 0, 0, false, 64, &g) && g.pools[0].graph_bs == 64);
+  T_CHECK(g.pools[0].decode.time_ms < 0.5 * issue);
 }
 
 /* workload.requests: a run of P requests at N in flight serves the steady
