@@ -364,6 +364,7 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->up_bw = hw->scale_up.bandwidth.v;
   m->out_bw = hw->scale_out.bandwidth.v;
   m->up_lat = hw->scale_up.latency.set ? hw->scale_up.latency.v : k->scale_up_latency_s;
+  m->up_nvls = hw->scale_up.nvls_ratio.set ? hw->scale_up.nvls_ratio.v * m->up_bw : 0.0;
   m->out_lat = hw->scale_out.latency.set ? hw->scale_out.latency.v : k->scale_out_latency_s;
   struct { const char *key; double v; SrcLoc loc; } need[] = {
       {"hardware.gpu.memory", (double)m->gpu_mem, hw->gpu.loc},
@@ -412,6 +413,10 @@ double cost_link_lat(const CostModel *m, LinkClass c) {
   return c == LINK_SCALE_UP ? m->up_lat : m->out_lat;
 }
 
+double cost_link_nvls(const CostModel *m, LinkClass c) {
+  return c == LINK_SCALE_UP ? m->up_nvls : 0.0;
+}
+
 double cost_ring_allreduce(double bytes, int64_t n, double bw, double lat) {
   if (n <= 1) return 0.0;
   double f = 2.0 * (double)(n - 1) / (double)n;
@@ -426,11 +431,26 @@ double cost_ring_allreduce(double bytes, int64_t n, double bw, double lat) {
  * at up to 8; two stages (reduce-scatter, all-gather) otherwise. */
 #define COST_CUSTOM_AR_MAX_BYTES (8.0 * 1024.0 * 1024.0)
 
-double cost_allreduce(double bytes, int64_t n, LinkClass c, double bw, double lat) {
+double cost_nvls_allreduce(double bytes, int64_t n, double busbw) {
+  if (n <= 1) return 0.0;
+  return COST_NVLS_LAT_S + 2.0 * (double)(n - 1) / (double)n * bytes / busbw;
+}
+
+/* NCCL: the faster of its ring and, where the domain has NVLink SHARP, its
+ * NVLS all-reduce, as its tuner picks the algorithm of least predicted
+ * time (src/graph/tuning.cc). */
+static double cost__nccl_allreduce(double bytes, int64_t n, LinkClass c, double bw, double lat,
+                                   double nvls) {
+  double ring = cost_ring_allreduce(bytes, n, bw, lat);
+  if (c != LINK_SCALE_UP || !(nvls > 0.0)) return ring;
+  return fmin(ring, cost_nvls_allreduce(bytes, n, nvls));
+}
+
+double cost_allreduce(double bytes, int64_t n, LinkClass c, double bw, double lat, double nvls) {
   if (n <= 1) return 0.0;
   bool sizes = n == 2 || n == 4 || n == 6 || n == 8;
   if (c != LINK_SCALE_UP || !sizes || bytes >= COST_CUSTOM_AR_MAX_BYTES)
-    return cost_ring_allreduce(bytes, n, bw, lat);
+    return cost__nccl_allreduce(bytes, n, c, bw, lat, nvls);
   bool one = n == 2 || (n <= 4 && bytes < 512.0 * 1024.0) || bytes < 256.0 * 1024.0;
   if (one) return (double)(n - 1) * bytes / bw + lat;
   return 2.0 * (double)(n - 1) / (double)n * bytes / bw + 2.0 * lat;
@@ -613,7 +633,7 @@ static double cost__etp_allreduce(const CostModel *m, const CostLayout *l, doubl
   if (!m->moe || l->etp <= 1 || l->etp == l->tp) return 0.0;
   LinkClass c = cost_link_class(m, l->ep * l->etp);
   double bytes = tokens * (double)m->hidden * (double)m->act_bytes;
-  return cost_allreduce(bytes, l->etp, c, cost_link_bw(m, c), cost_link_lat(m, c));
+  return cost_allreduce(bytes, l->etp, c, cost_link_bw(m, c), cost_link_lat(m, c), cost_link_nvls(m, c));
 }
 
 /* Work w with communication c of which a share ov runs behind w (two
@@ -688,7 +708,8 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   if (l->tp > 1) {
     LinkClass c = cost_link_class(m, l->tp);
     double bytes = (double)Sn / (double)l->cp * h * act;
-    out->comm_tp = L * 2.0 * cost_allreduce(bytes, l->tp, c, cost_link_bw(m, c), cost_link_lat(m, c));
+    out->comm_tp = L * 2.0 * cost_allreduce(bytes, l->tp, c, cost_link_bw(m, c), cost_link_lat(m, c),
+                                            cost_link_nvls(m, c));
   }
   if (l->cp > 1) {
     LinkClass c = cost_link_class(m, tpcp);
@@ -764,6 +785,7 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
   p->eager_issue = cost_eager_issue(m, l);
   p->tp_bw = cost_link_bw(m, lc);
   p->tp_lat = cost_link_lat(m, lc);
+  p->tp_nvls = cost_link_nvls(m, lc);
   if (l->pp > 1) {
     lc = cost_link_class(m, cost_layout_gpus(l));
     p->pp_bw = cost_link_bw(m, lc);
@@ -860,12 +882,12 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   double act = (double)m->act_bytes, h = (double)m->hidden;
   double tp_comm = 0.0;
   if (l->tp > 1)
-    tp_comm = 2.0 * cost_allreduce((double)tk * h * act, l->tp, p->tp_class, p->tp_bw, p->tp_lat);
+    tp_comm = 2.0 * cost_allreduce((double)tk * h * act, l->tp, p->tp_class, p->tp_bw, p->tp_lat, p->tp_nvls);
   if (l->dcp > 1) {
     /* dcp ranks hold different tokens of the same heads: their partial
      * attention outputs are combined with one reduction per layer. */
     tp_comm += cost_allreduce((double)tk * h * act * (double)l->dcp / (double)l->tp, l->dcp,
-                              p->tp_class, p->tp_bw, p->tp_lat);
+                              p->tp_class, p->tp_bw, p->tp_lat, p->tp_nvls);
   }
   dl.comm = tp_comm;
   ml.comm = tp_comm;

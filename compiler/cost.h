@@ -133,6 +133,7 @@ typedef struct {
   int64_t gpu_mem;                 /* B_memory comes from the memory ledger (docs/cost-model.md) */
   int64_t domain, gpus_total;
   double up_bw, up_lat, out_bw, out_lat;
+  double up_nvls;                  /* B/s: NCCL's NVLS all-reduce bus bandwidth in the domain, 0: none */
   /* workload and SLOs */
   int64_t tin, tout;
   double rate;                     /* req/s, 0 when not given */
@@ -210,7 +211,15 @@ double cost_ring_allreduce(double bytes, int64_t n, double bw, double lat);
  * "Collectives"): inside a scale-up domain, at 2, 4, 6 or 8 ranks and
  * below 8 MiB, the one-stage or two-stage custom all-reduce; else the
  * ring. */
-double cost_allreduce(double bytes, int64_t n, LinkClass c, double bw, double lat);
+double cost_allreduce(double bytes, int64_t n, LinkClass c, double bw, double lat, double nvls);
+/* NCCL's all-reduce over NVLink SHARP (docs/cost-model.md, "Collectives"):
+ * NCCL's NVLS latency (src/graph/tuning.cc) plus 2(n-1)/n * bytes at the
+ * domain's NVLS bus bandwidth busbw (B/s). */
+#define COST_NVLS_LAT_S 25e-6
+double cost_nvls_allreduce(double bytes, int64_t n, double busbw);
+/* The NVLS bus bandwidth of link class c: the domain's (0 when it has
+ * none) inside it, 0 over the NIC. */
+double cost_link_nvls(const CostModel *m, LinkClass c);
 /* All-to-all where each rank sends `bytes` spread evenly over n ranks:
  * (n-1)/n * bytes / bw plus one latency. 0 when n <= 1. */
 double cost_all_to_all(double bytes, int64_t n, double bw, double lat);
@@ -269,6 +278,7 @@ typedef struct {
   int64_t p_dense, p_moe, local, tpdp; /* parameters, local experts, tp*dp */
   CostEpRate ep;                       /* dispatch/combine per token */
   double tp_bw, tp_lat, pp_bw, pp_lat;
+  double tp_nvls;                      /* cost_link_nvls of the tp group's class */
   LinkClass tp_class;
   double lm_bytes;
   double stalls;                       /* s, kernel-boundary stalls of one forward pass */

@@ -1014,10 +1014,13 @@ static void parse_hardware(P *p, const YNode *root) {
   const YNode *u = section(p, m, "scale_up", "hardware.scale_up", sec, &us);
   h->scale_up.loc = us;
   if (m && !yaml_map_get(m, "scale_up")) missing(p, m, "hardware", "scale_up");
-  check_keys(p, u, "hardware.scale_up", KEYS("domain", "bandwidth", "latency"));
+  check_keys(p, u, "hardware.scale_up", KEYS("domain", "bandwidth", "latency", "nvls_ratio"));
   rd_lim(p, u, us, "hardware.scale_up", "domain", &h->scale_up.domain, false, h->gpus_per_node.v, 1, &LIM_GPUS);
   rd_qty(p, u, us, "hardware.scale_up", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_up.bandwidth, u != NULL, 0, false);
   rd_qty(p, u, us, "hardware.scale_up", "latency", UNIT_TIME, NULL, &h->scale_up.latency, false, 0, true);
+  /* NVLS moves at most twice the line rate's bus bandwidth (each GPU sends
+   * its data once and receives the reduced result once): (0, 2] */
+  rd_frac(p, u, us, "hardware.scale_up", "nvls_ratio", &h->scale_up.nvls_ratio, 0.0, 0.0, 2.0);
 
   SrcLoc os;
   const YNode *o = section(p, m, "scale_out", "hardware.scale_out", sec, &os);

@@ -120,7 +120,13 @@ typedef struct {
   } gpu;
   SInt nodes, gpus_per_node;
   SInt nodes_per_rack;   /* optional; topology for placement hooks */
-  struct { SrcLoc loc; SInt domain; SNum bandwidth; SNum latency; } scale_up;  /* domain in GPUs; B/s per GPU per direction; s */
+  struct {
+    SrcLoc loc;
+    SInt domain;        /* GPUs */
+    SNum bandwidth;     /* B/s per GPU per direction */
+    SNum latency;       /* s */
+    SNum nvls_ratio;    /* peak bus bandwidth of NCCL's NVLink SHARP all-reduce over `bandwidth`; unset: none */
+  } scale_up;
   struct { SrcLoc loc; SNum bandwidth; SNum latency; } scale_out;              /* B/s per GPU per direction; s */
   /* Node host names for launch files: a list (one per node) or a pattern
    * with one `{n}` for the node index; both optional, at most one given. */

@@ -139,16 +139,45 @@ static void test_collectives(void) {
    * 2 ranks and below 512 KiB at 4 or 256 KiB at 8, two stages up to
    * 8 MiB, the ring beyond, at other rank counts and over the NIC. */
   const double KiB = 1024.0, bw = 1e11, lat = 1e-5;
-  T_NEAR(cost_allreduce(4e6, 2, LINK_SCALE_UP, bw, lat), 4e6 / bw + lat, 1e-15);
-  T_NEAR(cost_allreduce(500 * KiB, 4, LINK_SCALE_UP, bw, lat), 3 * 500 * KiB / bw + lat, 1e-15);
-  T_NEAR(cost_allreduce(200 * KiB, 8, LINK_SCALE_UP, bw, lat), 7 * 200 * KiB / bw + lat, 1e-15);
-  T_NEAR(cost_allreduce(300 * KiB, 8, LINK_SCALE_UP, bw, lat), 2.0 * 7 / 8 * 300 * KiB / bw + 2 * lat, 1e-15);
-  T_NEAR(cost_allreduce(600 * KiB, 4, LINK_SCALE_UP, bw, lat), 2.0 * 3 / 4 * 600 * KiB / bw + 2 * lat, 1e-15);
-  T_NEAR(cost_allreduce(8 * 1024 * KiB, 8, LINK_SCALE_UP, bw, lat),
+  T_NEAR(cost_allreduce(4e6, 2, LINK_SCALE_UP, bw, lat, 0.0), 4e6 / bw + lat, 1e-15);
+  T_NEAR(cost_allreduce(500 * KiB, 4, LINK_SCALE_UP, bw, lat, 0.0), 3 * 500 * KiB / bw + lat, 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 8, LINK_SCALE_UP, bw, lat, 0.0), 7 * 200 * KiB / bw + lat, 1e-15);
+  T_NEAR(cost_allreduce(300 * KiB, 8, LINK_SCALE_UP, bw, lat, 0.0), 2.0 * 7 / 8 * 300 * KiB / bw + 2 * lat, 1e-15);
+  T_NEAR(cost_allreduce(600 * KiB, 4, LINK_SCALE_UP, bw, lat, 0.0), 2.0 * 3 / 4 * 600 * KiB / bw + 2 * lat, 1e-15);
+  T_NEAR(cost_allreduce(8 * 1024 * KiB, 8, LINK_SCALE_UP, bw, lat, 0.0),
          cost_ring_allreduce(8 * 1024 * KiB, 8, bw, lat), 1e-15);
-  T_NEAR(cost_allreduce(200 * KiB, 16, LINK_SCALE_UP, bw, lat), cost_ring_allreduce(200 * KiB, 16, bw, lat), 1e-15);
-  T_NEAR(cost_allreduce(200 * KiB, 3, LINK_SCALE_UP, bw, lat), cost_ring_allreduce(200 * KiB, 3, bw, lat), 1e-15);
-  T_NEAR(cost_allreduce(200 * KiB, 8, LINK_SCALE_OUT, bw, lat), cost_ring_allreduce(200 * KiB, 8, bw, lat), 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 16, LINK_SCALE_UP, bw, lat, 0.0), cost_ring_allreduce(200 * KiB, 16, bw, lat), 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 3, LINK_SCALE_UP, bw, lat, 0.0), cost_ring_allreduce(200 * KiB, 3, bw, lat), 1e-15);
+  T_NEAR(cost_allreduce(200 * KiB, 8, LINK_SCALE_OUT, bw, lat, 0.0), cost_ring_allreduce(200 * KiB, 8, bw, lat), 1e-15);
+}
+
+/* NCCL's NVLS all-reduce (docs/cost-model.md, "Collectives"): 25 us plus
+ * 2(n-1)/n * bytes at the domain's NVLS bus bandwidth, taken where it beats
+ * the ring, inside the scale-up domain only and above the custom
+ * all-reduce's sizes; the bus bandwidth is scale_up.nvls_ratio times the
+ * line rate, and the H100 ratio on an H800's 200 GB/s comes within 2% of
+ * the 215 GB/s an H800 node measured (NCCL issue #1374). */
+static void test_nvls(void) {
+  const double MiB = 1024.0 * 1024.0, bw = 360e9, lat = 5e-6, nvls = 480e9;
+  double b = 30.7e6;
+  T_NEAR(cost_nvls_allreduce(b, 8, nvls), 25e-6 + 2.0 * 7 / 8 * b / nvls, 1e-15);
+  T_NEAR(cost_allreduce(b, 8, LINK_SCALE_UP, bw, lat, nvls), cost_nvls_allreduce(b, 8, nvls), 1e-15);
+  T_CHECK(cost_nvls_allreduce(b, 8, nvls) < cost_ring_allreduce(b, 8, bw, lat));
+  T_NEAR(cost_allreduce(b, 8, LINK_SCALE_OUT, bw, lat, nvls), cost_ring_allreduce(b, 8, bw, lat), 1e-15);
+  /* below 8 MiB at 8 ranks the custom all-reduce runs, NVLS or not */
+  T_NEAR(cost_allreduce(4 * MiB, 8, LINK_SCALE_UP, bw, lat, nvls), cost_allreduce(4 * MiB, 8, LINK_SCALE_UP, bw, lat, 0.0),
+         1e-15);
+  /* a slow NVLS never beats the ring: NCCL takes the faster */
+  T_NEAR(cost_allreduce(b, 8, LINK_SCALE_UP, bw, lat, 1e9), cost_ring_allreduce(b, 8, bw, lat), 1e-15);
+  T_NEAR(cost_nvls_allreduce(b, 1, nvls), 0.0, 0.0);
+  Spec s = llama70b(1);
+  s.hardware.scale_up.nvls_ratio = (SNum)SN(480.0 / 450.0);
+  CostModel m = model_of(&s);
+  T_NEAR(cost_link_nvls(&m, LINK_SCALE_UP), 480e9, 1e-3);
+  T_NEAR(cost_link_nvls(&m, LINK_SCALE_OUT), 0.0, 0.0);
+  s.hardware.scale_up.bandwidth = (SNum)SN(200e9); /* an H800 written as an H100 */
+  m = model_of(&s);
+  T_CHECK(fabs(cost_link_nvls(&m, LINK_SCALE_UP) / 215e9 - 1.0) < 0.02);
 }
 
 /* The link class follows the placement: a tp group inside the scale-up
@@ -774,6 +803,7 @@ int main(void) {
   T_RUN(test_pp_rebalance);
   T_RUN(test_zigzag);
   T_RUN(test_collectives);
+  T_RUN(test_nvls);
   T_RUN(test_link_class_in_use);
   T_RUN(test_md1);
   T_RUN(test_weights_and_kv);
