@@ -333,9 +333,11 @@ void compile_graph_check(Diags *d, const Layout *L, const PlanEstimates *e) {
                       "and issuing one step's kernels takes %.1f ms of CPU time (the step: %.1f ms)",
                       P->name, (long long)per, (long long)o->graph_bs, o->eager_ms,
                       o->decode.time_ms);
+    CkState st = {true};
+    int64_t cap = ckm(&st, ckm(&st, o->graph_bs, dp), pp);
     diag_help(g, "capture the batch with `serving.cuda_graph_max_bs: %lld` (SGLang's default fraction reserves "
                  "2 MiB a request for it), or cap the running requests with `serving.max_num_seqs: %lld`",
-              (long long)per, (long long)(o->graph_bs * dp * pp));
+              (long long)per, (long long)(st.ok ? cap : INT64_MAX));
   }
 }
 

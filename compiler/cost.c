@@ -1154,10 +1154,13 @@ static double cost__batch_rate(const CostModel *m, CostInstance *o, const CostDe
 }
 
 /* The largest instance batch whose every scheduler's decode batch the
- * engine's CUDA graphs cover, 0 when no limit is known. */
+ * engine's CUDA graphs cover, 0 when no limit is known (or none an int64
+ * holds, which no batch reaches). */
 static int64_t cost__graph_batch(const CostDecodePrep *p) {
   if (p->graph_bs <= 0) return 0;
-  return p->graph_bs * p->l.dp * p->l.pp;
+  CkState st = {true};
+  int64_t g = ckm(&st, ckm(&st, p->graph_bs, p->l.dp), p->l.pp);
+  return st.ok ? g : 0;
 }
 
 static int64_t cost__batch_slo(const CostModel *m, CostInstance *o, const CostDecodePrep *prep,
