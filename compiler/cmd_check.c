@@ -30,6 +30,7 @@
 #include "cli.h"
 #include "compile.h"
 #include "layout.h"
+#include "memory.h"
 #include "search.h"
 #include "spec.h"
 #include "validate.h"
@@ -149,9 +150,21 @@ static double row_concurrency(const LedgerRow *r) {
   return r->L.max_context_blocks > 0 ? (double)r->L.kv_blocks / (double)r->L.max_context_blocks : 0.0;
 }
 
+/* SGLang's decode CUDA-graph batch of a pool that decodes, as it logs
+ * the capture ("Capture cuda graph bs [1, 2, ..., B]"): cuda_graph_max_bs
+ * at the pool's --tp-size (docs/memory.md); nothing where it is not known. */
+static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
+  if ((Engine)s->deployment.engine.v != ENGINE_SGLANG || (PoolRole)p->role.v == ROLE_PREFILL) return;
+  int64_t tp = p->tp.v > 0 ? p->tp.v : 1, dp = p->dp.v > 0 ? p->dp.v : 1;
+  int64_t b = mem_engine_sglang_graph_bs(s, mem_engine_sglang_tp_size(s, tp, dp));
+  if (b > 0)
+    fprintf(out, "  %-12s CUDA graphs: decode batches up to %lld per scheduler (cuda_graph_max_bs)\n",
+            p->name.v ? p->name.v : "?", (long long)b);
+}
+
 static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out) {
   if (!rows->len) return;
-  fprintf(out, "KV cache per attention replica, as the engine logs it at start-up:\n");
+  fprintf(out, "Per attention replica, as the engine logs it at start-up:\n");
   for (size_t i = 0; i < rows->len;) {
     const PoolSpec *p = rows->items[i].pool;
     int64_t tokens = INT64_MAX;
@@ -164,6 +177,7 @@ static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out)
     if (tokens == INT64_MAX) continue;
     fprintf(out, "  %-12s KV cache: %lld tokens; maximum concurrency for %lld tokens per request: %.2fx\n",
             p->name.v ? p->name.v : "?", (long long)tokens, (long long)s->model.max_context.v, conc);
+    print_graph_line(s, p, out);
   }
 }
 

@@ -197,20 +197,18 @@ static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int6
   return r;
 }
 
-/* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
- * which runs attention dp (emit_sglang.c). */
-static int64_t sglang_tp_size(const Spec *s, int64_t tp, int64_t dp) {
+int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp) {
   return model_is_moe(&s->model) && dp > 1 ? tp * dp : tp;
 }
 
 /* SGLang's default mem_fraction_static by release (sglang_rule): the
  * device less a reserve in MiB for activations and CUDA graphs, as a
  * fraction of nvidia-smi's total rounded to 3 decimals (0.4.7: a table),
- * at its --tp-size (sglang_tp_size). */
+ * at its --tp-size (mem_engine_sglang_tp_size). */
 double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
   int64_t mib = s->hardware.gpu.memory.v >> 20;
   bool dp_attn = model_is_moe(&s->model) && dp > 1, spec = s->workload.draft_tokens.v > 0;
-  int64_t sgl_tp = sglang_tp_size(s, tp, dp);
+  int64_t sgl_tp = mem_engine_sglang_tp_size(s, tp, dp);
   SglRule rule = sglang_rule(s);
   if (mib <= 0) return 0;
   if (rule == SGL_RULE_047) return sglang_frac_047((double)mib, sgl_tp * pp, spec, engine_gpu_is_amd(&s->hardware));
@@ -265,7 +263,7 @@ void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int6
    * communicators are set up by then) holds the weights and the KV pool;
    * activations, CUDA graphs and workspaces live above it. Where they do
    * not fit there, the ledger takes the excess from the KV pool. */
-  int64_t init = sglang_dist_init(ckm(st, sglang_tp_size(s, tp, dp), pp));
+  int64_t init = sglang_dist_init(ckm(st, mem_engine_sglang_tp_size(s, tp, dp), pp));
   if (init > L->comm) L->comm = init;
   L->usable = frac_of(cks(st, L->engine_total, L->comm), util);
   int64_t used = cka(st, L->weights, L->reserve);

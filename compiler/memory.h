@@ -124,6 +124,9 @@ int64_t mem_engine_sglang_chunk(const Spec *s);
  * else the release's default for the GPU's memory (0.5.4 onwards,
  * docs/memory.md); 0 when neither is known. */
 int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp);
+/* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
+ * which runs attention dp (emit_sglang.c). */
+int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp);
 
 /* vLLM's sampler warm-up: bytes per (sequence x vocabulary entry) live at
  * the peak of the PyTorch-native top-k/top-p path (docs/memory.md). */
