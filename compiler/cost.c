@@ -1252,6 +1252,7 @@ bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, 
     if (per < 1) return false;
     if (per < (int64_t)m->k.max_batch_per_dp) out->cap = l->dp * l->pp * per;
   }
+  out->graphs = cost__graph_batch(&prep);
   int64_t B = cost__batch(m, out, &prep, bmem < out->cap ? bmem : out->cap, rho,
                           guess ? *guess : 0);
   /* The decode search's guess is in micro-batches, the aggregated one's

@@ -333,6 +333,7 @@ typedef struct {
   CostLayout lay;
   CostPrefill pre;    /* prefill, both */
   int64_t bmem, cap;  /* B_memory (from the caller's ledger) and B_cap */
+  int64_t graphs;     /* the largest B the engine's CUDA graphs cover, 0: no limit known */
   int64_t batch;      /* B; 1 when even batch 1 misses the SLO (slo_ok false) */
   bool slo_ok;        /* batch 1 meets the (effective) TPOT SLO */
   double tpot;        /* decode: TPOT(B); both: TPOT(B) / (1 - u_p) at rho */

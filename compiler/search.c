@@ -45,6 +45,7 @@ const char *search_binding_name(SearchBinding b) {
   case BIND_MEMORY: return "memory";
   case BIND_TPOT: return "tpot";
   case BIND_BATCH_CAP: return "batch-cap";
+  case BIND_GRAPHS: return "cuda-graphs";
   case BIND_LOAD: return "load";
   case BIND_TTFT: return "ttft";
   case BIND_HEADROOM: return "headroom";
@@ -60,6 +61,8 @@ const char *search_binding_words(SearchBinding b) {
   case BIND_TPOT: return "a larger decode batch would miss the TPOT SLO";
   case BIND_BATCH_CAP:
     return "the batch cap per attention data parallel rank (--max-num-seqs)";
+  case BIND_GRAPHS:
+    return "the engine's CUDA-graph batch (--cuda-graph-max-bs): eager decode beyond it serves less";
   case BIND_LOAD: return "the offered load (workload.rate), served with room to spare";
   case BIND_TTFT: return "prefill queueing at the TTFT SLO";
   case BIND_HEADROOM: return "prefill utilisation at search.headroom";
@@ -243,7 +246,9 @@ static bool ctx_step(Ctx *c) {
 
 /* The binding constraint of a decode or both instance's batch. */
 static SearchBinding batch_binding(const CostInstance *in) {
-  return in->batch == in->bmem ? BIND_MEMORY : in->batch == in->cap ? BIND_BATCH_CAP : BIND_TPOT;
+  if (in->batch == in->bmem) return BIND_MEMORY;
+  if (in->batch == in->cap) return BIND_BATCH_CAP;
+  return in->graphs > 0 && in->batch == in->graphs ? BIND_GRAPHS : BIND_TPOT;
 }
 
 /* Why the cost model or the memory ledger dropped a layout, in the words

@@ -47,6 +47,7 @@ typedef enum {
   BIND_MEMORY,    /* decode batch = B_memory (KV pool full) */
   BIND_TPOT,      /* decode batch = largest B whose step meets the TPOT SLO */
   BIND_BATCH_CAP, /* decode batch = max_batch_per_dp * dp * pp */
+  BIND_GRAPHS,    /* decode batch = the engine's CUDA-graph batch: eager steps beyond it serve less */
   BIND_LOAD,      /* the offered load (workload.rate) is served with room to spare */
   BIND_TTFT,      /* prefill utilisation cut so that queueing meets the TTFT SLO */
   BIND_HEADROOM,  /* utilisation at the headroom rho */

@@ -144,4 +144,19 @@ with tempfile.TemporaryDirectory() as tmp:
     check("rejected before ranking" in p.stdout and "(--gpu-memory-utilization, --max-model-len)" in p.stdout,
           "explain: the memory rejections name the engine flags", p.stdout)
 
+# SGLang's CUDA-graph batch as the binding bound: Qwen3-0.6B on L40S, whose
+# graphs stop at 32 requests at tp 1 (docs/cost-model.md, "Eager decode"),
+# with the engine allowed 100; eager steps beyond 32 serve less.
+with tempfile.TemporaryDirectory() as tmp:
+    spec = pathlib.Path(tmp) / "graphs.yaml"
+    spec.write_text("version: 1\nmodel: { preset: qwen3-0.6b }\n"
+                    "hardware: { preset: l40s, nodes: 1, gpus_per_node: 2 }\n"
+                    "workload: { input_tokens: 128, output_tokens: 256, rate: 200 req/s }\n"
+                    "slo: { ttft: 2 s, tpot: 100 ms }\nserving: { max_num_seqs: 100 }\n"
+                    "deployment: { engine: sglang, mode: search }\n")
+    doc = json.loads(rp("search", str(spec), "--format", "json").stdout)
+    agg = [r for r in doc["results"] if r["mode"] == "aggregated" and r["layout"] == "2xPD(tp1)"]
+    check(agg and agg[0]["pools"][0]["binding"] == "cuda-graphs",
+          "search: an SGLang decode batch held at its CUDA-graph batch binds as cuda-graphs", agg[:1])
+
 sys.exit(searchlib.rptest.finish())
