@@ -29,6 +29,7 @@
 
 #include "cli.h"
 #include "compile.h"
+#include "engines.h"
 #include "layout.h"
 #include "memory.h"
 #include "search.h"
@@ -150,16 +151,25 @@ static double row_concurrency(const LedgerRow *r) {
   return r->L.max_context_blocks > 0 ? (double)r->L.kv_blocks / (double)r->L.max_context_blocks : 0.0;
 }
 
-/* SGLang's decode CUDA-graph batch of a pool that decodes, as it logs
- * the capture ("Capture cuda graph bs [1, 2, ..., B]"): cuda_graph_max_bs
- * at the pool's --tp-size (docs/memory.md); nothing where it is not known. */
+/* The CUDA-graph capture of a pool that decodes, as the engine logs it:
+ * SGLang's decode batch ("Capture cuda graph bs [1, 2, ..., B]"),
+ * cuda_graph_max_bs at the pool's --tp-size, where it is known; vLLM's
+ * largest captured step in tokens (docs/memory.md). */
 static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
-  if ((Engine)s->deployment.engine.v != ENGINE_SGLANG || (PoolRole)p->role.v == ROLE_PREFILL) return;
+  Engine e = (Engine)s->deployment.engine.v;
+  if ((PoolRole)p->role.v == ROLE_PREFILL) return;
+  const char *name = p->name.v ? p->name.v : "?";
+  if (e == ENGINE_VLLM) {
+    fprintf(out, "  %-12s CUDA graphs: steps up to %lld tokens per engine core (max_cudagraph_capture_size)\n",
+            name, (long long)engine_vllm_graph_tokens(s));
+    return;
+  }
+  if (e != ENGINE_SGLANG) return;
   int64_t tp = p->tp.v > 0 ? p->tp.v : 1, dp = p->dp.v > 0 ? p->dp.v : 1;
   int64_t b = mem_engine_sglang_graph_bs(s, mem_engine_sglang_tp_size(s, tp, dp));
   if (b > 0)
-    fprintf(out, "  %-12s CUDA graphs: decode batches up to %lld per scheduler (cuda_graph_max_bs)\n",
-            p->name.v ? p->name.v : "?", (long long)b);
+    fprintf(out, "  %-12s CUDA graphs: decode batches up to %lld per scheduler (cuda_graph_max_bs)\n", name,
+            (long long)b);
 }
 
 static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out) {

@@ -453,6 +453,14 @@ static void vllm_defaults(const Spec *s, EngineSched *o) {
   o->source = "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (v0.11.0), `vllm serve`";
 }
 
+int64_t engine_vllm_graph_tokens(const Spec *s) {
+  if (s->serving.cuda_graph_max_bs.set) return s->serving.cuda_graph_max_bs.v;
+  EngineSched es;
+  engine_sched(s, &es);
+  int64_t two = es.seqs > 0 && es.seqs < 256 ? 2 * es.seqs : 512;
+  return two;
+}
+
 /* SGLang: the overlap scheduler is on unless --disable-overlap-schedule
  * (python/sglang/srt/server_args.py; tests/engines/fixtures lists the flag
  * for every release from 0.4.7). TensorRT-LLM: TorchLlmArgs.

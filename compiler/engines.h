@@ -94,6 +94,12 @@ typedef struct {
 } EngineSched;
 void engine_sched(const Spec *s, EngineSched *out);
 
+/* vLLM 0.11's largest CUDA-graph capture, in tokens a step:
+ * serving.cuda_graph_max_bs (--max-cudagraph-capture-size), else
+ * min(2 * max_num_seqs, 512) with the spec's or the default max_num_seqs
+ * (vllm/config of 0.11.0; docs/memory.md, "CUDA graphs"). */
+int64_t engine_vllm_graph_tokens(const Spec *s);
+
 /* Whether engine e overlaps the CPU work of a step with the GPU's by
  * default: SGLang's overlap scheduler (on unless --disable-overlap-schedule)
  * and TensorRT-LLM's (disable_overlap_scheduler defaults to False) do;
