@@ -325,7 +325,7 @@ void compile_graph_check(Diags *d, const Layout *L, const PlanEstimates *e) {
     const PlanPoolEst *o = &e->pools[i];
     const LayPool *P = &L->pools[o->pool];
     int64_t pp = P->size[CO_PP], dp = P->size[CO_DP];
-    int64_t per = ((o->batch + pp - 1) / pp + dp - 1) / dp;
+    int64_t per = cost_sched_batch(o->batch, pp, dp);
     if (!o->has_decode || o->graph_bs <= 0 || per <= o->graph_bs) continue;
     Diag *g = diag_at(d, DIAG_W0503, P->loc,
                       "pool `%s` decodes %lld requests per scheduler, more than the %lld "

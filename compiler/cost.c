@@ -753,6 +753,10 @@ typedef struct {
   double bytes, flops, comm;
 } CostLayerStep;
 
+int64_t cost_sched_batch(int64_t B, int64_t pp, int64_t dp) {
+  return cost__cdiv(cost__cdiv(B, pp), dp);
+}
+
 int64_t cost_graph_bs(const CostModel *m, const CostLayout *l) {
   if (m->moe && l->dp > 1) return 0;
   return m->graph_bs[l->tp >= 4];
@@ -857,7 +861,7 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   if (B < 1) B = 1;
   CkState st = {true};
   int64_t b = cost__cdiv(B, l->pp);
-  int64_t bdp = cost__cdiv(b, l->dp);
+  int64_t bdp = cost_sched_batch(B, l->pp, l->dp);
   /* Speculative decoding runs 1 + draft tokens of each request per step
    * (docs/cost-model.md, "Speculative decoding"): tq tokens on this dp
    * rank, over the same KV; tk adds the prompt chunk. */

@@ -294,6 +294,9 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
  * over the dp ranks, or the largest), so none is priced: 0. 0 too for
  * every other engine. */
 int64_t cost_graph_bs(const CostModel *m, const CostLayout *l);
+/* The decode requests one scheduler (a dp rank's micro-batch) runs when
+ * an instance of pp stages and dp ranks holds B: ceil(ceil(B / pp) / dp). */
+int64_t cost_sched_batch(int64_t B, int64_t pp, int64_t dp);
 /* The CPU time an eager forward pass of layout l takes to issue its
  * kernels, the collectives' included (docs/cost-model.md, "Eager
  * prefill"). */

@@ -457,8 +457,7 @@ int64_t engine_vllm_graph_tokens(const Spec *s) {
   if (s->serving.cuda_graph_max_bs.set) return s->serving.cuda_graph_max_bs.v;
   EngineSched es;
   engine_sched(s, &es);
-  int64_t two = es.seqs > 0 && es.seqs < 256 ? 2 * es.seqs : 512;
-  return two;
+  return es.seqs > 0 && es.seqs < 256 ? 2 * es.seqs : 512; /* min(2 * seqs, 512) */
 }
 
 /* SGLang: the overlap scheduler is on unless --disable-overlap-schedule

@@ -163,32 +163,35 @@ static double sglang_reserve_0410(int64_t mib, int64_t par, bool spec, bool dp_a
   return (r + (spec ? 2 : 0) + (dp_attn ? 4 : 0)) * 1024;
 }
 
+/* The 0.5.4 / 0.5.6 table's chunked-prefill size and CUDA-graph batch at
+ * --tp-size sgl_tp (sglang_sizes); false for the releases whose rule has
+ * no such table, or without a device total. */
+static bool sglang_table(const Spec *s, int64_t sgl_tp, int64_t *chunk, int64_t *bs) {
+  SglRule rule = sglang_rule(s);
+  int64_t mib = s->hardware.gpu.memory.v >> 20;
+  if ((rule != SGL_RULE_054 && rule != SGL_RULE_056) || mib <= 0) return false;
+  sglang_sizes(mib, sgl_tp, rule, chunk, bs);
+  return true;
+}
+
 int64_t mem_engine_sglang_chunk(const Spec *s) {
   if (s->serving.max_num_batched_tokens.v > 0) return s->serving.max_num_batched_tokens.v;
-  SglRule rule = sglang_rule(s);
-  int64_t mib = s->hardware.gpu.memory.v >> 20, chunk = 0, bs = 0;
-  if ((rule != SGL_RULE_054 && rule != SGL_RULE_056) || mib <= 0) return 0;
-  sglang_sizes(mib, 1, rule, &chunk, &bs);
-  return chunk;
+  int64_t chunk, bs;
+  return sglang_table(s, 1, &chunk, &bs) ? chunk : 0;
 }
 
 int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp) {
   if (s->serving.cuda_graph_max_bs.set) return s->serving.cuda_graph_max_bs.v;
-  SglRule rule = sglang_rule(s);
-  int64_t mib = s->hardware.gpu.memory.v >> 20, chunk = 0, bs = 0;
-  if ((rule != SGL_RULE_054 && rule != SGL_RULE_056) || mib <= 0) return 0;
-  sglang_sizes(mib, sgl_tp, rule, &chunk, &bs);
-  return bs;
+  int64_t chunk, bs;
+  return sglang_table(s, sgl_tp, &chunk, &bs) ? bs : 0;
 }
 
 /* 0.5.4 and 0.5.6: the reserve in MiB from the chunked-prefill size and
  * the CUDA-graph batch (server_args.py, _handle_gpu_memory_settings). */
 static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int64_t pp, int64_t dp,
-                                bool dp_attn, SglRule rule) {
-  int64_t chunk, bs;
-  sglang_sizes(mib, sgl_tp, rule, &chunk, &bs);
-  chunk = mem_engine_sglang_chunk(s); /* the spec's --chunked-prefill-size, else the table's */
-  bs = mem_engine_sglang_graph_bs(s, sgl_tp); /* the spec's --cuda-graph-max-bs, else the table's */
+                                bool dp_attn) {
+  int64_t chunk = mem_engine_sglang_chunk(s);         /* the spec's --chunked-prefill-size, else the table's */
+  int64_t bs = mem_engine_sglang_graph_bs(s, sgl_tp); /* the spec's --cuda-graph-max-bs, else the table's */
   double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + (double)bs * 2 +
              (double)(sgl_tp * pp) / 8 * 1024;
   if (dp_attn) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
@@ -213,7 +216,7 @@ double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t
   if (mib <= 0) return 0;
   if (rule == SGL_RULE_047) return sglang_frac_047((double)mib, sgl_tp * pp, spec, engine_gpu_is_amd(&s->hardware));
   double r = rule == SGL_RULE_0410 ? sglang_reserve_0410(mib, sgl_tp * pp, spec, dp_attn)
-                                   : sglang_reserve_05(s, mib, sgl_tp, pp, dp, dp_attn, rule);
+                                   : sglang_reserve_05(s, mib, sgl_tp, pp, dp, dp_attn);
   double f = nearbyint(((double)mib - r) / (double)mib * 1000) / 1000;
   return f > 0 && f <= 1 ? f : 0;
 }
