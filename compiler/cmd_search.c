@@ -182,107 +182,122 @@ static int search__outputs_ok(const char *path, const char *calib, const char *p
   return RP_OPT_GO;
 }
 
-int cmd_search(int argc, char **argv) {
-  const char *path = NULL, *fmt_s = "text", *catalog = NULL, *calib = NULL, *plan = NULL;
-  const char *plot = NULL;
-  const char *top_s = NULL, *max_s = NULL, *gpus_s = NULL, *sort_s = NULL, *emit = NULL;
-  const char *whatif_s = NULL;
-  bool explain = false, min_gpus = false;
-  const RpOpt opts[] = {
-      {"--help", "-h", false, NULL, NULL, cli_help, NULL},
-      {"--explain", NULL, false, NULL, &explain, NULL, NULL},
-      {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
-      {"--catalog", NULL, true, &catalog, NULL, NULL, NULL},
-      {"--calibration", NULL, true, &calib, NULL, NULL, NULL},
-      {"--top", NULL, true, &top_s, NULL, NULL, NULL},
-      {"--max-candidates", NULL, true, &max_s, NULL, NULL, NULL},
-      {"--gpus", NULL, true, &gpus_s, NULL, NULL, NULL},
-      {"-o", NULL, true, &plan, NULL, NULL, NULL},
-      {"--sort", NULL, true, &sort_s, NULL, NULL, NULL},
-      {"--emit-spec", NULL, true, &emit, NULL, NULL, NULL},
-      {"--min-gpus", NULL, false, NULL, &min_gpus, NULL, NULL},
-      {"--what-if", NULL, true, &whatif_s, NULL, NULL, NULL},
-      {"--plot", NULL, true, &plot, NULL, NULL, NULL},
-  };
-  int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "SPEC");
-  if (pr != RP_OPT_GO) return pr;
-  bool json = false;
-  if (strcmp(fmt_s, "json") == 0) json = true;
-  else if (strcmp(fmt_s, "text") != 0)
-    return cli_usage_error("search", "unknown format '%s' (expected text or json)", fmt_s);
-  long long top = -1, maxc = 0, gpus = 0;
-  if (top_s && !cli_parse_int(top_s, 1, 1000000, &top))
-    return cli_usage_error("search", "--top expects a count from 1, got '%s'", top_s);
-  if (max_s && !cli_parse_int(max_s, 1, INT64_MAX, &maxc))
-    return cli_usage_error("search", "--max-candidates expects a count from 1, got '%s'", max_s);
-  if (gpus_s && !cli_parse_int(gpus_s, 1, INT32_MAX, &gpus))
-    return cli_usage_error("search", "--gpus expects a count from 1, got '%s'", gpus_s);
-  SearchSort sort = SEARCH_SORT_USED_GPU;
-  if (sort_s && !search_sort_parse(sort_s, &sort))
+/* The command line of `search`. */
+typedef struct {
+  const char *path, *fmt_s, *catalog, *calib, *plan, *plot, *top_s, *max_s, *gpus_s, *sort_s, *emit;
+  const char *whatif_s;
+  bool explain, min_gpus, json;
+  long long top, maxc, gpus;
+  SearchSort sort;
+} SearchArgs;
+
+/* The options' values checked and converted; RP_OPT_GO, else the usage
+ * error's exit code. */
+static int search__check_args(SearchArgs *a) {
+  if (strcmp(a->fmt_s, "json") == 0) a->json = true;
+  else if (strcmp(a->fmt_s, "text") != 0)
+    return cli_usage_error("search", "unknown format '%s' (expected text or json)", a->fmt_s);
+  a->top = -1;
+  if (a->top_s && !cli_parse_int(a->top_s, 1, 1000000, &a->top))
+    return cli_usage_error("search", "--top expects a count from 1, got '%s'", a->top_s);
+  if (a->max_s && !cli_parse_int(a->max_s, 1, INT64_MAX, &a->maxc))
+    return cli_usage_error("search", "--max-candidates expects a count from 1, got '%s'", a->max_s);
+  if (a->gpus_s && !cli_parse_int(a->gpus_s, 1, INT32_MAX, &a->gpus))
+    return cli_usage_error("search", "--gpus expects a count from 1, got '%s'", a->gpus_s);
+  a->sort = SEARCH_SORT_USED_GPU;
+  if (a->sort_s && !search_sort_parse(a->sort_s, &a->sort))
     return cli_usage_error("search", "unknown --sort key '%s' (expected used-gpu, cluster-gpu or "
-                                     "goodput)", sort_s);
-  if (min_gpus) sort = SEARCH_SORT_MIN_GPUS;
-  if (!path) return cli_usage_error("search", "missing SPEC");
-  int oo = search__outputs_ok(path, calib, plan, emit, plot, whatif_s);
-  if (oo != RP_OPT_GO) return oo;
-  Diags d;
-  diags_init(&d);
+                                     "goodput)", a->sort_s);
+  if (a->min_gpus) a->sort = SEARCH_SORT_MIN_GPUS;
+  if (!a->path) return cli_usage_error("search", "missing SPEC");
+  return search__outputs_ok(a->path, a->calib, a->plan, a->emit, a->plot, a->whatif_s);
+}
+
+/* Search the spec at a->path and write what the options ask for: the
+ * report on standard output, the plot, the deployment section, the plan. */
+static int search__run_spec(Diags *d, const SearchArgs *a, const CostConsts *k) {
   int rc = RP_EXIT_OK;
-  CostConsts k;
-  cost_consts_default(&k);
-  bool unreadable = false;
-  Spec *spec = NULL;
   SearchOut out;
   memset(&out, 0, sizeof out);
-  if (calib && !cost_calibration_load(&d, calib, &k, &unreadable)) {
+  bool unreadable = false;
+  Spec *spec = spec_parse_file(d, a->path, a->catalog);
+  for (size_t i = 0; i < d->list.len; i++)
+    if (d->list.items[i]->code == DIAG_E0001) unreadable = true;
+  if (!spec || diags_failed(d)) {
     rc = unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
     goto done;
   }
-  if (whatif_s) {
-    rc = search__what_if(&d, whatif_s, path, catalog, &k, sort, maxc, gpus, json);
-    goto done;
-  }
-  spec = spec_parse_file(&d, path, catalog);
-  for (size_t i = 0; i < d.list.len; i++)
-    if (d.list.items[i]->code == DIAG_E0001) unreadable = true;
-  if (!spec || diags_failed(&d)) {
-    rc = unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
-    goto done;
-  }
-  SearchOptions so = search__options(sort, maxc, gpus);
+  SearchOptions so = search__options(a->sort, a->maxc, a->gpus);
   so.progress = isatty(fileno(stderr)) ? stderr : NULL;
-  if (sort == SEARCH_SORT_MIN_GPUS && !(spec->workload.rate.v > 0)) {
-    Diag *g = diag_at(&d, DIAG_E0507, spec->workload.loc, "--min-gpus needs the offered load, "
-                                                         "`workload.rate`");
+  if (a->sort == SEARCH_SORT_MIN_GPUS && !(spec->workload.rate.v > 0)) {
+    Diag *g = diag_at(d, DIAG_E0507, spec->workload.loc, "--min-gpus needs the offered load, "
+                                                        "`workload.rate`");
     diag_help(g, "add `rate: 20 req/s` (your load) under `workload:`");
     rc = RP_EXIT_INPUT;
     goto done;
   }
-  bool ok = search_run(&d, spec, &k, &so, &out);
-  size_t rows = top > 0 ? (size_t)top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
+  bool ok = search_run(d, spec, k, &so, &out);
+  size_t rows = a->top > 0 ? (size_t)a->top : spec->search.top.v > 0 ? (size_t)spec->search.top.v : 10;
   /* The plot also when nothing met the SLOs, of what was ranked. */
-  if (plot && out.results.len) rc = search__plot(&out, path, plot);
-  else if (plot) fprintf(stderr, "rankplan search: no plot written to `%s`: no deployment was ranked\n", plot);
+  if (a->plot && out.results.len) rc = search__plot(&out, a->path, a->plot);
+  else if (a->plot) fprintf(stderr, "rankplan search: no plot written to `%s`: no deployment was ranked\n", a->plot);
   if (!ok || rc != RP_EXIT_OK) {
-    if (rc == RP_EXIT_OK) rc = cli_slo_only(&d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
+    if (rc == RP_EXIT_OK) rc = cli_slo_only(d) ? RP_EXIT_SLO : RP_EXIT_INPUT;
     goto done;
   }
-  search_load_check(&d, spec, &out);
-  char *yaml = emit ? search_deployment_yaml(spec, &out) : NULL;
-  char *txt = json ? search_format_json(&out, spec, rows, explain)
-                   : search_format_text(&out, spec, rows, explain);
+  search_load_check(d, spec, &out);
+  char *yaml = a->emit ? search_deployment_yaml(spec, &out) : NULL;
+  char *txt = a->json ? search_format_json(&out, spec, rows, a->explain)
+                      : search_format_text(&out, spec, rows, a->explain);
   fputs(txt, stdout);
   free(txt);
-  if (emit) rc = search__emit_spec(yaml, emit);
+  if (a->emit) rc = search__emit_spec(yaml, a->emit);
   free(yaml);
-  if (plan && rc == RP_EXIT_OK) rc = search__compile(&d, spec, &out.results.items[0], plan, &k);
+  if (a->plan && rc == RP_EXIT_OK) rc = search__compile(d, spec, &out.results.items[0], a->plan, k);
 done:
-  if (d.list.len) {
-    if (json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);
-    else diags_print(&d, stderr, DIAG_FMT_TEXT, diag_want_color(stderr));
-  }
   search_out_free(&out);
   spec_free(spec);
+  return rc;
+}
+
+int cmd_search(int argc, char **argv) {
+  SearchArgs a = {.fmt_s = "text"};
+  const RpOpt opts[] = {
+      {"--help", "-h", false, NULL, NULL, cli_help, NULL},
+      {"--explain", NULL, false, NULL, &a.explain, NULL, NULL},
+      {"--format", NULL, true, &a.fmt_s, NULL, NULL, NULL},
+      {"--catalog", NULL, true, &a.catalog, NULL, NULL, NULL},
+      {"--calibration", NULL, true, &a.calib, NULL, NULL, NULL},
+      {"--top", NULL, true, &a.top_s, NULL, NULL, NULL},
+      {"--max-candidates", NULL, true, &a.max_s, NULL, NULL, NULL},
+      {"--gpus", NULL, true, &a.gpus_s, NULL, NULL, NULL},
+      {"-o", NULL, true, &a.plan, NULL, NULL, NULL},
+      {"--sort", NULL, true, &a.sort_s, NULL, NULL, NULL},
+      {"--emit-spec", NULL, true, &a.emit, NULL, NULL, NULL},
+      {"--min-gpus", NULL, false, NULL, &a.min_gpus, NULL, NULL},
+      {"--what-if", NULL, true, &a.whatif_s, NULL, NULL, NULL},
+      {"--plot", NULL, true, &a.plot, NULL, NULL, NULL},
+  };
+  int pr = cli_parse("search", search_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &a.path, "SPEC");
+  if (pr != RP_OPT_GO) return pr;
+  pr = search__check_args(&a);
+  if (pr != RP_OPT_GO) return pr;
+  Diags d;
+  diags_init(&d);
+  int rc;
+  CostConsts k;
+  cost_consts_default(&k);
+  bool unreadable = false;
+  if (a.calib && !cost_calibration_load(&d, a.calib, &k, &unreadable))
+    rc = unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;
+  else if (a.whatif_s)
+    rc = search__what_if(&d, a.whatif_s, a.path, a.catalog, &k, a.sort, a.maxc, a.gpus, a.json);
+  else
+    rc = search__run_spec(&d, &a, &k);
+  if (d.list.len) {
+    if (a.json && rc != RP_EXIT_OK && rc != RP_EXIT_USAGE) diags_print(&d, stdout, DIAG_FMT_JSON, false);
+    else diags_print(&d, stderr, DIAG_FMT_TEXT, diag_want_color(stderr));
+  }
   diags_free(&d);
   return rc;
 }

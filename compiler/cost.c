@@ -44,6 +44,53 @@ void cost_consts_default(CostConsts *c) {
     *(double *)((char *)c + cost__table[i].offset) = cost__table[i].def;
 }
 
+/* One key of a calibration file: `source`, `format` or a constant of the
+ * table in its range, stored in c. */
+static bool cost__calibration_key(Diags *d, SrcLoc whole, const char *path, const char *key,
+                                  json_t *val, CostConsts *c) {
+  if (strcmp(key, "source") == 0) {
+    if (json_is_string(val)) return true;
+    diag_at(d, DIAG_E0503, whole, "`source` in calibration file `%s` must be a string", path);
+    return false;
+  }
+  if (strcmp(key, "format") == 0) {
+    if (json_is_string(val) && strcmp(json_string_value(val), "rankplan.calibration/1") == 0) return true;
+    Diag *g = diag_at(d, DIAG_E0503, whole,
+                      "unsupported `format` in calibration file `%s`: expected "
+                      "\"rankplan.calibration/1\"", path);
+    diag_help(g, "drop the key or write \"format\": \"rankplan.calibration/1\"");
+    return false;
+  }
+  const CostConstInfo *ci = NULL;
+  for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++)
+    if (strcmp(cost__table[i].name, key) == 0) ci = &cost__table[i];
+  if (!ci) {
+    const char *names[RP_ARRAY_LEN(cost__table) + 2];
+    for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++) names[i] = cost__table[i].name;
+    names[RP_ARRAY_LEN(cost__table)] = "format";
+    names[RP_ARRAY_LEN(cost__table) + 1] = "source";
+    Diag *g = diag_at(d, DIAG_E0502, whole, "unknown key `%s` in calibration file `%s`", key, path);
+    const char *near = diag_closest(key, names, RP_ARRAY_LEN(names));
+    if (near) diag_help(g, "did you mean `%s`?", near);
+    else diag_help(g, "docs/cost-model.md lists every constant");
+    return false;
+  }
+  if (!json_is_number(val)) {
+    diag_at(d, DIAG_E0503, whole, "`%s` in calibration file `%s` must be a number", key, path);
+    return false;
+  }
+  double v = json_number_value(val);
+  if (!(v >= ci->lo && v <= ci->hi)) {
+    Diag *g = diag_at(d, DIAG_E0503, whole,
+                      "`%s` in calibration file `%s` is out of range: expected %g to %g, got %g", key,
+                      path, ci->lo, ci->hi, v);
+    diag_help(g, "%s", ci->doc);
+    return false;
+  }
+  *(double *)((char *)c + ci->offset) = v;
+  return true;
+}
+
 /* The calibration file is JSON because `rankrun --probe` writes it and
  * Jansson is already a dependency; the keys are exactly the table's names
  * so a typo can never be silently ignored. */
@@ -82,59 +129,12 @@ bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
     return false;
   }
   bool ok = true;
-  const char *names[RP_ARRAY_LEN(cost__table) + 2];
-  for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++) names[i] = cost__table[i].name;
-  names[RP_ARRAY_LEN(cost__table)] = "format";
-  names[RP_ARRAY_LEN(cost__table) + 1] = "source";
   /* Jansson iterates objects in insertion order, so the diagnostics come in
    * file order and the output is deterministic. */
   const char *key;
   json_t *val;
   json_object_foreach(root, key, val) {
-    if (strcmp(key, "source") == 0) {
-      if (!json_is_string(val)) {
-        diag_at(d, DIAG_E0503, whole, "`source` in calibration file `%s` must be a string", path);
-        ok = false;
-      }
-      continue;
-    }
-    if (strcmp(key, "format") == 0) {
-      if (!json_is_string(val) || strcmp(json_string_value(val), "rankplan.calibration/1") != 0) {
-        Diag *g = diag_at(d, DIAG_E0503, whole,
-                          "unsupported `format` in calibration file `%s`: expected "
-                          "\"rankplan.calibration/1\"", path);
-        diag_help(g, "drop the key or write \"format\": \"rankplan.calibration/1\"");
-        ok = false;
-      }
-      continue;
-    }
-    const CostConstInfo *ci = NULL;
-    for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++)
-      if (strcmp(cost__table[i].name, key) == 0) ci = &cost__table[i];
-    if (!ci) {
-      Diag *g = diag_at(d, DIAG_E0502, whole, "unknown key `%s` in calibration file `%s`",
-                        key, path);
-      const char *near = diag_closest(key, names, RP_ARRAY_LEN(names));
-      if (near) diag_help(g, "did you mean `%s`?", near);
-      else diag_help(g, "docs/cost-model.md lists every constant");
-      ok = false;
-      continue;
-    }
-    if (!json_is_number(val)) {
-      diag_at(d, DIAG_E0503, whole, "`%s` in calibration file `%s` must be a number", key, path);
-      ok = false;
-      continue;
-    }
-    double v = json_number_value(val);
-    if (!(v >= ci->lo && v <= ci->hi)) {
-      Diag *g = diag_at(d, DIAG_E0503, whole,
-                        "`%s` in calibration file `%s` is out of range: expected %g to %g, got %g",
-                        key, path, ci->lo, ci->hi, v);
-      diag_help(g, "%s", ci->doc);
-      ok = false;
-      continue;
-    }
-    *(double *)((char *)c + ci->offset) = v;
+    if (!cost__calibration_key(d, whole, path, key, val, c)) ok = false;
   }
   json_decref(root);
   return ok;
@@ -283,22 +283,14 @@ double cost_eager_issue(const CostModel *m, const CostLayout *l) {
   return (m->pass_kernels + cost__comm_kernels(m, l)) * m->k.eager_kernel_s;
 }
 
-bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
-  memset(m, 0, sizeof *m);
-  m->k = *k;
-  m->loc = s->model.loc;
-  const ModelSpec *ms = &s->model;
-  const HardwareSpec *hw = &s->hardware;
-  m->ms = ms;
-  ModelParams mp;
-  ModelBytes mb;
-  if (!model_params(ms, &mp, d) || !model_weight_bytes(ms, &mb, d)) return false;
-  CkState st = {true};
+/* The model's sizes and per-layer weight bytes the cost model reads. */
+static void cost__model_init(CkState *st, const ModelSpec *ms, const ModelParams *mp, const ModelBytes *mb,
+                             CostModel *m) {
   m->kind = (AttnKind)ms->attention.kind.v;
   m->moe = model_is_moe(ms);
   m->layers = ms->layers.v;
-  m->n_dense = mp.n_dense;
-  m->n_moe = mp.n_moe;
+  m->n_dense = mp->n_dense;
+  m->n_moe = mp->n_moe;
   m->hidden = ms->hidden_size.v;
   m->vocab = ms->vocab_size.v;
   m->heads = ms->attention.heads.v;
@@ -306,45 +298,53 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   m->head_dim = model_head_dim(ms);
   m->dense_ffn_size = ms->ffn.intermediate_size.v;
   if (m->moe) cost__moe_init(ms, m);
-  m->attn_params = mp.attn.total;
-  m->dense_ffn_params = mp.dense_ffn;
-  m->expert_params = mp.expert;
-  m->shared_params = mp.shared;
-  m->router_params = mp.router;
+  m->attn_params = mp->attn.total;
+  m->dense_ffn_params = mp->dense_ffn;
+  m->expert_params = mp->expert;
+  m->shared_params = mp->shared;
+  m->router_params = mp->router;
   m->pass_kernels = cost__pass_kernels(m);
-  m->lm_params = ckm(&st, m->vocab, m->hidden);
-  m->tied = mb.lm_head == 0;
+  m->lm_params = ckm(st, m->vocab, m->hidden);
+  m->tied = mb->lm_head == 0;
   int64_t L = m->layers > 0 ? m->layers : 1;
-  m->b_attn = cost__cdiv(mb.attention, L);
-  m->b_norms = cost__cdiv(mb.norms, L);
-  m->b_dense_ffn = m->n_dense > 0 ? cost__cdiv(mb.ffn_dense, m->n_dense) : 0;
+  m->b_attn = cost__cdiv(mb->attention, L);
+  m->b_norms = cost__cdiv(mb->norms, L);
+  m->b_dense_ffn = m->n_dense > 0 ? cost__cdiv(mb->ffn_dense, m->n_dense) : 0;
   if (m->moe && m->n_moe > 0) {
-    m->b_expert = cost__cdiv(mb.experts_routed, ckm(&st, m->n_moe, m->experts));
-    m->b_shared = cost__cdiv(mb.experts_shared, m->n_moe);
-    m->b_router = cost__cdiv(mb.routers, m->n_moe);
+    m->b_expert = cost__cdiv(mb->experts_routed, ckm(st, m->n_moe, m->experts));
+    m->b_shared = cost__cdiv(mb->experts_shared, m->n_moe);
+    m->b_router = cost__cdiv(mb->routers, m->n_moe);
   }
-  m->b_embed = mb.embedding;
-  m->b_lm = m->tied ? mb.embedding : mb.lm_head;
+  m->b_embed = mb->embedding;
+  m->b_lm = m->tied ? mb->embedding : mb->lm_head;
   int64_t num, den;
   model_dtype_size((DType)ms->dtype.activations.v, &num, &den);
   m->act_bytes = num >= den ? cost__cdiv(num, den) : 1;
   m->kv_bytes_token = model_kv_bytes_per_token(ms);
   m->kv_bytes_token_layer = model_kv_bytes_per_token_rank(ms, 1, 1, 1);
-  if (m->kv_bytes_token < 0 || m->kv_bytes_token_layer < 0) st.ok = false;
-  /* FLOPs per (query, key) pair per layer: QK^T and AV, 2 FLOPs per
-   * multiply-add. MLA prefill runs the expanded (MHA-like) form, MLA decode
-   * the absorbed form over the latent (docs/cost-model.md, "Attention"). */
+  if (m->kv_bytes_token < 0 || m->kv_bytes_token_layer < 0) st->ok = false;
+}
+
+/* FLOPs per (query, key) pair per layer: QK^T and AV, 2 FLOPs per
+ * multiply-add. MLA prefill runs the expanded (MHA-like) form, MLA decode
+ * the absorbed form over the latent (docs/cost-model.md, "Attention"). */
+static void cost__pair_flops_init(CkState *st, const ModelSpec *ms, CostModel *m) {
   int64_t H = m->heads;
   if (m->kind == ATTN_MLA) {
     int64_t nope = ms->attention.qk_nope_head_dim.v, rope = ms->attention.qk_rope_head_dim.v;
     int64_t vd = ms->attention.v_head_dim.v, lat = ms->attention.kv_lora_rank.v;
-    m->attn_pair_flops_prefill = ckm(&st, ckm(&st, 2, H), cka(&st, cka(&st, nope, rope), vd));
-    m->attn_pair_flops_decode = ckm(&st, ckm(&st, 2, H), cka(&st, cka(&st, lat, rope), lat));
+    m->attn_pair_flops_prefill = ckm(st, ckm(st, 2, H), cka(st, cka(st, nope, rope), vd));
+    m->attn_pair_flops_decode = ckm(st, ckm(st, 2, H), cka(st, cka(st, lat, rope), lat));
   } else {
-    m->attn_pair_flops_prefill = ckm(&st, ckm(&st, 4, H), m->head_dim);
+    m->attn_pair_flops_prefill = ckm(st, ckm(st, 4, H), m->head_dim);
     m->attn_pair_flops_decode = m->attn_pair_flops_prefill;
   }
-  /* hardware */
+}
+
+/* The hardware's figures; E0501 when the cluster's GPU count overflows,
+ * E0506 for each figure the model needs and the spec lacks. */
+static bool cost__hw_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
+  const HardwareSpec *hw = &s->hardware;
   bool ok = true;
   SrcLoc hl = hw->loc;
   m->peak_flops = cost__peak(s);
@@ -380,7 +380,11 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
     diag_help(g, "set `%s` (with its unit) or use a hardware preset that has it", need[i].key);
     ok = false;
   }
-  /* workload */
+  return ok;
+}
+
+/* The workload, the engine's scheduling limits and the SLO. */
+static void cost__workload_init(const Spec *s, CostModel *m) {
   m->tin = s->workload.input_tokens.v;
   m->tout = s->workload.output_tokens.v;
   m->rate = s->workload.rate.set ? s->workload.rate.v : 0.0;
@@ -392,6 +396,22 @@ bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m)
   cost__sched_init(s, m);
   m->slo_ttft = s->slo.ttft.v;
   m->slo_tpot = s->slo.tpot.v;
+}
+
+bool cost_model_init(Diags *d, const Spec *s, const CostConsts *k, CostModel *m) {
+  memset(m, 0, sizeof *m);
+  m->k = *k;
+  m->loc = s->model.loc;
+  const ModelSpec *ms = &s->model;
+  m->ms = ms;
+  ModelParams mp;
+  ModelBytes mb;
+  if (!model_params(ms, &mp, d) || !model_weight_bytes(ms, &mb, d)) return false;
+  CkState st = {true};
+  cost__model_init(&st, ms, &mp, &mb, m);
+  cost__pair_flops_init(&st, ms, m);
+  bool ok = cost__hw_init(d, s, k, m);
+  cost__workload_init(s, m);
   if (!st.ok) {
     diag_at(d, DIAG_E0501, m->loc, "a parameter or FLOP count of model `%s` overflows 64 bits",
             ms->name.v ? ms->name.v : "model");
@@ -854,71 +874,95 @@ static double cost__eager_excess(const CostDecodePrep *p, int64_t bdp, int64_t c
  * tokens go through every linear layer, collective and expert with the
  * decode tokens; they attend to m->chunk_ctx tokens of their prompt, whose
  * KV the step reads once per layer; they produce no logits. */
-bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
-                  CostDecode *out) {
-  memset(out, 0, sizeof *out);
+/* The per-layer work of one step, before it is timed. */
+typedef struct {
+  CostLayerStep dl, ml;  /* a dense and a MoE layer */
+  double ep_comm;        /* a MoE layer's dispatch and combine */
+  int64_t tq, tk, bdp;   /* query tokens, tokens through the linears, batch per scheduler */
+} CostStepWork;
+
+/* The tp all-reduces of one layer over tk tokens, and for dcp the
+ * reduction of the partial attention outputs (dcp ranks hold different
+ * tokens of the same heads). */
+static double cost__step_tp_comm(const CostModel *m, const CostDecodePrep *p, int64_t tk) {
   const CostLayout *l = &p->l;
-  if (B < 1) B = 1;
+  double act = (double)m->act_bytes, h = (double)m->hidden, c = 0.0;
+  if (l->tp > 1)
+    c = 2.0 * cost_allreduce((double)tk * h * act, l->tp, p->tp_class, p->tp_bw, p->tp_lat, p->tp_nvls);
+  if (l->dcp > 1)
+    c += cost_allreduce((double)tk * h * act * (double)l->dcp / (double)l->tp, l->dcp, p->tp_class,
+                        p->tp_bw, p->tp_lat, p->tp_nvls);
+  return c;
+}
+
+/* The bytes, FLOPs and communication of one dense and one MoE layer of a
+ * step holding B requests and `chunk` prompt tokens per dp rank. */
+static bool cost__step_work(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
+                            CostStepWork *w) {
+  const CostLayout *l = &p->l;
   CkState st = {true};
   int64_t b = cost__cdiv(B, l->pp);
-  int64_t bdp = cost_sched_batch(B, l->pp, l->dp);
+  w->bdp = cost_sched_batch(B, l->pp, l->dp);
   /* Speculative decoding runs 1 + draft tokens of each request per step
    * (docs/cost-model.md, "Speculative decoding"): tq tokens on this dp
    * rank, over the same KV; tk adds the prompt chunk. */
   int64_t q = 1 + m->draft;
-  int64_t tq = ckm(&st, bdp, q);
-  int64_t tk = cka(&st, tq, chunk);
+  w->tq = ckm(&st, w->bdp, q);
+  w->tk = cka(&st, w->tq, chunk);
   int64_t c = p->c;
   int64_t cctx = chunk > 0 ? (int64_t)ceil(m->chunk_ctx) : 0;
   /* KV read per layer: this dp rank's requests and the chunk's prompt. */
-  int64_t kv_layer = cka(&st, cost__kv_read_layer(&st, m, p, bdp, c),
+  int64_t kv_layer = cka(&st, cost__kv_read_layer(&st, m, p, w->bdp, c),
                          cost__kv_read_layer(&st, m, p, chunk > 0, cctx));
-  int64_t attn_flops = cka(&st, ckm(&st, ckm(&st, tq, c), m->attn_pair_flops_decode),
+  int64_t attn_flops = cka(&st, ckm(&st, ckm(&st, w->tq, c), m->attn_pair_flops_decode),
                            ckm(&st, ckm(&st, chunk, cctx), m->attn_pair_flops_prefill)) / l->tp;
-  CostLayerStep dl = {0}, ml = {0};
-  dl.bytes = (double)p->w_dense + (double)kv_layer;
-  dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, tk), p->p_dense) / l->tp, attn_flops);
-  double ep_comm = 0.0;
+  w->dl.bytes = (double)p->w_dense + (double)kv_layer;
+  w->dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, w->tk), p->p_dense) / l->tp, attn_flops);
   int64_t b_tok = cka(&st, ckm(&st, b, q), ckm(&st, chunk, l->dp));
-  if (m->moe && !cost__decode_moe(m, p, b_tok, tk, (double)kv_layer, attn_flops, &ml, &ep_comm))
+  if (m->moe && !cost__decode_moe(m, p, b_tok, w->tk, (double)kv_layer, attn_flops, &w->ml, &w->ep_comm))
     return false;
   if (!st.ok) return false;
-  double act = (double)m->act_bytes, h = (double)m->hidden;
-  double tp_comm = 0.0;
-  if (l->tp > 1)
-    tp_comm = 2.0 * cost_allreduce((double)tk * h * act, l->tp, p->tp_class, p->tp_bw, p->tp_lat, p->tp_nvls);
-  if (l->dcp > 1) {
-    /* dcp ranks hold different tokens of the same heads: their partial
-     * attention outputs are combined with one reduction per layer. */
-    tp_comm += cost_allreduce((double)tk * h * act * (double)l->dcp / (double)l->tp, l->dcp,
-                              p->tp_class, p->tp_bw, p->tp_lat, p->tp_nvls);
-  }
-  dl.comm = tp_comm;
-  ml.comm = tp_comm;
-  out->comm_tp = ((double)m->n_dense + (double)m->n_moe) * tp_comm;
+  w->dl.comm = w->ml.comm = cost__step_tp_comm(m, p, w->tk);
+  return true;
+}
+
+/* One step of an instance holding B decoding requests whose every dp rank
+ * also runs `chunk` prompt tokens of a chunked prefill (0: a decode step;
+ * docs/cost-model.md, "Decode" and "Aggregated instances"). The chunk's
+ * tokens go through every linear layer, collective and expert with the
+ * decode tokens; they attend to m->chunk_ctx tokens of their prompt, whose
+ * KV the step reads once per layer; they produce no logits. */
+bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
+                  CostDecode *out) {
+  memset(out, 0, sizeof *out);
+  const CostLayout *l = &p->l;
+  CostStepWork w = {0};
+  if (!cost__step_work(m, p, B < 1 ? 1 : B, chunk, &w)) return false;
+  const CostLayerStep *dl = &w.dl, *ml = &w.ml;
+  double nd = (double)m->n_dense, nm = (double)m->n_moe;
+  out->comm_tp = (nd + nm) * dl->comm;
   double bw = m->hbm_bw * m->k.hbm_efficiency;
   double pk = m->peak_flops * m->k.mfu_decode;
   double ov = 1.0 - m->k.comm_overlap;
-  double nd = (double)m->n_dense, nm = (double)m->n_moe;
-  double t_mem = nd * dl.bytes / bw + nm * ml.bytes / bw;
-  double t_cmp = nd * dl.flops / pk + nm * ml.flops / pk;
+  double t_mem = nd * dl->bytes / bw + nm * ml->bytes / bw;
+  double t_cmp = nd * dl->flops / pk + nm * ml->flops / pk;
   /* Each layer also idles the GPU at its kernel boundaries
    * (docs/cost-model.md, "Kernel-boundary stalls"). */
   double stalls = p->stalls;
-  double t_layers = nd * (fmax(dl.bytes / bw, dl.flops / pk) + ov * dl.comm) +
-                    nm * (cost__overlap(fmax(ml.bytes / bw, ml.flops / pk), ep_comm,
-                                        m->k.ep_overlap) + ov * ml.comm) +
+  double t_layers = nd * (fmax(dl->bytes / bw, dl->flops / pk) + ov * dl->comm) +
+                    nm * (cost__overlap(fmax(ml->bytes / bw, ml->flops / pk), w.ep_comm,
+                                        m->k.ep_overlap) + ov * ml->comm) +
                     stalls;
   /* The logits of every sequence on the last stage (vocab split over tp). */
   double lm_bytes = p->lm_bytes;
-  double lm_flops = 2.0 * (double)tq * (double)m->lm_params / (double)l->tp;
+  double lm_flops = 2.0 * (double)w.tq * (double)m->lm_params / (double)l->tp;
   double t_lm = fmax(lm_bytes / bw, lm_flops / pk);
   double send = 0.0;
-  if (l->pp > 1) send = (double)tk * h * act / p->pp_bw + p->pp_lat;
+  if (l->pp > 1) send = (double)w.tk * (double)m->hidden * (double)m->act_bytes / p->pp_bw + p->pp_lat;
   out->memory = t_mem + lm_bytes / bw;
   out->compute = t_cmp + lm_flops / pk;
   out->comm_pp = (double)(l->pp - 1) * send;
-  out->comm_ep = nm * ep_comm;
+  out->comm_ep = nm * w.ep_comm;
   out->comm = out->comm_tp + out->comm_ep + out->comm_pp;
   out->memory_bound = out->memory >= out->compute;
   /* An MTP draft is one more transformer block and the shared head per
@@ -926,7 +970,7 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
    * layer of this step plus the logits. */
   double draft = (double)m->draft * (t_layers / (nd + nm) + t_lm);
   double gpu = t_layers + t_lm + out->comm_pp + draft;
-  double eager = cost__eager_excess(p, bdp, chunk, gpu);
+  double eager = cost__eager_excess(p, w.bdp, chunk, gpu);
   gpu += eager;
   /* The engine's CPU work per step: exposed in full, or only what the
    * GPU's step does not cover when the engine overlaps the two. */
@@ -936,8 +980,8 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   out->overhead = exposed + eager + stalls * (1.0 + (double)m->draft / (nd + nm));
   out->tpot = out->step / m->accepted;
   double pp = (double)l->pp;
-  out->bytes_gpu = cost_ceil_i64((nd * dl.bytes + nm * ml.bytes + lm_bytes) / pp);
-  out->flops_gpu = cost_ceil_i64((nd * dl.flops + nm * ml.flops + lm_flops) / pp);
+  out->bytes_gpu = cost_ceil_i64((nd * dl->bytes + nm * ml->bytes + lm_bytes) / pp);
+  out->flops_gpu = cost_ceil_i64((nd * dl->flops + nm * ml->flops + lm_flops) / pp);
   return true;
 }
 

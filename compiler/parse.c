@@ -793,46 +793,14 @@ static void parse_model_dtype(P *p, const YNode *m, SrcLoc sec, const char *path
   }
 }
 
-/* One model mapping at `path` (`model`, or `model.draft` for the draft
- * model, which has no draft of its own). */
-static void parse_model_map(P *p, const YNode *parent, const char *key, const char *path,
-                            ModelSpec *mo) {
-  SrcLoc sec;
-  const YNode *m = section(p, parent, key, path, parent->loc, &sec);
-  mo->loc = sec;
-  if (m) m = apply_hf_config(p, m, path, &mo->hf_config);
-  if (m) m = apply_preset(p, m, "models", path, &mo->preset);
-  else mo->preset.loc = sec;
-  bool quiet = p->quiet_missing;
-  p->quiet_missing = (yaml_map_get(m, "preset") && !mo->preset.set) ||
-                     (yaml_map_get(m, "hf_config") && !mo->hf_config.set);
-  bool top = strcmp(path, "model") == 0;
-  if (top)
-    check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
-                                "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "mtp_layers", "source", "revision", "draft"));
-  else
-    check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
-                                "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "mtp_layers", "source", "revision"));
-  const char *pa = join_path(p, path, "attention"), *pm = join_path(p, path, "moe");
-  const char *pf = join_path(p, path, "ffn");
-  rd_str(p, m, sec, path, "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
-  rd_lim(p, m, sec, path, "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
-  rd_lim(p, m, sec, path, "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
-  rd_lim(p, m, sec, path, "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
-  rd_bool(p, m, sec, path, "tie_embeddings", &mo->tie_embeddings, false);
-  rd_lim(p, m, sec, path, "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
-  rd_lim(p, m, sec, path, "mtp_layers", &mo->mtp_layers, false, 0, 0, &LIM_LAYERS);
-  rd_str(p, m, sec, path, "source", &mo->source, false, NULL);
-  rd_str(p, m, sec, path, "revision", &mo->revision, false, NULL);
-
-  /* attention */
-  SrcLoc as;
-  const YNode *a = section(p, m, "attention", pa, sec, &as);
-  mo->attention.loc = as;
+/* The `attention` section of the model mapping m at `path`; returns it
+ * (NULL when absent) and its place in *as. */
+static const YNode *parse_model_attention(P *p, const YNode *m, SrcLoc sec, const char *path,
+                                          const char *pa, ModelSpec *mo, SrcLoc *as) {
+  const YNode *a = section(p, m, "attention", pa, sec, as);
+  mo->attention.loc = *as;
   if (m && !yaml_map_get(m, "attention")) missing(p, m, path, "attention");
-  rd_enum(p, a, as, pa, "kind", &mo->attention.kind, a != NULL, ATTN_GQA, attn_names,
+  rd_enum(p, a, *as, pa, "kind", &mo->attention.kind, a != NULL, ATTN_GQA, attn_names,
           RP_ARRAY_LEN(attn_names));
   bool mla = mo->attention.kind.v == ATTN_MLA;
   if (mla)
@@ -842,26 +810,31 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   else
     check_keys(p, a, pa, KEYS("kind", "heads", "kv_heads", "head_dim", "qk_norm", "qkv_bias",
                               "sliding_window", "chunk_size", "layer_types"));
-  rd_lim(p, a, as, pa, "heads", &mo->attention.heads, a != NULL, 1, 1, &LIM_DIM);
+  rd_lim(p, a, *as, pa, "heads", &mo->attention.heads, a != NULL, 1, 1, &LIM_DIM);
   int64_t kv_def = mo->attention.kind.v == ATTN_GQA ? 1
                    : mo->attention.kind.v == ATTN_MHA ? mo->attention.heads.v : 1;
-  rd_lim(p, a, as, pa, "kv_heads", &mo->attention.kv_heads,
+  rd_lim(p, a, *as, pa, "kv_heads", &mo->attention.kv_heads,
          a != NULL && mo->attention.kind.v == ATTN_GQA, kv_def, 1, &LIM_DIM);
-  rd_bool(p, a, as, pa, "qk_norm", &mo->attention.qk_norm, false);
-  rd_bool(p, a, as, pa, "qkv_bias", &mo->attention.qkv_bias, false);
+  rd_bool(p, a, *as, pa, "qk_norm", &mo->attention.qk_norm, false);
+  rd_bool(p, a, *as, pa, "qkv_bias", &mo->attention.qkv_bias, false);
   if (mla) {
-    rd_lim(p, a, as, pa, "q_lora_rank", &mo->attention.q_lora_rank, false, 0, 0, &LIM_DIM);
-    rd_lim(p, a, as, pa, "kv_lora_rank", &mo->attention.kv_lora_rank, true, 1, 1, &LIM_DIM);
-    rd_lim(p, a, as, pa, "qk_nope_head_dim", &mo->attention.qk_nope_head_dim, true, 1, 1, &LIM_DIM);
-    rd_lim(p, a, as, pa, "qk_rope_head_dim", &mo->attention.qk_rope_head_dim, true, 1, 1, &LIM_DIM);
-    rd_lim(p, a, as, pa, "v_head_dim", &mo->attention.v_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, *as, pa, "q_lora_rank", &mo->attention.q_lora_rank, false, 0, 0, &LIM_DIM);
+    rd_lim(p, a, *as, pa, "kv_lora_rank", &mo->attention.kv_lora_rank, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, *as, pa, "qk_nope_head_dim", &mo->attention.qk_nope_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, *as, pa, "qk_rope_head_dim", &mo->attention.qk_rope_head_dim, true, 1, 1, &LIM_DIM);
+    rd_lim(p, a, *as, pa, "v_head_dim", &mo->attention.v_head_dim, true, 1, 1, &LIM_DIM);
     int64_t hd = 0;
     if (!ck_add(mo->attention.qk_nope_head_dim.v, mo->attention.qk_rope_head_dim.v, &hd)) hd = 1;
-    rd_lim(p, a, as, pa, "head_dim", &mo->attention.head_dim, false, hd, 1, &LIM_DIM);
+    rd_lim(p, a, *as, pa, "head_dim", &mo->attention.head_dim, false, hd, 1, &LIM_DIM);
   } else {
-    rd_lim(p, a, as, pa, "head_dim", &mo->attention.head_dim, a != NULL, 1, 1, &LIM_DIM);
+    rd_lim(p, a, *as, pa, "head_dim", &mo->attention.head_dim, a != NULL, 1, 1, &LIM_DIM);
   }
+  return a;
+}
 
+/* The `moe` (optional) and `ffn` sections of the model mapping m. */
+static void parse_model_moe_ffn(P *p, const YNode *m, SrcLoc sec, const char *path, ModelSpec *mo) {
+  const char *pm = join_path(p, path, "moe"), *pf = join_path(p, path, "ffn");
   /* moe (optional) */
   SrcLoc ms;
   const YNode *moe = section(p, m, "moe", pm, sec, &ms);
@@ -888,7 +861,44 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   if (m && dense && !yaml_map_get(m, "ffn")) missing(p, m, path, "ffn");
   check_keys(p, f, pf, KEYS("intermediate_size"));
   rd_lim(p, f, fs, pf, "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, &LIM_DIM);
+}
 
+/* One model mapping at `path` (`model`, or `model.draft` for the draft
+ * model, which has no draft of its own). */
+static void parse_model_map(P *p, const YNode *parent, const char *key, const char *path,
+                            ModelSpec *mo) {
+  SrcLoc sec;
+  const YNode *m = section(p, parent, key, path, parent->loc, &sec);
+  mo->loc = sec;
+  if (m) m = apply_hf_config(p, m, path, &mo->hf_config);
+  if (m) m = apply_preset(p, m, "models", path, &mo->preset);
+  else mo->preset.loc = sec;
+  bool quiet = p->quiet_missing;
+  p->quiet_missing = (yaml_map_get(m, "preset") && !mo->preset.set) ||
+                     (yaml_map_get(m, "hf_config") && !mo->hf_config.set);
+  bool top = strcmp(path, "model") == 0;
+  if (top)
+    check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
+                                "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
+                                "mtp_layers", "source", "revision", "draft"));
+  else
+    check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
+                                "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
+                                "mtp_layers", "source", "revision"));
+  const char *pa = join_path(p, path, "attention");
+  rd_str(p, m, sec, path, "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
+  rd_lim(p, m, sec, path, "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
+  rd_lim(p, m, sec, path, "hidden_size", &mo->hidden_size, true, 1, 1, &LIM_DIM);
+  rd_lim(p, m, sec, path, "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
+  rd_bool(p, m, sec, path, "tie_embeddings", &mo->tie_embeddings, false);
+  rd_lim(p, m, sec, path, "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
+  rd_lim(p, m, sec, path, "mtp_layers", &mo->mtp_layers, false, 0, 0, &LIM_LAYERS);
+  rd_str(p, m, sec, path, "source", &mo->source, false, NULL);
+  rd_str(p, m, sec, path, "revision", &mo->revision, false, NULL);
+
+  SrcLoc as;
+  const YNode *a = parse_model_attention(p, m, sec, path, pa, mo, &as);
+  parse_model_moe_ffn(p, m, sec, path, mo);
   parse_model_dtype(p, m, sec, path, mo);
   parse_layer_types(p, a, as, pa, mo);
   p->quiet_missing = quiet;
@@ -1594,6 +1604,106 @@ static void check_cluster_size(Diags *d, const HardwareSpec *h) {
   diag_help(g, "%s", LIM_GPUS.why);
 }
 
+/* Pool names unique (E0114): sorted, so a hostile spec with many pools
+ * stays O(n log n). */
+static void check_pool_names(Diags *d, const DeploymentSpec *dp) {
+  if (dp->npools < 2) return;
+  size_t *ix = rp_malloc(dp->npools * sizeof *ix);
+  size_t n = 0;
+  for (size_t i = 0; i < dp->npools; i++)
+    if (dp->pools[i].name.set) ix[n++] = i;
+  pools_for_sort = dp->pools;
+  qsort(ix, n, sizeof *ix, cmp_pool_name);
+  for (size_t i = 1, first = 0; i < n; i++) {
+    const PoolSpec *a = &dp->pools[ix[first]], *b = &dp->pools[ix[i]];
+    if (strcmp(a->name.v, b->name.v) != 0) {
+      first = i;
+      continue;
+    }
+    Diag *g = diag_at(d, DIAG_E0114, b->name.loc, "duplicate pool name `%s`", b->name.v);
+    diag_note(g, "first used at %s:%d:%d", a->name.loc.file, a->name.loc.line, a->name.loc.col);
+    diag_help(g, "give every pool its own name");
+  }
+  free(ix);
+}
+
+/* The pools' roles against the mode (E0117). */
+static void check_pool_roles(Diags *d, const DeploymentSpec *dp) {
+  if (dp->mode.set && dp->mode.v == MODE_AGGREGATED) {
+    for (size_t i = 0; i < dp->npools; i++)
+      if (dp->pools[i].role.v != ROLE_BOTH) {
+        Diag *g = diag_at(d, DIAG_E0117, dp->pools[i].role.loc,
+                          "pool `%s` has role `%s`, but `mode: aggregated` pools serve both phases",
+                          dp->pools[i].name.v ? dp->pools[i].name.v : "?", role_name((PoolRole)dp->pools[i].role.v));
+        diag_help(g, "write `role: both` (or omit it), or use `mode: disaggregated`");
+      }
+    return;
+  }
+  if (!dp->mode.set || dp->mode.v != MODE_DISAGGREGATED || dp->npools == 0) return;
+  bool pre = false, dec = false, all_roles = true;
+  for (size_t i = 0; i < dp->npools; i++) {
+    if (dp->pools[i].role.v == ROLE_PREFILL) pre = true;
+    if (dp->pools[i].role.v == ROLE_DECODE) dec = true;
+    all_roles = all_roles && dp->pools[i].role.set;
+    if (dp->pools[i].role.v == ROLE_BOTH && dp->pools[i].role.set) {
+      Diag *g = diag_at(d, DIAG_E0117, dp->pools[i].role.loc,
+                        "pool `%s` has role `both`, but `mode: disaggregated` separates prefill and decode",
+                        dp->pools[i].name.v ? dp->pools[i].name.v : "?");
+      diag_help(g, "write `role: prefill` or `role: decode`, or use `mode: aggregated`");
+    }
+  }
+  if (all_roles && (!pre || !dec)) {
+    Diag *g = diag_at(d, DIAG_E0117, dp->mode.loc,
+                      "`mode: disaggregated` needs a prefill pool and a decode pool, got no %s pool",
+                      !pre ? "prefill" : "decode");
+    diag_help(g, "add a pool with `role: %s`, or use `mode: aggregated`", !pre ? "prefill" : "decode");
+  }
+}
+
+/* The pools fit the cluster (E0113; E0105 when their GPU count
+ * overflows), the first 16 pools' sizes in the note. */
+static void check_pools_fit(Diags *d, const Spec *s) {
+  const DeploymentSpec *dp = &s->deployment;
+  if (dp->npools == 0 || !s->hardware.nodes.set || !s->hardware.gpus_per_node.set) return;
+  CkState st = {true};
+  int64_t have = ckm(&st, s->hardware.nodes.v, s->hardware.gpus_per_node.v);
+  int64_t need = 0;
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < dp->npools; i++) {
+    const PoolSpec *pl = &dp->pools[i];
+    int64_t g = pool_gpus(pl);
+    if (g < 0) st.ok = false;
+    else need = cka(&st, need, g);
+    if (i == 16) sb_printf(&sb, "\n... and %zu more pools", dp->npools - 16);
+    if (i >= 16) continue;
+    sb_printf(&sb, "%spool `%s`: %lld replicas x tp %lld x cp %lld x dp %lld x pp %lld = %lld GPUs", i ? "\n" : "",
+              pl->name.set ? pl->name.v : "(unnamed)", (long long)pl->replicas.v, (long long)pl->tp.v,
+              (long long)pl->cp.v, (long long)pl->dp.v, (long long)pl->pp.v, (long long)g);
+  }
+  SrcLoc at = dp->pools[0].loc;
+  if (!st.ok) {
+    Diag *g = diag_at(d, DIAG_E0105, at, "the pools' GPU count overflows a 64-bit integer");
+    diag_help(g, "use realistic replica and parallel sizes");
+  } else if (need > have) {
+    Diag *g = diag_at(d, DIAG_E0113, at,
+                      "the pools need %lld GPUs, the cluster has %lld (%lld node%s x %lld GPUs per node)",
+                      (long long)need, (long long)have, (long long)s->hardware.nodes.v,
+                      s->hardware.nodes.v == 1 ? "" : "s",
+                      (long long)s->hardware.gpus_per_node.v);
+    diag_note(g, "%s", sb.buf);
+    int64_t gpn = s->hardware.gpus_per_node.v;
+    if (need > LIM_GPUS.max)
+      diag_help(g, "reduce replicas or parallel sizes: no cluster rankplan plans for has "
+                   "%lld GPUs (at most %lld; docs/spec.md, \"Limits\")",
+                (long long)need, (long long)LIM_GPUS.max);
+    else
+      diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",
+                (long long)(need / gpn + (need % gpn != 0)));
+  }
+  sb_free(&sb);
+}
+
 void spec_check_structure(Diags *d, Spec *s) {
   if (s->version.set && s->version.v != 1) {
     Diag *g = diag_at(d, DIAG_E0112, s->version.loc, "unsupported spec version %lld, expected 1",
@@ -1608,96 +1718,8 @@ void spec_check_structure(Diags *d, Spec *s) {
     diag_help(g, "innermost first, e.g. `tp-cp-ep-dp-pp` (the default) or `tp-pp-dp`; a dimension "
                  "left out must have size 1");
   }
-  /* pool names unique: sorted, so a hostile spec with many pools stays
-   * O(n log n) */
-  if (dp->npools > 1) {
-    size_t *ix = rp_malloc(dp->npools * sizeof *ix);
-    size_t n = 0;
-    for (size_t i = 0; i < dp->npools; i++)
-      if (dp->pools[i].name.set) ix[n++] = i;
-    pools_for_sort = dp->pools;
-    qsort(ix, n, sizeof *ix, cmp_pool_name);
-    for (size_t i = 1, first = 0; i < n; i++) {
-      const PoolSpec *a = &dp->pools[ix[first]], *b = &dp->pools[ix[i]];
-      if (strcmp(a->name.v, b->name.v) != 0) {
-        first = i;
-        continue;
-      }
-      Diag *g = diag_at(d, DIAG_E0114, b->name.loc, "duplicate pool name `%s`", b->name.v);
-      diag_note(g, "first used at %s:%d:%d", a->name.loc.file, a->name.loc.line, a->name.loc.col);
-      diag_help(g, "give every pool its own name");
-    }
-    free(ix);
-  }
-  /* roles against the mode */
-  if (dp->mode.set && dp->mode.v == MODE_AGGREGATED) {
-    for (size_t i = 0; i < dp->npools; i++)
-      if (dp->pools[i].role.v != ROLE_BOTH) {
-        Diag *g = diag_at(d, DIAG_E0117, dp->pools[i].role.loc,
-                          "pool `%s` has role `%s`, but `mode: aggregated` pools serve both phases",
-                          dp->pools[i].name.v ? dp->pools[i].name.v : "?", role_name((PoolRole)dp->pools[i].role.v));
-        diag_help(g, "write `role: both` (or omit it), or use `mode: disaggregated`");
-      }
-  } else if (dp->mode.set && dp->mode.v == MODE_DISAGGREGATED && dp->npools > 0) {
-    bool pre = false, dec = false;
-    for (size_t i = 0; i < dp->npools; i++) {
-      if (dp->pools[i].role.v == ROLE_PREFILL) pre = true;
-      if (dp->pools[i].role.v == ROLE_DECODE) dec = true;
-      if (dp->pools[i].role.v == ROLE_BOTH && dp->pools[i].role.set) {
-        Diag *g = diag_at(d, DIAG_E0117, dp->pools[i].role.loc,
-                          "pool `%s` has role `both`, but `mode: disaggregated` separates prefill and decode",
-                          dp->pools[i].name.v ? dp->pools[i].name.v : "?");
-        diag_help(g, "write `role: prefill` or `role: decode`, or use `mode: aggregated`");
-      }
-    }
-    bool all_roles = true;
-    for (size_t i = 0; i < dp->npools; i++) all_roles = all_roles && dp->pools[i].role.set;
-    if (all_roles && (!pre || !dec)) {
-      Diag *g = diag_at(d, DIAG_E0117, dp->mode.loc,
-                        "`mode: disaggregated` needs a prefill pool and a decode pool, got no %s pool",
-                        !pre ? "prefill" : "decode");
-      diag_help(g, "add a pool with `role: %s`, or use `mode: aggregated`", !pre ? "prefill" : "decode");
-    }
-  }
+  check_pool_names(d, dp);
+  check_pool_roles(d, dp);
   check_cluster_size(d, &s->hardware);
-  /* pools fit the cluster */
-  if (dp->npools > 0 && s->hardware.nodes.set && s->hardware.gpus_per_node.set) {
-    CkState st = {true};
-    int64_t have = ckm(&st, s->hardware.nodes.v, s->hardware.gpus_per_node.v);
-    int64_t need = 0;
-    StrBuf sb;
-    sb_init(&sb);
-    for (size_t i = 0; i < dp->npools; i++) {
-      const PoolSpec *pl = &dp->pools[i];
-      int64_t g = pool_gpus(pl);
-      if (g < 0) st.ok = false;
-      else need = cka(&st, need, g);
-      if (i == 16) sb_printf(&sb, "\n... and %zu more pools", dp->npools - 16);
-      if (i >= 16) continue;
-      sb_printf(&sb, "%spool `%s`: %lld replicas x tp %lld x cp %lld x dp %lld x pp %lld = %lld GPUs", i ? "\n" : "",
-                pl->name.set ? pl->name.v : "(unnamed)", (long long)pl->replicas.v, (long long)pl->tp.v,
-                (long long)pl->cp.v, (long long)pl->dp.v, (long long)pl->pp.v, (long long)g);
-    }
-    SrcLoc at = dp->npools ? dp->pools[0].loc : dp->loc;
-    if (!st.ok) {
-      Diag *g = diag_at(d, DIAG_E0105, at, "the pools' GPU count overflows a 64-bit integer");
-      diag_help(g, "use realistic replica and parallel sizes");
-    } else if (need > have) {
-      Diag *g = diag_at(d, DIAG_E0113, at,
-                        "the pools need %lld GPUs, the cluster has %lld (%lld node%s x %lld GPUs per node)",
-                        (long long)need, (long long)have, (long long)s->hardware.nodes.v,
-                        s->hardware.nodes.v == 1 ? "" : "s",
-                        (long long)s->hardware.gpus_per_node.v);
-      diag_note(g, "%s", sb.buf);
-      int64_t gpn = s->hardware.gpus_per_node.v;
-      if (need > LIM_GPUS.max)
-        diag_help(g, "reduce replicas or parallel sizes: no cluster rankplan plans for has "
-                     "%lld GPUs (at most %lld; docs/spec.md, \"Limits\")",
-                  (long long)need, (long long)LIM_GPUS.max);
-      else
-        diag_help(g, "reduce replicas or parallel sizes, or raise `hardware.nodes` to %lld",
-                  (long long)(need / gpn + (need % gpn != 0)));
-    }
-    sb_free(&sb);
-  }
+  check_pools_fit(d, s);
 }

@@ -1099,19 +1099,59 @@ static void search__ctx_init(Ctx *c, Diags *d, const Spec *s, const SearchOption
   c->caps = search__engine(s);
 }
 
+/* E0507 unless the workload has both lengths and the SLO both targets. */
+static bool search__has_targets(Diags *d, const Spec *s, const CostModel *m) {
+  if (m->tin >= 1 && m->tout >= 1 && m->slo_ttft > 0 && m->slo_tpot > 0) return true;
+  Diag *g = diag_at(d, DIAG_E0507, s->slo.loc.line ? s->slo.loc : s->workload.loc,
+                    "search needs workload input/output tokens and both SLOs: got "
+                    "input_tokens %lld, output_tokens %lld, ttft %g s, tpot %g s",
+                    (long long)m->tin, (long long)m->tout, m->slo_ttft, m->slo_tpot);
+  diag_help(g, "add `workload: {input_tokens, output_tokens}` and `slo: {ttft, tpot}`");
+  return false;
+}
+
+/* MLA: the attention tp that minimises per-GPU decode reads at the
+ * winner's batch, reported next to the tp the search chose. */
+static void search__mla_tp_opt(SearchOut *out) {
+  const CostModel *m = &out->model;
+  if (m->kind != ATTN_MLA || !out->results.len) return;
+  const SearchResult *w = &out->results.items[0];
+  const SearchPool *dp = &w->pools[w->npools - 1];
+  double kv_total = (double)dp->batch * cost_decode_ctx(m) * (double)m->kv_bytes_token;
+  out->tp_opt = cost_attn_tp_opt((double)m->b_attn * (double)m->layers, (double)dp->gpus, kv_total);
+}
+
+/* The search's outcome: E0508 when no layout of a role fits on its own
+ * (none), E0500 when no deployment meets the SLO, naming the closest. */
+static bool search__verdict(Diags *d, const Spec *s, const SearchOut *out, bool none, int64_t G) {
+  const CostModel *m = &out->model;
+  if (none) {
+    Diag *g = diag_at(d, DIAG_E0508, s->deployment.loc.line ? s->deployment.loc : s->model.loc,
+                      "no parallel layout of `%s` fits memory and meets the TTFT/TPOT SLO on "
+                      "its own within %lld GPUs",
+                      s->model.name.v ? s->model.name.v : "model", (long long)G);
+    diag_help(g, "raise `search.gpu_budget` or the cluster size, or relax `slo`");
+    return false;
+  }
+  if (out->results.len && out->results.items[0].feasible) return true;
+  Diag *g = diag_at(d, DIAG_E0500, s->slo.loc,
+                    "no layout meets ttft %.0f ms and tpot %.1f ms within %lld GPUs",
+                    m->slo_ttft * 1e3, m->slo_tpot * 1e3, (long long)G);
+  if (out->results.len) {
+    const SearchResult *b = &out->results.items[0];
+    char *ls = search_layout_str(b);
+    diag_note(g, "closest: %s at ttft %.1f ms, tpot %.2f ms", ls, b->ttft * 1e3, b->tpot * 1e3);
+    free(ls);
+  }
+  diag_help(g, "relax `slo`, lower `workload.rate`, or add GPUs");
+  return false;
+}
+
 bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
                 SearchOut *out) {
   memset(out, 0, sizeof *out);
   CostModel *m = &out->model;
-  if (!cost_model_init(d, s, k, m)) return false;
-  if (m->tin < 1 || m->tout < 1 || !(m->slo_ttft > 0) || !(m->slo_tpot > 0)) {
-    Diag *g = diag_at(d, DIAG_E0507, s->slo.loc.line ? s->slo.loc : s->workload.loc,
-                      "search needs workload input/output tokens and both SLOs: got "
-                      "input_tokens %lld, output_tokens %lld, ttft %g s, tpot %g s",
-                      (long long)m->tin, (long long)m->tout, m->slo_ttft, m->slo_tpot);
-    diag_help(g, "add `workload: {input_tokens, output_tokens}` and `slo: {ttft, tpot}`");
-    return false;
-  }
+  if (!cost_model_init(d, s, k, m) || !search__has_targets(d, s, m)) return false;
   Ctx c;
   search__ctx_init(&c, d, s, o, out);
   HookSession fhs;
@@ -1171,37 +1211,10 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   bool hook_ok = search__objective(d, s, out);
   search__pareto(out);
   search_group(out);
-  /* MLA: the attention tp that minimises per-GPU decode reads at the
-   * winner's batch, reported next to the tp the search chose. */
-  if (m->kind == ATTN_MLA && out->results.len) {
-    const SearchResult *w = &out->results.items[0];
-    const SearchPool *dp = &w->pools[w->npools - 1];
-    double kv_total = (double)dp->batch * cost_decode_ctx(m) * (double)m->kv_bytes_token;
-    out->tp_opt = cost_attn_tp_opt((double)m->b_attn * (double)m->layers, (double)dp->gpus,
-                                   kv_total);
-  }
-  bool ok = hook_ok;
+  search__mla_tp_opt(out);
   if (c.hit) search__budget_hit(d, s, &c);
-  if (dec.len == 0 && both.len == 0 && (pre.len == 0 || dis)) {
-    Diag *g = diag_at(d, DIAG_E0508, s->deployment.loc.line ? s->deployment.loc : s->model.loc,
-                      "no parallel layout of `%s` fits memory and meets the TTFT/TPOT SLO on "
-                      "its own within %lld GPUs",
-                      s->model.name.v ? s->model.name.v : "model", (long long)c.G);
-    diag_help(g, "raise `search.gpu_budget` or the cluster size, or relax `slo`");
-    ok = false;
-  } else if (out->results.len == 0 || !out->results.items[0].feasible) {
-    Diag *g = diag_at(d, DIAG_E0500, s->slo.loc,
-                      "no layout meets ttft %.0f ms and tpot %.1f ms within %lld GPUs",
-                      m->slo_ttft * 1e3, m->slo_tpot * 1e3, (long long)c.G);
-    if (out->results.len) {
-      const SearchResult *b = &out->results.items[0];
-      char *ls = search_layout_str(b);
-      diag_note(g, "closest: %s at ttft %.1f ms, tpot %.2f ms", ls, b->ttft * 1e3, b->tpot * 1e3);
-      free(ls);
-    }
-    diag_help(g, "relax `slo`, lower `workload.rate`, or add GPUs");
-    ok = false;
-  }
+  bool none = dec.len == 0 && both.len == 0 && (pre.len == 0 || dis);
+  bool ok = search__verdict(d, s, out, none, c.G) && hook_ok;
   search__free_ctx(&c, &pre, &dec, &both, &sp, &sd);
   return ok;
 }
@@ -1404,11 +1417,62 @@ static json_t *also_json(const SearchOut *out, size_t i) {
   return a;
 }
 
-char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool explain) {
+/* One pool of a result row in the JSON report. */
+static json_t *search__pool_json(const SearchPool *sp) {
+  json_t *po = json_object();
+  json_object_set_new(po, "role", json_string(sp->role == ROLE_PREFILL ? "prefill"
+                                              : sp->role == ROLE_DECODE ? "decode" : "both"));
+  json_object_set_new(po, "replicas", json_integer(sp->replicas));
+  json_object_set_new(po, "gpus_per_instance", json_integer(sp->gpus));
+  json_object_set_new(po, "parallel", layout_json(&sp->lay));
+  json_object_set_new(po, "batch", json_integer(sp->batch));
+  json_object_set_new(po, sp->role == ROLE_PREFILL ? "latency_ms" : "tpot_ms", jreal(sp->latency * 1e3, 1e3));
+  json_object_set_new(po, "tok_s_per_gpu", jreal(sp->tok_s_gpu, 1e2));
+  json_object_set_new(po, "binding", json_string(search_binding_name(sp->binding)));
+  return po;
+}
+
+/* Result i of the search as the JSON report's row `rank`. */
+static json_t *search__row_json(const SearchOut *out, size_t i, size_t rank, bool explain) {
+  const SearchResult *r = &out->results.items[i];
+  json_t *o = json_object();
+  json_object_set_new(o, "rank", json_integer((json_int_t)rank));
+  json_object_set_new(o, "mode", json_string(r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated"));
+  char *ls = search_layout_str(r);
+  json_object_set_new(o, "layout", json_string(ls));
+  free(ls);
+  json_t *pools = json_array();
+  for (size_t p = 0; p < r->npools; p++) json_array_append_new(pools, search__pool_json(&r->pools[p]));
+  json_object_set_new(o, "pools", pools);
+  json_object_set_new(o, "gpus", json_integer(r->gpus));
+  if (r->mode == SEARCH_DISAGGREGATED) {
+    char ratio[48];
+    snprintf(ratio, sizeof ratio, "%lld:%lld", (long long)r->ratio_x, (long long)r->ratio_y);
+    json_object_set_new(o, "xpyd_gpu_ratio", json_string(ratio));
+  }
+  json_object_set_new(o, "ttft_ms", jreal(r->ttft * 1e3, 1e3));
+  json_object_set_new(o, "queue_ms", jreal(r->queue * 1e3, 1e3));
+  json_object_set_new(o, "kv_transfer_ms", jreal(r->kv_transfer * 1e3, 1e3));
+  json_object_set_new(o, "tpot_ms", jreal(r->tpot * 1e3, 1e3));
+  json_object_set_new(o, "throughput_req_s", jreal(r->req_s, 1e3));
+  json_object_set_new(o, "throughput_tok_s", jreal(r->tok_s, 1e1));
+  json_object_set_new(o, "goodput_tok_s_per_gpu", jreal(r->goodput_gpu, 1e2));
+  json_object_set_new(o, "goodput_tok_s_per_budget_gpu", jreal(r->goodput_cluster_gpu, 1e2));
+  json_object_set_new(o, "also", also_json(out, i));
+  json_object_set_new(o, "binding", json_string(search_binding_name(r->binding)));
+  json_object_set_new(o, "feasible", json_boolean(r->feasible));
+  json_object_set_new(o, "pareto", json_boolean(r->pareto));
+  if (explain) {
+    char *e = search_explain(out, i);
+    json_object_set_new(o, "explain", json_string(e));
+    free(e);
+  }
+  return o;
+}
+
+/* The search's budget, layout counts and constants: the JSON report's head. */
+static void search__head_json(json_t *root, const SearchOut *out) {
   const CostModel *m = &out->model;
-  json_t *root = json_object();
-  json_object_set_new(root, "format", json_string("rankplan.search/1"));
-  json_object_set_new(root, "spec_sha256", json_string(s->sha256));
   json_object_set_new(root, "gpu_budget", json_integer(out->gpu_budget));
   json_object_set_new(root, "headroom", jreal(out->headroom, 1e6));
   json_t *b = json_object();
@@ -1431,59 +1495,17 @@ char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool e
   json_object_set_new(root, "mla_tp_opt", out->tp_opt > 0 ? jreal(out->tp_opt, 1e3) : json_null());
   json_object_set_new(root, "sort", json_string(search_sort_name(out->sort)));
   json_object_set_new(root, "offered_req_s", m->rate > 0 ? jreal(m->rate, 1e6) : json_null());
+}
+
+char *search_format_json(const SearchOut *out, const Spec *s, size_t top, bool explain) {
+  json_t *root = json_object();
+  json_object_set_new(root, "format", json_string("rankplan.search/1"));
+  json_object_set_new(root, "spec_sha256", json_string(s->sha256));
+  search__head_json(root, out);
   json_t *arr = json_array();
   size_t *idx = rp_malloc((out->results.len ? out->results.len : 1) * sizeof *idx);
   size_t n = shown_rows(out, top, idx);
-  for (size_t row = 0; row < n; row++) {
-    size_t i = idx[row];
-    const SearchResult *r = &out->results.items[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "rank", json_integer((json_int_t)row + 1));
-    json_object_set_new(o, "mode", json_string(r->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated"));
-    char *ls = search_layout_str(r);
-    json_object_set_new(o, "layout", json_string(ls));
-    free(ls);
-    json_t *pools = json_array();
-    for (size_t p = 0; p < r->npools; p++) {
-      const SearchPool *sp = &r->pools[p];
-      json_t *po = json_object();
-      json_object_set_new(po, "role", json_string(sp->role == ROLE_PREFILL ? "prefill"
-                                                  : sp->role == ROLE_DECODE ? "decode" : "both"));
-      json_object_set_new(po, "replicas", json_integer(sp->replicas));
-      json_object_set_new(po, "gpus_per_instance", json_integer(sp->gpus));
-      json_object_set_new(po, "parallel", layout_json(&sp->lay));
-      json_object_set_new(po, "batch", json_integer(sp->batch));
-      json_object_set_new(po, sp->role == ROLE_PREFILL ? "latency_ms" : "tpot_ms", jreal(sp->latency * 1e3, 1e3));
-      json_object_set_new(po, "tok_s_per_gpu", jreal(sp->tok_s_gpu, 1e2));
-      json_object_set_new(po, "binding", json_string(search_binding_name(sp->binding)));
-      json_array_append_new(pools, po);
-    }
-    json_object_set_new(o, "pools", pools);
-    json_object_set_new(o, "gpus", json_integer(r->gpus));
-    if (r->mode == SEARCH_DISAGGREGATED) {
-      char ratio[48];
-      snprintf(ratio, sizeof ratio, "%lld:%lld", (long long)r->ratio_x, (long long)r->ratio_y);
-      json_object_set_new(o, "xpyd_gpu_ratio", json_string(ratio));
-    }
-    json_object_set_new(o, "ttft_ms", jreal(r->ttft * 1e3, 1e3));
-    json_object_set_new(o, "queue_ms", jreal(r->queue * 1e3, 1e3));
-    json_object_set_new(o, "kv_transfer_ms", jreal(r->kv_transfer * 1e3, 1e3));
-    json_object_set_new(o, "tpot_ms", jreal(r->tpot * 1e3, 1e3));
-    json_object_set_new(o, "throughput_req_s", jreal(r->req_s, 1e3));
-    json_object_set_new(o, "throughput_tok_s", jreal(r->tok_s, 1e1));
-    json_object_set_new(o, "goodput_tok_s_per_gpu", jreal(r->goodput_gpu, 1e2));
-    json_object_set_new(o, "goodput_tok_s_per_budget_gpu", jreal(r->goodput_cluster_gpu, 1e2));
-    json_object_set_new(o, "also", also_json(out, i));
-    json_object_set_new(o, "binding", json_string(search_binding_name(r->binding)));
-    json_object_set_new(o, "feasible", json_boolean(r->feasible));
-    json_object_set_new(o, "pareto", json_boolean(r->pareto));
-    if (explain) {
-      char *e = search_explain(out, i);
-      json_object_set_new(o, "explain", json_string(e));
-      free(e);
-    }
-    json_array_append_new(arr, o);
-  }
+  for (size_t row = 0; row < n; row++) json_array_append_new(arr, search__row_json(out, idx[row], row + 1, explain));
   free(idx);
   json_object_set_new(root, "results", arr);
   if (explain) json_object_set_new(root, "rejected", search_rejects_json(&out->rejects));
