@@ -35,12 +35,8 @@ static void push_ranks(lua_State *L, const int64_t *v, size_t n) {
   }
 }
 
-void hk_push_ctx(lua_State *L, const Run *r) {
-  const HookCtx *c = r->ctx;
-  lua_createtable(L, 0, 12);
-  set_str(L, "hook", hook_kind_name(r->kind));
-  set_int(L, "world_size", (int64_t)c->nranks);
-
+/* ctx.topology, set in the table on top of the stack. */
+static void push_topology(lua_State *L, const HookCtx *c) {
   lua_createtable(L, 0, 6);
   set_int(L, "nodes", c->nodes);
   set_int(L, "gpus_per_node", c->gpus_per_node);
@@ -52,7 +48,10 @@ void hk_push_ctx(lua_State *L, const Run *r) {
   lua_pushboolean(L, c->allow_tp_across_domain);
   lua_setfield(L, -2, "allow_tp_across_domain");
   lua_setfield(L, -2, "topology");
+}
 
+/* ctx.model, set in the table on top of the stack. */
+static void push_model(lua_State *L, const HookCtx *c) {
   lua_createtable(L, 0, 14);
   set_str(L, "name", c->model_name);
   set_int(L, "layers", c->layers);
@@ -68,7 +67,10 @@ void hk_push_ctx(lua_State *L, const Run *r) {
   set_int(L, "expert_intermediate_size", c->expert_intermediate_size);
   set_int(L, "dense_layers", c->dense_layers);
   lua_setfield(L, -2, "model");
+}
 
+/* The pools, one table each, pushed as a list. */
+static void push_pools(lua_State *L, const HookCtx *c) {
   lua_createtable(L, (int)c->npools, 0);
   for (size_t i = 0; i < c->npools; i++) {
     const HookPool *p = &c->pools[i];
@@ -89,10 +91,10 @@ void hk_push_ctx(lua_State *L, const Run *r) {
     set_int(L, "ranks", p->replicas * p->size);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
-  int pools = lua_gettop(L);
-  lua_pushvalue(L, pools);
-  lua_setfield(L, -3, "pools");
+}
 
+/* ctx.ranks, set in the context table under the pools list on top. */
+static void push_rank_list(lua_State *L, const HookCtx *c) {
   lua_createtable(L, (int)c->nranks, 0);
   for (size_t i = 0; i < c->nranks; i++) {
     const HookRank *rk = &c->ranks[i];
@@ -109,7 +111,10 @@ void hk_push_ctx(lua_State *L, const Run *r) {
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_setfield(L, -3, "ranks");
+}
 
+/* ctx.groups, set in the context table under the pools list on top. */
+static void push_groups(lua_State *L, const HookCtx *c) {
   lua_createtable(L, (int)c->ngroups, 0);
   for (size_t i = 0; i < c->ngroups; i++) {
     const HookGroup *g = &c->groups[i];
@@ -123,13 +128,11 @@ void hk_push_ctx(lua_State *L, const Run *r) {
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_setfield(L, -3, "groups");
+}
 
-  if (r->kind == HOOK_LAYER_PARTITION || r->kind == HOOK_EXPERT_PLACEMENT) {
-    lua_rawgeti(L, pools, (lua_Integer)r->pool + 1);
-    lua_setfield(L, -3, "pool");
-  }
-  lua_pop(L, 1); /* pools */
-
+/* ctx.default, the placement without the hook, for the placement hook. */
+static void push_default(lua_State *L, const Run *r) {
+  const HookCtx *c = r->ctx;
   if (r->kind == HOOK_PLACEMENT && c->default_node && c->default_gpu) {
     lua_createtable(L, (int)c->nranks, 0);
     for (size_t i = 0; i < c->nranks; i++) {
@@ -141,6 +144,10 @@ void hk_push_ctx(lua_State *L, const Run *r) {
     }
     lua_setfield(L, -2, "default");
   }
+}
+
+/* ctx.candidate, the candidate an objective or filter hook scores. */
+static void push_candidate(lua_State *L, const Run *r) {
   if (r->kind == HOOK_OBJECTIVE || r->kind == HOOK_FILTER) {
     lua_createtable(L, 0, (int)r->ncand + 1);
     for (size_t i = 0; i < r->ncand; i++) {
@@ -153,6 +160,28 @@ void hk_push_ctx(lua_State *L, const Run *r) {
     }
     lua_setfield(L, -2, "candidate");
   }
+}
+
+void hk_push_ctx(lua_State *L, const Run *r) {
+  const HookCtx *c = r->ctx;
+  lua_createtable(L, 0, 12);
+  set_str(L, "hook", hook_kind_name(r->kind));
+  set_int(L, "world_size", (int64_t)c->nranks);
+  push_topology(L, c);
+  push_model(L, c);
+  push_pools(L, c);
+  int pools = lua_gettop(L);
+  lua_pushvalue(L, pools);
+  lua_setfield(L, -3, "pools");
+  push_rank_list(L, c);
+  push_groups(L, c);
+  if (r->kind == HOOK_LAYER_PARTITION || r->kind == HOOK_EXPERT_PLACEMENT) {
+    lua_rawgeti(L, pools, (lua_Integer)r->pool + 1);
+    lua_setfield(L, -3, "pool");
+  }
+  lua_pop(L, 1); /* pools */
+  push_default(L, r);
+  push_candidate(L, r);
 }
 
 /* ---- converting and checking results ---- */
@@ -236,6 +265,54 @@ static const char placement_shape[] = "a list of {rank = R, node = N, gpu = G}, 
 static const char partition_shape[] = "a list of layer counts, one per pp stage";
 static const char expert_shape[] = "a list, one per expert, of lists of ep ranks";
 
+/* Entry i of the placement, the table on top of the stack, into v (rank,
+ * node, gpu); false after reporting a missing or non-integer field. */
+static bool read_placement_entry(Run *r, lua_State *L, size_t i, int64_t v[3]) {
+  char subj[64];
+  snprintf(subj, sizeof subj, "placement[%zu]", i);
+  if (!want_table(r, L, -1, subj, placement_shape)) return false;
+  static const char *const f[3] = {"rank", "node", "gpu"};
+  bool ok = true;
+  for (int k = 0; k < 3; k++) {
+    lua_pushstring(L, f[k]);
+    lua_rawget(L, -2);
+    snprintf(subj, sizeof subj, "placement[%zu].%s", i, f[k]);
+    if (!want_int(r, L, -1, subj, &v[k])) ok = false;
+    lua_pop(L, 1);
+  }
+  return ok;
+}
+
+/* Entry i's rank, node and gpu exist and the rank is not placed yet
+ * (where[rank]: the entry that placed it, 0 for none). */
+static bool check_placement_entry(Run *r, size_t i, const int64_t v[3], const size_t *where) {
+  const HookCtx *c = r->ctx;
+  Diag *g;
+  if (v[0] < 0 || (uint64_t)v[0] >= c->nranks) {
+    g = diag_at(r->d, DIAG_E0610, hk_result_loc(r), "`placement[%zu].rank` = %lld, but ranks are 0-%zu", i,
+                (long long)v[0], c->nranks - 1);
+    diag_help(g, "ranks are global and 0-based; ctx.world_size is %zu", c->nranks);
+  } else if (where[v[0]]) {
+    g = diag_at(r->d, DIAG_E0611, hk_result_loc(r),
+                "rank %lld is placed twice, by `placement[%zu]` and `placement[%zu]`", (long long)v[0],
+                where[v[0]], i);
+    diag_help(g, "place every rank exactly once");
+  } else if (v[1] < 0 || v[1] >= c->nodes) {
+    g = diag_at(r->d, DIAG_E0610, hk_result_loc(r),
+                "`placement[%zu].node` = %lld, but the cluster has %lld nodes (0-%lld)", i, (long long)v[1],
+                (long long)c->nodes, (long long)c->nodes - 1);
+    diag_help(g, "nodes are numbered from 0 to hardware.nodes - 1");
+  } else if (v[2] < 0 || v[2] >= c->gpus_per_node) {
+    g = diag_at(r->d, DIAG_E0610, hk_result_loc(r),
+                "`placement[%zu].gpu` = %lld, but nodes have %lld GPUs (0-%lld)", i, (long long)v[2],
+                (long long)c->gpus_per_node, (long long)c->gpus_per_node - 1);
+    diag_help(g, "GPUs are numbered from 0 to hardware.gpus_per_node - 1 on each node");
+  } else {
+    return true;
+  }
+  return false;
+}
+
 static bool convert_placement(Run *r, lua_State *L, int res) {
   const HookCtx *c = r->ctx;
   if (!want_table(r, L, res, "placement", placement_shape)) return false;
@@ -248,68 +325,14 @@ static bool convert_placement(Run *r, lua_State *L, int res) {
   }
   bool ok = true;
   int reports = 0;
-  size_t *where = rp_malloc((c->nranks ? c->nranks : 1) * sizeof *where);
-  for (size_t i = 0; i < c->nranks; i++) where[i] = 0;
+  size_t *where = rp_calloc(c->nranks ? c->nranks : 1, sizeof *where);
   lua_checkstack(L, 8);
   for (size_t i = 1; i <= n && reports < HOOK_MAX_REPORTS; i++) {
-    char subj[64];
-    lua_rawgeti(L, res, (lua_Integer)i);
-    snprintf(subj, sizeof subj, "placement[%zu]", i);
-    if (!want_table(r, L, -1, subj, placement_shape)) {
-      lua_pop(L, 1);
-      ok = false;
-      reports++;
-      continue;
-    }
     int64_t v[3];
-    static const char *const f[3] = {"rank", "node", "gpu"};
-    bool eok = true;
-    for (int k = 0; k < 3; k++) {
-      lua_pushstring(L, f[k]);
-      lua_rawget(L, -2);
-      snprintf(subj, sizeof subj, "placement[%zu].%s", i, f[k]);
-      if (!want_int(r, L, -1, subj, &v[k])) eok = false;
-      lua_pop(L, 1);
-    }
+    lua_rawgeti(L, res, (lua_Integer)i);
+    bool eok = read_placement_entry(r, L, i, v);
     lua_pop(L, 1);
-    if (!eok) {
-      ok = false;
-      reports++;
-      continue;
-    }
-    if (v[0] < 0 || (uint64_t)v[0] >= c->nranks) {
-      Diag *g = diag_at(r->d, DIAG_E0610, hk_result_loc(r),
-                        "`placement[%zu].rank` = %lld, but ranks are 0-%zu", i,
-                        (long long)v[0], c->nranks - 1);
-      diag_help(g, "ranks are global and 0-based; ctx.world_size is %zu", c->nranks);
-      ok = false;
-      reports++;
-      continue;
-    }
-    if (where[v[0]]) {
-      Diag *g = diag_at(r->d, DIAG_E0611, hk_result_loc(r),
-                        "rank %lld is placed twice, by `placement[%zu]` and `placement[%zu]`",
-                        (long long)v[0], where[v[0]], i);
-      diag_help(g, "place every rank exactly once");
-      ok = false;
-      reports++;
-      continue;
-    }
-    if (v[1] < 0 || v[1] >= c->nodes) {
-      Diag *g = diag_at(r->d, DIAG_E0610, hk_result_loc(r),
-                        "`placement[%zu].node` = %lld, but the cluster has %lld nodes (0-%lld)", i,
-                        (long long)v[1], (long long)c->nodes, (long long)c->nodes - 1);
-      diag_help(g, "nodes are numbered from 0 to hardware.nodes - 1");
-      ok = false;
-      reports++;
-      continue;
-    }
-    if (v[2] < 0 || v[2] >= c->gpus_per_node) {
-      Diag *g = diag_at(r->d, DIAG_E0610, hk_result_loc(r),
-                        "`placement[%zu].gpu` = %lld, but nodes have %lld GPUs (0-%lld)", i,
-                        (long long)v[2], (long long)c->gpus_per_node,
-                        (long long)c->gpus_per_node - 1);
-      diag_help(g, "GPUs are numbered from 0 to hardware.gpus_per_node - 1 on each node");
+    if (!eok || !check_placement_entry(r, i, v, where)) {
       ok = false;
       reports++;
       continue;
@@ -460,6 +483,76 @@ static bool convert_partition(Run *r, lua_State *L, int res) {
   return ok;
 }
 
+typedef RP_VEC(int64_t) RankVec;
+
+/* The ep ranks of expert e, the table on top of the stack, appended to
+ * *ranks and counted in load; false after reporting what is wrong. */
+static bool read_expert_ranks(Run *r, lua_State *L, int64_t e, const HookPool *p, RankVec *ranks,
+                              int64_t *load) {
+  int64_t ep = p->ep;
+  char subj[64];
+  snprintf(subj, sizeof subj, "expert_placement[%lld]", (long long)e + 1);
+  if (!want_table(r, L, -1, subj, expert_shape)) return false;
+  size_t k = (size_t)lua_rawlen(L, -1);
+  if (k == 0 || (int64_t)k > ep) {
+    Diag *g = diag_at(r->d, DIAG_E0610, hk_result_loc(r), "`%s` (expert %lld) lists %zu ranks, expected 1 to %lld",
+                      subj, (long long)e, k, (long long)ep);
+    diag_help(g, "every expert needs at least one replica, at most one per ep rank");
+    return false;
+  }
+  size_t start = ranks->len;
+  for (size_t j = 1; j <= k; j++) {
+    char s2[96];
+    snprintf(s2, sizeof s2, "%s[%zu]", subj, j);
+    lua_rawgeti(L, -1, (lua_Integer)j);
+    int64_t v;
+    bool iok = want_int(r, L, -1, s2, &v);
+    lua_pop(L, 1);
+    if (!iok) return false;
+    if (v < 0 || v >= ep) {
+      Diag *g = diag_at(r->d, DIAG_E0610, hk_result_loc(r), "`%s` = %lld, but pool `%s` has ep ranks 0-%lld", s2,
+                        (long long)v, p->name, (long long)ep - 1);
+      diag_help(g, "expert placements name ranks of the expert-parallel group, 0-based");
+      return false;
+    }
+    for (size_t q = start; q < ranks->len; q++) {
+      if (ranks->items[q] != v) continue;
+      Diag *g = diag_at(r->d, DIAG_E0611, hk_result_loc(r), "expert %lld is on ep rank %lld twice (`%s`)",
+                        (long long)e, (long long)v, s2);
+      diag_help(g, "a rank holds at most one replica of an expert");
+      return false;
+    }
+    rp_vec_push(ranks, v);
+    load[v]++;
+  }
+  return true;
+}
+
+/* Every ep rank of pool p holds the same number of the map's replicas
+ * (E0612 otherwise); sets m->slots_per_rank. */
+static bool check_expert_balance(Run *r, const HookPool *p, HookExpertMap *m, const int64_t *load) {
+  int64_t ep = p->ep, total = m->offsets[m->experts];
+  if (total % ep != 0) {
+    Diag *g = diag_at(r->d, DIAG_E0612, hk_result_loc(r),
+                      "%lld expert replicas do not spread evenly over %lld ep ranks of pool `%s`",
+                      (long long)total, (long long)ep, p->name);
+    diag_help(g, "every ep rank holds the same number of physical experts: use a multiple of %lld replicas (such as %lld or %lld)",
+              (long long)ep, (long long)(total / ep * ep), (long long)((total / ep + 1) * ep));
+    return false;
+  }
+  m->slots_per_rank = total / ep;
+  for (int64_t k = 0; k < ep; k++) {
+    if (load[k] == m->slots_per_rank) continue;
+    Diag *g = diag_at(r->d, DIAG_E0612, hk_result_loc(r),
+                      "ep rank %lld of pool `%s` holds %lld experts, expected %lld (%lld replicas over %lld ranks)",
+                      (long long)k, p->name, (long long)load[k],
+                      (long long)m->slots_per_rank, (long long)total, (long long)ep);
+    diag_help(g, "every ep rank holds the same number of physical experts");
+    return false;
+  }
+  return true;
+}
+
 static bool convert_experts(Run *r, lua_State *L, int res) {
   const HookCtx *c = r->ctx;
   const HookPool *p = &c->pools[r->pool];
@@ -477,97 +570,23 @@ static bool convert_experts(Run *r, lua_State *L, int res) {
   m->experts = E;
   m->ep = ep;
   m->offsets = rp_calloc((size_t)E + 1, sizeof *m->offsets);
-  RP_VEC(int64_t) ranks = {0};
+  RankVec ranks = {0};
   int64_t *load = rp_calloc((size_t)ep, sizeof *load);
   bool ok = true;
   int reports = 0;
   lua_checkstack(L, 8);
   for (int64_t e = 0; e < E && reports < HOOK_MAX_REPORTS; e++) {
-    char subj[64];
-    snprintf(subj, sizeof subj, "expert_placement[%lld]", (long long)e + 1);
     lua_rawgeti(L, res, (lua_Integer)e + 1);
     m->offsets[e] = (int64_t)ranks.len;
-    if (!want_table(r, L, -1, subj, expert_shape)) {
-      lua_pop(L, 1);
+    if (!read_expert_ranks(r, L, e, p, &ranks, load)) {
       ok = false;
       reports++;
-      continue;
-    }
-    size_t k = (size_t)lua_rawlen(L, -1);
-    if (k == 0 || (int64_t)k > ep) {
-      Diag *g = diag_at(r->d, DIAG_E0610, hk_result_loc(r),
-                        "`%s` (expert %lld) lists %zu ranks, expected 1 to %lld", subj,
-                        (long long)e, k, (long long)ep);
-      diag_help(g, "every expert needs at least one replica, at most one per ep rank");
-      lua_pop(L, 1);
-      ok = false;
-      reports++;
-      continue;
-    }
-    size_t start = ranks.len;
-    for (size_t j = 1; j <= k; j++) {
-      char s2[96];
-      snprintf(s2, sizeof s2, "%s[%zu]", subj, j);
-      lua_rawgeti(L, -1, (lua_Integer)j);
-      int64_t v;
-      bool iok = want_int(r, L, -1, s2, &v);
-      lua_pop(L, 1);
-      if (!iok) {
-        ok = false;
-        reports++;
-        break;
-      }
-      if (v < 0 || v >= ep) {
-        Diag *g = diag_at(r->d, DIAG_E0610, hk_result_loc(r),
-                          "`%s` = %lld, but pool `%s` has ep ranks 0-%lld", s2, (long long)v,
-                          p->name, (long long)ep - 1);
-        diag_help(g, "expert placements name ranks of the expert-parallel group, 0-based");
-        ok = false;
-        reports++;
-        break;
-      }
-      bool dup = false;
-      for (size_t q = start; q < ranks.len; q++)
-        if (ranks.items[q] == v) dup = true;
-      if (dup) {
-        Diag *g = diag_at(r->d, DIAG_E0611, hk_result_loc(r),
-                          "expert %lld is on ep rank %lld twice (`%s`)", (long long)e,
-                          (long long)v, s2);
-        diag_help(g, "a rank holds at most one replica of an expert");
-        ok = false;
-        reports++;
-        break;
-      }
-      rp_vec_push(&ranks, v);
-      load[v]++;
     }
     lua_pop(L, 1);
   }
   m->offsets[E] = (int64_t)ranks.len;
   m->ranks = ranks.items ? ranks.items : rp_calloc(1, sizeof(int64_t));
-  if (ok) {
-    int64_t total = (int64_t)ranks.len;
-    if (total % ep != 0) {
-      Diag *g = diag_at(r->d, DIAG_E0612, hk_result_loc(r),
-                        "%lld expert replicas do not spread evenly over %lld ep ranks of pool `%s`",
-                        (long long)total, (long long)ep, p->name);
-      diag_help(g, "every ep rank holds the same number of physical experts: use a multiple of %lld replicas (such as %lld or %lld)",
-                (long long)ep, (long long)(total / ep * ep), (long long)((total / ep + 1) * ep));
-      ok = false;
-    } else {
-      m->slots_per_rank = total / ep;
-      for (int64_t k = 0; k < ep; k++)
-        if (load[k] != m->slots_per_rank) {
-          Diag *g = diag_at(r->d, DIAG_E0612, hk_result_loc(r),
-                            "ep rank %lld of pool `%s` holds %lld experts, expected %lld (%lld replicas over %lld ranks)",
-                            (long long)k, p->name, (long long)load[k],
-                            (long long)m->slots_per_rank, (long long)total, (long long)ep);
-          diag_help(g, "every ep rank holds the same number of physical experts");
-          ok = false;
-          break;
-        }
-    }
-  }
+  if (ok) ok = check_expert_balance(r, p, m, load);
   free(load);
   return ok;
 }

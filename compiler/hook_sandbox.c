@@ -904,20 +904,9 @@ static void copy_fields(lua_State *L, int from, int to, const char *const *names
   }
 }
 
-/* Builds the sandbox environment and leaves it on the stack top. */
-void hk_build_env(lua_State *L) {
-  static const struct { const char *name; lua_CFunction fn; } libs[] = {
-      {LUA_GNAME, luaopen_base}, {LUA_STRLIBNAME, luaopen_string},
-      {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-      {LUA_UTF8LIBNAME, luaopen_utf8}};
-  for (size_t i = 0; i < RP_ARRAY_LEN(libs); i++) {
-    luaL_requiref(L, libs[i].name, libs[i].fn, 1);
-    lua_pop(L, 1);
-  }
-  lua_pushglobaltable(L);
-  int G = lua_gettop(L);
-  lua_newtable(L);
-  int E = lua_gettop(L);
+/* The base functions the sandbox keeps, pcall, xpcall, setmetatable,
+ * collectgarbage and load guarded, and _G the sandbox itself. */
+static void env_base(lua_State *L, int G, int E) {
   static const char *const base[] = {"assert", "error", "ipairs", "next", "rawequal",
                                      "rawget", "rawlen", "rawset", "select", "tonumber",
                                      "tostring", "type", "getmetatable", "_VERSION"};
@@ -937,10 +926,12 @@ void hk_build_env(lua_State *L) {
   lua_setfield(L, E, "load");
   lua_pushvalue(L, E);
   lua_setfield(L, E, "_G");
+}
 
-  /* Libraries: the real tables, minus what could leave the sandbox or
-   * break determinism. string.dump goes from the real table because the
-   * string metatable's __index reaches it. */
+/* The libraries: the real tables, minus what could leave the sandbox or
+ * break determinism. string.dump goes from the real table because the
+ * string metatable's __index reaches it. */
+static void env_libs(lua_State *L, int G, int E) {
   static const char *const libnames[] = {LUA_STRLIBNAME, LUA_TABLIBNAME,
                                          LUA_MATHLIBNAME, LUA_UTF8LIBNAME};
   copy_fields(L, G, E, libnames, RP_ARRAY_LEN(libnames));
@@ -988,8 +979,10 @@ void hk_build_env(lua_State *L) {
   lua_pushnil(L);
   lua_setfield(L, -2, "randomseed");
   lua_pop(L, 1);
+}
 
-  /* The string metatable: a read-only proxy answers getmetatable(""). */
+/* The string metatable: a read-only proxy answers getmetatable(""). */
+static void env_string_meta(lua_State *L) {
   lua_pushliteral(L, "");
   RP_ASSERT(lua_getmetatable(L, -1));
   lua_newtable(L); /* proxy */
@@ -1003,7 +996,25 @@ void hk_build_env(lua_State *L) {
   lua_setmetatable(L, -2);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 2);
+}
 
+/* Builds the sandbox environment and leaves it on the stack top. */
+void hk_build_env(lua_State *L) {
+  static const struct { const char *name; lua_CFunction fn; } libs[] = {
+      {LUA_GNAME, luaopen_base}, {LUA_STRLIBNAME, luaopen_string},
+      {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+      {LUA_UTF8LIBNAME, luaopen_utf8}};
+  for (size_t i = 0; i < RP_ARRAY_LEN(libs); i++) {
+    luaL_requiref(L, libs[i].name, libs[i].fn, 1);
+    lua_pop(L, 1);
+  }
+  lua_pushglobaltable(L);
+  int G = lua_gettop(L);
+  lua_newtable(L);
+  int E = lua_gettop(L);
+  env_base(L, G, E);
+  env_libs(L, G, E);
+  env_string_meta(L);
   /* pairs, from the prelude. */
   RP_ASSERT(luaL_loadbufferx(L, prelude, sizeof prelude - 1, "=prelude", "t") == LUA_OK);
   lua_call(L, 0, 1);

@@ -509,15 +509,14 @@ static SrcLoc line_loc(const Run *r, int line) {
   return line > 0 ? hk_result_loc(&tmp) : (SrcLoc){r->path, 0, 0};
 }
 
-/* Turns a failed run into one diagnostic. */
-static void report_failure(Run *r, int status) {
+/* A run the sandbox stopped (a limit, a denied call), or that ran out
+ * of memory, as its diagnostic; false when neither happened. */
+static bool report_kill(Run *r, int status, int line) {
   const char *hk = kind_names[r->kind];
   Diag *g;
-  int line = r->err_line ? r->err_line : r->last_line;
   if (r->kill == KILL_STRING) {
     /* a memory error, which runs no message handler: the line is the one
-     * the allocator found on the stack */
-    if (r->str_line) line = r->str_line;
+     * the allocator found on the stack (report_failure) */
     g = diag_at(r->d, DIAG_E0620, line_loc(r, line),
                 "%s hook built a string of %lld bytes, longer than the sandbox's limit of %lld bytes",
                 hk, (long long)r->str_asked, (long long)HOOK_STRING_MAX);
@@ -525,21 +524,21 @@ static void report_failure(Run *r, int status) {
       diag_note(g, "a string literal or name in the hook file, made when the file is compiled; it ends on this line");
     diag_help(g, "keep long text as a table of shorter strings; each string a hook makes is capped at %lld bytes (docs/hooks.md, \"Long strings\")",
               (long long)HOOK_STRING_MAX);
-    return;
+    return true;
   }
   if (r->kill == KILL_MEMORY || status == LUA_ERRMEM) {
     g = diag_at(r->d, DIAG_E0607, line_loc(r, line),
                 "%s hook went over its memory cap of %lld bytes", hk, (long long)r->lim->memory);
     diag_help(g, "build smaller tables or strings, or raise RANKPLAN_HOOK_MEMORY");
     if (line) diag_note(g, "last line run in the hook: %d", line);
-    return;
+    return true;
   }
   if (r->kill == KILL_BUDGET) {
     g = diag_at(r->d, DIAG_E0606, line_loc(r, line),
                 "%s hook ran out of its instruction budget of %lld instructions", hk,
                 (long long)r->lim->instructions);
     diag_help(g, "look for a loop that never ends, or raise RANKPLAN_HOOK_INSTRUCTIONS");
-    return;
+    return true;
   }
   if (r->kill == KILL_DEADLINE && r->total_bound) {
     g = diag_at(r->d, DIAG_E0621, line_loc(r, line),
@@ -547,13 +546,13 @@ static void report_failure(Run *r, int status) {
                 "this command may take together", hk, (long long)r->lim->total_ms);
     diag_help(g, "make the hook faster, score fewer rows (search --top), or raise "
                  "RANKPLAN_HOOK_TOTAL_MS (docs/hooks.md, \"Limits\")");
-    return;
+    return true;
   }
   if (r->kill == KILL_DEADLINE) {
     g = diag_at(r->d, DIAG_E0608, line_loc(r, line),
                 "%s hook ran past its deadline of %lld ms", hk, (long long)r->lim->timeout_ms);
     diag_help(g, "look for a loop that never ends, or raise RANKPLAN_HOOK_TIMEOUT_MS");
-    return;
+    return true;
   }
   if (r->kill == KILL_COSTLY) {
     g = diag_at(r->d, DIAG_E0619, line_loc(r, line),
@@ -561,15 +560,22 @@ static void report_failure(Run *r, int status) {
                 (long long)r->lim->instructions);
     diag_help(g, "work on fewer elements or shorter strings (for a pattern: anchor it with `^`, use fewer `*`, `+`, `-` or `?`), or raise RANKPLAN_HOOK_INSTRUCTIONS (docs/hooks.md, \"Library calls\")");
     add_traceback(r, g);
-    return;
+    return true;
   }
   if (r->kill == KILL_DENIED) {
     g = diag_at(r->d, DIAG_E0605, line_loc(r, line), "%s hook used %s, which the sandbox does not offer",
                 hk, r->denied);
     diag_help(g, "hooks compute from their context table only: no files, processes, modules or debug access (docs/hooks.md)");
     add_traceback(r, g);
-    return;
+    return true;
   }
+  return false;
+}
+
+/* A hook that did not compile or raised an error, as its diagnostic. */
+static void report_error(Run *r, int line) {
+  const char *hk = kind_names[r->kind];
+  Diag *g;
   if (r->phase == PH_LOAD) {
     const char *msg = r->errmsg ? r->errmsg : "?";
     int l = line_of_msg(r, msg);
@@ -597,6 +603,13 @@ static void report_failure(Run *r, int status) {
     g = diag_at(r->d, DIAG_E0604, line_loc(r, line), "%s hook failed: %s", hk, strip_pos(r, msg));
   }
   add_traceback(r, g);
+}
+
+/* Turns a failed run into one diagnostic. */
+static void report_failure(Run *r, int status) {
+  int line = r->err_line ? r->err_line : r->last_line;
+  if (r->kill == KILL_STRING && r->str_line) line = r->str_line;
+  if (!report_kill(r, status, line)) report_error(r, line);
 }
 
 /* Runs hook r->kind once. Returns true when it ran and its result passed

@@ -264,6 +264,69 @@ static void expert_split_error(Diags *d, const PoolSpec *ps, const char *name, i
   sb_free(&sb);
 }
 
+/* dcp divides tp in pool lp (E0304 otherwise, listing the divisors). */
+static bool dcp_divides_tp(Diags *d, const PoolSpec *ps, const LayPool *lp) {
+  int64_t tp = lp->size[CO_TP], dcp = lp->size[CO_DCP];
+  if (tp % dcp == 0) return true;
+  Diag *g = diag_at(d, DIAG_E0304, ps->dcp.set ? ps->dcp.loc : ps->loc,
+                    "`dcp` does not divide `tp` in pool `%s`: expected a divisor of %lld, got %lld",
+                    lp->name, (long long)tp, (long long)dcp);
+  StrBuf sb;
+  sb_init(&sb);
+  for (int64_t v = 1; v <= tp; v++)
+    if (tp % v == 0) sb_printf(&sb, "%s%lld", sb.len ? ", " : "", (long long)v);
+  diag_help(g, "dcp reuses the tp ranks; choose one of: %s", sb.buf);
+  sb_free(&sb);
+  return false;
+}
+
+/* Megatron-Core asserts that the expert and dense pipeline groups agree;
+ * they differ only when the order does not end in pp and edp != dp
+ * (E0303). */
+static bool pp_groups_agree(Diags *d, SrcLoc oloc, const char *order, const LayPool *lp,
+                            const RankGen *expert, const PoolPattern *pat) {
+  int64_t ng, gs;
+  int32_t *epp;
+  bool ok = lay_rankgen_groups(expert, "pp", &ng, &gs, &epp);
+  RP_ASSERT(ok);
+  bool same = ng == pat->ngroups[GK_PP] &&
+              memcmp(epp, pat->rows[GK_PP], (size_t)(ng * gs) * sizeof *epp) == 0;
+  free(epp);
+  if (same) return true;
+  Diag *g = diag_at(d, DIAG_E0303, oloc,
+                    "expert and dense pipeline groups differ in pool `%s` under order `%s`: "
+                    "expected edp == dp, got edp %lld and dp %lld",
+                    lp->name, order, (long long)lp->size[CO_EDP], (long long)lp->size[CO_DP]);
+  diag_help(g, "put pp last in the order (e.g. `tp-cp-ep-dp-pp`), or choose ep and etp so "
+               "that etp * ep == tp * cp");
+  return false;
+}
+
+/* The groups derived from the tp and pp groups: dcp, the embedding
+ * groups and the whole instance. */
+static void derived_groups(const LayPool *lp, PoolPattern *pat) {
+  int64_t n = lp->instance_size, dcp = lp->size[CO_DCP], pp = lp->size[CO_PP];
+  /* dcp: consecutive tp ranks, dcp at a time, inside each tp group. */
+  pat->ngroups[GK_DCP] = n / dcp;
+  pat->gsize[GK_DCP] = dcp;
+  pat->rows[GK_DCP] = rp_malloc((size_t)n * sizeof(int32_t));
+  memcpy(pat->rows[GK_DCP], pat->rows[GK_TP], (size_t)n * sizeof(int32_t));
+  /* embedding: first and last rank of each pp group (just the first when
+   * pp == 1), as default_embedding_ranks does. */
+  int64_t npp = pat->ngroups[GK_PP];
+  pat->ngroups[GK_EMBEDDING] = npp;
+  pat->gsize[GK_EMBEDDING] = pp == 1 ? 1 : 2;
+  pat->rows[GK_EMBEDDING] = rp_malloc((size_t)(npp * 2) * sizeof(int32_t));
+  for (int64_t i = 0; i < npp; i++) {
+    pat->rows[GK_EMBEDDING][i * pat->gsize[GK_EMBEDDING]] = pat->rows[GK_PP][i * pp];
+    if (pp > 1) pat->rows[GK_EMBEDDING][i * 2 + 1] = pat->rows[GK_PP][i * pp + pp - 1];
+  }
+  pat->ngroups[GK_INSTANCE] = 1;
+  pat->gsize[GK_INSTANCE] = n;
+  pat->rows[GK_INSTANCE] = rp_malloc((size_t)n * sizeof(int32_t));
+  for (int64_t i = 0; i < n; i++) pat->rows[GK_INSTANCE][i] = (int32_t)i;
+}
+
 /* Builds the pattern and each instance-relative rank's coordinates
  * (coords: instance_size * CO__COUNT). Returns false after reporting. */
 static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps,
@@ -296,65 +359,16 @@ static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps
     return false;
   }
   int64_t dcp = lp->size[CO_DCP];
-  if (tp % dcp != 0) {
-    Diag *g = diag_at(d, DIAG_E0304, ps->dcp.set ? ps->dcp.loc : ps->loc,
-                      "`dcp` does not divide `tp` in pool `%s`: expected a divisor of %lld, got %lld",
-                      lp->name, (long long)tp, (long long)dcp);
-    StrBuf sb;
-    sb_init(&sb);
-    for (int64_t v = 1; v <= tp; v++)
-      if (tp % v == 0) sb_printf(&sb, "%s%lld", sb.len ? ", " : "", (long long)v);
-    diag_help(g, "dcp reuses the tp ranks; choose one of: %s", sb.buf);
-    sb_free(&sb);
-    return false;
-  }
+  if (!dcp_divides_tp(d, ps, lp)) return false;
   for (int k = 0; k < GK__COUNT; k++) {
     if (!kind_token[k]) continue;
     const RankGen *g = kind_is_expert((GroupKind)k) ? &expert : &dense;
     bool ok = lay_rankgen_groups(g, kind_token[k], &pat->ngroups[k], &pat->gsize[k], &pat->rows[k]);
     RP_ASSERT(ok);
   }
-  /* Megatron-Core asserts that the expert and dense pipeline groups agree;
-   * they differ only when the order does not end in pp and edp != dp. */
-  {
-    int64_t ng, gs;
-    int32_t *epp;
-    bool ok = lay_rankgen_groups(&expert, "pp", &ng, &gs, &epp);
-    RP_ASSERT(ok);
-    bool same = ng == pat->ngroups[GK_PP] &&
-                memcmp(epp, pat->rows[GK_PP], (size_t)(ng * gs) * sizeof *epp) == 0;
-    free(epp);
-    if (!same) {
-      Diag *g = diag_at(d, DIAG_E0303, oloc,
-                        "expert and dense pipeline groups differ in pool `%s` under order `%s`: "
-                        "expected edp == dp, got edp %lld and dp %lld",
-                        lp->name, order, (long long)lp->size[CO_EDP], (long long)dp);
-      diag_help(g, "put pp last in the order (e.g. `tp-cp-ep-dp-pp`), or choose ep and etp so "
-                   "that etp * ep == tp * cp");
-      return false;
-    }
-  }
+  if (!pp_groups_agree(d, oloc, order, lp, &expert, pat)) return false;
   int64_t n = lp->instance_size;
-  /* dcp: consecutive tp ranks, dcp at a time, inside each tp group. */
-  pat->ngroups[GK_DCP] = n / dcp;
-  pat->gsize[GK_DCP] = dcp;
-  pat->rows[GK_DCP] = rp_malloc((size_t)n * sizeof(int32_t));
-  memcpy(pat->rows[GK_DCP], pat->rows[GK_TP], (size_t)n * sizeof(int32_t));
-  /* embedding: first and last rank of each pp group (just the first when
-   * pp == 1), as default_embedding_ranks does. */
-  int64_t npp = pat->ngroups[GK_PP];
-  pat->ngroups[GK_EMBEDDING] = npp;
-  pat->gsize[GK_EMBEDDING] = pp == 1 ? 1 : 2;
-  pat->rows[GK_EMBEDDING] = rp_malloc((size_t)(npp * 2) * sizeof(int32_t));
-  for (int64_t i = 0; i < npp; i++) {
-    pat->rows[GK_EMBEDDING][i * pat->gsize[GK_EMBEDDING]] = pat->rows[GK_PP][i * pp];
-    if (pp > 1) pat->rows[GK_EMBEDDING][i * 2 + 1] = pat->rows[GK_PP][i * pp + pp - 1];
-  }
-  pat->ngroups[GK_INSTANCE] = 1;
-  pat->gsize[GK_INSTANCE] = n;
-  pat->rows[GK_INSTANCE] = rp_malloc((size_t)n * sizeof(int32_t));
-  for (int64_t i = 0; i < n; i++) pat->rows[GK_INSTANCE][i] = (int32_t)i;
-
+  derived_groups(lp, pat);
   for (int64_t r = 0; r < n; r++) {
     int32_t *c = coords + r * CO__COUNT;
     c[CO_TP] = (int32_t)lay_rankgen_coord(&dense, r, "tp");

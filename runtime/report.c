@@ -164,32 +164,21 @@ static json_t *command_json(const RtReport *r) {
   return c;
 }
 
-char *rt_report_json(const RtReport *r) {
-  json_t *o = json_object();
-  json_object_set_new(o, "format", json_string("rankrun.report/1"));
-  json_object_set_new(o, "plan", json_string(r->plan_path ? r->plan_path : ""));
-  json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
-  json_object_set_new(o, "job", r->job ? json_string(r->job) : json_null());
-  json_object_set_new(o, "node", json_integer(r->node));
-  json_object_set_new(o, "nodes", json_integer(r->nnodes));
-  json_object_set_new(o, "world_size", json_integer(r->world_size));
-  json_object_set_new(o, "status", json_string(r->exit_code == 0 ? "ok" : "failed"));
-  json_object_set_new(o, "exit_code", json_integer(r->exit_code));
-  json_object_set_new(o, "elapsed_s", json_real(r->elapsed_s));
-  if (r->failed) {
-    json_t *f = json_object();
-    json_object_set_new(f, "rank", r->fail_rank >= 0 ? json_integer(r->fail_rank) : json_null());
-    json_object_set_new(f, "node", json_integer(r->fail_node));
-    json_object_set_new(f, "exit_code", r->fail_exit >= 0 ? json_integer(r->fail_exit) : json_null());
-    json_object_set_new(f, "signal", r->fail_signal ? json_integer(r->fail_signal) : json_null());
-    json_object_set_new(f, "signal_name",
-                        r->fail_signal ? json_string(sig_name(r->fail_signal)) : json_null());
-    json_object_set_new(f, "reason", json_string(r->fail_reason ? r->fail_reason : ""));
-    json_object_set_new(f, "log_tail", r->fail_tail ? json_string(r->fail_tail) : json_null());
-    json_object_set_new(o, "first_failure", f);
-  } else {
-    json_object_set_new(o, "first_failure", json_null());
-  }
+/* The first failure of the job, for the JSON report. */
+static json_t *failure_json(const RtReport *r) {
+  json_t *f = json_object();
+  json_object_set_new(f, "rank", r->fail_rank >= 0 ? json_integer(r->fail_rank) : json_null());
+  json_object_set_new(f, "node", json_integer(r->fail_node));
+  json_object_set_new(f, "exit_code", r->fail_exit >= 0 ? json_integer(r->fail_exit) : json_null());
+  json_object_set_new(f, "signal", r->fail_signal ? json_integer(r->fail_signal) : json_null());
+  json_object_set_new(f, "signal_name", r->fail_signal ? json_string(sig_name(r->fail_signal)) : json_null());
+  json_object_set_new(f, "reason", json_string(r->fail_reason ? r->fail_reason : ""));
+  json_object_set_new(f, "log_tail", r->fail_tail ? json_string(r->fail_tail) : json_null());
+  return f;
+}
+
+/* This node's ranks and how each ended. */
+static json_t *ranks_json(const RtReport *r) {
   json_t *ranks = json_array();
   for (int i = 0; i < r->nlocal; i++) {
     const RtRankStatus *s = &r->local[i];
@@ -202,29 +191,34 @@ char *rt_report_json(const RtReport *r) {
     json_object_set_new(x, "signal", s->signal ? json_integer(s->signal) : json_null());
     json_array_append_new(ranks, x);
   }
-  json_object_set_new(o, "ranks", ranks);
-  json_object_set_new(o, "command", command_json(r));
+  return ranks;
+}
+
+/* One communicator's preflight result. */
+static json_t *group_json(const RtGroupResult *g) {
+  json_t *x = json_object();
+  char id[16];
+  snprintf(id, sizeof id, "%d", (int)g->id);
+  json_object_set_new(x, "id", json_string(id));
+  json_object_set_new(x, "kind", json_string(plan_kind_name(g->kind)));
+  json_object_set_new(x, "ranks", json_integer(g->nranks));
+  json_object_set_new(x, "checked", json_boolean(g->have));
+  json_object_set_new(x, "ok", json_boolean(g->have && g->ok));
+  json_object_set_new(x, "bytes", json_integer(g->bytes));
+  json_object_set_new(x, "iters", json_integer(g->iters));
+  json_object_set_new(x, "seconds", json_real(g->seconds));
+  json_object_set_new(x, "algbw_gbs", json_real(g->algbw_gbs));
+  json_object_set_new(x, "busbw_gbs", json_real(g->busbw_gbs));
+  json_object_set_new(x, "latency_s", json_real(g->latency_s));
+  json_object_set_new(x, "cross_node", json_boolean(g->cross_node));
+  return x;
+}
+
+/* The preflight: every group, and a summary per group kind. */
+static json_t *preflight_json(const RtReport *r) {
   json_t *pf = json_object();
   json_t *groups = json_array();
-  for (int i = 0; i < r->ngroups; i++) {
-    const RtGroupResult *g = &r->groups[i];
-    json_t *x = json_object();
-    char id[16];
-    snprintf(id, sizeof id, "%d", (int)g->id);
-    json_object_set_new(x, "id", json_string(id));
-    json_object_set_new(x, "kind", json_string(plan_kind_name(g->kind)));
-    json_object_set_new(x, "ranks", json_integer(g->nranks));
-    json_object_set_new(x, "checked", json_boolean(g->have));
-    json_object_set_new(x, "ok", json_boolean(g->have && g->ok));
-    json_object_set_new(x, "bytes", json_integer(g->bytes));
-    json_object_set_new(x, "iters", json_integer(g->iters));
-    json_object_set_new(x, "seconds", json_real(g->seconds));
-    json_object_set_new(x, "algbw_gbs", json_real(g->algbw_gbs));
-    json_object_set_new(x, "busbw_gbs", json_real(g->busbw_gbs));
-    json_object_set_new(x, "latency_s", json_real(g->latency_s));
-    json_object_set_new(x, "cross_node", json_boolean(g->cross_node));
-    json_array_append_new(groups, x);
-  }
+  for (int i = 0; i < r->ngroups; i++) json_array_append_new(groups, group_json(&r->groups[i]));
   json_object_set_new(pf, "groups", groups);
   KindSum *ks;
   int nk = kind_sums(r, &ks);
@@ -239,37 +233,56 @@ char *rt_report_json(const RtReport *r) {
   }
   free(ks);
   json_object_set_new(pf, "by_kind", byk);
-  json_object_set_new(o, "preflight", pf);
+  return pf;
+}
+
+/* The memory-copy probe: per rank and the median. */
+static json_t *copy_json(const RtReport *r) {
+  json_t *mc = json_object(), *per = json_array();
+  json_object_set_new(mc, "bytes", json_integer(r->copy_bytes));
+  for (int i = 0; i < r->world_size; i++)
+    json_array_append_new(per, r->copy_gbs[i] > 0 ? json_real(r->copy_gbs[i]) : json_null());
+  json_object_set_new(mc, "per_rank_gbs", per);
+  double med = copy_median(r);
+  json_object_set_new(mc, "median_gbs", med > 0 ? json_real(med) : json_null());
+  return mc;
+}
+
+/* The calibration file written, and each constant with its origin. */
+static json_t *calib_json(const RtReport *r) {
+  json_t *cal = json_object();
+  json_object_set_new(cal, "path", json_string(r->calib.path));
+  json_t *w = json_array();
+  for (int i = 0; i < r->calib.n; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "name", json_string(r->calib.c[i].name));
+    json_object_set_new(x, "value", json_real(r->calib.c[i].value));
+    json_object_set_new(x, "from", json_string(r->calib.c[i].from));
+    json_array_append_new(w, x);
+  }
+  json_object_set_new(cal, "written", w);
+  return cal;
+}
+
+char *rt_report_json(const RtReport *r) {
+  json_t *o = json_object();
+  json_object_set_new(o, "format", json_string("rankrun.report/1"));
+  json_object_set_new(o, "plan", json_string(r->plan_path ? r->plan_path : ""));
+  json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
+  json_object_set_new(o, "job", r->job ? json_string(r->job) : json_null());
+  json_object_set_new(o, "node", json_integer(r->node));
+  json_object_set_new(o, "nodes", json_integer(r->nnodes));
+  json_object_set_new(o, "world_size", json_integer(r->world_size));
+  json_object_set_new(o, "status", json_string(r->exit_code == 0 ? "ok" : "failed"));
+  json_object_set_new(o, "exit_code", json_integer(r->exit_code));
+  json_object_set_new(o, "elapsed_s", json_real(r->elapsed_s));
+  json_object_set_new(o, "first_failure", r->failed ? failure_json(r) : json_null());
+  json_object_set_new(o, "ranks", ranks_json(r));
+  json_object_set_new(o, "command", command_json(r));
+  json_object_set_new(o, "preflight", preflight_json(r));
   json_object_set_new(o, "kv", r->kv.have ? kv_json(r) : json_null());
-  if (r->copy_bytes > 0 && r->copy_gbs) {
-    json_t *mc = json_object(), *per = json_array();
-    json_object_set_new(mc, "bytes", json_integer(r->copy_bytes));
-    for (int i = 0; i < r->world_size; i++)
-      json_array_append_new(per, r->copy_gbs[i] > 0 ? json_real(r->copy_gbs[i])
-                                                    : json_null());
-    json_object_set_new(mc, "per_rank_gbs", per);
-    double med = copy_median(r);
-    json_object_set_new(mc, "median_gbs", med > 0 ? json_real(med) : json_null());
-    json_object_set_new(o, "memory_copy", mc);
-  } else {
-    json_object_set_new(o, "memory_copy", json_null());
-  }
-  if (r->calib.have) {
-    json_t *cal = json_object();
-    json_object_set_new(cal, "path", json_string(r->calib.path));
-    json_t *w = json_array();
-    for (int i = 0; i < r->calib.n; i++) {
-      json_t *x = json_object();
-      json_object_set_new(x, "name", json_string(r->calib.c[i].name));
-      json_object_set_new(x, "value", json_real(r->calib.c[i].value));
-      json_object_set_new(x, "from", json_string(r->calib.c[i].from));
-      json_array_append_new(w, x);
-    }
-    json_object_set_new(cal, "written", w);
-    json_object_set_new(o, "calibration", cal);
-  } else {
-    json_object_set_new(o, "calibration", json_null());
-  }
+  json_object_set_new(o, "memory_copy", r->copy_bytes > 0 && r->copy_gbs ? copy_json(r) : json_null());
+  json_object_set_new(o, "calibration", r->calib.have ? calib_json(r) : json_null());
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
   json_decref(o);
   if (!s) rp_internal("cannot render the report");
@@ -302,6 +315,132 @@ static void procs_text(StrBuf *sb, const RtReport *r) {
   }
 }
 
+/* The first failure of the job, one line. */
+static void failure_text(StrBuf *sb, const RtReport *r) {
+  sb_puts(sb, "first failure: ");
+  if (r->fail_rank >= 0)
+    sb_printf(sb, "rank %d on node %d", r->fail_rank, r->fail_node);
+  else
+    sb_printf(sb, "node %d", r->fail_node);
+  if (r->fail_signal)
+    sb_printf(sb, ", killed by signal %d (SIG%s)", r->fail_signal,
+              sig_name(r->fail_signal));
+  else if (r->fail_exit >= 0)
+    sb_printf(sb, ", exit code %d", r->fail_exit);
+  if (r->fail_reason && *r->fail_reason)
+    sb_printf(sb, ": %s", r->fail_reason);
+  sb_putc(sb, '\n');
+}
+
+/* This node's ranks, one line each: how each ended. */
+static void ranks_text(StrBuf *sb, const RtReport *r) {
+  for (int i = 0; i < r->nlocal; i++) {
+    const RtRankStatus *s = &r->local[i];
+    if (s->pid > 0)
+      sb_printf(sb, "  rank %d (local %d, device %d, pid %d): ", s->rank,
+                s->local_rank, s->device, s->pid);
+    else
+      sb_printf(sb, "  rank %d (local %d, device %d): ", s->rank,
+                s->local_rank, s->device);
+    if (s->pid <= 0)
+      sb_puts(sb, "not started\n");
+    else if (!s->exited)
+      sb_puts(sb, "not reaped\n");
+    else if (s->signal)
+      sb_printf(sb, "signal %d (SIG%s)\n", s->signal, sig_name(s->signal));
+    else
+      sb_printf(sb, "exit %d\n", s->exit_code);
+  }
+}
+
+/* The preflight: a line per group kind. */
+static void preflight_text(StrBuf *sb, const RtReport *r) {
+  KindSum *ks;
+  int nk = kind_sums(r, &ks);
+  int have = 0;
+  for (int i = 0; i < r->ngroups; i++) have += r->groups[i].have;
+  if (nk && !have)
+    sb_printf(sb, "preflight: no results (%d groups not checked)\n", r->ngroups);
+  if (nk && have)
+    sb_puts(sb, "preflight (all-reduce of rank ids, then bandwidth):\n");
+  if (!have) nk = 0;
+  for (int k = 0; k < nk; k++) {
+    sb_printf(sb, "  %-10s %d/%d groups ok", plan_kind_name(ks[k].kind),
+              ks[k].ok, ks[k].groups);
+    if (ks[k].measured)
+      sb_printf(sb, ", bus bandwidth %.3f to %.3f GB/s", ks[k].min_bus,
+                ks[k].max_bus);
+    sb_putc(sb, '\n');
+  }
+  free(ks);
+}
+
+/* The KV transfer test: totals, per request, and the memory each rank took. */
+static void kv_text(StrBuf *sb, const RtReport *r) {
+  const RtKvReport *k = &r->kv;
+  double all = gbs(k->bytes, k->secs_same_node + k->secs_cross_node);
+  sb_printf(sb, "kv: %d requests of %lld tokens, %lld bytes moved, %lld "
+            "cells verified, %.3f GB/s (%s %.3f GB/s, ratio %.2f)\n",
+            k->requests, (long long)k->input_tokens, (long long)k->bytes,
+            (long long)k->cells_verified, all,
+            k->reference ? k->reference : "memcpy", k->memcpy_gbs,
+            k->memcpy_gbs > 0 ? all / k->memcpy_gbs : 0.0);
+  sb_printf(sb, "  same node: %lld bytes, %.3f GB/s; cross node: %lld "
+            "bytes, %.3f GB/s\n", (long long)k->bytes_same_node,
+            gbs(k->bytes_same_node, k->secs_same_node),
+            (long long)k->bytes_cross_node,
+            gbs(k->bytes_cross_node, k->secs_cross_node));
+  if (k->cpu_run_secs >= 0 && k->cpu_wait_secs > 0 &&
+      k->cpu_wait_secs >= 0.1 * (k->cpu_run_secs + k->cpu_wait_secs))
+    sb_printf(sb, "  ranks waited for a CPU %.0f%% of the time they could "
+              "run (%.3f s of %.3f s): timings include that wait\n",
+              100 * k->cpu_wait_secs / (k->cpu_run_secs + k->cpu_wait_secs),
+              k->cpu_wait_secs, k->cpu_run_secs + k->cpu_wait_secs);
+  for (int i = 0; i < k->requests; i++) {
+    sb_printf(sb, "  request %d: %lld bytes in %.4f s", i,
+              (long long)k->req_bytes[i], k->req_secs[i]);
+    static const char *const cls[2] = {"same node", "cross node"};
+    for (int c = 0; c < 2; c++)
+      if (k->req_link_bytes[c][i])
+        sb_printf(sb, "; %s %lld bytes, %.3f GB/s", cls[c],
+                  (long long)k->req_link_bytes[c][i],
+                  gbs(k->req_link_bytes[c][i], k->req_link_secs[c][i]));
+    sb_putc(sb, '\n');
+  }
+  if (k->mem_scale != 1.0)
+    sb_printf(sb, "  host memory scaled by %g (--host-memory-scale)\n",
+              k->mem_scale);
+  for (int i = 0; i < r->nlocal; i++) {
+    const RtRankStatus *s = &r->local[i];
+    if (!s->have_mem) continue;
+    char a[32], b[32], c[32], d[32];
+    sb_printf(sb, "  rank %d memory: weights %s of %s planned, KV pool %s "
+              "of %s planned\n", s->rank,
+              rp_fmt_bytes(s->alloc_weights, a, sizeof a),
+              rp_fmt_bytes(s->planned_weights, b, sizeof b),
+              rp_fmt_bytes(s->alloc_kv, c, sizeof c),
+              rp_fmt_bytes(s->planned_kv, d, sizeof d));
+  }
+}
+
+/* The memory-copy probe and the calibration file written. */
+static void copy_calib_text(StrBuf *sb, const RtReport *r) {
+  if (r->copy_bytes > 0 && r->copy_gbs) {
+    int n = 0;
+    for (int i = 0; i < r->world_size; i++) n += r->copy_gbs[i] > 0;
+    char b[32];
+    sb_printf(sb, "memory copy: median %.3f GB/s over %d rank(s) (copies of "
+              "%s, bytes read + written)\n", copy_median(r), n,
+              rp_fmt_bytes(r->copy_bytes, b, sizeof b));
+  }
+  if (r->calib.have) {
+    sb_printf(sb, "calibration written to %s:\n", r->calib.path);
+    for (int i = 0; i < r->calib.n; i++)
+      sb_printf(sb, "  %s = %g: %s\n", r->calib.c[i].name, r->calib.c[i].value,
+                r->calib.c[i].from);
+  }
+}
+
 char *rt_report_text(const RtReport *r) {
   StrBuf sb;
   sb_init(&sb);
@@ -309,117 +448,12 @@ char *rt_report_text(const RtReport *r) {
             r->node, r->nnodes, r->world_size, r->backend ? r->backend : "?");
   sb_printf(&sb, "status: %s (exit %d) after %.2f s\n",
             r->exit_code == 0 ? "ok" : "failed", r->exit_code, r->elapsed_s);
-  if (r->failed) {
-    sb_puts(&sb, "first failure: ");
-    if (r->fail_rank >= 0)
-      sb_printf(&sb, "rank %d on node %d", r->fail_rank, r->fail_node);
-    else
-      sb_printf(&sb, "node %d", r->fail_node);
-    if (r->fail_signal)
-      sb_printf(&sb, ", killed by signal %d (SIG%s)", r->fail_signal,
-                sig_name(r->fail_signal));
-    else if (r->fail_exit >= 0)
-      sb_printf(&sb, ", exit code %d", r->fail_exit);
-    if (r->fail_reason && *r->fail_reason)
-      sb_printf(&sb, ": %s", r->fail_reason);
-    sb_putc(&sb, '\n');
-  }
-  for (int i = 0; i < r->nlocal; i++) {
-    const RtRankStatus *s = &r->local[i];
-    if (s->pid > 0)
-      sb_printf(&sb, "  rank %d (local %d, device %d, pid %d): ", s->rank,
-                s->local_rank, s->device, s->pid);
-    else
-      sb_printf(&sb, "  rank %d (local %d, device %d): ", s->rank,
-                s->local_rank, s->device);
-    if (s->pid <= 0)
-      sb_puts(&sb, "not started\n");
-    else if (!s->exited)
-      sb_puts(&sb, "not reaped\n");
-    else if (s->signal)
-      sb_printf(&sb, "signal %d (SIG%s)\n", s->signal, sig_name(s->signal));
-    else
-      sb_printf(&sb, "exit %d\n", s->exit_code);
-  }
+  if (r->failed) failure_text(&sb, r);
+  ranks_text(&sb, r);
   procs_text(&sb, r);
-  KindSum *ks;
-  int nk = kind_sums(r, &ks);
-  int have = 0;
-  for (int i = 0; i < r->ngroups; i++) have += r->groups[i].have;
-  if (nk && !have)
-    sb_printf(&sb, "preflight: no results (%d groups not checked)\n", r->ngroups);
-  if (nk && have)
-    sb_puts(&sb, "preflight (all-reduce of rank ids, then bandwidth):\n");
-  if (!have) nk = 0;
-  for (int k = 0; k < nk; k++) {
-    sb_printf(&sb, "  %-10s %d/%d groups ok", plan_kind_name(ks[k].kind),
-              ks[k].ok, ks[k].groups);
-    if (ks[k].measured)
-      sb_printf(&sb, ", bus bandwidth %.3f to %.3f GB/s", ks[k].min_bus,
-                ks[k].max_bus);
-    sb_putc(&sb, '\n');
-  }
-  free(ks);
-  if (r->kv.have) {
-    const RtKvReport *k = &r->kv;
-    double all = gbs(k->bytes, k->secs_same_node + k->secs_cross_node);
-    sb_printf(&sb, "kv: %d requests of %lld tokens, %lld bytes moved, %lld "
-              "cells verified, %.3f GB/s (%s %.3f GB/s, ratio %.2f)\n",
-              k->requests, (long long)k->input_tokens, (long long)k->bytes,
-              (long long)k->cells_verified, all,
-              k->reference ? k->reference : "memcpy", k->memcpy_gbs,
-              k->memcpy_gbs > 0 ? all / k->memcpy_gbs : 0.0);
-    sb_printf(&sb, "  same node: %lld bytes, %.3f GB/s; cross node: %lld "
-              "bytes, %.3f GB/s\n", (long long)k->bytes_same_node,
-              gbs(k->bytes_same_node, k->secs_same_node),
-              (long long)k->bytes_cross_node,
-              gbs(k->bytes_cross_node, k->secs_cross_node));
-    if (k->cpu_run_secs >= 0 && k->cpu_wait_secs > 0 &&
-        k->cpu_wait_secs >= 0.1 * (k->cpu_run_secs + k->cpu_wait_secs))
-      sb_printf(&sb, "  ranks waited for a CPU %.0f%% of the time they could "
-                "run (%.3f s of %.3f s): timings include that wait\n",
-                100 * k->cpu_wait_secs / (k->cpu_run_secs + k->cpu_wait_secs),
-                k->cpu_wait_secs, k->cpu_run_secs + k->cpu_wait_secs);
-    for (int i = 0; i < k->requests; i++) {
-      sb_printf(&sb, "  request %d: %lld bytes in %.4f s", i,
-                (long long)k->req_bytes[i], k->req_secs[i]);
-      static const char *const cls[2] = {"same node", "cross node"};
-      for (int c = 0; c < 2; c++)
-        if (k->req_link_bytes[c][i])
-          sb_printf(&sb, "; %s %lld bytes, %.3f GB/s", cls[c],
-                    (long long)k->req_link_bytes[c][i],
-                    gbs(k->req_link_bytes[c][i], k->req_link_secs[c][i]));
-      sb_putc(&sb, '\n');
-    }
-    if (k->mem_scale != 1.0)
-      sb_printf(&sb, "  host memory scaled by %g (--host-memory-scale)\n",
-                k->mem_scale);
-    for (int i = 0; i < r->nlocal; i++) {
-      const RtRankStatus *s = &r->local[i];
-      if (!s->have_mem) continue;
-      char a[32], b[32], c[32], d[32];
-      sb_printf(&sb, "  rank %d memory: weights %s of %s planned, KV pool %s "
-                "of %s planned\n", s->rank,
-                rp_fmt_bytes(s->alloc_weights, a, sizeof a),
-                rp_fmt_bytes(s->planned_weights, b, sizeof b),
-                rp_fmt_bytes(s->alloc_kv, c, sizeof c),
-                rp_fmt_bytes(s->planned_kv, d, sizeof d));
-    }
-  }
-  if (r->copy_bytes > 0 && r->copy_gbs) {
-    int n = 0;
-    for (int i = 0; i < r->world_size; i++) n += r->copy_gbs[i] > 0;
-    char b[32];
-    sb_printf(&sb, "memory copy: median %.3f GB/s over %d rank(s) (copies of "
-              "%s, bytes read + written)\n", copy_median(r), n,
-              rp_fmt_bytes(r->copy_bytes, b, sizeof b));
-  }
-  if (r->calib.have) {
-    sb_printf(&sb, "calibration written to %s:\n", r->calib.path);
-    for (int i = 0; i < r->calib.n; i++)
-      sb_printf(&sb, "  %s = %g: %s\n", r->calib.c[i].name, r->calib.c[i].value,
-                r->calib.c[i].from);
-  }
+  preflight_text(&sb, r);
+  if (r->kv.have) kv_text(&sb, r);
+  copy_calib_text(&sb, r);
   return sb_take(&sb);
 }
 
