@@ -205,6 +205,60 @@ static bool want_scalar(P *p, const YNode *v, const char *path, const char *what
   return true;
 }
 
+/* E0104 for a count written with a leading zero, which YAML 1.1 reads
+ * as octal; the help gives the decimal meant. */
+static void octal_error(P *p, const YNode *v, const char *path, bool neg, const char *digits) {
+  const char *s = v->str;
+  /* YAML 1.1 reads this as octal; nobody means that in a spec */
+  char *end;
+  unsigned long long oct = strtoull(digits, &end, 8);
+  Diag *g = diag_at(p->d, DIAG_E0104, v->loc,
+                    "`%s` has a leading zero, which YAML 1.1 reads as octal, for `%s`", s, path);
+  const char *dec = digits + strspn(digits, "0");
+  if (!*dec) dec = "0";
+  if (*end == '\0' && strcmp(dec, "0") != 0)
+    diag_help(g, "write %s%s or %s%llu", neg ? "-" : "", dec, neg ? "-" : "", oct);
+  else
+    diag_help(g, "write %s%s", neg ? "-" : "", dec);
+}
+
+/* E0104 for a count that is not decimal digits: the help gives the
+ * decimal a hexadecimal, octal, binary, underscored or whole-valued
+ * real literal means, else what a count is. */
+static void not_decimal_error(P *p, const YNode *v, const char *path, int64_t lo, int64_t hi, bool neg) {
+  const char *s = v->str, *type = yaml_node_type_name(v);
+  Diag *g = diag_at(p->d, DIAG_E0104, v->loc, "expected a decimal integer for `%s`, got `%s`",
+                    path, s);
+  const char *b = neg || s[0] == '+' ? s + 1 : s;
+  char *end;
+  errno = 0;
+  if ((b[0] == '0' && (b[1] == 'x' || b[1] == 'X')) || (b[0] == '0' && b[1] == 'o') ||
+      (b[0] == '0' && b[1] == 'b')) {
+    int base = b[1] == 'o' ? 8 : b[1] == 'b' ? 2 : 16;
+    unsigned long long x = strtoull(b + 2, &end, base);
+    if (*end == '\0' && end != b + 2 && errno == 0)
+      diag_help(g, "write %s%llu", neg ? "-" : "", x);
+    else
+      diag_help(g, "write the number in decimal digits");
+  } else if (strchr(s, '_')) {
+    StrBuf sb;
+    sb_init(&sb);
+    for (const char *c = s; *c; c++)
+      if (*c != '_') sb_putc(&sb, *c);
+    diag_help(g, "write %s (no underscores)", sb.buf ? sb.buf : "");
+    sb_free(&sb);
+  } else {
+    double x = strtod(s, &end);
+    if (*end == '\0' && isfinite(x) && x == floor(x) && fabs(x) < 1e15)
+      diag_help(g, "write %.0f", x);
+    else if (strcmp(type, "number") == 0 || strstr(s, "inf") || strstr(s, "nan") ||
+             strstr(s, "Inf") || strstr(s, "NaN"))
+      diag_help(g, "a count is a whole number from %lld to %lld", (long long)lo, (long long)hi);
+    else
+      diag_help(g, "a count is written as plain digits, e.g. 8");
+  }
+}
+
 /* Integer literal of a count. Accepted: decimal digits, with a leading
  * minus (so that negatives get a range error, not a syntax error). YAML 1.1
  * forms (0x10, 010, 1_000, 0o17, 0b101) and anything non-integral are
@@ -235,50 +289,11 @@ static bool read_int_literal(P *p, const YNode *v, const char *path, int64_t lo,
   bool all = nd > 0;
   for (size_t i = 0; i < nd && all; i++) all = digits[i] >= '0' && digits[i] <= '9';
   if (all && nd > 1 && digits[0] == '0') {
-    /* YAML 1.1 reads this as octal; nobody means that in a spec */
-    char *end;
-    unsigned long long oct = strtoull(digits, &end, 8);
-    Diag *g = diag_at(p->d, DIAG_E0104, v->loc,
-                      "`%s` has a leading zero, which YAML 1.1 reads as octal, for `%s`", s, path);
-    const char *dec = digits + strspn(digits, "0");
-    if (!*dec) dec = "0";
-    if (*end == '\0' && strcmp(dec, "0") != 0)
-      diag_help(g, "write %s%s or %s%llu", neg ? "-" : "", dec, neg ? "-" : "", oct);
-    else
-      diag_help(g, "write %s%s", neg ? "-" : "", dec);
+    octal_error(p, v, path, neg, digits);
     return false;
   }
   if (!all) {
-    Diag *g = diag_at(p->d, DIAG_E0104, v->loc, "expected a decimal integer for `%s`, got `%s`",
-                      path, s);
-    const char *b = neg || s[0] == '+' ? s + 1 : s;
-    char *end;
-    errno = 0;
-    if ((b[0] == '0' && (b[1] == 'x' || b[1] == 'X')) || (b[0] == '0' && b[1] == 'o') ||
-        (b[0] == '0' && b[1] == 'b')) {
-      int base = b[1] == 'o' ? 8 : b[1] == 'b' ? 2 : 16;
-      unsigned long long x = strtoull(b + 2, &end, base);
-      if (*end == '\0' && end != b + 2 && errno == 0)
-        diag_help(g, "write %s%llu", neg ? "-" : "", x);
-      else
-        diag_help(g, "write the number in decimal digits");
-    } else if (strchr(s, '_')) {
-      StrBuf sb;
-      sb_init(&sb);
-      for (const char *c = s; *c; c++)
-        if (*c != '_') sb_putc(&sb, *c);
-      diag_help(g, "write %s (no underscores)", sb.buf ? sb.buf : "");
-      sb_free(&sb);
-    } else {
-      double x = strtod(s, &end);
-      if (*end == '\0' && isfinite(x) && x == floor(x) && fabs(x) < 1e15)
-        diag_help(g, "write %.0f", x);
-      else if (strcmp(type, "number") == 0 || strstr(s, "inf") || strstr(s, "nan") ||
-               strstr(s, "Inf") || strstr(s, "NaN"))
-        diag_help(g, "a count is a whole number from %lld to %lld", (long long)lo, (long long)hi);
-      else
-        diag_help(g, "a count is written as plain digits, e.g. 8");
-    }
+    not_decimal_error(p, v, path, lo, hi, neg);
     return false;
   }
   errno = 0;

@@ -141,6 +141,58 @@ static size_t pj_utf8(const unsigned char *p, const unsigned char *end) {
   return n;
 }
 
+/* A \u escape after its `\u` (a surrogate pair's second half included)
+ * as UTF-8 at *o, never longer than the escape it replaces (6 or 12
+ * bytes). */
+static bool pj_unicode_escape(PjDoc *d, char **o) {
+  unsigned cp;
+  if (!pj_u4(d, &cp)) return false;
+  if (cp >= 0xD800 && cp < 0xDC00) {
+    unsigned lo;
+    if (d->end - d->p < 2 || d->p[0] != '\\' || d->p[1] != 'u')
+      return pj_fail(d, "unpaired surrogate in a \\u escape");
+    d->p += 2;
+    if (!pj_u4(d, &lo)) return false;
+    if (lo < 0xDC00 || lo > 0xDFFF) return pj_fail(d, "unpaired surrogate in a \\u escape");
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+  } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    return pj_fail(d, "unpaired surrogate in a \\u escape");
+  }
+  if (cp == 0) return pj_fail(d, "\\u0000 in a string");
+  char *q = *o;
+  if (cp < 0x80) {
+    *q++ = (char)cp;
+  } else if (cp < 0x800) {
+    *q++ = (char)(0xC0 | (cp >> 6));
+    *q++ = (char)(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    *q++ = (char)(0xE0 | (cp >> 12));
+    *q++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+    *q++ = (char)(0x80 | (cp & 0x3F));
+  } else {
+    *q++ = (char)(0xF0 | (cp >> 18));
+    *q++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+    *q++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+    *q++ = (char)(0x80 | (cp & 0x3F));
+  }
+  *o = q;
+  return true;
+}
+
+/* The escape after a backslash, written at *o. */
+static bool pj_escape(PjDoc *d, char **o) {
+  if (d->p >= d->end) return pj_fail(d, "unexpected end of input in a string");
+  char e = *d->p++;
+  static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+  const char *k = e ? strchr(from, e) : NULL;
+  if (k) {
+    *(*o)++ = to[k - from];
+    return true;
+  }
+  if (e == 'u') return pj_unicode_escape(d, o);
+  return pj_fail(d, "invalid escape in a string");
+}
+
 static bool pj_string(PjDoc *d, size_t *idx) {
   d->p++; /* the opening quote */
   char *o = d->str + d->slen, *start = o;
@@ -160,59 +212,12 @@ static bool pj_string(PjDoc *d, size_t *idx) {
       memcpy(o, d->p, n);
       o += n;
       d->p += n;
-      continue;
-    }
-    if (c != '\\') {
+    } else if (c != '\\') {
       *o++ = (char)c;
       d->p++;
-      continue;
-    }
-    d->p++;
-    if (d->p >= d->end) return pj_fail(d, "unexpected end of input in a string");
-    char e = *d->p++;
-    switch (e) {
-    case '"': *o++ = '"'; break;
-    case '\\': *o++ = '\\'; break;
-    case '/': *o++ = '/'; break;
-    case 'b': *o++ = '\b'; break;
-    case 'f': *o++ = '\f'; break;
-    case 'n': *o++ = '\n'; break;
-    case 'r': *o++ = '\r'; break;
-    case 't': *o++ = '\t'; break;
-    case 'u': {
-      unsigned cp;
-      if (!pj_u4(d, &cp)) return false;
-      if (cp >= 0xD800 && cp < 0xDC00) {
-        unsigned lo;
-        if (d->end - d->p < 2 || d->p[0] != '\\' || d->p[1] != 'u')
-          return pj_fail(d, "unpaired surrogate in a \\u escape");
-        d->p += 2;
-        if (!pj_u4(d, &lo)) return false;
-        if (lo < 0xDC00 || lo > 0xDFFF) return pj_fail(d, "unpaired surrogate in a \\u escape");
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-        return pj_fail(d, "unpaired surrogate in a \\u escape");
-      }
-      if (cp == 0) return pj_fail(d, "\\u0000 in a string");
-      /* UTF-8: never longer than the escape it replaces (6 or 12 bytes) */
-      if (cp < 0x80) {
-        *o++ = (char)cp;
-      } else if (cp < 0x800) {
-        *o++ = (char)(0xC0 | (cp >> 6));
-        *o++ = (char)(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        *o++ = (char)(0xE0 | (cp >> 12));
-        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *o++ = (char)(0x80 | (cp & 0x3F));
-      } else {
-        *o++ = (char)(0xF0 | (cp >> 18));
-        *o++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *o++ = (char)(0x80 | (cp & 0x3F));
-      }
-      break;
-    }
-    default: return pj_fail(d, "invalid escape in a string");
+    } else {
+      d->p++;
+      if (!pj_escape(d, &o)) return false;
     }
   }
   *o++ = '\0';
@@ -1412,91 +1417,86 @@ static bool check_node(Ld *ld, const Plan *p, size_t n) {
   return ok;
 }
 
+/* Member j (rank R) of group gi: its groups entry names the group, it is
+ * listed once, it is in the group's pool instance and it shares the
+ * coordinates the group's kind fixes with the first member. */
+static bool check_group_member(Ld *ld, const Plan *p, int64_t gi, int32_t j, const PlanRank *R,
+                               const PlanRank *first, uint32_t *seen) {
+  const PlanGroup *G = &p->groups[gi];
+  if (R->groups[G->kind] != G->id)
+    return fail(ld, "groups[%lld].ranks[%d]: rank %d is listed in %s group %d but its "
+                    "groups.%s is %d",
+                (long long)gi, j, R->rank, kind_names[G->kind], G->id, kind_names[G->kind],
+                R->groups[G->kind]);
+  size_t ri = (size_t)(R - p->ranks);
+  if (seen[ri] & (1u << G->kind))
+    return fail(ld, "groups[%lld].ranks[%d]: rank %d is listed twice", (long long)gi, j, R->rank);
+  seen[ri] |= 1u << G->kind;
+  if (G->kind != GK_WORLD && (R->pool != G->pool || R->instance != G->instance))
+    return fail(ld, "groups[%lld].ranks[%d]: rank %d is in pool `%s` instance %d, the group in "
+                    "pool `%s` instance %d",
+                (long long)gi, j, R->rank, p->pools[R->pool].name, R->instance,
+                p->pools[G->pool].name, G->instance);
+  for (int c = 0; first && c < CO__COUNT; c++)
+    if (plan_kind_fixes(G->kind, (CoordKind)c) && R->coords[c] != first->coords[c])
+      return fail(ld, "groups[%lld]: members of a %s group share coords.%s, but rank %d has %d "
+                      "and rank %d has %d",
+                  (long long)gi, kind_names[G->kind], coord_names[c], first->rank,
+                  first->coords[c], R->rank, R->coords[c]);
+  return true;
+}
+
+/* Group gi's members (seen marks each rank's kinds) and, for the kinds
+ * that span whole dimensions, its size. */
+static bool check_group(Ld *ld, const Plan *p, int64_t gi, uint32_t *seen) {
+  const PlanGroup *G = &p->groups[gi];
+  const PlanRank *first = NULL;
+  for (int32_t j = 0; j < G->n; j++) {
+    const PlanRank *R = plan_find_rank(p, G->ranks[j]);
+    if (!R) continue; /* a rank of another node in a split plan */
+    if (!check_group_member(ld, p, gi, j, R, first, seen)) return false;
+    if (!first) first = R;
+  }
+  if (G->kind == GK_TP && G->n != p->pools[G->pool].size[CO_TP])
+    return fail(ld, "groups[%lld].ranks: a tp group of pool `%s` has tp = %lld ranks, got %d",
+                (long long)gi, p->pools[G->pool].name, (long long)p->pools[G->pool].size[CO_TP], G->n);
+  if (G->kind == GK_WORLD && G->n != p->world_size)
+    return fail(ld, "groups[%lld].ranks: the world group has world_size = %lld ranks, got %d",
+                (long long)gi, (long long)p->world_size, G->n);
+  return true;
+}
+
+/* Rank i's groups exist, have the right kind and list the rank (seen);
+ * it has an embedding group exactly on the first and last pp stage. */
+static bool check_rank_groups(Ld *ld, const Plan *p, int64_t i, const uint32_t *seen) {
+  const PlanRank *R = &p->ranks[i];
+  for (int k = 0; k < GK__COUNT; k++) {
+    if (R->groups[k] < 0) continue;
+    const PlanGroup *G = find_group(p, R->groups[k]);
+    if (!G)
+      return fail(ld, "ranks[%lld].groups.%s: group %d is not in groups[]", (long long)i,
+                  kind_names[k], R->groups[k]);
+    if (G->kind != (GroupKind)k)
+      return fail(ld, "ranks[%lld].groups.%s: group %d is a %s group", (long long)i, kind_names[k],
+                  R->groups[k], kind_names[G->kind]);
+    if (!(seen[i] & (1u << k)))
+      return fail(ld, "ranks[%lld].groups.%s: group %d does not list rank %d", (long long)i,
+                  kind_names[k], R->groups[k], R->rank);
+  }
+  int64_t pp = p->pools[R->pool].size[CO_PP];
+  bool want = R->coords[CO_PP] == 0 || R->coords[CO_PP] == pp - 1;
+  if (want != (R->groups[GK_EMBEDDING] >= 0))
+    return fail(ld, "ranks[%lld].groups.embedding: expected %s (pp stage %d of %lld)",
+                (long long)i, want ? "a group" : "none", R->coords[CO_PP], (long long)pp);
+  return true;
+}
+
 static bool check_consistency(Ld *ld, Plan *p) {
   /* Each rank's groups exist, have the right kind and list the rank. */
   uint32_t *seen = rp_calloc((size_t)(p->nranks ? p->nranks : 1), sizeof *seen);
   bool ok = true;
-  for (int64_t gi = 0; gi < p->ngroups && ok; gi++) {
-    const PlanGroup *G = &p->groups[gi];
-    const PlanRank *first = NULL;
-    for (int32_t j = 0; j < G->n; j++) {
-      const PlanRank *R = plan_find_rank(p, G->ranks[j]);
-      if (!R) continue; /* a rank of another node in a split plan */
-      if (R->groups[G->kind] != G->id) {
-        ok = fail(ld, "groups[%lld].ranks[%d]: rank %d is listed in %s group %d but its "
-                      "groups.%s is %d",
-                  (long long)gi, j, R->rank, kind_names[G->kind], G->id, kind_names[G->kind],
-                  R->groups[G->kind]);
-        break;
-      }
-      size_t ri = (size_t)(R - p->ranks);
-      if (seen[ri] & (1u << G->kind)) {
-        ok = fail(ld, "groups[%lld].ranks[%d]: rank %d is listed twice", (long long)gi, j, R->rank);
-        break;
-      }
-      seen[ri] |= 1u << G->kind;
-      if (G->kind != GK_WORLD && (R->pool != G->pool || R->instance != G->instance)) {
-        ok = fail(ld, "groups[%lld].ranks[%d]: rank %d is in pool `%s` instance %d, the group in "
-                      "pool `%s` instance %d",
-                  (long long)gi, j, R->rank, p->pools[R->pool].name, R->instance,
-                  p->pools[G->pool].name, G->instance);
-        break;
-      }
-      if (!first) {
-        first = R;
-        continue;
-      }
-      for (int c = 0; c < CO__COUNT; c++) {
-        if (plan_kind_fixes(G->kind, (CoordKind)c) && R->coords[c] != first->coords[c]) {
-          ok = fail(ld, "groups[%lld]: members of a %s group share coords.%s, but rank %d has %d "
-                        "and rank %d has %d",
-                    (long long)gi, kind_names[G->kind], coord_names[c], first->rank,
-                    first->coords[c], R->rank, R->coords[c]);
-          break;
-        }
-      }
-      if (!ok) break;
-    }
-    if (!ok) break;
-    /* Group sizes follow from the pool's sizes for the kinds that span
-     * whole dimensions. */
-    if (G->kind == GK_TP && G->n != p->pools[G->pool].size[CO_TP])
-      ok = fail(ld, "groups[%lld].ranks: a tp group of pool `%s` has tp = %lld ranks, got %d",
-                (long long)gi, p->pools[G->pool].name, (long long)p->pools[G->pool].size[CO_TP], G->n);
-    if (G->kind == GK_WORLD && G->n != p->world_size)
-      ok = fail(ld, "groups[%lld].ranks: the world group has world_size = %lld ranks, got %d",
-                (long long)gi, (long long)p->world_size, G->n);
-  }
-  for (int64_t i = 0; i < p->nranks && ok; i++) {
-    const PlanRank *R = &p->ranks[i];
-    for (int k = 0; k < GK__COUNT; k++) {
-      if (R->groups[k] < 0) continue;
-      const PlanGroup *G = find_group(p, R->groups[k]);
-      if (!G) {
-        ok = fail(ld, "ranks[%lld].groups.%s: group %d is not in groups[]", (long long)i,
-                  kind_names[k], R->groups[k]);
-        break;
-      }
-      if (G->kind != (GroupKind)k) {
-        ok = fail(ld, "ranks[%lld].groups.%s: group %d is a %s group", (long long)i, kind_names[k],
-                  R->groups[k], kind_names[G->kind]);
-        break;
-      }
-      if (!(seen[i] & (1u << k))) {
-        ok = fail(ld, "ranks[%lld].groups.%s: group %d does not list rank %d", (long long)i,
-                  kind_names[k], R->groups[k], R->rank);
-        break;
-      }
-    }
-    /* Embedding holds exactly the first and last pp stage. */
-    if (ok) {
-      int64_t pp = p->pools[R->pool].size[CO_PP];
-      bool want = R->coords[CO_PP] == 0 || R->coords[CO_PP] == pp - 1;
-      if (want != (R->groups[GK_EMBEDDING] >= 0))
-        ok = fail(ld, "ranks[%lld].groups.embedding: expected %s (pp stage %d of %lld)",
-                  (long long)i, want ? "a group" : "none", R->coords[CO_PP], (long long)pp);
-    }
-  }
+  for (int64_t gi = 0; gi < p->ngroups && ok; gi++) ok = check_group(ld, p, gi, seen);
+  for (int64_t i = 0; i < p->nranks && ok; i++) ok = check_rank_groups(ld, p, i, seen);
   free(seen);
   if (!ok) return false;
   /* Every rank the file holds is listed under its node. */

@@ -193,18 +193,59 @@ static void worker_publish_fail(RtStore *st, long rank, int node, RtResult r) {
   free(msg);
 }
 
-int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
-  signal(SIGPIPE, SIG_IGN);
-  if (o->test_ignore_sigterm) signal(SIGTERM, SIG_IGN);
+/* This worker's rank, from RANK: one of the plan's ranks on this node, or
+ * -1 after saying what is wrong. */
+static long worker_rank(const RtLaunchOpts *o, const Plan *plan) {
   const char *rs = getenv("RANK");
   char *end = NULL;
   long rank = rs ? strtol(rs, &end, 10) : -1;
-  if (!rs || !end || *end || rank < 0 || rank >= plan->world_size ||
-      rt_rank_node(plan, rank) != o->node) {
-    fprintf(stderr, "rankrun: worker: bad RANK `%s` for node %d\n",
-            rs ? rs : "", o->node);
-    return RP_EXIT_USAGE;
+  if (rs && end && !*end && rank >= 0 && rank < plan->world_size && rt_rank_node(plan, rank) == o->node)
+    return rank;
+  fprintf(stderr, "rankrun: worker: bad RANK `%s` for node %d\n", rs ? rs : "", o->node);
+  return -1;
+}
+
+/* The preflight result of each group this rank leads (its index 0), in
+ * the store as pf/GROUP. */
+static RtResult publish_preflight(const RtBackend *be, RtStore *st, RtComm **comms, const int *groups,
+                                  int ng, const RtPreflight *pf) {
+  char key[64], val[256];
+  for (int i = 0; i < ng; i++) {
+    if (be->comm_index(comms[i]) != 0) continue;
+    snprintf(key, sizeof key, "pf/%d", groups[i]);
+    snprintf(val, sizeof val, "%d %lld %d %.9f %.6f %.6f %.9f", pf[i].ok ? 1 : 0,
+             (long long)pf[i].bytes, pf[i].iters, pf[i].seconds,
+             pf[i].algbw_gbs, pf[i].busbw_gbs, pf[i].latency_s);
+    RTCHECK(rt_store_set(st, key, val, strlen(val)));
   }
+  return RT_OK;
+}
+
+/* Soak: rounds of small all-reduces on every group for about `soak`
+ * seconds, a fixed number of rounds so that every member runs the same
+ * collectives. */
+static RtResult worker_soak(const RtBackend *be, void *state, RtComm **comms, int ng, long rank,
+                            double soak) {
+  int rounds = (int)(soak / 0.01) + 1;
+  int64_t buf[256];
+  void *dev = be->mem_alloc(state, sizeof buf);
+  if (!dev) return rt_err(RT_ERR_SYS, "cannot allocate the soak buffer");
+  for (int k = 0; k < 256; k++) buf[k] = rank;
+  RtResult r = be->from_host(state, dev, buf, sizeof buf);
+  for (int round = 0; round < rounds && r == RT_OK; round++) {
+    for (int i = 0; i < ng && r == RT_OK; i++)
+      r = be->all_reduce(comms[i], dev, dev, 256, RT_I64, RT_MAX);
+    sleep_s(0.01);
+  }
+  be->mem_free(state, dev);
+  return r;
+}
+
+int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
+  signal(SIGPIPE, SIG_IGN);
+  if (o->test_ignore_sigterm) signal(SIGTERM, SIG_IGN);
+  long rank = worker_rank(o, plan);
+  if (rank < 0) return RP_EXIT_USAGE;
   const RtBackend *be = o->be;
   const PlanRank *me = plan_find_rank(plan, rank);
   RtStore st = {-1, o->timeout};
@@ -237,14 +278,7 @@ int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
     RTCHECKGOTO(be->group_create(state, groups[i], &comms[i]), r, fail);
   RTCHECKGOTO(rt_preflight(be, state, plan, (int)rank, comms, groups, ng,
                            o->preflight_bytes, pf), r, fail);
-  for (int i = 0; i < ng; i++) {
-    if (be->comm_index(comms[i]) != 0) continue;
-    snprintf(key, sizeof key, "pf/%d", groups[i]);
-    snprintf(val, sizeof val, "%d %lld %d %.9f %.6f %.6f %.9f", pf[i].ok ? 1 : 0,
-             (long long)pf[i].bytes, pf[i].iters, pf[i].seconds,
-             pf[i].algbw_gbs, pf[i].busbw_gbs, pf[i].latency_s);
-    RTCHECKGOTO(rt_store_set(&st, key, val, strlen(val)), r, fail);
-  }
+  RTCHECKGOTO(publish_preflight(be, &st, comms, groups, ng, pf), r, fail);
   if (!o->quiet)
     fprintf(stderr, "rankrun: rank %ld: preflight ok (%d groups)\n", rank, ng);
   if (o->probe_copy_bytes > 0) {
@@ -256,26 +290,7 @@ int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   }
   if (o->requests > 0) RTCHECKGOTO(worker_kv(o, plan, be, state, &st, (int)rank,
                                              comms, groups, ng), r, fail);
-  /* Soak: rounds of small all-reduces on every group, a fixed number of
-   * rounds so that every member runs the same collectives. */
-  if (o->soak > 0) {
-    int rounds = (int)(o->soak / 0.01) + 1;
-    int64_t buf[256];
-    void *dev = be->mem_alloc(state, sizeof buf);
-    if (!dev) {
-      r = rt_err(RT_ERR_SYS, "cannot allocate the soak buffer");
-      goto fail;
-    }
-    for (int k = 0; k < 256; k++) buf[k] = rank;
-    r = be->from_host(state, dev, buf, sizeof buf);
-    for (int round = 0; round < rounds && r == RT_OK; round++) {
-      for (int i = 0; i < ng && r == RT_OK; i++)
-        r = be->all_reduce(comms[i], dev, dev, 256, RT_I64, RT_MAX);
-      sleep_s(0.01);
-    }
-    be->mem_free(state, dev);
-    if (r != RT_OK) goto fail;
-  }
+  if (o->soak > 0) RTCHECKGOTO(worker_soak(be, state, comms, ng, rank, o->soak), r, fail);
   for (int i = 0; i < ng; i++) be->comm_destroy(comms[i], false);
   be->finalize(state);
   rt_store_close(&st);
@@ -605,6 +620,53 @@ static void collect_copy(Launch *L, double deadline) {
   }
 }
 
+/* The memory figures (mem/RANK) of the local ranks that published them. */
+static void collect_mem(Launch *L) {
+  char key[32];
+  for (int i = 0; i < L->rep.nlocal; i++) {
+    RtRankStatus *s = &L->rep.local[i];
+    snprintf(key, sizeof key, "mem/%d", s->rank);
+    char *v = NULL;
+    long long a, b, c, d;
+    if (rt_store_get(&L->st, key, &v, NULL) == RT_OK &&
+        sscanf(v, "%lld %lld %lld %lld", &a, &b, &c, &d) == 4) {
+      s->have_mem = true;
+      s->planned_weights = a;
+      s->planned_kv = b;
+      s->alloc_weights = c;
+      s->alloc_kv = d;
+    }
+    free(v);
+  }
+}
+
+/* One rank's KV transfer figures added to the job's. */
+static void kv_add(RtKvReport *k, const RtKvStats *ks) {
+  if (ks->grouped) k->grouped = true;
+  if (ks->cpu_run_secs >= 0 && ks->cpu_wait_secs >= 0 && k->cpu_run_secs >= 0) {
+    k->cpu_run_secs += ks->cpu_run_secs;
+    k->cpu_wait_secs += ks->cpu_wait_secs;
+  } else {
+    k->cpu_run_secs = k->cpu_wait_secs = -1; /* not known for every rank */
+  }
+  k->bytes += ks->bytes_recv;
+  k->bytes_same_node += ks->bytes_same_node;
+  k->bytes_cross_node += ks->bytes_cross_node;
+  k->secs_same_node += ks->secs_same_node;
+  k->secs_cross_node += ks->secs_cross_node;
+  k->cells_verified += ks->cells_verified;
+  for (int i = 0; i < ks->nreq; i++) {
+    k->req_bytes[i] += ks->req_bytes[i];
+    if (ks->req_secs[i] > k->req_secs[i]) k->req_secs[i] = ks->req_secs[i];
+    /* Per link class, like the totals: sent bytes over the senders'
+     * summed send time. */
+    for (int c = 0; c < 2; c++) {
+      k->req_link_bytes[c][i] += ks->req_link_bytes[c][i];
+      k->req_link_secs[c][i] += ks->req_link_secs[c][i];
+    }
+  }
+}
+
 /* Collects memory figures of the local ranks and KV figures of every rank
  * from the store. */
 static void collect_kv(Launch *L, double deadline) {
@@ -624,21 +686,7 @@ static void collect_kv(Launch *L, double deadline) {
    * summed like the send times (bytes over summed seconds). */
   double memcpy_secs = 0;
   char key[32], *v;
-  for (int i = 0; i < L->rep.nlocal; i++) {
-    RtRankStatus *s = &L->rep.local[i];
-    snprintf(key, sizeof key, "mem/%d", s->rank);
-    v = NULL;
-    long long a, b, c, d;
-    if (rt_store_get(&L->st, key, &v, NULL) == RT_OK &&
-        sscanf(v, "%lld %lld %lld %lld", &a, &b, &c, &d) == 4) {
-      s->have_mem = true;
-      s->planned_weights = a;
-      s->planned_kv = b;
-      s->alloc_weights = c;
-      s->alloc_kv = d;
-    }
-    free(v);
-  }
+  collect_mem(L);
   for (int r = 0; r < L->plan->world_size; r++) {
     snprintf(key, sizeof key, "kv/%d", r);
     v = NULL;
@@ -659,30 +707,8 @@ static void collect_kv(Launch *L, double deadline) {
       free(v);
       return;
     }
-    if (ks.grouped) k->grouped = true;
-    if (ks.cpu_run_secs >= 0 && ks.cpu_wait_secs >= 0 && k->cpu_run_secs >= 0) {
-      k->cpu_run_secs += ks.cpu_run_secs;
-      k->cpu_wait_secs += ks.cpu_wait_secs;
-    } else {
-      k->cpu_run_secs = k->cpu_wait_secs = -1; /* not known for every rank */
-    }
-    k->bytes += ks.bytes_recv;
-    k->bytes_same_node += ks.bytes_same_node;
-    k->bytes_cross_node += ks.bytes_cross_node;
-    k->secs_same_node += ks.secs_same_node;
-    k->secs_cross_node += ks.secs_cross_node;
-    k->cells_verified += ks.cells_verified;
+    kv_add(k, &ks);
     memcpy_secs += ks.memcpy_secs;
-    for (int i = 0; i < ks.nreq; i++) {
-      k->req_bytes[i] += ks.req_bytes[i];
-      if (ks.req_secs[i] > k->req_secs[i]) k->req_secs[i] = ks.req_secs[i];
-      /* Per link class, like the totals: sent bytes over the senders'
-       * summed send time. */
-      for (int c = 0; c < 2; c++) {
-        k->req_link_bytes[c][i] += ks.req_link_bytes[c][i];
-        k->req_link_secs[c][i] += ks.req_link_secs[c][i];
-      }
-    }
     rt_kv_stats_free(&ks);
     free(v);
   }
