@@ -211,6 +211,23 @@ static PlanPhaseEst est_phase(const CostPhase *c) {
   return e;
 }
 
+/* The pools the estimates cover: one `both` pool (*agg), or one prefill
+ * pool and one decode pool, in pl; false for any other set. */
+static bool est_pools_of(const Layout *L, const LayPool *pl[2], bool *agg) {
+  const LayPool *both = NULL, *pre = NULL, *dec = NULL;
+  size_t nboth = 0, npre = 0, ndec = 0;
+  for (size_t p = 0; p < L->npools; p++) {
+    const LayPool *P = &L->pools[p];
+    if (P->role == ROLE_BOTH) both = P, nboth++;
+    else if (P->role == ROLE_PREFILL) pre = P, npre++;
+    else if (P->role == ROLE_DECODE) dec = P, ndec++;
+  }
+  *agg = nboth == 1 && npre == 0 && ndec == 0;
+  pl[0] = *agg ? both : pre;
+  pl[1] = dec;
+  return *agg || (nboth == 0 && npre == 1 && ndec == 1);
+}
+
 /* The per-phase figures of each pool (docs/plan.md, "estimates"). */
 static bool est_pools(const CostModel *m, const Layout *L, const LayPool *const *pl, size_t n,
                       const CostInstance *inst, const CostDeployEval *ev, PlanEstimates *e) {
@@ -249,16 +266,9 @@ bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
     *why = "the spec gives no slo ttft and tpot";
     return false;
   }
-  const LayPool *both = NULL, *pre = NULL, *dec = NULL;
-  size_t nboth = 0, npre = 0, ndec = 0;
-  for (size_t p = 0; p < L->npools; p++) {
-    const LayPool *P = &L->pools[p];
-    if (P->role == ROLE_BOTH) both = P, nboth++;
-    else if (P->role == ROLE_PREFILL) pre = P, npre++;
-    else if (P->role == ROLE_DECODE) dec = P, ndec++;
-  }
-  bool agg = nboth == 1 && npre == 0 && ndec == 0;
-  if (!agg && !(nboth == 0 && npre == 1 && ndec == 1)) {
+  const LayPool *pl[2];
+  bool agg;
+  if (!est_pools_of(L, pl, &agg)) {
     *why = "the estimates cover one `both` pool or one prefill and one decode pool";
     return false;
   }
@@ -280,7 +290,6 @@ bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
   }
   /* The deployment's figures come from the one evaluation the search
    * runs too (cost_deploy_eval): a search row compiles to its figures. */
-  const LayPool *pl[2] = {agg ? both : pre, dec};
   CostInstance inst[2];
   CostDeploy dp = {agg ? 1 : 2, {&inst[0], &inst[1]}, {0, 0}, cost_headroom(spec)};
   for (size_t i = 0; i < dp.npools; i++) {

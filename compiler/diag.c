@@ -341,15 +341,8 @@ static json_t *diags_json_sorted(Diags *d, Diag **v, size_t n) {
   return root;
 }
 
-static void print_sarif(Diag **v, size_t n, FILE *out) {
-  json_t *root = json_object();
-  json_object_set_new(root, "$schema", json_string("https://json.schemastore.org/sarif-2.1.0.json"));
-  json_object_set_new(root, "version", json_string("2.1.0"));
-  json_t *run = json_object();
-  json_t *driver = json_object();
-  json_object_set_new(driver, "name", json_string("rankplan"));
-  json_object_set_new(driver, "version", json_string(RP_VERSION));
-  json_object_set_new(driver, "informationUri", json_string("docs/errors.md"));
+/* The SARIF rules: one per diagnostic code, with its default level. */
+static json_t *sarif_rules(void) {
   json_t *rules = json_array();
   for (size_t i = 0; i < RP_ARRAY_LEN(diag_table); i++) {
     json_t *r = json_object();
@@ -364,45 +357,59 @@ static void print_sarif(Diag **v, size_t n, FILE *out) {
     json_object_set_new(r, "defaultConfiguration", dc);
     json_array_append_new(rules, r);
   }
-  json_object_set_new(driver, "rules", rules);
+  return rules;
+}
+
+/* One diagnostic as a SARIF result. */
+static json_t *sarif_result(const Diag *g) {
+  json_t *r = json_object();
+  json_object_set_new(r, "ruleId", json_string(diag_info(g->code)->code));
+  json_object_set_new(r, "ruleIndex", json_integer((json_int_t)g->code));
+  json_object_set_new(r, "level", json_string(g->sev == SEV_ERROR ? "error"
+                                            : g->sev == SEV_WARNING ? "warning" : "note"));
+  StrBuf sb;
+  sb_init(&sb);
+  sb_puts(&sb, g->msg);
+  if (g->help) sb_printf(&sb, "\nhelp: %s", g->help);
+  json_t *m = json_object();
+  json_object_set_new(m, "text", safe_string(sb.buf));
+  sb_free(&sb);
+  json_object_set_new(r, "message", m);
+  json_t *locs = json_array();
+  if (g->loc.file) {
+    json_t *pl = json_object();
+    json_t *al = json_object();
+    json_object_set_new(al, "uri", safe_string(g->loc.file));
+    json_object_set_new(pl, "artifactLocation", al);
+    if (g->loc.line > 0) {
+      json_t *reg = json_object();
+      json_object_set_new(reg, "startLine", json_integer(g->loc.line));
+      json_object_set_new(reg, "startColumn", json_integer(g->loc.col > 0 ? g->loc.col : 1));
+      json_object_set_new(pl, "region", reg);
+    }
+    json_t *l = json_object();
+    json_object_set_new(l, "physicalLocation", pl);
+    json_array_append_new(locs, l);
+  }
+  json_object_set_new(r, "locations", locs);
+  return r;
+}
+
+static void print_sarif(Diag **v, size_t n, FILE *out) {
+  json_t *root = json_object();
+  json_object_set_new(root, "$schema", json_string("https://json.schemastore.org/sarif-2.1.0.json"));
+  json_object_set_new(root, "version", json_string("2.1.0"));
+  json_t *run = json_object();
+  json_t *driver = json_object();
+  json_object_set_new(driver, "name", json_string("rankplan"));
+  json_object_set_new(driver, "version", json_string(RP_VERSION));
+  json_object_set_new(driver, "informationUri", json_string("docs/errors.md"));
+  json_object_set_new(driver, "rules", sarif_rules());
   json_t *tool = json_object();
   json_object_set_new(tool, "driver", driver);
   json_object_set_new(run, "tool", tool);
   json_t *results = json_array();
-  for (size_t i = 0; i < n; i++) {
-    Diag *g = v[i];
-    json_t *r = json_object();
-    json_object_set_new(r, "ruleId", json_string(diag_info(g->code)->code));
-    json_object_set_new(r, "ruleIndex", json_integer((json_int_t)g->code));
-    json_object_set_new(r, "level", json_string(g->sev == SEV_ERROR ? "error"
-                                              : g->sev == SEV_WARNING ? "warning" : "note"));
-    StrBuf sb;
-    sb_init(&sb);
-    sb_puts(&sb, g->msg);
-    if (g->help) sb_printf(&sb, "\nhelp: %s", g->help);
-    json_t *m = json_object();
-    json_object_set_new(m, "text", safe_string(sb.buf));
-    sb_free(&sb);
-    json_object_set_new(r, "message", m);
-    json_t *locs = json_array();
-    if (g->loc.file) {
-      json_t *pl = json_object();
-      json_t *al = json_object();
-      json_object_set_new(al, "uri", safe_string(g->loc.file));
-      json_object_set_new(pl, "artifactLocation", al);
-      if (g->loc.line > 0) {
-        json_t *reg = json_object();
-        json_object_set_new(reg, "startLine", json_integer(g->loc.line));
-        json_object_set_new(reg, "startColumn", json_integer(g->loc.col > 0 ? g->loc.col : 1));
-        json_object_set_new(pl, "region", reg);
-      }
-      json_t *l = json_object();
-      json_object_set_new(l, "physicalLocation", pl);
-      json_array_append_new(locs, l);
-    }
-    json_object_set_new(r, "locations", locs);
-    json_array_append_new(results, r);
-  }
+  for (size_t i = 0; i < n; i++) json_array_append_new(results, sarif_result(v[i]));
   json_object_set_new(run, "results", results);
   json_t *runs = json_array();
   json_array_append_new(runs, run);

@@ -352,28 +352,13 @@ static int cmp_pair(const void *a, const void *b) {
   return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-bool hook_check_placement(const HookCtx *c, const int64_t *node, const int64_t *gpu,
-                          SrcLoc where, const char *what, Diags *d) {
+/* No GPU holds two ranks (E0611): sort (GPU id, rank) pairs and compare
+ * neighbours. */
+static bool placement_gpus_unique(const HookCtx *c, const int64_t *node, const int64_t *gpu,
+                                  SrcLoc where, const char *what, Diags *d) {
   bool ok = true;
   int reports = 0;
   int64_t gpn = c->gpus_per_node;
-  for (size_t r = 0; r < c->nranks && reports < HOOK_MAX_REPORTS; r++) {
-    if (node[r] < 0 || node[r] >= c->nodes) {
-      Diag *g = diag_at(d, DIAG_E0610, where, "%s: rank %zu is on node %lld, but the cluster has %lld nodes (0-%lld)",
-                        what, r, (long long)node[r], (long long)c->nodes, (long long)c->nodes - 1);
-      diag_help(g, "nodes are numbered from 0 to hardware.nodes - 1");
-      ok = false;
-      reports++;
-    } else if (gpu[r] < 0 || gpu[r] >= gpn) {
-      Diag *g = diag_at(d, DIAG_E0610, where, "%s: rank %zu is on GPU %lld, but nodes have %lld GPUs (0-%lld)",
-                        what, r, (long long)gpu[r], (long long)gpn, (long long)gpn - 1);
-      diag_help(g, "GPUs are numbered from 0 to hardware.gpus_per_node - 1 on each node");
-      ok = false;
-      reports++;
-    }
-  }
-  if (!ok) return false;
-  /* No GPU twice: sort (GPU id, rank) pairs and compare neighbours. */
   size_t n = c->nranks;
   int64_t (*ids)[2] = rp_malloc((n ? n : 1) * sizeof *ids);
   for (size_t r = 0; r < n; r++) {
@@ -392,9 +377,16 @@ bool hook_check_placement(const HookCtx *c, const int64_t *node, const int64_t *
     reports++;
   }
   free(ids);
-  if (!ok) return false;
-  /* tp groups inside one scale-up domain (and one node when the domain is
-   * not larger than a node). */
+  return ok;
+}
+
+/* tp groups inside one scale-up domain (and one node when the domain is
+ * not larger than a node): E0613, or W0601 once when the spec allows it. */
+static bool placement_tp_in_domain(const HookCtx *c, const int64_t *node, const int64_t *gpu,
+                                   SrcLoc where, const char *what, Diags *d) {
+  bool ok = true;
+  int reports = 0;
+  int64_t gpn = c->gpus_per_node;
   int64_t dom = c->domain > 0 ? c->domain : gpn;
   bool warned = false;
   for (size_t i = 0; i < c->ngroups && reports < HOOK_MAX_REPORTS; i++) {
@@ -430,6 +422,31 @@ bool hook_check_placement(const HookCtx *c, const int64_t *node, const int64_t *
     }
   }
   return ok;
+}
+
+bool hook_check_placement(const HookCtx *c, const int64_t *node, const int64_t *gpu,
+                          SrcLoc where, const char *what, Diags *d) {
+  bool ok = true;
+  int reports = 0;
+  int64_t gpn = c->gpus_per_node;
+  for (size_t r = 0; r < c->nranks && reports < HOOK_MAX_REPORTS; r++) {
+    if (node[r] < 0 || node[r] >= c->nodes) {
+      Diag *g = diag_at(d, DIAG_E0610, where, "%s: rank %zu is on node %lld, but the cluster has %lld nodes (0-%lld)",
+                        what, r, (long long)node[r], (long long)c->nodes, (long long)c->nodes - 1);
+      diag_help(g, "nodes are numbered from 0 to hardware.nodes - 1");
+      ok = false;
+      reports++;
+    } else if (gpu[r] < 0 || gpu[r] >= gpn) {
+      Diag *g = diag_at(d, DIAG_E0610, where, "%s: rank %zu is on GPU %lld, but nodes have %lld GPUs (0-%lld)",
+                        what, r, (long long)gpu[r], (long long)gpn, (long long)gpn - 1);
+      diag_help(g, "GPUs are numbered from 0 to hardware.gpus_per_node - 1 on each node");
+      ok = false;
+      reports++;
+    }
+  }
+  if (!ok) return false;
+  return placement_gpus_unique(c, node, gpu, where, what, d) &&
+         placement_tp_in_domain(c, node, gpu, where, what, d);
 }
 
 static bool convert_partition(Run *r, lua_State *L, int res) {

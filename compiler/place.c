@@ -34,6 +34,43 @@ static int64_t cluster_gpus(const Layout *L) {
  * hook on 100k ranks should not print 100k lines. */
 enum { PLACE_MAX_REPORTS = 5 };
 
+/* Every tp group inside one scale-up domain (E0322 for each that is not,
+ * the first PLACE_MAX_REPORTS of them shown); *cross counts them. */
+static bool tp_groups_in_domain(Diags *d, const Layout *L, const int32_t *node, const int32_t *gpu,
+                                SrcLoc origin, int *cross) {
+  bool ok = true;
+  for (int64_t gi = 0; gi < L->ngroups; gi++) {
+    const LayGroup *G = &L->groups[gi];
+    if (G->kind != GK_TP || G->n < 2) continue;
+    const int32_t *m = L->members + G->off;
+    int64_t dom0 = domain_of(L, node[m[0]], gpu[m[0]]);
+    for (int32_t j = 1; j < G->n; j++) {
+      if (domain_of(L, node[m[j]], gpu[m[j]]) == dom0 && (L->domain > L->gpus_per_node ||
+                                                          node[m[j]] == node[m[0]]))
+        continue;
+      if ((*cross)++ < PLACE_MAX_REPORTS) {
+        const LayPool *P = &L->pools[G->pool];
+        Diag *g = diag_at(d, DIAG_E0322, origin,
+                          "tp group %lld of pool `%s` instance %d spans scale-up domains: rank "
+                          "%d is on node %d gpu %d, rank %d on node %d gpu %d (domain of %lld "
+                          "GPUs)",
+                          (long long)gi, P->name, G->instance, m[0], node[m[0]], gpu[m[0]],
+                          m[j], node[m[j]], gpu[m[j]], (long long)L->domain);
+        if (P->size[CO_TP] > L->domain)
+          diag_help(g, "tp %lld is larger than the scale-up domain (%lld GPUs): lower tp, or "
+                       "set deployment.allow_tp_across_domain: true",
+                    (long long)P->size[CO_TP], (long long)L->domain);
+        else
+          diag_help(g, "put tp first in deployment.order so each tp group is on consecutive "
+                       "GPUs, or set deployment.allow_tp_across_domain: true");
+      }
+      ok = false;
+      break;
+    }
+  }
+  return ok;
+}
+
 bool lay_place_validate(Diags *d, const Layout *L, const int32_t *node, const int32_t *gpu,
                         SrcLoc origin) {
   bool ok = true;
@@ -70,37 +107,7 @@ bool lay_place_validate(Diags *d, const Layout *L, const int32_t *node, const in
     owner[slot] = (int32_t)r;
   }
   free(owner);
-  if (ok && !L->allow_tp_across_domain) {
-    for (int64_t gi = 0; gi < L->ngroups; gi++) {
-      const LayGroup *G = &L->groups[gi];
-      if (G->kind != GK_TP || G->n < 2) continue;
-      const int32_t *m = L->members + G->off;
-      int64_t dom0 = domain_of(L, node[m[0]], gpu[m[0]]);
-      for (int32_t j = 1; j < G->n; j++) {
-        if (domain_of(L, node[m[j]], gpu[m[j]]) == dom0 && (L->domain > L->gpus_per_node ||
-                                                            node[m[j]] == node[m[0]]))
-          continue;
-        if (cross++ < PLACE_MAX_REPORTS) {
-          const LayPool *P = &L->pools[G->pool];
-          Diag *g = diag_at(d, DIAG_E0322, origin,
-                            "tp group %lld of pool `%s` instance %d spans scale-up domains: rank "
-                            "%d is on node %d gpu %d, rank %d on node %d gpu %d (domain of %lld "
-                            "GPUs)",
-                            (long long)gi, P->name, G->instance, m[0], node[m[0]], gpu[m[0]],
-                            m[j], node[m[j]], gpu[m[j]], (long long)L->domain);
-          if (P->size[CO_TP] > L->domain)
-            diag_help(g, "tp %lld is larger than the scale-up domain (%lld GPUs): lower tp, or "
-                         "set deployment.allow_tp_across_domain: true",
-                      (long long)P->size[CO_TP], (long long)L->domain);
-          else
-            diag_help(g, "put tp first in deployment.order so each tp group is on consecutive "
-                         "GPUs, or set deployment.allow_tp_across_domain: true");
-        }
-        ok = false;
-        break;
-      }
-    }
-  }
+  if (ok && !L->allow_tp_across_domain) ok = tp_groups_in_domain(d, L, node, gpu, origin, &cross);
   if (bad_gpu > PLACE_MAX_REPORTS || shared > PLACE_MAX_REPORTS || cross > PLACE_MAX_REPORTS) {
     DiagCode code = bad_gpu > PLACE_MAX_REPORTS ? DIAG_E0320
                     : shared > PLACE_MAX_REPORTS  ? DIAG_E0321

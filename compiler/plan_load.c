@@ -757,6 +757,58 @@ static bool load_pools(Ld *ld, Plan *p, PjV *root) {
   return true;
 }
 
+/* ranks[i].groups (path): a group id per kind, every kind but the
+ * embedding present. */
+static bool load_rank_groups(Ld *ld, PjV *o, const char *path, PlanRank *R) {
+  char sub[64];
+  PjV *g = field(ld, o, path, "groups", PJ_OBJECT);
+  if (!g) return false;
+  snprintf(sub, sizeof sub, "%s.groups", path);
+  for (int k = 0; k < GK__COUNT; k++) R->groups[k] = -1;
+  const char *key;
+  PjV *val;
+  uint32_t it = 0, off = 0;
+  while (pj_object_next(g, &it, &off, &key, &val)) {
+    GroupKind k;
+    if (!plan_kind_parse(key, &k)) return fail(ld, "%s.%s: unknown group kind", sub, key);
+    if (!pj_is_integer(val) || pj_integer_value(val) < 0 || pj_integer_value(val) > INT32_MAX)
+      return fail(ld, "%s.%s: expected a group id, got %s", sub, key,
+                  pj_is_integer(val) ? "one out of range" : jtype(val));
+    R->groups[k] = (int32_t)pj_integer_value(val);
+  }
+  for (int k = 0; k < GK__COUNT; k++)
+    if (k != GK_EMBEDDING && R->groups[k] < 0)
+      return fail(ld, "%s.groups.%s: missing (every rank is in one group of each kind)", sub,
+                  kind_names[k]);
+  return true;
+}
+
+/* ranks[i].shard, .memory and .kv (path). */
+static bool load_rank_memory(Ld *ld, PjV *o, const char *path, PlanRank *R) {
+  char sub[64];
+  PjV *s = field(ld, o, path, "shard", PJ_OBJECT);
+  if (!s) return false;
+  snprintf(sub, sizeof sub, "%s.shard", path);
+  for (int k = 0; k < SH__COUNT; k++)
+    if (!get_range(ld, s, sub, shard_names[k], R->shard[k])) return false;
+  PjV *m = field(ld, o, path, "memory", PJ_OBJECT);
+  if (!m) return false;
+  snprintf(sub, sizeof sub, "%s.memory", path);
+  for (int k = 0; k < MEM__COUNT; k++)
+    if (!get_int(ld, m, sub, mem_names[k], 0, INT64_MAX, &R->memory[k])) return false;
+  PjV *kv = field(ld, o, path, "kv", PJ_OBJECT);
+  if (!kv) return false;
+  snprintf(sub, sizeof sub, "%s.kv", path);
+  if (!get_int(ld, kv, sub, "bytes_per_token", 0, INT64_MAX, &R->kv_bytes_per_token) ||
+      !get_int(ld, kv, sub, "block_tokens", 1, INT64_MAX, &R->kv_block_tokens) ||
+      !get_int(ld, kv, sub, "blocks", 0, INT64_MAX, &R->kv_blocks))
+    return false;
+  /* Optional: the share of the MTP modules and the draft model. */
+  R->kv_draft_bytes_per_token = 0;
+  return !pj_object_get(kv, "draft_bytes_per_token") ||
+         get_int(ld, kv, sub, "draft_bytes_per_token", 1, R->kv_bytes_per_token, &R->kv_draft_bytes_per_token);
+}
+
 static bool load_rank(Ld *ld, Plan *p, PjV *o, size_t i, PlanRank *R) {
   char path[48];
   snprintf(path, sizeof path, "ranks[%zu]", i);
@@ -795,46 +847,8 @@ static bool load_rank(Ld *ld, Plan *p, PjV *o, size_t i, PlanRank *R) {
     if (!get_int(ld, c, sub, coord_names[k], 0, P->size[k] - 1, &v)) return false;
     R->coords[k] = (int32_t)v;
   }
-  PjV *g = field(ld, o, path, "groups", PJ_OBJECT);
-  if (!g) return false;
-  snprintf(sub, sizeof sub, "%s.groups", path);
-  for (int k = 0; k < GK__COUNT; k++) R->groups[k] = -1;
-  const char *key;
-  PjV *val;
-  uint32_t it = 0, off = 0;
-  while (pj_object_next(g, &it, &off, &key, &val)) {
-    GroupKind k;
-    if (!plan_kind_parse(key, &k)) return fail(ld, "%s.%s: unknown group kind", sub, key);
-    if (!pj_is_integer(val) || pj_integer_value(val) < 0 || pj_integer_value(val) > INT32_MAX)
-      return fail(ld, "%s.%s: expected a group id, got %s", sub, key,
-                  pj_is_integer(val) ? "one out of range" : jtype(val));
-    R->groups[k] = (int32_t)pj_integer_value(val);
-  }
-  for (int k = 0; k < GK__COUNT; k++)
-    if (k != GK_EMBEDDING && R->groups[k] < 0)
-      return fail(ld, "%s.groups.%s: missing (every rank is in one group of each kind)", sub,
-                  kind_names[k]);
-  PjV *s = field(ld, o, path, "shard", PJ_OBJECT);
-  if (!s) return false;
-  snprintf(sub, sizeof sub, "%s.shard", path);
-  for (int k = 0; k < SH__COUNT; k++)
-    if (!get_range(ld, s, sub, shard_names[k], R->shard[k])) return false;
-  PjV *m = field(ld, o, path, "memory", PJ_OBJECT);
-  if (!m) return false;
-  snprintf(sub, sizeof sub, "%s.memory", path);
-  for (int k = 0; k < MEM__COUNT; k++)
-    if (!get_int(ld, m, sub, mem_names[k], 0, INT64_MAX, &R->memory[k])) return false;
-  PjV *kv = field(ld, o, path, "kv", PJ_OBJECT);
-  if (!kv) return false;
-  snprintf(sub, sizeof sub, "%s.kv", path);
-  if (!get_int(ld, kv, sub, "bytes_per_token", 0, INT64_MAX, &R->kv_bytes_per_token) ||
-      !get_int(ld, kv, sub, "block_tokens", 1, INT64_MAX, &R->kv_block_tokens) ||
-      !get_int(ld, kv, sub, "blocks", 0, INT64_MAX, &R->kv_blocks))
-    return false;
-  /* Optional: the share of the MTP modules and the draft model. */
-  R->kv_draft_bytes_per_token = 0;
-  return !pj_object_get(kv, "draft_bytes_per_token") ||
-         get_int(ld, kv, sub, "draft_bytes_per_token", 1, R->kv_bytes_per_token, &R->kv_draft_bytes_per_token);
+  if (!load_rank_groups(ld, o, path, R)) return false;
+  return load_rank_memory(ld, o, path, R);
 }
 
 static bool load_ranks(Ld *ld, Plan *p, PjV *root) {
@@ -1008,6 +1022,46 @@ static bool check_reshard(Ld *ld, const Plan *p, const PlanReshard *R, const cha
   return true;
 }
 
+/* A transfer's `tokens` (xp): "all", {"stride", "offset"} or
+ * {"ranges": [...]}. */
+static bool load_transfer_tokens(Ld *ld, PjV *x, const char *xp, PlanTransfer *X) {
+  PjV *tok = pj_object_get(x, "tokens");
+  X->stride = 1;
+  X->offset = 0;
+  if (pj_is_string(tok) && strcmp(pj_string_value(tok), "all") == 0) {
+    X->tokens = PT_ALL;
+  } else if (pj_is_object(tok) &&
+             (pj_object_get(tok, "stride") || pj_object_get(tok, "ranges"))) {
+    char tp[160];
+    snprintf(tp, sizeof tp, "%s.tokens", xp);
+    X->tokens = pj_object_get(tok, "ranges") ? PT_RANGES : PT_STRIDE;
+    if (pj_object_get(tok, "stride")) {
+      if (!get_int(ld, tok, tp, "stride", 1, INT64_MAX, &X->stride) ||
+          !get_int(ld, tok, tp, "offset", 0, INT64_MAX, &X->offset))
+        return false;
+      if (X->offset >= X->stride)
+        return fail(ld, "%s.offset: expected below stride %lld, got %lld", tp,
+                    (long long)X->stride, (long long)X->offset);
+    }
+    if (X->tokens == PT_RANGES) {
+      PjV *rs = field(ld, tok, tp, "ranges", PJ_ARRAY);
+      if (!rs) return false;
+      X->nranges = pj_array_size(rs);
+      X->ranges = rp_calloc(X->nranges ? X->nranges : 1, sizeof *X->ranges);
+      for (size_t k = 0; k < X->nranges; k++) {
+        char rp[224];
+        snprintf(rp, sizeof rp, "%s.ranges[%zu]", tp, k);
+        if (!range_value(ld, pj_array_get(rs, k), rp, X->ranges[k])) return false;
+      }
+    }
+  } else {
+    return fail(ld, "%s.tokens: expected \"all\", {\"ranges\": ...} or {\"stride\", "
+                    "\"offset\"}, got %s",
+                xp, tok ? jtype(tok) : "nothing");
+  }
+  return true;
+}
+
 static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
   PjV *a = field(ld, root, "", "kv_reshard", PJ_ARRAY);
   if (!a) return false;
@@ -1039,40 +1093,7 @@ static bool load_reshard(Ld *ld, Plan *p, PjV *root) {
           !get_range(ld, x, xp, "kv_heads", X->kv_heads) ||
           !get_int(ld, x, xp, "bytes_per_token", 0, INT64_MAX, &X->bytes_per_token))
         return false;
-      PjV *tok = pj_object_get(x, "tokens");
-      X->stride = 1;
-      X->offset = 0;
-      if (pj_is_string(tok) && strcmp(pj_string_value(tok), "all") == 0) {
-        X->tokens = PT_ALL;
-      } else if (pj_is_object(tok) &&
-                 (pj_object_get(tok, "stride") || pj_object_get(tok, "ranges"))) {
-        char tp[160];
-        snprintf(tp, sizeof tp, "%s.tokens", xp);
-        X->tokens = pj_object_get(tok, "ranges") ? PT_RANGES : PT_STRIDE;
-        if (pj_object_get(tok, "stride")) {
-          if (!get_int(ld, tok, tp, "stride", 1, INT64_MAX, &X->stride) ||
-              !get_int(ld, tok, tp, "offset", 0, INT64_MAX, &X->offset))
-            return false;
-          if (X->offset >= X->stride)
-            return fail(ld, "%s.offset: expected below stride %lld, got %lld", tp,
-                        (long long)X->stride, (long long)X->offset);
-        }
-        if (X->tokens == PT_RANGES) {
-          PjV *rs = field(ld, tok, tp, "ranges", PJ_ARRAY);
-          if (!rs) return false;
-          X->nranges = pj_array_size(rs);
-          X->ranges = rp_calloc(X->nranges ? X->nranges : 1, sizeof *X->ranges);
-          for (size_t k = 0; k < X->nranges; k++) {
-            char rp[224];
-            snprintf(rp, sizeof rp, "%s.ranges[%zu]", tp, k);
-            if (!range_value(ld, pj_array_get(rs, k), rp, X->ranges[k])) return false;
-          }
-        }
-      } else {
-        return fail(ld, "%s.tokens: expected \"all\", {\"ranges\": ...} or {\"stride\", "
-                        "\"offset\"}, got %s",
-                    xp, tok ? jtype(tok) : "nothing");
-      }
+      if (!load_transfer_tokens(ld, x, xp, X)) return false;
     }
     if (!load_request(ld, R, o, path)) return false;
     if (!check_reshard(ld, p, R, path)) return false;
@@ -1986,6 +2007,49 @@ static bool check_model(Ld *ld, Plan *p) {
   return true;
 }
 
+/* The plan's head: format, compiler, spec digest, node (a split plan)
+ * and world size. */
+static bool load_head(Ld *ld, Plan *p, PjV *root) {
+  const char *fmt, *comp, *sha;
+  if (!pj_is_object(root))
+    return fail(ld, "expected a JSON object at the top, got %s", jtype(root));
+  if (!get_str(ld, root, "", "format", &fmt)) return false;
+  if (strcmp(fmt, PLAN_FORMAT) != 0)
+    return fail(ld, "format: expected \"%s\", got \"%s\" (a plan from another rankplan version; "
+                    "compile the spec again)",
+                PLAN_FORMAT, fmt);
+  if (!get_str(ld, root, "", "compiler", &comp) || !get_str(ld, root, "", "spec_sha256", &sha))
+    return false;
+  p->compiler = rp_strdup(comp);
+  if (strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64)
+    return fail(ld, "spec_sha256: expected 64 lowercase hex digits, got \"%s\"", sha);
+  memcpy(p->spec_sha256, sha, 65);
+  PjV *node = pj_object_get(root, "node");
+  if (node) {
+    if (!pj_is_integer(node) || pj_integer_value(node) < 0)
+      return fail(ld, "node: expected a node number, got %s", jtype(node));
+    p->partial = true;
+    p->partial_node = (int32_t)pj_integer_value(node);
+  }
+  return get_int(ld, root, "", "world_size", 1, p->partial ? PLAN_MAX_WORLD_SPLIT : INT32_MAX,
+                 &p->world_size);
+}
+
+/* The spec at spec_path is the one the plan was compiled from. */
+static bool check_spec_digest(Ld *ld, const Plan *p, const char *spec_path) {
+  char *spec;
+  size_t slen;
+  int e = rp_read_file(spec_path, (size_t)1 << 30, &spec, &slen);
+  if (e) return fail(ld, "cannot read the spec `%s`: %s", spec_path, strerror(e));
+  char hex[65];
+  rp_sha256_hex(spec, slen, hex);
+  free(spec);
+  if (strcmp(hex, p->spec_sha256) == 0) return true;
+  return fail(ld, "spec_sha256: the plan was compiled from another spec: expected %s (the digest "
+                  "of `%s`), got %s; compile the spec again",
+              hex, spec_path, p->spec_sha256);
+}
+
 /* ---- entry points ------------------------------------------------------------- */
 
 Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *spec_path,
@@ -2004,60 +2068,12 @@ Plan *plan_load_mem(const char *name, const char *text, size_t len, const char *
   Plan *p = rp_calloc(1, sizeof *p);
   p->path = rp_strdup(name);
   bool ok = false;
-  const char *fmt, *comp, *sha;
-  if (!pj_is_object(root)) {
-    fail(&ld, "expected a JSON object at the top, got %s", jtype(root));
-    goto done;
-  }
-  if (!get_str(&ld, root, "", "format", &fmt)) goto done;
-  if (strcmp(fmt, PLAN_FORMAT) != 0) {
-    fail(&ld, "format: expected \"%s\", got \"%s\" (a plan from another rankplan version; "
-              "compile the spec again)",
-         PLAN_FORMAT, fmt);
-    goto done;
-  }
-  if (!get_str(&ld, root, "", "compiler", &comp) || !get_str(&ld, root, "", "spec_sha256", &sha))
-    goto done;
-  p->compiler = rp_strdup(comp);
-  if (strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64) {
-    fail(&ld, "spec_sha256: expected 64 lowercase hex digits, got \"%s\"", sha);
-    goto done;
-  }
-  memcpy(p->spec_sha256, sha, 65);
-  PjV *node = pj_object_get(root, "node");
-  if (node) {
-    if (!pj_is_integer(node) || pj_integer_value(node) < 0) {
-      fail(&ld, "node: expected a node number, got %s", jtype(node));
-      goto done;
-    }
-    p->partial = true;
-    p->partial_node = (int32_t)pj_integer_value(node);
-  }
-  if (!get_int(&ld, root, "", "world_size", 1, p->partial ? PLAN_MAX_WORLD_SPLIT : INT32_MAX,
-               &p->world_size))
-    goto done;
+  if (!load_head(&ld, p, root)) goto done;
   if (!load_hardware(&ld, p, root) || !load_nodes(&ld, p, root) || !load_pools(&ld, p, root) || !load_ranks(&ld, p, root) ||
       !load_groups(&ld, p, root) || !load_reshard(&ld, p, root) ||
       !load_estimates(&ld, p, root) || !load_diags(&ld, p, root) || !load_launch(&ld, p, root))
     goto done;
-  if (spec_path) {
-    char *spec;
-    size_t slen;
-    int e = rp_read_file(spec_path, (size_t)1 << 30, &spec, &slen);
-    if (e) {
-      fail(&ld, "cannot read the spec `%s`: %s", spec_path, strerror(e));
-      goto done;
-    }
-    char hex[65];
-    rp_sha256_hex(spec, slen, hex);
-    free(spec);
-    if (strcmp(hex, p->spec_sha256) != 0) {
-      fail(&ld, "spec_sha256: the plan was compiled from another spec: expected %s (the digest "
-                "of `%s`), got %s; compile the spec again",
-           hex, spec_path, p->spec_sha256);
-      goto done;
-    }
-  }
+  if (spec_path && !check_spec_digest(&ld, p, spec_path)) goto done;
   ok = check_consistency(&ld, p) && check_model(&ld, p);
 done:
   pj_free(&doc);

@@ -53,28 +53,9 @@ static void rs__valid_shards(int64_t h, StrBuf *sb) {
   }
 }
 
-bool rs_layout_check(Diags *d, const RsLayout *l) {
-  const char *pool = l->pool ? l->pool : "?";
-  struct { const char *name; int64_t v; } sizes[] = {
-      {"tp", l->tp}, {"pp", l->pp}, {"cp", l->cp}, {"dcp", l->dcp},
-      {"dp", l->dp}, {"layers", l->layers},
-      {"kv_heads", rs__heads(l)},
-      {"kv bytes per head and token", l->kv_bytes_per_head_token}};
-  for (size_t i = 0; i < RP_ARRAY_LEN(sizes); i++) {
-    if (sizes[i].v < 1) {
-      diag_at(d, DIAG_E0409, l->loc,
-              "`%s` of pool `%s` is not positive: expected at least 1, got %lld",
-              sizes[i].name, pool, (long long)sizes[i].v);
-      return false;
-    }
-  }
-  CkState st = {true};
-  ckm(&st, ckm(&st, l->tp, l->cp), l->pp);
-  if (!st.ok) {
-    diag_at(d, DIAG_E0406, l->loc, "ranks of one replica of pool `%s` overflow 64 bits", pool);
-    return false;
-  }
-  bool ok = true;
+/* dcp divides tp (E0407) and the kv heads split over tp / dcp ranks
+ * (E0403). */
+static bool rs__heads_check(Diags *d, const RsLayout *l, const char *pool) {
   if (l->tp % l->dcp != 0) {
     Diag *g = diag_at(d, DIAG_E0407, l->loc,
                       "`dcp` does not divide `tp` in pool `%s`: expected a divisor of %lld, got %lld",
@@ -85,22 +66,28 @@ bool rs_layout_check(Diags *d, const RsLayout *l) {
       if (l->tp % v == 0) sb_printf(&sb, "%s%lld", v == 1 ? "" : ", ", (long long)v);
     diag_help(g, "valid dcp values for tp %lld: %s", (long long)l->tp, sb.buf);
     sb_free(&sb);
-    ok = false;
-  } else {
-    int64_t h = rs__heads(l), e = l->tp / l->dcp;
-    if (h % e != 0 && e % h != 0) {
-      Diag *g = diag_at(d, DIAG_E0403, l->loc,
-                        "%lld kv heads do not split over tp/dcp = %lld ranks of pool `%s`: "
-                        "expected a divisor or a multiple of %lld, got %lld",
-                        (long long)h, (long long)e, pool, (long long)h, (long long)e);
-      StrBuf sb;
-      sb_init(&sb);
-      rs__valid_shards(h, &sb);
-      diag_help(g, "valid tp/dcp values: %s", sb.buf);
-      sb_free(&sb);
-      ok = false;
-    }
+    return false;
   }
+  int64_t h = rs__heads(l), e = l->tp / l->dcp;
+  if (h % e != 0 && e % h != 0) {
+    Diag *g = diag_at(d, DIAG_E0403, l->loc,
+                      "%lld kv heads do not split over tp/dcp = %lld ranks of pool `%s`: "
+                      "expected a divisor or a multiple of %lld, got %lld",
+                      (long long)h, (long long)e, pool, (long long)h, (long long)e);
+    StrBuf sb;
+    sb_init(&sb);
+    rs__valid_shards(h, &sb);
+    diag_help(g, "valid tp/dcp values: %s", sb.buf);
+    sb_free(&sb);
+    return false;
+  }
+  return true;
+}
+
+/* The layer partition (E0405): every stage holds a layer and the
+ * stages cover the model; without one, no more stages than layers. */
+static bool rs__partition_check(Diags *d, const RsLayout *l, const char *pool) {
+  bool ok = true;
   if (l->layer_partition) {
     CkState ls = {true};
     int64_t sum = 0;
@@ -129,6 +116,31 @@ bool rs_layout_check(Diags *d, const RsLayout *l) {
     ok = false;
   }
   return ok;
+}
+
+bool rs_layout_check(Diags *d, const RsLayout *l) {
+  const char *pool = l->pool ? l->pool : "?";
+  struct { const char *name; int64_t v; } sizes[] = {
+      {"tp", l->tp}, {"pp", l->pp}, {"cp", l->cp}, {"dcp", l->dcp},
+      {"dp", l->dp}, {"layers", l->layers},
+      {"kv_heads", rs__heads(l)},
+      {"kv bytes per head and token", l->kv_bytes_per_head_token}};
+  for (size_t i = 0; i < RP_ARRAY_LEN(sizes); i++) {
+    if (sizes[i].v < 1) {
+      diag_at(d, DIAG_E0409, l->loc,
+              "`%s` of pool `%s` is not positive: expected at least 1, got %lld",
+              sizes[i].name, pool, (long long)sizes[i].v);
+      return false;
+    }
+  }
+  CkState st = {true};
+  ckm(&st, ckm(&st, l->tp, l->cp), l->pp);
+  if (!st.ok) {
+    diag_at(d, DIAG_E0406, l->loc, "ranks of one replica of pool `%s` overflow 64 bits", pool);
+    return false;
+  }
+  bool ok = rs__heads_check(d, l, pool);
+  return rs__partition_check(d, l, pool) && ok;
 }
 
 /* First layer of stage s and its layer count. */

@@ -241,6 +241,16 @@ static RtResult worker_soak(const RtBackend *be, void *state, RtComm **comms, in
   return r;
 }
 
+/* The memory-copy probe of this rank, in the store as copy/RANK. */
+static RtResult publish_copy(const RtBackend *be, void *state, RtStore *st, long rank, int64_t bytes) {
+  double gbs = 0;
+  RTCHECK(probe_copy(be, state, bytes, &gbs));
+  char key[64], val[96];
+  snprintf(key, sizeof key, "copy/%ld", rank);
+  snprintf(val, sizeof val, "%lld %.6f", (long long)bytes, gbs);
+  return rt_store_set(st, key, val, strlen(val));
+}
+
 int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   signal(SIGPIPE, SIG_IGN);
   if (o->test_ignore_sigterm) signal(SIGTERM, SIG_IGN);
@@ -281,13 +291,7 @@ int rt_worker_main(const RtLaunchOpts *o, const Plan *plan) {
   RTCHECKGOTO(publish_preflight(be, &st, comms, groups, ng, pf), r, fail);
   if (!o->quiet)
     fprintf(stderr, "rankrun: rank %ld: preflight ok (%d groups)\n", rank, ng);
-  if (o->probe_copy_bytes > 0) {
-    double gbs = 0;
-    RTCHECKGOTO(probe_copy(be, state, o->probe_copy_bytes, &gbs), r, fail);
-    snprintf(key, sizeof key, "copy/%ld", rank);
-    snprintf(val, sizeof val, "%lld %.6f", (long long)o->probe_copy_bytes, gbs);
-    RTCHECKGOTO(rt_store_set(&st, key, val, strlen(val)), r, fail);
-  }
+  if (o->probe_copy_bytes > 0) RTCHECKGOTO(publish_copy(be, state, &st, rank, o->probe_copy_bytes), r, fail);
   if (o->requests > 0) RTCHECKGOTO(worker_kv(o, plan, be, state, &st, (int)rank,
                                              comms, groups, ng), r, fail);
   if (o->soak > 0) RTCHECKGOTO(worker_soak(be, state, comms, ng, rank, o->soak), r, fail);

@@ -523,7 +523,10 @@ static void calib_put(RtReport *r, json_t *o, const char *name, double v, char *
   json_object_set_new(o, name, json_real(c));
 }
 
-RtResult rt_write_calibration(RtReport *r, const Plan *plan, const char *path) {
+/* The link constants from the preflight's groups: per link class, the
+ * median per-hop latency and the median bus bandwidth over the plan's
+ * nominal one. */
+static void calib_links(RtReport *r, const Plan *plan, json_t *o, int nmeasured[2]) {
   double *lat[2], *bus[2];
   int n[2] = {0, 0};
   for (int c = 0; c < 2; c++) {
@@ -538,14 +541,8 @@ RtResult rt_write_calibration(RtReport *r, const Plan *plan, const char *path) {
     if (g->latency_s > 0) lat[c][n[c]++] = g->latency_s / (2.0 * (g->nranks - 1));
     if (g->busbw_gbs > 0) bus[c][nb[c]++] = g->busbw_gbs;
   }
-  json_t *o = json_object();
-  json_object_set_new(o, "format", json_string("rankplan.calibration/1"));
-  char *src = rp_sprintf("rankrun --probe, backend %s, %d ranks on %d node(s), "
-                         "%d groups inside a node and %d across nodes measured",
-                         r->backend ? r->backend : "?", (int)plan->world_size,
-                         (int)plan->nnodes, n[0], n[1]);
-  json_object_set_new(o, "source", json_string(src));
-  free(src);
+  nmeasured[0] = n[0];
+  nmeasured[1] = n[1];
   static const char *const lat_keys[2] = {"scale_up_latency_s", "scale_out_latency_s"};
   static const char *const eff_keys[2] = {"scale_up_efficiency", "scale_out_efficiency"};
   static const char *const where[2] = {"inside a node", "across nodes"};
@@ -573,20 +570,39 @@ RtResult rt_write_calibration(RtReport *r, const Plan *plan, const char *path) {
     free(lat[c]);
     free(bus[c]);
   }
-  if (r->copy_bytes > 0 && r->copy_gbs && hw->hbm_bandwidth > 0) {
-    int nr = 0;
-    for (int i = 0; i < r->world_size; i++) nr += r->copy_gbs[i] > 0;
-    double med = copy_median(r);
-    if (med > 0) {
-      double eff = med * 1e9 / hw->hbm_bandwidth;
-      calib_put(r, o, "hbm_efficiency", eff,
-                rp_sprintf("median memory copy bandwidth of %d rank(s) %g GB/s "
-                           "(2 x %lld bytes over the median copy time) / "
-                           "nominal %g GB/s (plan hardware.hbm_bandwidth) = %g",
-                           nr, med, (long long)r->copy_bytes,
-                           hw->hbm_bandwidth / 1e9, eff));
-    }
+}
+
+/* hbm_efficiency from the memory-copy probe: the median copy bandwidth
+ * over the plan's nominal HBM bandwidth. */
+static void calib_hbm(RtReport *r, const PlanHardware *hw, json_t *o) {
+  if (!(r->copy_bytes > 0 && r->copy_gbs && hw->hbm_bandwidth > 0)) return;
+  int nr = 0;
+  for (int i = 0; i < r->world_size; i++) nr += r->copy_gbs[i] > 0;
+  double med = copy_median(r);
+  if (med > 0) {
+    double eff = med * 1e9 / hw->hbm_bandwidth;
+    calib_put(r, o, "hbm_efficiency", eff,
+              rp_sprintf("median memory copy bandwidth of %d rank(s) %g GB/s "
+                         "(2 x %lld bytes over the median copy time) / "
+                         "nominal %g GB/s (plan hardware.hbm_bandwidth) = %g",
+                         nr, med, (long long)r->copy_bytes,
+                         hw->hbm_bandwidth / 1e9, eff));
   }
+}
+
+RtResult rt_write_calibration(RtReport *r, const Plan *plan, const char *path) {
+  json_t *o = json_object();
+  json_object_set_new(o, "format", json_string("rankplan.calibration/1"));
+  json_object_set_new(o, "source", json_null()); /* its place: written below */
+  int n[2];
+  calib_links(r, plan, o, n);
+  char *src = rp_sprintf("rankrun --probe, backend %s, %d ranks on %d node(s), "
+                         "%d groups inside a node and %d across nodes measured",
+                         r->backend ? r->backend : "?", (int)plan->world_size,
+                         (int)plan->nnodes, n[0], n[1]);
+  json_object_set_new(o, "source", json_string(src));
+  free(src);
+  calib_hbm(r, &plan->hardware, o);
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
   json_decref(o);
   char *text = rp_sprintf("%s\n", s);

@@ -12,7 +12,7 @@ import pathlib
 import re
 import sys
 
-MAX_LINES = 80
+MAX_LINES = 70
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2])
 
 
