@@ -31,7 +31,7 @@ int64_t mem_engine_total(const Spec *s) {
                                                                      : h->gpu.memory.v;
 }
 
-void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t *tokens,
+void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t dp, int64_t *tokens,
                         int64_t *seqs) {
   int64_t chunk = s->serving.max_num_batched_tokens.v, nseq = s->serving.max_num_seqs.v;
   if (engine_of(s) == ENGINE_VLLM) {
@@ -54,7 +54,11 @@ void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t *tok
     *seqs = prompt > 0 ? (es.tokens + prompt - 1) / prompt : 1;
     return;
   }
-  int64_t dec = nseq > 0 ? nseq : MEM_DECODE_SEQS;
+  /* serving.max_num_seqs is the instance's (docs/spec.md): each of its
+   * dp attention replicas runs its share, as SGLang divides
+   * --max-running-requests by --dp-size (model_runner.py). */
+  int64_t reps = dp > 0 ? dp : 1;
+  int64_t dec = nseq > 0 ? (nseq + reps - 1) / reps : MEM_DECODE_SEQS;
   *tokens = decode ? dec : prompt;
   if (!decode && chunk > 0 && chunk < *tokens) *tokens = chunk;
   *seqs = decode ? dec : 1;

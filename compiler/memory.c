@@ -249,7 +249,7 @@ static void ledger_activations(CkState *st, const Spec *s, const PoolSpec *p, co
   bool decode = (PoolRole)p->role.v == ROLE_DECODE;
   int64_t in_tok = s->workload.input_tokens.v > 0 ? s->workload.input_tokens.v : 1;
   int64_t seqs;
-  mem_engine_forward(s, decode, ceil_div(in_tok, q->cp), &L->tokens_per_forward, &seqs);
+  mem_engine_forward(s, decode, ceil_div(in_tok, q->cp), q->dp, &L->tokens_per_forward, &seqs);
   int64_t width = act_width(st, m, &L->shard, q->tp, q->etp);
   L->forward_peak = ceil_div(ckm(st, ckm(st, L->tokens_per_forward, width), an), ad);
   L->activations = L->forward_peak;

@@ -97,8 +97,9 @@ bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
 /* The bytes the engine's memory fraction multiplies. */
 int64_t mem_engine_total(const Spec *s);
 /* Tokens of one profiling/widest forward and its sequences. decode: a
- * decode pool; prompt: the prompt tokens one rank sees in one forward. */
-void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t *tokens,
+ * decode pool; prompt: the prompt tokens one rank sees in one forward;
+ * dp: the instance's attention replicas. */
+void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t dp, int64_t *tokens,
                         int64_t *seqs);
 /* The activation peak of the last stage: fills L->sampler and
  * L->activations from L->forward_peak (tokens, hidden and vocab as the

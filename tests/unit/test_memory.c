@@ -263,6 +263,21 @@ static void test_serving_limits(void) {
   FX_I(s.serving.max_num_seqs, 64);
   T_CHECK(mem_ledger(&s, &pool, 0, NULL, &L, NULL));
   T_EQ_INT(L.tokens_per_forward, 64);
+  /* max_num_seqs is the instance's: each of 8 attention dp replicas runs
+   * its share, ceil(64 / 8) and ceil(65 / 8) (docs/memory.md). */
+  int64_t tp0 = pool.tp.v;
+  FX_I(pool.tp, 1);
+  FX_I(pool.dp, 8);
+  MemLedger share;
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &share, NULL));
+  T_EQ_INT(share.tokens_per_forward, 8);
+  T_EQ_INT(share.profile_seqs, 8);
+  FX_I(s.serving.max_num_seqs, 65);
+  T_CHECK(mem_ledger(&s, &pool, 0, NULL, &share, NULL));
+  T_EQ_INT(share.tokens_per_forward, 9);
+  FX_I(s.serving.max_num_seqs, 64);
+  FX_I(pool.dp, 1);
+  FX_I(pool.tp, tp0);
   s.serving.max_num_seqs.v = 0;
   s.serving.max_num_seqs.set = false;
   MemLedger dflt;
