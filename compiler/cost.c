@@ -228,8 +228,7 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   m->prefill_tokens = (Engine)s->deployment.engine.v == ENGINE_SGLANG ? mem_engine_sglang_chunk(s)
                                                                        : es.tokens;
   m->run_seqs = es.seqs;
-  Engine e = (Engine)s->deployment.engine.v;
-  m->run_seqs_per_dp = e == ENGINE_VLLM || e == ENGINE_TRTLLM;
+  m->run_seqs_per_dp = engine_limits_per_dp(s);
   int64_t cached = m->tin > 0 ? cost__cached(m) : 0;
   m->new_tokens = m->tin - cached;
   m->chunk_ctx = (double)cached + (double)m->new_tokens / 2.0;
@@ -1494,8 +1493,11 @@ static void cost__burst_start(const CostModel *m, const CostDeploy *dp, CostDepl
   double nd = n / (double)dp->replicas[0] / (double)l->dp;
   if (!(p > 0) || !(nd > 1)) return;
   double k = 1.0;
-  if (l->pp == 1 && m->prefill_tokens > 0)
-    k = fmin(ceil(nd), fmax(1.0, floor((double)m->prefill_tokens / (double)m->new_tokens)));
+  /* the budget of one dp rank: the instance's over its dp ranks where the
+   * engine shares it out (engine_limits_per_dp) */
+  int64_t budget = m->run_seqs_per_dp ? m->prefill_tokens : m->prefill_tokens / l->dp;
+  if (l->pp == 1 && budget > 0)
+    k = fmin(ceil(nd), fmax(1.0, floor((double)budget / (double)m->new_tokens)));
   double pass = l->pp == 1 ? cost__pass_time(m, l, &a->pre, k) : a->pre.latency;
   double burst = out->ttft - out->queue - out->prefill + pass * cost_mean_passes(nd, k);
   if (!isfinite(burst)) return;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engines.h"
+#include "model.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -432,6 +433,11 @@ static bool names_word(const char *name, const char *w) {
 }
 
 static bool names_a100(const char *name) { return names_word(name, "a100"); }
+
+bool engine_limits_per_dp(const Spec *s) {
+  Engine e = (Engine)s->deployment.engine.v;
+  return e == ENGINE_VLLM || e == ENGINE_TRTLLM || (e == ENGINE_SGLANG && !model_is_moe(&s->model));
+}
 
 bool engine_gpu_is_amd(const HardwareSpec *h) {
   return names_word(h->name.v, "amd") || names_word(h->name.v, "instinct") || names_word(h->preset.v, "mi3");

@@ -121,6 +121,16 @@ bool engine_gpu_is_amd(const HardwareSpec *h);
  * flashinfer), which the memory ledger counts at its own bytes. */
 bool engine_sampler_flashinfer(const Spec *s);
 
+/* Whether the engine applies serving.max_num_seqs and
+ * max_num_batched_tokens to each attention dp rank of an instance: vLLM
+ * (each engine core schedules its own), TensorRT-LLM (each attention dp
+ * rank) and SGLang's dense dp (--dp-size replicas, each with the whole
+ * value). Under SGLang's attention dp (a MoE model) the values are the
+ * instance's and SGLang gives each rank its share (--max-running-requests
+ * and --chunked-prefill-size over --dp-size); under generic they are the
+ * instance's (docs/spec.md). */
+bool engine_limits_per_dp(const Spec *s);
+
 /* Reads the entry of engine e covering version (NULL: the entry with the
  * newest `version`) from catalog_dir/engines/. Returns NULL with *err
  * (malloc'd) naming the problem: no entry covers the version (*no_entry

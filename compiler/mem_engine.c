@@ -54,13 +54,15 @@ void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t dp, 
     *seqs = prompt > 0 ? (es.tokens + prompt - 1) / prompt : 1;
     return;
   }
-  /* serving.max_num_seqs is the instance's (docs/spec.md): each of its
-   * dp attention replicas runs its share, as SGLang divides
-   * --max-running-requests by --dp-size (model_runner.py). */
-  int64_t reps = dp > 0 ? dp : 1;
+  /* The serving limits are the instance's where the engine shares them
+   * out over its dp ranks (engine_limits_per_dp): SGLang's attention dp
+   * divides --max-running-requests and --chunked-prefill-size by
+   * --dp-size (model_runner.py, server_args.py). */
+  int64_t reps = engine_limits_per_dp(s) || dp < 1 ? 1 : dp;
   int64_t dec = nseq > 0 ? (nseq + reps - 1) / reps : MEM_DECODE_SEQS;
+  int64_t budget = chunk / reps;
   *tokens = decode ? dec : prompt;
-  if (!decode && chunk > 0 && chunk < *tokens) *tokens = chunk;
+  if (!decode && budget > 0 && budget < *tokens) *tokens = budget;
   *seqs = decode ? dec : 1;
 }
 

@@ -381,6 +381,31 @@ static void test_closed_loop(void) {
   T_CHECK(c.ttft_ms > 1e3 * 100000 / rc / 2);
 }
 
+/* A run's start under an engine whose prompt budget is the instance's
+ * (generic here; SGLang's attention dp divides --chunked-prefill-size by
+ * --dp-size): qwen3-235b-ep's instances run dp 2, so each rank prefills
+ * its 3,000-token prompts in passes of budget / 2 tokens. 6,000 and
+ * 11,999 give one prompt a pass, 12,000 two (docs/cost-model.md, "A finite
+ * run"). */
+typedef struct { int64_t budget; } BudgetArg;
+static void set_budget_run(Spec *s, const void *arg) {
+  LoopArg loop = {64, 640};
+  set_loop(s, &loop);
+  s->serving.max_num_batched_tokens.set = true;
+  s->serving.max_num_batched_tokens.v = ((const BudgetArg *)arg)->budget;
+}
+
+static void test_budget_share(void) {
+  static const char *const path = RP_SOURCE_ROOT "/plans/examples/qwen3-235b-ep.yaml";
+  PlanEstimates a, b, c;
+  BudgetArg x = {6000}, y = {11999}, z = {12000};
+  T_CHECK(spec_estimates(path, set_budget_run, &x, &a) && spec_estimates(path, set_budget_run, &y, &b) &&
+          spec_estimates(path, set_budget_run, &z, &c));
+  T_CHECK(a.ttft_ms == b.ttft_ms);
+  T_CHECK(c.ttft_ms != a.ttft_ms);
+  T_CHECK(a.tpot_ms == c.tpot_ms);
+}
+
 int main(void) {
   static const EvalCase cases[] = {
       {"llama-3.1-70b-pd.yaml", false, false, 0, 0},   /* dense, disaggregated, at 20 req/s */
@@ -403,5 +428,6 @@ int main(void) {
   T_RUN(test_eager_prefill_source);
   T_RUN(test_eager_decode);
   T_RUN(test_request_overhead);
+  T_RUN(test_budget_share);
   T_DONE();
 }

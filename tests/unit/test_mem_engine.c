@@ -323,6 +323,49 @@ static void test_trtllm(void) {
   T_EQ_INT(L.kv_pool, (int64_t)((double)(81080 * MIB - used - GIB) * 0.90));
 }
 
+/* Whose the serving limits are (engine_limits_per_dp): each dp rank's
+ * under vLLM, TensorRT-LLM and SGLang's dense --dp-size replicas; the
+ * instance's, shared out, under SGLang's attention dp (a MoE model) and
+ * generic. A decode pool's forward and a prefill pool's chunk follow. */
+static void test_limits_per_dp(void) {
+  Spec s;
+  static const struct { Engine e; bool moe, per_dp; } cases[] = {
+      {ENGINE_VLLM, false, true},    {ENGINE_VLLM, true, true},       {ENGINE_TRTLLM, true, true},
+      {ENGINE_SGLANG, false, true},  {ENGINE_SGLANG, true, false},    {ENGINE_GENERIC, false, false},
+      {ENGINE_GENERIC, true, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    fx_h100(&s, cases[i].e, 1);
+    if (cases[i].moe) fx_qwen3_235b(&s.model);
+    T_CHECK(engine_limits_per_dp(&s) == cases[i].per_dp);
+  }
+  /* SGLang, dense, dp 2: each --dp-size replica runs the whole value. */
+  fx_h100(&s, ENGINE_SGLANG, 1);
+  FX_I(pool.dp, 2);
+  FX_I(pool.role, ROLE_DECODE);
+  FX_I(s.serving.max_num_seqs, 64);
+  MemLedger L;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.tokens_per_forward, 64);
+  /* SGLang, MoE, attention dp 8: the share of the sequences, and of the
+   * chunked-prefill budget (--chunked-prefill-size over --dp-size). */
+  fx_h100(&s, ENGINE_SGLANG, 1);
+  fx_qwen3_235b(&s.model);
+  FX_I(s.model.max_context, 8192);
+  FX_I(s.hardware.gpu.memory, 200 * GIB);
+  FX_I(s.hardware.gpu.cuda_memory, 200 * GIB);
+  FX_I(pool.dp, 8);
+  FX_I(pool.ep, 8);
+  FX_I(pool.etp, 1);
+  FX_I(pool.role, ROLE_DECODE);
+  FX_I(s.serving.max_num_seqs, 64);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.tokens_per_forward, 8);
+  FX_I(pool.role, ROLE_PREFILL);
+  FX_I(s.serving.max_num_batched_tokens, 4096);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.tokens_per_forward, 512);
+}
+
 int main(void) {
   T_RUN(test_vllm_h100_tp1);
   T_RUN(test_vllm_tp2_reserve);
@@ -335,5 +378,6 @@ int main(void) {
   T_RUN(test_version_cmp);
   T_RUN(test_generic);
   T_RUN(test_trtllm);
+  T_RUN(test_limits_per_dp);
   T_DONE();
 }
