@@ -341,7 +341,7 @@ static void check_slo(Diags *d, const Spec *s, const Layout *L) {
   PlanEstimates e;
   const char *why = NULL;
   if (!compile_estimates(s, L, NULL, &e, &why)) return;
-  compile_graph_check(d, L, &e);
+  compile_graph_check(d, s, L, &e);
   double ttft = s->slo.ttft.v * 1e3, tpot = s->slo.tpot.v * 1e3;
   if (e.goodput_tok_s_per_gpu > 0) {
     compile_load_check(d, s, e.throughput_tok_s / (double)s->workload.output_tokens.v,

@@ -18,6 +18,7 @@
 
 #include "compile.h"
 #include "cost.h"
+#include "engines.h"
 #include "hooks.h"
 #include "layout.h"
 #include "model.h"
@@ -329,7 +330,7 @@ void compile_load_check(Diags *d, const Spec *spec, double served, const char *w
   diag_help(g, "%s", help ? help : "add replicas, or let `rankplan search` size the pools for the load");
 }
 
-void compile_graph_check(Diags *d, const Layout *L, const PlanEstimates *e) {
+void compile_graph_check(Diags *d, const Spec *spec, const Layout *L, const PlanEstimates *e) {
   for (size_t i = 0; i < e->npools; i++) {
     const PlanPoolEst *o = &e->pools[i];
     const LayPool *P = &L->pools[o->pool];
@@ -342,8 +343,11 @@ void compile_graph_check(Diags *d, const Layout *L, const PlanEstimates *e) {
                       "and issuing one step's kernels takes %.1f ms of CPU time (the step: %.1f ms)",
                       P->name, (long long)per, (long long)o->graph_bs, o->eager_ms,
                       o->decode.time_ms);
+    /* serving.max_num_seqs holds every scheduler of the instance where
+     * SGLang shares it out (attention dp), one where each --dp-size
+     * replica takes it whole (engine_limits_per_dp) */
     CkState st = {true};
-    int64_t cap = ckm(&st, ckm(&st, o->graph_bs, dp), pp);
+    int64_t cap = ckm(&st, ckm(&st, o->graph_bs, engine_limits_per_dp(spec) ? 1 : dp), pp);
     diag_help(g, "capture the batch with `serving.cuda_graph_max_bs: %lld` (SGLang's default fraction reserves "
                  "2 MiB a request for it), or cap the running requests with `serving.max_num_seqs: %lld`",
               (long long)per, (long long)(st.ok ? cap : INT64_MAX));
@@ -364,7 +368,7 @@ int compile_spec_to_plan(const Spec *spec, const CompileOpts *o, Diags *d, char 
     if (est.goodput_tok_s_per_gpu > 0)
       compile_load_check(d, spec, est.throughput_tok_s / (double)spec->workload.output_tokens.v,
                          "the deployment", NULL);
-    compile_graph_check(d, L, &est);
+    compile_graph_check(d, spec, L, &est);
   }
   int rc = RP_EXIT_OK;
   *werr = emit_plan_files(d, spec, L, &est, o->out, o->split_dir, what);

@@ -45,7 +45,7 @@ void compile_load_check(Diags *d, const Spec *spec, double served, const char *w
  * over pp micro-batches and dp) is larger than the engine's CUDA graphs
  * cover (PlanPoolEst.graph_bs): its decode steps run eagerly
  * (docs/cost-model.md, "Eager decode"). */
-void compile_graph_check(Diags *d, const Layout *L, const PlanEstimates *e);
+void compile_graph_check(Diags *d, const Spec *spec, const Layout *L, const PlanEstimates *e);
 
 /* The plan's `estimates` for a compiled layout, from the cost model
  * (cost.h) with the formulas the search uses (docs/plan.md, "estimates"):
