@@ -228,7 +228,7 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   m->prefill_tokens = (Engine)s->deployment.engine.v == ENGINE_SGLANG ? mem_engine_sglang_chunk(s)
                                                                        : es.tokens;
   m->run_seqs = es.seqs;
-  m->run_seqs_per_dp = engine_limits_per_dp(s);
+  m->limits_per_dp = engine_limits_per_dp(s);
   int64_t cached = m->tin > 0 ? cost__cached(m) : 0;
   m->new_tokens = m->tin - cached;
   m->chunk_ctx = (double)cached + (double)m->new_tokens / 2.0;
@@ -1290,7 +1290,7 @@ bool cost_instance_eval(const CostModel *m, PoolRole role, const CostLayout *l, 
   if (m->run_seqs > 0) {
     /* The engine runs at most run_seqs sequences (per dp rank for vLLM's
      * engine cores and TensorRT-LLM's attention-dp ranks). */
-    int64_t run = m->run_seqs_per_dp ? l->dp * m->run_seqs : m->run_seqs;
+    int64_t run = m->limits_per_dp ? l->dp * m->run_seqs : m->run_seqs;
     if (run < out->cap) out->cap = run;
   }
   if (role == ROLE_BOTH && m->chunk_tokens > 0) {
@@ -1495,7 +1495,7 @@ static void cost__burst_start(const CostModel *m, const CostDeploy *dp, CostDepl
   double k = 1.0;
   /* the budget of one dp rank: the instance's over its dp ranks where the
    * engine shares it out (engine_limits_per_dp) */
-  int64_t budget = m->run_seqs_per_dp ? m->prefill_tokens : m->prefill_tokens / l->dp;
+  int64_t budget = m->limits_per_dp ? m->prefill_tokens : m->prefill_tokens / l->dp;
   if (l->pp == 1 && budget > 0)
     k = fmin(ceil(nd), fmax(1.0, floor((double)budget / (double)m->new_tokens)));
   double pass = l->pp == 1 ? cost__pass_time(m, l, &a->pre, k) : a->pre.latency;

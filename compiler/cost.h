@@ -154,11 +154,11 @@ typedef struct {
   int64_t graph_bs[2];             /* SGLang's CUDA-graph batch at --tp-size below 4 and
                                       from 4 (mem_engine_sglang_graph_bs); 0: not known */
   int64_t prefill_tokens;          /* most prompt tokens one prefill pass takes (the
-                                      engine's budget; see run_seqs_per_dp), 0: one
+                                      engine's budget; see limits_per_dp), 0: one
                                       prompt a pass */
   int64_t run_seqs;                /* the engine's most running sequences (serving.max_num_seqs
                                       or its default), 0: none known */
-  bool run_seqs_per_dp;            /* run_seqs and prefill_tokens are each dp rank's, not the
+  bool limits_per_dp;              /* run_seqs and prefill_tokens are each dp rank's, not the
                                       instance's (engine_limits_per_dp) */
   double slo_ttft, slo_tpot;       /* s */
   CostConsts k;

@@ -582,7 +582,7 @@ static void test_run_seqs_cap(void) {
   CostLayout l2 = {4, 1, 1, 2, 1, 1, 1};
   T_CHECK(cost_instance_eval(&m, ROLE_DECODE, &l2, 1000, 0.9, NULL, &in));
   T_EQ_INT(in.cap, 16);
-  m.run_seqs_per_dp = true;
+  m.limits_per_dp = true;
   T_CHECK(cost_instance_eval(&m, ROLE_DECODE, &l2, 1000, 0.9, NULL, &in));
   T_EQ_INT(in.cap, 32);
 }
