@@ -339,25 +339,30 @@ static bool bench__docs(Diags *d, const char *file, const char *raw, size_t rawl
   return ok;
 }
 
-bool bench_read_file(Diags *d, const char *path, BenchPoints *pts, bool *unreadable) {
+bool bench_read_text(Diags *d, const char *path, const char *raw, size_t len, BenchPoints *pts) {
   const char *file = diags_intern(d, path);
+  size_t n = 0;
+  char *text = bench__clean(raw, len, &n);
+  bool ok = bench__docs(d, file, raw, len, text, n, pts);
+  free(text);
+  return ok;
+}
+
+bool bench_read_file(Diags *d, const char *path, BenchPoints *pts, bool *unreadable) {
   char *raw = NULL;
   size_t len = 0;
   *unreadable = false;
   int err = rp_read_file(path, BENCH_MAX_BYTES, &raw, &len);
   if (err) {
-    Diag *g = diag_at(d, DIAG_E0560, (SrcLoc){file, 0, 0}, "cannot read benchmark file `%s`: %s",
-                      path, rp_strerror(err));
+    Diag *g = diag_at(d, DIAG_E0560, (SrcLoc){diags_intern(d, path), 0, 0},
+                      "cannot read benchmark file `%s`: %s", path, rp_strerror(err));
     diag_help(g, "pass the result file of vllm bench serve --save-result, "
                  "sglang.bench_serving --output-file or aiperf (profile_export_aiperf.json)");
     *unreadable = true;
     return false;
   }
-  size_t n = 0;
-  char *text = bench__clean(raw, len, &n);
-  bool ok = bench__docs(d, file, raw, len, text, n, pts);
+  bool ok = bench_read_text(d, path, raw, len, pts);
   free(raw);
-  free(text);
   return ok;
 }
 

@@ -51,6 +51,9 @@ typedef struct {
  * E0563 (a field), E0565 (no steady load: neither a finite rate nor a
  * concurrency). Returns false on any error. */
 bool bench_read_file(Diags *d, const char *path, BenchPoints *pts, bool *unreadable);
+/* The same on a file's contents already read (raw, len bytes; `path` names
+ * it in the diagnostics), for callers that hold the text. */
+bool bench_read_text(Diags *d, const char *path, const char *raw, size_t len, BenchPoints *pts);
 
 /* Whether the run's model id names the spec's model: the id (or its last
  * path component), compared without case, equals `model.source` (or its last

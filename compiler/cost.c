@@ -96,23 +96,29 @@ static bool cost__calibration_key(Diags *d, SrcLoc whole, const char *path, cons
  * so a typo can never be silently ignored. */
 bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
                            bool *unreadable) {
-  const char *file = diags_intern(d, path);
-  SrcLoc whole = {file, 0, 0};
   char *text = NULL;
   size_t len = 0;
   *unreadable = false;
   int err = rp_read_file(path, 1u << 20, &text, &len);
   if (err) {
-    Diag *g = diag_at(d, DIAG_E0505, whole, "cannot read calibration file `%s`: %s",
-                      path, rp_strerror(err));
+    Diag *g = diag_at(d, DIAG_E0505, (SrcLoc){diags_intern(d, path), 0, 0},
+                      "cannot read calibration file `%s`: %s", path, rp_strerror(err));
     diag_help(g, "pass the JSON file `rankrun --probe` wrote, or drop --calibration");
     *unreadable = true;
     return false;
   }
+  bool ok = cost_calibration_parse(d, path, text, len, c);
+  free(text);
+  return ok;
+}
+
+bool cost_calibration_parse(Diags *d, const char *path, const char *text, size_t len,
+                            CostConsts *c) {
+  const char *file = diags_intern(d, path);
+  SrcLoc whole = {file, 0, 0};
   diags_add_source(d, path, text, len);
   json_error_t je;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-  free(text);
   if (!root) {
     Diag *g = diag_at(d, DIAG_E0504, (SrcLoc){file, je.line > 0 ? je.line : 0,
                                               je.column > 0 ? je.column : 1},

@@ -86,6 +86,10 @@ void cost_consts_default(CostConsts *c);
  * leaving c partly updated. */
 bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
                            bool *unreadable);
+/* The same on a calibration file's contents already read (text, len bytes;
+ * `path` names it in the diagnostics). */
+bool cost_calibration_parse(Diags *d, const char *path, const char *text, size_t len,
+                            CostConsts *c);
 
 /* The parallel layout of one engine instance (spec.md semantics): an
  * instance has tp*cp*dp*pp GPUs; ep and etp regroup them for MoE layers;

@@ -12,6 +12,7 @@
 
 #include "hf_import.h"
 #include "rp_config.h"
+#include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -40,9 +41,8 @@ static void parse_back(const char *yaml) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  char *text = malloc(size ? size : 1);
+  char *text = fuzz_text(data, size);
   if (!text) return 0;
-  if (size) memcpy(text, data, size);
   Diags d;
   diags_init(&d);
   const char *file = diags_add_source(&d, "config.json", text, size);

@@ -23,6 +23,7 @@
 
 #include "hooks.h"
 #include "rp_config.h"
+#include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -100,9 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   env.lim.timeout_ms = 5000;
   env.lim.twice = (size & 1) != 0;
   /* The hook file, as env_load would have read it (exact-size buffer). */
-  char *text = malloc(size ? size : 1);
+  char *text = fuzz_text(data, size);
   CHECK(text != NULL);
-  if (size) memcpy(text, data, size);
   const char *path = diags_add_source(&d, "fuzz.lua", text, size);
   for (int k = 0; k < HOOK__COUNT; k++) {
     env.file[k].path = path;

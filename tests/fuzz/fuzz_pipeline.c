@@ -23,6 +23,7 @@
 #include "plan.h"
 #include "rp_config.h"
 #include "spec.h"
+#include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -53,9 +54,8 @@ static void run_compile(const Spec *s, Diags *d) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  char *text = malloc(size ? size : 1);
+  char *text = fuzz_text(data, size);
   if (!text) return 0;
-  if (size) memcpy(text, data, size);
   Diags d;
   diags_init(&d);
   Spec *s = spec_parse(&d, "fuzz.yaml", text, size, RP_SOURCE_ROOT "/plans/catalog");

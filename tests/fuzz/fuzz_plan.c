@@ -12,6 +12,7 @@
  * and JSON, since explain trusts what the loader accepted.
  */
 #include "plan_invariants.h"
+#include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -19,9 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static FILE *devnull;
   if (!devnull) devnull = fopen("/dev/null", "w");
   if (!devnull) abort();
-  char *text = malloc(size ? size : 1);
+  char *text = fuzz_text(data, size);
   if (!text) return 0;
-  if (size) memcpy(text, data, size);
   load_and_check("fuzz.plan.json", text, size, devnull);
   free(text);
   return 0;

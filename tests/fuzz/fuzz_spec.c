@@ -11,13 +11,13 @@
 
 #include "rp_config.h"
 #include "spec.h"
+#include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  char *text = malloc(size ? size : 1);
+  char *text = fuzz_text(data, size);
   if (!text) return 0;
-  if (size) memcpy(text, data, size);
   Diags d;
   diags_init(&d);
   Spec *s = spec_parse(&d, "fuzz.yaml", text, size, RP_SOURCE_ROOT "/plans/catalog");
