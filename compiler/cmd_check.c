@@ -73,11 +73,16 @@ typedef struct {
 } LedgerRow;
 typedef RP_VEC(LedgerRow) LedgerRows;
 
-/* Whether the model-level rules failed (the ledger would be meaningless). */
-static bool model_broken(const Diags *d) {
+/* Whether the ledger would be meaningless: the model-level rules failed,
+ * or no catalog entry gives the engine's accounting for the version the
+ * spec names (E0701, E0702): another release's rules would be printed as
+ * the engine's own log lines. */
+static bool ledger_unknown(const Diags *d) {
   for (size_t i = 0; i < d->list.len; i++) {
     DiagCode c = d->list.items[i]->code;
-    if (c == DIAG_E0218 || c == DIAG_E0219 || c == DIAG_E0220 || c == DIAG_E0299) return true;
+    if (c == DIAG_E0218 || c == DIAG_E0219 || c == DIAG_E0220 || c == DIAG_E0299 || c == DIAG_E0701 ||
+        c == DIAG_E0702)
+      return true;
   }
   return false;
 }
@@ -403,7 +408,7 @@ static int check_one(const CheckArgs *a, const char *path, Diags *all, json_t *l
   LedgerRows rows = {0};
   if (spec && !diags_failed(&d)) {
     check_rules(&d, spec);
-    if (!model_broken(&d)) ledger_rows(spec, &rows);
+    if (!ledger_unknown(&d)) ledger_rows(spec, &rows);
   }
   check_promote(&d, a);
   int rc = spec ? check_verdict(&d, unreadable) : unreadable ? RP_EXIT_USAGE : RP_EXIT_INPUT;

@@ -2,7 +2,8 @@
 """Golden tests: spec -> diagnostics text, spec -> check output.
 
 tests/golden/err/NAME.yaml   expected: exit 1 (or the number in NAME.rc),
-                             stderr equal to NAME.err
+                             stderr equal to NAME.err, and stdout equal to
+                             NAME.out when that exists
 tests/golden/err/NAME.gen.py a generator: run with one argument, the path to
                              write NAME.yaml to (for inputs too big or too
                              odd to keep in git); same NAME.err contract
@@ -94,7 +95,7 @@ def main():
         if UPDATE:
             if kind == "err" or err:
                 errf.write_text(err)
-            if kind == "ok":
+            if kind == "ok" or outf.exists():
                 outf.write_text(out)
             print(f"updated {kind}/{name}")
             continue
@@ -109,7 +110,7 @@ def main():
             problems.append("stderr differs from " + errf.name)
         elif kind == "err" and not errf.exists():
             problems.append("missing " + errf.name)
-        if kind == "ok" and outf.exists() and outf.read_text() != out:
+        if outf.exists() and outf.read_text() != out:
             problems.append("stdout differs from " + outf.name)
         if problems:
             failed += 1
