@@ -179,7 +179,10 @@ static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
 
 static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out) {
   if (!rows->len) return;
-  fprintf(out, "Per attention replica, as the engine logs it at start-up:\n");
+  /* Without an engine there is no start-up log to set the figures beside. */
+  fprintf(out, "%s\n", (Engine)s->deployment.engine.v == ENGINE_GENERIC
+                           ? "Per attention replica (no engine named: the generic ledger's figures):"
+                           : "Per attention replica, as the engine logs it at start-up:");
   for (size_t i = 0; i < rows->len;) {
     const PoolSpec *p = rows->items[i].pool;
     int64_t tokens = INT64_MAX;
