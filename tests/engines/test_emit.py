@@ -74,6 +74,9 @@ def engine_flags(L):
 ROUTER_FLAGS = {"vllm": fixture("vllm-toy-proxy.flags"), "sglang": fixture("sglang-router.flags"),
                 "trtllm": fixture("trtllm-00209af.flags")}
 YAML_KEYS = fixture("trtllm-00209af.yaml-keys")
+# vLLM 0.34.0's parser: no entry covers it, but the flags the 0.11 entry
+# writes are all declared there too (docs/engines.md).
+VLLM_034_FLAGS = fixture("vllm-0.34.0.flags")
 with open(os.path.join(FIX, "lws-v0.10.0.schema.json")) as f:
     LWS = jsonschema.Draft7Validator(json.load(f))
 with open(os.path.join(FIX, "dynamo-0.6.1-dgd.schema.json")) as f:
@@ -296,6 +299,9 @@ def read_back(name, plan, d):
               "parser fixture", bad_flags)
         if L["engine"] == "vllm":
             check_vllm_env(f"{name}: node {node}", [k for c in cmds for k in c.env])
+            later = [f for c in cmds if c.kind() == "vllm" for f in c.flags if f not in VLLM_034_FLAGS]
+            check(not later, f"{name}: node {node}: every vLLM flag is still declared by vLLM 0.34.0 "
+                  "(docs/engines.md, \"The catalog\")", later)
         for c in cmds:
             if c.kind() == "router" or "CUDA_VISIBLE_DEVICES" not in c.env:
                 continue
