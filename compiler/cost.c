@@ -873,12 +873,13 @@ static double cost__eager_excess(const CostDecodePrep *p, int64_t bdp, int64_t c
   return fmax(0.0, p->eager_issue - gpu);
 }
 
-/* One step of an instance holding B decoding requests whose every dp rank
- * also runs `chunk` prompt tokens of a chunked prefill (0: a decode step;
- * docs/cost-model.md, "Decode" and "Aggregated instances"). The chunk's
- * tokens go through every linear layer, collective and expert with the
- * decode tokens; they attend to m->chunk_ctx tokens of their prompt, whose
- * KV the step reads once per layer; they produce no logits. */
+/* Prompt tokens of a mixed step per dp rank: the busiest rank's (slow),
+ * which set the step's per-rank work, and the mean over the ranks, which
+ * sets the experts' (docs/cost-model.md, "The busiest dp rank"). */
+typedef struct {
+  int64_t slow, mean;
+} CostChunk;
+
 /* The per-layer work of one step, before it is timed. */
 typedef struct {
   CostLayerStep dl, ml;  /* a dense and a MoE layer */
@@ -901,9 +902,12 @@ static double cost__step_tp_comm(const CostModel *m, const CostDecodePrep *p, in
 }
 
 /* The bytes, FLOPs and communication of one dense and one MoE layer of a
- * step holding B requests and `chunk` prompt tokens per dp rank. */
-static bool cost__step_work(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
+ * step holding B requests and the prompt tokens ch per dp rank: the
+ * busiest rank's ch.slow go through its attention, linears and
+ * collectives, every rank's ch.mean through the experts they share. */
+static bool cost__step_work(const CostModel *m, const CostDecodePrep *p, int64_t B, CostChunk ch,
                             CostStepWork *w) {
+  int64_t chunk = ch.slow;
   const CostLayout *l = &p->l;
   CkState st = {true};
   int64_t b = cost__cdiv(B, l->pp);
@@ -923,7 +927,7 @@ static bool cost__step_work(const CostModel *m, const CostDecodePrep *p, int64_t
                            ckm(&st, ckm(&st, chunk, cctx), m->attn_pair_flops_prefill)) / l->tp;
   w->dl.bytes = (double)p->w_dense + (double)kv_layer;
   w->dl.flops = (double)cka(&st, ckm(&st, ckm(&st, 2, w->tk), p->p_dense) / l->tp, attn_flops);
-  int64_t b_tok = cka(&st, ckm(&st, b, q), ckm(&st, chunk, l->dp));
+  int64_t b_tok = cka(&st, ckm(&st, b, q), ckm(&st, ch.mean, l->dp));
   if (m->moe && !cost__decode_moe(m, p, b_tok, w->tk, (double)kv_layer, attn_flops, &w->ml, &w->ep_comm))
     return false;
   if (!st.ok) return false;
@@ -931,18 +935,21 @@ static bool cost__step_work(const CostModel *m, const CostDecodePrep *p, int64_t
   return true;
 }
 
-/* One step of an instance holding B decoding requests whose every dp rank
- * also runs `chunk` prompt tokens of a chunked prefill (0: a decode step;
- * docs/cost-model.md, "Decode" and "Aggregated instances"). The chunk's
- * tokens go through every linear layer, collective and expert with the
- * decode tokens; they attend to m->chunk_ctx tokens of their prompt, whose
- * KV the step reads once per layer; they produce no logits. */
-bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
-                  CostDecode *out) {
+/* One step of an instance holding B decoding requests whose dp ranks
+ * also run prompt tokens of a chunked prefill, `slow` on the busiest rank
+ * and `mean` on average (0 and 0: a decode step; docs/cost-model.md,
+ * "Decode" and "Aggregated instances"). The chunk's tokens go through
+ * every linear layer, collective and expert with the decode tokens; they
+ * attend to m->chunk_ctx tokens of their prompt, whose KV the step reads
+ * once per layer; they produce no logits. */
+bool cost_step_ranks(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t slow,
+                     int64_t mean, CostDecode *out) {
   memset(out, 0, sizeof *out);
   const CostLayout *l = &p->l;
   CostStepWork w = {0};
-  if (!cost__step_work(m, p, B < 1 ? 1 : B, chunk, &w)) return false;
+  CostChunk ch = {slow, mean};
+  int64_t chunk = slow;
+  if (!cost__step_work(m, p, B < 1 ? 1 : B, ch, &w)) return false;
   const CostLayerStep *dl = &w.dl, *ml = &w.ml;
   double nd = (double)m->n_dense, nm = (double)m->n_moe;
   out->comm_tp = (nd + nm) * dl->comm;
@@ -988,6 +995,11 @@ bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_
   out->bytes_gpu = cost_ceil_i64((nd * dl->bytes + nm * ml->bytes + lm_bytes) / pp);
   out->flops_gpu = cost_ceil_i64((nd * dl->flops + nm * ml->flops + lm_flops) / pp);
   return true;
+}
+
+bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
+                  CostDecode *out) {
+  return cost_step_ranks(m, p, B, chunk, chunk, out);
 }
 
 bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, CostDecode *out) {
@@ -1117,6 +1129,37 @@ typedef struct {
   CostDecode carry;/* a step carrying one prompt's chunk */
 } CostMixed;
 
+/* The dp ranks' prompt tokens in a mixed step that carries `mean` per
+ * rank on average, with at most cmax on one rank (docs/cost-model.md,
+ * "The busiest dp rank"). Where MoE layers join the dp ranks of an
+ * instance, every step waits for its busiest rank, and the engine gives
+ * each prompt to one rank, which runs it in chunks of k = min(S_n, cmax):
+ * a rank carries one in a share q = mean / k of the steps, and the
+ * busiest of dp ranks that run independently carries k (1 - (1 - q)^dp)
+ * on average. With one dp rank, or none joined, that is the mean. */
+static CostChunk cost__rank_chunks(const CostModel *m, const CostLayout *l, int64_t cmax,
+                                   int64_t mean) {
+  CostChunk c = {mean, mean};
+  int64_t k = m->new_tokens < cmax ? m->new_tokens : cmax;
+  if (!m->moe || l->dp <= 1 || mean <= 0 || k <= mean) return c;
+  double q = (double)mean / (double)k;
+  double slow = ceil((double)k * (1.0 - pow(1.0 - q, (double)l->dp)));
+  if (slow > (double)mean) c.slow = slow < (double)k ? (int64_t)slow : k;
+  return c;
+}
+
+/* The step that carries a chunk of one given prompt, `one` tokens on its
+ * rank, while the instance's other dp ranks carry `mean` each on average:
+ * where MoE layers join the ranks, the experts see the mean of the two. */
+static CostChunk cost__carry_chunks(const CostModel *m, const CostLayout *l, int64_t one,
+                                    int64_t mean) {
+  CostChunk c = {one, one};
+  if (!m->moe || l->dp <= 1) return c;
+  double all = (double)one + (double)(l->dp - 1) * (double)mean;
+  c.mean = (int64_t)ceil(all / (double)l->dp);
+  return c;
+}
+
 static bool cost__mixed(const CostModel *m, const CostDecodePrep *p, int64_t B, CostMixed *x) {
   memset(x, 0, sizeof *x);
   const CostLayout *l = &p->l;
@@ -1127,8 +1170,10 @@ static bool cost__mixed(const CostModel *m, const CostDecodePrep *p, int64_t B, 
   double cs = ceil((double)tq * (double)m->new_tokens / (double)m->tout);
   x->chunk = cs < (double)x->cmax ? (int64_t)cs : x->cmax;
   int64_t one = m->new_tokens < x->cmax ? m->new_tokens : x->cmax;
-  if (!cost_step_at(m, p, B, x->chunk, &x->step) || !(x->step.step > 0) ||
-      !cost_step_at(m, p, B, one, &x->carry))
+  CostChunk full = cost__rank_chunks(m, l, x->cmax, x->chunk);
+  CostChunk carry = cost__carry_chunks(m, l, one, x->chunk);
+  if (!cost_step_ranks(m, p, B, full.slow, full.mean, &x->step) || !(x->step.step > 0) ||
+      !cost_step_ranks(m, p, B, carry.slow, carry.mean, &x->carry))
     return false;
   double out_tok = fmin((double)tq, (double)x->chunk * (double)m->tout / (double)m->new_tokens);
   x->rcap = out_tok * (double)l->dp * (double)l->pp /
@@ -1138,11 +1183,13 @@ static bool cost__mixed(const CostModel *m, const CostDecodePrep *p, int64_t B, 
   return true;
 }
 
-/* TPOT at batch B with `chunk` prompt tokens per dp rank in each step. */
+/* TPOT at batch B with `chunk` prompt tokens per dp rank on average in
+ * each step, at most cmax on one rank. */
 static double cost__mixed_tpot(const CostModel *m, const CostDecodePrep *p, int64_t B,
-                               int64_t chunk) {
+                               int64_t chunk, int64_t cmax) {
   CostDecode dc;
-  if (!cost_step_at(m, p, B, chunk < 0 ? 0 : chunk, &dc) || !(dc.tpot > 0))
+  CostChunk ch = cost__rank_chunks(m, &p->l, cmax, chunk < 0 ? 0 : chunk);
+  if (!cost_step_ranks(m, p, B, ch.slow, ch.mean, &dc) || !(dc.tpot > 0))
     return (double)INFINITY;
   return dc.tpot;
 }
@@ -1170,7 +1217,7 @@ static bool cost__agg_mixed_at(const CostModel *m, int64_t B, CostAggArg *a) {
   double rt = cost_md1_max_rho(a->rcap, cost__ttft_room(m, x.latency));
   a->ttft_bound = rt < a->headroom;
   a->rho = a->ttft_bound ? rt : a->headroom;
-  a->tpot_eff = cost__mixed_tpot(m, a->prep, B, cost__chunk_at(&x, a->rho));
+  a->tpot_eff = cost__mixed_tpot(m, a->prep, B, cost__chunk_at(&x, a->rho), x.cmax);
   return a->rho > 0.0;
 }
 
@@ -1366,7 +1413,7 @@ static bool cost__tpot_at(const CostModel *m, const CostInstance *in, int64_t B,
     CostMixed full, at;
     if (!cost__mixed(m, &p, in->batch, &full) || !cost__mixed(m, &p, B, &at)) return false;
     int64_t c = cost__chunk_at(&full, up);
-    *tpot = cost__mixed_tpot(m, &p, B, c < at.cmax ? c : at.cmax);
+    *tpot = cost__mixed_tpot(m, &p, B, c < at.cmax ? c : at.cmax, at.cmax);
     return isfinite(*tpot);
   }
   CostDecode dc;

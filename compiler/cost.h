@@ -314,6 +314,13 @@ bool cost_decode_at(const CostModel *m, const CostDecodePrep *p, int64_t B, Cost
  * layer) and produce no logits. cost_decode_at is chunk 0. */
 bool cost_step_at(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t chunk,
                   CostDecode *out);
+/* The same step with the prompt tokens spread unevenly over the dp ranks:
+ * the busiest rank's `slow` tokens set its attention, linears, collectives
+ * and dispatch, the ranks' `mean` the experts they share
+ * (docs/cost-model.md, "The busiest dp rank"). cost_step_at is slow =
+ * mean = chunk. */
+bool cost_step_ranks(const CostModel *m, const CostDecodePrep *p, int64_t B, int64_t slow,
+                     int64_t mean, CostDecode *out);
 
 /* Time to move one request's KV (m->tin tokens) from a prefill instance to
  * a decode instance over scale-out: each of min(prefill GPUs, decode GPUs)

@@ -566,6 +566,52 @@ static void test_mixed_step(void) {
   T_CHECK(in.cap <= 1023);
 }
 
+/* A mixed step of a MoE instance whose dp ranks its experts join lasts as
+ * long as its busiest rank (docs/cost-model.md, "The busiest dp rank"):
+ * DeepSeek-V3 at 1,000 tokens in and out, 256 requests over 8 dp ranks
+ * (32 each), an 8,192-token budget. Each step finishes 32 / 1000 of a
+ * rank's requests, so 32 prompt tokens arrive per rank and step on
+ * average; a rank runs a whole 1,000-token prompt in a share 0.032 of the
+ * steps, and the busiest of 8 carries 1000 (1 - 0.968^8) on average. */
+static void test_busiest_rank(void) {
+  Spec v3 = dsv3(1);
+  workload(&v3, 1000, 1000, 1000.0, 10.0);
+  CostModel m = model_of(&v3);
+  m.chunk_tokens = 8192;
+  CostLayout l = {1, 1, 1, 8, 8, 1, 1};
+  CostDecodePrep p;
+  T_CHECK(cost_decode_prep(&m, &l, cost_decode_ctx(&m), &p));
+  CostInstance in;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 256, 0.9, NULL, &in));
+  T_EQ_INT(in.batch, 256);
+  int64_t slow = (int64_t)ceil(1000.0 * (1.0 - pow(1.0 - 32.0 / 1000.0, 8)));
+  T_EQ_INT(slow, 230);
+  CostDecode busy, even, carry;
+  T_CHECK(cost_step_ranks(&m, &p, 256, slow, 32, &busy));
+  T_NEAR(in.rcap, 256.0 / (1000.0 * busy.tpot), 1e-12 * in.rcap);
+  T_CHECK(cost_step_at(&m, &p, 256, 32, &even));
+  T_CHECK(busy.step > even.step); /* the busiest rank's attention and dispatch */
+  T_CHECK(busy.flops_gpu > even.flops_gpu);
+  /* one prompt on its rank, the other 7 at the mean: the experts see
+   * (1000 + 7 * 32) / 8 = 153 tokens a rank */
+  T_CHECK(cost_step_ranks(&m, &p, 256, 1000, 153, &carry));
+  T_NEAR(in.pre.latency, carry.step, 0.0);
+  /* prompt-bound (a 48-token budget leaves 16 per rank, below the 32
+   * arriving): every rank carries a full chunk, as before */
+  m.chunk_tokens = 48;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 256, 0.9, NULL, &in));
+  T_CHECK(cost_step_at(&m, &p, 256, 16, &even));
+  T_NEAR(in.rcap, 16.0 * 8 / (1000.0 * even.tpot), 1e-12 * in.rcap);
+  /* one dp rank (tp 8): the step carries the mean */
+  m.chunk_tokens = 8192;
+  CostLayout t8 = {8, 1, 1, 1, 8, 1, 1};
+  CostDecodePrep p8;
+  T_CHECK(cost_decode_prep(&m, &t8, cost_decode_ctx(&m), &p8));
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &t8, 256, 0.9, NULL, &in));
+  T_CHECK(cost_step_at(&m, &p8, 256, 256, &even));
+  T_NEAR(in.rcap, 256.0 / (1000.0 * even.tpot), 1e-12 * in.rcap);
+}
+
 /* serving.max_num_seqs bounds the batch: per instance, or per dp rank
  * under vLLM and TensorRT-LLM. */
 static void test_run_seqs_cap(void) {
@@ -816,6 +862,7 @@ int main(void) {
   T_RUN(test_prefix_cache);
   T_RUN(test_speculative);
   T_RUN(test_mixed_step);
+  T_RUN(test_busiest_rank);
   T_RUN(test_engine_sched);
   T_RUN(test_overlap);
   T_RUN(test_layer_stall);
