@@ -1129,34 +1129,45 @@ typedef struct {
   CostDecode carry;/* a step carrying one prompt's chunk */
 } CostMixed;
 
+/* The dp ranks of an instance one copy of its experts joins: ep * etp
+ * of its tp * dp GPUs hold one copy, tp of them per dp rank (1 for a
+ * dense model, whose dp ranks share nothing). */
+static int64_t cost__joined_ranks(const CostModel *m, const CostLayout *l) {
+  if (!m->moe || l->tp < 1) return 1;
+  int64_t j = l->ep * l->etp / l->tp;
+  return j < 1 ? 1 : j > l->dp ? l->dp : j;
+}
+
 /* The dp ranks' prompt tokens in a mixed step that carries `mean` per
  * rank on average, with at most cmax on one rank (docs/cost-model.md,
- * "The busiest dp rank"). Where MoE layers join the dp ranks of an
- * instance, every step waits for its busiest rank, and the engine gives
- * each prompt to one rank, which runs it in chunks of k = min(S_n, cmax):
- * a rank carries one in a share q = mean / k of the steps, and the
- * busiest of dp ranks that run independently carries k (1 - (1 - q)^dp)
- * on average. With one dp rank, or none joined, that is the mean. */
+ * "The busiest dp rank"). Where MoE layers join n dp ranks, every step
+ * waits for the busiest of them, and the engine gives each prompt to one
+ * rank, which runs it in chunks of k = min(S_n, cmax): a rank carries one
+ * in a share q = mean / k of the steps, and the busiest of n ranks that
+ * run independently carries k (1 - (1 - q)^n) on average. With n = 1
+ * that is the mean. */
 static CostChunk cost__rank_chunks(const CostModel *m, const CostLayout *l, int64_t cmax,
                                    int64_t mean) {
   CostChunk c = {mean, mean};
   int64_t k = m->new_tokens < cmax ? m->new_tokens : cmax;
-  if (!m->moe || l->dp <= 1 || mean <= 0 || k <= mean) return c;
+  int64_t n = cost__joined_ranks(m, l);
+  if (n <= 1 || mean <= 0 || k <= mean) return c;
   double q = (double)mean / (double)k;
-  double slow = ceil((double)k * (1.0 - pow(1.0 - q, (double)l->dp)));
+  double slow = ceil((double)k * (1.0 - pow(1.0 - q, (double)n)));
   if (slow > (double)mean) c.slow = slow < (double)k ? (int64_t)slow : k;
   return c;
 }
 
 /* The step that carries a chunk of one given prompt, `one` tokens on its
- * rank, while the instance's other dp ranks carry `mean` each on average:
- * where MoE layers join the ranks, the experts see the mean of the two. */
+ * rank, while the other dp ranks carry `mean` each on average: where MoE
+ * layers join n ranks, their experts see the mean over those n. */
 static CostChunk cost__carry_chunks(const CostModel *m, const CostLayout *l, int64_t one,
                                     int64_t mean) {
   CostChunk c = {one, one};
-  if (!m->moe || l->dp <= 1) return c;
-  double all = (double)one + (double)(l->dp - 1) * (double)mean;
-  c.mean = (int64_t)ceil(all / (double)l->dp);
+  int64_t n = cost__joined_ranks(m, l);
+  if (n <= 1) return c;
+  double all = (double)one + (double)(n - 1) * (double)mean;
+  c.mean = (int64_t)ceil(all / (double)n);
   return c;
 }
 
