@@ -1129,6 +1129,11 @@ typedef struct {
   CostDecode carry;/* a step carrying one prompt's chunk */
 } CostMixed;
 
+/* The tokens of one prompt a step runs: its new tokens, at most cmax. */
+static int64_t cost__prompt_chunk(const CostModel *m, int64_t cmax) {
+  return m->new_tokens < cmax ? m->new_tokens : cmax;
+}
+
 /* The dp ranks of an instance one copy of its experts joins: ep * etp
  * of its tp * dp GPUs hold one copy, tp of them per dp rank (1 for a
  * dense model, whose dp ranks share nothing). */
@@ -1149,7 +1154,7 @@ static int64_t cost__joined_ranks(const CostModel *m, const CostLayout *l) {
 static CostChunk cost__rank_chunks(const CostModel *m, const CostLayout *l, int64_t cmax,
                                    int64_t mean) {
   CostChunk c = {mean, mean};
-  int64_t k = m->new_tokens < cmax ? m->new_tokens : cmax;
+  int64_t k = cost__prompt_chunk(m, cmax);
   int64_t n = cost__joined_ranks(m, l);
   if (n <= 1 || mean <= 0 || k <= mean) return c;
   double q = (double)mean / (double)k;
@@ -1180,7 +1185,7 @@ static bool cost__mixed(const CostModel *m, const CostDecodePrep *p, int64_t B, 
   if (x->cmax < 1 || m->new_tokens < 1 || m->tout < 1) return false;
   double cs = ceil((double)tq * (double)m->new_tokens / (double)m->tout);
   x->chunk = cs < (double)x->cmax ? (int64_t)cs : x->cmax;
-  int64_t one = m->new_tokens < x->cmax ? m->new_tokens : x->cmax;
+  int64_t one = cost__prompt_chunk(m, x->cmax);
   CostChunk full = cost__rank_chunks(m, l, x->cmax, x->chunk);
   CostChunk carry = cost__carry_chunks(m, l, one, x->chunk);
   if (!cost_step_ranks(m, p, B, full.slow, full.mean, &x->step) || !(x->step.step > 0) ||

@@ -566,6 +566,20 @@ static void test_mixed_step(void) {
   T_CHECK(in.cap <= 1023);
 }
 
+/* Instance `l` of m at batch 256 and 1,000 output tokens: its R_cap is
+ * out_tok requests' output per step over the step whose busiest dp rank
+ * carries `slow` prompt tokens and every rank `mean` on average. */
+static void check_busy_rcap(const CostModel *m, CostLayout l, int64_t slow, int64_t mean,
+                            double out_tok) {
+  CostDecodePrep p;
+  CostInstance in;
+  CostDecode step;
+  T_CHECK(cost_decode_prep(m, &l, cost_decode_ctx(m), &p));
+  T_CHECK(cost_instance_eval(m, ROLE_BOTH, &l, 256, 0.9, NULL, &in));
+  T_CHECK(cost_step_ranks(m, &p, 256, slow, mean, &step));
+  T_NEAR(in.rcap, out_tok / (1000.0 * step.tpot), 1e-12 * in.rcap);
+}
+
 /* A mixed step of a MoE instance whose dp ranks its experts join lasts as
  * long as its busiest rank (docs/cost-model.md, "The busiest dp rank"):
  * DeepSeek-V3 at 1,000 tokens in and out, 256 requests over 8 dp ranks
@@ -598,35 +612,18 @@ static void test_busiest_rank(void) {
   T_NEAR(in.pre.latency, carry.step, 0.0);
   /* ep 4 over the 8 dp ranks: two copies of the experts, each joining 4
    * ranks; the busiest of 4 carries 1000 (1 - 0.968^4) */
-  CostLayout e4 = {1, 1, 1, 8, 4, 1, 1};
-  CostDecodePrep p4;
-  T_CHECK(cost_decode_prep(&m, &e4, cost_decode_ctx(&m), &p4));
-  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &e4, 256, 0.9, NULL, &in));
   T_EQ_INT((int64_t)ceil(1000.0 * (1.0 - pow(0.968, 4))), 122);
-  T_CHECK(cost_step_ranks(&m, &p4, 256, 122, 32, &busy));
-  T_NEAR(in.rcap, 256.0 / (1000.0 * busy.tpot), 1e-12 * in.rcap);
+  check_busy_rcap(&m, (CostLayout){1, 1, 1, 8, 4, 1, 1}, 122, 32, 256.0);
   /* prompt-bound (a 48-token budget leaves 16 per rank, below the 32
    * arriving): every rank carries a full chunk, as before */
   m.chunk_tokens = 48;
-  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 256, 0.9, NULL, &in));
-  T_CHECK(cost_step_at(&m, &p, 256, 16, &even));
-  T_NEAR(in.rcap, 16.0 * 8 / (1000.0 * even.tpot), 1e-12 * in.rcap);
+  check_busy_rcap(&m, l, 16, 16, 16.0 * 8);
   /* each dp rank its own copy of the experts (tp 8, dp 2, ep 8): the
    * ranks share nothing, the step carries the mean */
   m.chunk_tokens = 8192;
-  CostLayout own = {8, 1, 1, 2, 8, 1, 1};
-  CostDecodePrep po;
-  T_CHECK(cost_decode_prep(&m, &own, cost_decode_ctx(&m), &po));
-  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &own, 256, 0.9, NULL, &in));
-  T_CHECK(cost_step_at(&m, &po, 256, 128, &even));
-  T_NEAR(in.rcap, 256.0 / (1000.0 * even.tpot), 1e-12 * in.rcap);
+  check_busy_rcap(&m, (CostLayout){8, 1, 1, 2, 8, 1, 1}, 128, 128, 256.0);
   /* one dp rank (tp 8): the step carries the mean */
-  CostLayout t8 = {8, 1, 1, 1, 8, 1, 1};
-  CostDecodePrep p8;
-  T_CHECK(cost_decode_prep(&m, &t8, cost_decode_ctx(&m), &p8));
-  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &t8, 256, 0.9, NULL, &in));
-  T_CHECK(cost_step_at(&m, &p8, 256, 256, &even));
-  T_NEAR(in.rcap, 256.0 / (1000.0 * even.tpot), 1e-12 * in.rcap);
+  check_busy_rcap(&m, (CostLayout){8, 1, 1, 1, 8, 1, 1}, 256, 256, 256.0);
 }
 
 /* serving.max_num_seqs bounds the batch: per instance, or per dp rank
