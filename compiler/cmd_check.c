@@ -159,7 +159,8 @@ static double row_concurrency(const LedgerRow *r) {
 /* The CUDA-graph capture of a pool that decodes, as the engine logs it:
  * SGLang's decode batch ("Capture cuda graph bs [1, 2, ..., B]"),
  * cuda_graph_max_bs at the pool's --tp-size, where it is known; vLLM's
- * largest captured step in tokens (docs/memory.md). */
+ * largest captured step in tokens; TensorRT-LLM's largest decode batch,
+ * cuda_graph_config.max_batch_size, 128 when unset (docs/memory.md). */
 static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
   Engine e = (Engine)s->deployment.engine.v;
   if ((PoolRole)p->role.v == ROLE_PREFILL) return;
@@ -167,6 +168,12 @@ static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
   if (e == ENGINE_VLLM) {
     fprintf(out, "  %-12s CUDA graphs: steps up to %lld tokens per engine core (max_cudagraph_capture_size)\n",
             name, (long long)engine_vllm_graph_tokens(s));
+    return;
+  }
+  if (e == ENGINE_TRTLLM) {
+    int64_t b = s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 128;
+    fprintf(out, "  %-12s CUDA graphs: decode batches up to %lld per attention dp rank (cuda_graph_config.max_batch_size)\n", name,
+            (long long)b);
     return;
   }
   if (e != ENGINE_SGLANG) return;

@@ -204,8 +204,8 @@ static char *launch_refused(const PlanLaunch *L, const EngineCaps *c, Engine e) 
   const char *ot = L->overlap_schedule >= 0 ? engine_overlap_term(e, L->overlap_schedule == 1) : NULL;
   if (ot && !engine_flag(c, ot))
     return rp_sprintf("launch.overlap_schedule: engine %s %s has no `%s` flag", L->engine, L->engine_version, ot);
-  if (L->cuda_graph_max_bs && !engine_flag(c, "cuda_graph_max_bs"))
-    return rp_sprintf("launch.cuda_graph_max_bs: engine %s %s has no `cuda_graph_max_bs` flag", L->engine,
+  if (L->cuda_graph_max_bs && !engine_takes(c, "cuda_graph_max_bs"))
+    return rp_sprintf("launch.cuda_graph_max_bs: engine %s %s has no `cuda_graph_max_bs` flag or YAML key", L->engine,
                       L->engine_version);
   return NULL;
 }

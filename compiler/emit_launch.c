@@ -151,7 +151,9 @@ void lserving(Launch *l, StrBuf *sb) {
   lflag_i(l, sb, "max_model_len", L->max_model_len);
   if (L->max_num_seqs) lflag_i(l, sb, "max_num_seqs", L->max_num_seqs);
   if (L->max_num_batched_tokens) lflag_i(l, sb, "max_num_batched_tokens", L->max_num_batched_tokens);
-  if (L->cuda_graph_max_bs) lflag_i(l, sb, "cuda_graph_max_bs", L->cuda_graph_max_bs);
+  /* an entry that takes it in its YAML writes it there (emit_trtllm.c) */
+  if (L->cuda_graph_max_bs && !engine_yaml_key(l->c, "cuda_graph_max_bs"))
+    lflag_i(l, sb, "cuda_graph_max_bs", L->cuda_graph_max_bs);
   /* serving.overlap_schedule where it departs from the engine's default */
   const char *term = L->overlap_schedule >= 0 ? engine_overlap_term(l->c->engine, L->overlap_schedule == 1) : NULL;
   if (term) lflag(l, sb, term, NULL);

@@ -190,6 +190,31 @@ static bool read_samplers(Rd *r, const YNode *sm, EngineCaps *c) {
   return true;
 }
 
+/* `yaml_keys`: term -> `section.field` of the arguments YAML the launch
+ * files write (emit_trtllm.c: TensorRT-LLM entries only), for the terms
+ * it knows to write there; the entry must name the flag that passes the YAML (`config`), and
+ * a term has a flag or a key, not both. */
+static bool yaml_word(const char *w, size_t n) {
+  return n > 0 && strspn(w, "abcdefghijklmnopqrstuvwxyz0123456789_") >= n;
+}
+
+static bool read_yaml_keys(Rd *r, const YNode *m, EngineCaps *c) {
+  static const char *const terms[] = {"cuda_graph_max_bs"};
+  if (m->kind != YN_MAP) return fail(r, m, "`yaml_keys` must be a mapping of term to section.field");
+  if (c->engine != ENGINE_TRTLLM) return fail(r, m, "only the TensorRT-LLM launch files write an arguments YAML");
+  if (!keys_ok(r, m, terms, RP_ARRAY_LEN(terms)) || !read_kv(r, m, &c->yaml_keys, &c->nyaml_keys, false))
+    return false;
+  if (!engine_flag(c, "config")) return fail(r, m, "`yaml_keys` needs a `config` flag that passes the YAML");
+  for (size_t i = 0; i < c->nyaml_keys; i++) {
+    const char *v = c->yaml_keys[i].value, *dot = strchr(v, '.');
+    if (!dot || !yaml_word(v, (size_t)(dot - v)) || !yaml_word(dot + 1, strlen(dot + 1)))
+      return fail(r, m->pairs[i].val, "a YAML key is section.field, each of a-z, 0-9 and _");
+    if (engine_flag(c, c->yaml_keys[i].key))
+      return fail(r, m->pairs[i].key, "a term set by a flag cannot also have a YAML key");
+  }
+  return true;
+}
+
 static bool read_pd_kv(Rd *r, const YNode *root, EngineCaps *c) {
   const YNode *pd = map_of(r, root, "pd");
   static const char *const pk[] = {"tp", "pp"};
@@ -210,13 +235,15 @@ static bool read_pd_kv(Rd *r, const YNode *root, EngineCaps *c) {
   const YNode *sm = yaml_map_get(root, "samplers");
   if (sm && !read_samplers(r, sm, c)) return false;
   const YNode *f = map_of(r, root, "flags");
-  return f && read_kv(r, f, &c->flags, &c->nflags, true);
+  if (!f || !read_kv(r, f, &c->flags, &c->nflags, true)) return false;
+  const YNode *y = yaml_map_get(root, "yaml_keys"); /* optional */
+  return !y || read_yaml_keys(r, y, c);
 }
 
 static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
   static const char *const top[] = {"engine", "version", "versions", "source", "command", "layer_split",
                                     "dims", "rules", "pd", "kv_dtypes", "kv_transfer", "samplers",
-                                    "flags"};
+                                    "flags", "yaml_keys"};
   if (root->kind != YN_MAP) return fail(r, root, "an engine entry is a mapping");
   if (!keys_ok(r, root, top, RP_ARRAY_LEN(top))) return false;
   char *name = str_of(r, root, "engine", true);
@@ -373,5 +400,6 @@ void engine_caps_free(EngineCaps *c) {
   free_kv(c->samplers, c->nsamplers);
   free(c->kv_transfer_default);
   free_kv(c->flags, c->nflags);
+  free_kv(c->yaml_keys, c->nyaml_keys);
   free(c);
 }

@@ -27,6 +27,14 @@ const char *engine_flag(const EngineCaps *c, const char *term) {
   return engine_kv(c->flags, c->nflags, term);
 }
 
+const char *engine_yaml_key(const EngineCaps *c, const char *term) {
+  return engine_kv(c->yaml_keys, c->nyaml_keys, term);
+}
+
+bool engine_takes(const EngineCaps *c, const char *term) {
+  return engine_flag(c, term) || engine_yaml_key(c, term);
+}
+
 /* One dotted segment of a version: its leading number, then a word and
  * the number after it ("4rc1": 4, "rc", 1; "post2": 0, "post", 2; a
  * missing segment: 0 and no word). Numbers saturate rather than wrap. */
@@ -312,11 +320,11 @@ static void check_overlap(Diags *d, const Spec *s, const EngineCaps *c) {
 /* serving.cuda_graph_max_bs against the entry's flags (E0711). */
 static void check_graph_bs(Diags *d, const Spec *s, const EngineCaps *c) {
   const SInt *b = &s->serving.cuda_graph_max_bs;
-  if (!b->set || engine_flag(c, "cuda_graph_max_bs")) return;
+  if (!b->set || engine_takes(c, "cuda_graph_max_bs")) return;
   Diag *g = diag_at(d, DIAG_E0711, b->loc, "engine `%s` %s has no flag known to set its CUDA-graph batch",
                     engine_name(c->engine), c->version);
-  diag_help(g, "its entry lists no `cuda_graph_max_bs` flag; remove `serving.cuda_graph_max_bs`, or name an engine "
-               "whose entry lists it (sglang, vllm)");
+  diag_help(g, "its entry lists no `cuda_graph_max_bs` flag or YAML key; remove `serving.cuda_graph_max_bs`, or "
+               "name an engine whose entry lists it (sglang, vllm, trtllm)");
 }
 
 static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
@@ -399,7 +407,8 @@ void engine_check(Diags *d, const Spec *s) {
     if (s->serving.cuda_graph_max_bs.set) {
       Diag *g = diag_at(d, DIAG_E0711, s->serving.cuda_graph_max_bs.loc,
                         "engine `generic` has no CUDA-graph batch to set");
-      diag_help(g, "remove `serving.cuda_graph_max_bs`, or name an engine whose entry lists it (sglang, vllm)");
+      diag_help(g, "remove `serving.cuda_graph_max_bs`, or name an engine whose entry lists it (sglang, vllm, "
+                   "trtllm)");
     }
     return;
   }

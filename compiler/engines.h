@@ -67,6 +67,10 @@ typedef struct EngineCaps {
   EngineKV *flags;      /* rankplan term -> the engine's flag */
   EngineKV *samplers;   /* serving.sampler -> the environment setting that
                            selects it; none: the key is refused */
+  size_t nyaml_keys;
+  EngineKV *yaml_keys;  /* rankplan term -> `section.field` of the engine's
+                           arguments YAML (the file its `config` flag names),
+                           for settings the engine takes there only */
 } EngineCaps;
 
 /* How the engine's scheduler fills one step (docs/cost-model.md,
@@ -143,6 +147,11 @@ void engine_caps_free(EngineCaps *c);
 const char *engine_kv(const EngineKV *t, size_t n, const char *key);
 /* The engine's flag for a rankplan term ("port", "tp", ...), or NULL. */
 const char *engine_flag(const EngineCaps *c, const char *term);
+/* The `section.field` of the engine's arguments YAML that sets a rankplan
+ * term, or NULL. */
+const char *engine_yaml_key(const EngineCaps *c, const char *term);
+/* Whether the entry can set a term at all: a flag or a YAML key. */
+bool engine_takes(const EngineCaps *c, const char *term);
 
 /* Compares dotted version strings numerically, segment by segment. */
 int engine_version_cmp(const char *a, const char *b);

@@ -957,9 +957,11 @@ def cuda_graph_bs(tmp):
     --max-cudagraph-capture-size, each in that release's parser fixture;
     the plan records it, and under SGLang's default fraction the larger
     graph batch leaves a smaller KV pool (its reserve counts 2 MiB a
-    request, docs/memory.md). A plan asking it of an entry without the
-    flag (TensorRT-LLM), or one whose value is not a positive count, is
-    refused at emit."""
+    request, docs/memory.md). TensorRT-LLM takes it in each instance's
+    YAML, cuda_graph_config.max_batch_size (its entries' `yaml_keys`, in
+    the LLM API key fixture), and on no command line. A plan asking it of
+    an entry with neither (generic), or one whose value is not a positive
+    count, is refused at emit."""
     base = open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read()
     cases = [("sglang-056", '{ name: sglang, version: "0.5.6" }', "sglang", "--cuda-graph-max-bs"),
              ("sglang-new", "sglang", "sglang", "--cuda-graph-max-bs-decode"),
@@ -984,12 +986,28 @@ def cuda_graph_bs(tmp):
                 # the H100's default graph batch: 256 below --tp-size 4 (prefill, tp 2), 512 from it (decode, tp 4)
                 check(kv[1]["prefill"] < kv[0]["prefill"] and kv[1]["decode"] > kv[0]["decode"],
                       "graphs-sglang: 384 graphs shrink the tp-2 pool's KV (default 256) and grow the tp-4 one's (512)", kv)
+    text = base.replace("  engine: vllm\n", "  engine: trtllm\n") + "serving: { cuda_graph_max_bs: 384 }\n"
+    d, plan = compile_variant(tmp, "graphs-trtllm", text, "trtllm")
+    if plan:
+        read_back("graphs-trtllm", plan, d)
+        check_yaml("graphs-trtllm", plan, d)
+        ys = [yaml.safe_load(open(f)) for f in sorted(glob.glob(os.path.join(d, "trtllm-*.yaml")))]
+        check(ys and all(y.get("cuda_graph_config") == {"max_batch_size": 384} for y in ys),
+              "graphs-trtllm: every instance's YAML sets cuda_graph_config.max_batch_size 384", ys[:1])
+        sh = "".join(open(f).read() for f in glob.glob(os.path.join(d, "node-*.sh")))
+        check("cuda_graph" not in sh and "384" not in sh, "graphs-trtllm: no command line carries it", sh[:400])
     src = os.path.join(tmp, "graphs-vllm.out", "plan.json")
     if os.path.exists(src):
-        p, absent = emit_edited(tmp, json.load(open(src)), "graphs-trtllm", "trtllm", engine="trtllm",
-                                engine_version="1.1.0")
-        check(p.returncode == 1 and "launch.cuda_graph_max_bs" in p.stderr and absent,
-              "emit: a TensorRT-LLM plan asking for a CUDA-graph batch is refused (its entries list no flag)", p.stderr)
+        cat = os.path.join(tmp, "catalog-no-graph-key")
+        shutil.copytree(os.path.join(SRC, "plans", "catalog"), cat)
+        for f in glob.glob(os.path.join(cat, "engines", "trtllm-*.yaml")):
+            text = open(f).read()
+            open(f, "w").write(text[:text.index("yaml_keys:")])
+        out = os.path.join(tmp, "graphs-nokey")
+        p = run("emit", os.path.join(tmp, "graphs-trtllm.out", "plan.json"), "--target", "trtllm", "-o", out,
+                "--catalog", cat)
+        check(p.returncode == 1 and "launch.cuda_graph_max_bs" in p.stderr and not os.path.exists(out),
+              "emit: a CUDA-graph batch asked of an entry with neither flag nor YAML key is refused", p.stderr)
         p, absent = emit_edited(tmp, json.load(open(src)), "graphs-zero", "vllm", cuda_graph_max_bs=0)
         check(p.returncode != 0 and "cuda_graph_max_bs" in p.stderr and absent,
               "emit: launch.cuda_graph_max_bs outside [1, 2^30] is named", p.stderr)
