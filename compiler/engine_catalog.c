@@ -271,6 +271,28 @@ static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
          read_pd_kv(r, root, c);
 }
 
+EngineCaps *engine_caps_parse(const char *shown, const char *text, size_t len, Engine e, char **err) {
+  Diags d;
+  diags_init(&d);
+  YArena *a = yaml_arena_new();
+  const char *file = diags_add_source(&d, shown, text, len);
+  YNode *root = yaml_load(&d, a, file, text, len);
+  EngineCaps *c = rp_calloc(1, sizeof *c);
+  c->file = rp_strdup(shown);
+  Rd r = {c->file, NULL};
+  if (!root || d.nerrors) r.err = rp_sprintf("%s: %s", shown, d.list.len ? d.list.items[0]->msg : "not YAML");
+  else read_entry(&r, root, e, c);
+  yaml_arena_free(a);
+  diags_free(&d);
+  if (r.err) {
+    engine_caps_free(c);
+    *err = r.err;
+    return NULL;
+  }
+  *err = NULL;
+  return c;
+}
+
 /* Loads one file; NULL with *err set. */
 static EngineCaps *load_file(const char *catalog_dir, const char *dir, const char *fname, Engine e,
                              char **err) {
@@ -281,31 +303,12 @@ static EngineCaps *load_file(const char *catalog_dir, const char *dir, const cha
   char *text = NULL;
   size_t len = 0;
   int rc = rp_read_file(path, SPEC_MAX_BYTES, &text, &len);
-  if (rc) {
-    *err = rp_sprintf("%s: %s", shown, rp_strerror(rc));
-    free(path);
-    free(shown);
-    return NULL;
-  }
-  Diags d;
-  diags_init(&d);
-  YArena *a = yaml_arena_new();
-  const char *file = diags_add_source(&d, shown, text, len);
-  YNode *root = yaml_load(&d, a, file, text, len);
-  EngineCaps *c = rp_calloc(1, sizeof *c);
-  c->file = shown;
-  Rd r = {shown, NULL};
-  if (!root || d.nerrors) r.err = rp_sprintf("%s: %s", shown, d.list.len ? d.list.items[0]->msg : "not YAML");
-  else read_entry(&r, root, e, c);
-  yaml_arena_free(a);
-  diags_free(&d);
+  EngineCaps *c = NULL;
+  if (rc) *err = rp_sprintf("%s: %s", shown, rp_strerror(rc));
+  else c = engine_caps_parse(shown, text, len, e, err);
   free(text);
   free(path);
-  if (r.err) {
-    engine_caps_free(c);
-    *err = r.err;
-    return NULL;
-  }
+  free(shown);
   return c;
 }
 

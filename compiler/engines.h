@@ -142,6 +142,10 @@ bool engine_limits_per_dp(const Spec *s);
 EngineCaps *engine_caps_load(const char *catalog_dir, Engine e, const char *version,
                              char **err, bool *no_entry);
 void engine_caps_free(EngineCaps *c);
+/* One entry's text, shown in messages as `shown` (docs/engines.md, "The
+ * catalog format"): the entry, or NULL with *err (malloc'd) naming the
+ * place of the first problem. */
+EngineCaps *engine_caps_parse(const char *shown, const char *text, size_t len, Engine e, char **err);
 
 /* The value of key in a table of n pairs, or NULL. */
 const char *engine_kv(const EngineKV *t, size_t n, const char *key);

@@ -47,6 +47,8 @@ for name in $targets; do
   if [ "$name" = fuzz_hook ]; then seeds="$seeds $root/lua $root/tests/hooks/abuse"; fi
   # The pipeline target starts from the specs the spec target starts from.
   if [ "$name" = fuzz_pipeline ]; then seeds="$root/tests/fuzz/seeds/fuzz_spec"; fi
+  # The engine entry target starts from the shipped entries.
+  if [ "$name" = fuzz_engine_entry ]; then seeds="$root/plans/catalog/engines"; fi
   # The config import starts from the real config.json fixtures.
   if [ "$name" = fuzz_hf ]; then seeds="$root/tests/hf/fixtures"; fi
   # The kept corpus of earlier campaigns (tests/fuzz/corpus/, docs/testing.md).
