@@ -27,11 +27,17 @@ static void yaml_name(StrBuf *sb, const Launch *l, const Inst *in) {
   sb_puts(sb, ".yaml");
 }
 
-/* A setting the entry takes in the YAML (`yaml_keys`, section.field; the
- * catalog reader checked the form), when the plan sets it. */
-static void yaml_term(const Launch *l, StrBuf *y, const char *term, int64_t v) {
-  const char *k = engine_yaml_key(l->c, term), *dot = k ? strchr(k, '.') : NULL;
-  if (dot && v > 0) sb_printf(y, "%.*s:\n  %s: %lld\n", (int)(dot - k), k, dot + 1, (long long)v);
+/* The CUDA-graph batch where the entry takes it in the YAML (`yaml_keys`,
+ * section.field; the catalog reader checked the form), padded: a decode
+ * batch between two captured sizes runs the next larger graph rather than
+ * eagerly (CudaGraphConfig.enable_padding), as trtllm-bench runs the
+ * engine (tensorrt_llm/bench/benchmark/utils/general.py, get_settings:
+ * padding on, the graphs up to the engine's max_batch_size). */
+static void graph_yaml(const Launch *l, StrBuf *y) {
+  const char *k = engine_yaml_key(l->c, "cuda_graph_max_bs"), *dot = k ? strchr(k, '.') : NULL;
+  if (dot && l->L->cuda_graph_max_bs > 0)
+    sb_printf(y, "%.*s:\n  %s: %lld\n  enable_padding: true\n", (int)(dot - k), k, dot + 1,
+              (long long)l->L->cuda_graph_max_bs);
 }
 
 /* trtllm-POOL-I.yaml: the instance's LLM API arguments. */
@@ -49,7 +55,7 @@ static void trtllm_yaml(Launch *l, const Inst *in) {
    * repeats the memory fraction */
   sb_printf(y, "kv_cache_config:\n  tokens_per_block: %lld\n  free_gpu_memory_fraction: %.4f\n",
             (long long)l->L->kv_block, lfrac_kv_free(l, in->pool));
-  yaml_term(l, y, "cuda_graph_max_bs", l->L->cuda_graph_max_bs);
+  graph_yaml(l, y);
   if (disagg(in)) {
     const char *b = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);
     if (!b) lerr(l, "engine trtllm %s has no KV transfer backend `%s`", l->c->version, l->L->kv_transfer);

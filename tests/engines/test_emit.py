@@ -958,8 +958,9 @@ def cuda_graph_bs(tmp):
     the plan records it, and under SGLang's default fraction the larger
     graph batch leaves a smaller KV pool (its reserve counts 2 MiB a
     request, docs/memory.md). TensorRT-LLM takes it in each instance's
-    YAML, cuda_graph_config.max_batch_size (its entries' `yaml_keys`, in
-    the LLM API key fixture), and on no command line. A plan asking it of
+    YAML, cuda_graph_config.max_batch_size with enable_padding (its
+    entries' `yaml_keys`, in the LLM API key fixture), and on no command
+    line. A plan asking it of
     an entry with neither (generic), or one whose value is not a positive
     count, is refused at emit."""
     base = open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read()
@@ -992,8 +993,8 @@ def cuda_graph_bs(tmp):
         read_back("graphs-trtllm", plan, d)
         check_yaml("graphs-trtllm", plan, d)
         ys = [yaml.safe_load(open(f)) for f in sorted(glob.glob(os.path.join(d, "trtllm-*.yaml")))]
-        check(ys and all(y.get("cuda_graph_config") == {"max_batch_size": 384} for y in ys),
-              "graphs-trtllm: every instance's YAML sets cuda_graph_config.max_batch_size 384", ys[:1])
+        check(ys and all(y.get("cuda_graph_config") == {"max_batch_size": 384, "enable_padding": True} for y in ys),
+              "graphs-trtllm: every instance's YAML captures decode batches up to 384, padded", ys[:1])
         sh = "".join(open(f).read() for f in glob.glob(os.path.join(d, "node-*.sh")))
         check("cuda_graph" not in sh and "384" not in sh, "graphs-trtllm: no command line carries it", sh[:400])
     src = os.path.join(tmp, "graphs-vllm.out", "plan.json")
