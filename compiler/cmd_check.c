@@ -172,8 +172,10 @@ static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
   }
   if (e == ENGINE_TRTLLM) {
     int64_t b = s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 128;
-    fprintf(out, "  %-12s CUDA graphs: decode batches up to %lld per attention dp rank (cuda_graph_config.max_batch_size)\n", name,
-            (long long)b);
+    fprintf(out,
+            "  %-12s CUDA graphs: decode batches up to %lld per attention dp rank "
+            "(cuda_graph_config.max_batch_size)\n",
+            name, (long long)b);
     return;
   }
   if (e != ENGINE_SGLANG) return;

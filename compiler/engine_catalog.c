@@ -192,8 +192,8 @@ static bool read_samplers(Rd *r, const YNode *sm, EngineCaps *c) {
 
 /* `yaml_keys`: term -> `section.field` of the arguments YAML the launch
  * files write (emit_trtllm.c: TensorRT-LLM entries only), for the terms
- * it knows to write there; the entry must name the flag that passes the YAML (`config`), and
- * a term has a flag or a key, not both. */
+ * it knows to write there; the entry must name the flag that passes the
+ * YAML (`config`), and a term has a flag or a key, not both. */
 static bool yaml_word(const char *w, size_t n) {
   return n > 0 && strspn(w, "abcdefghijklmnopqrstuvwxyz0123456789_") >= n;
 }
