@@ -330,12 +330,40 @@ void compile_load_check(Diags *d, const Spec *spec, double served, const char *w
   diag_help(g, "%s", help ? help : "add replicas, or let `rankplan search` size the pools for the load");
 }
 
+/* TensorRT-LLM's decode graphs (CudaGraphConfig, tensorrt_llm/llmapi/
+ * llm_args.py): by default batches 1 to 32, 64 and 128, unpadded, so a
+ * batch between them runs without a graph; serving.cuda_graph_max_bs is
+ * written padded (emit_trtllm.c), covering every batch up to it. Such
+ * steps are not priced (docs/cost-model.md, "Eager decode"). */
+static void trtllm_graph_check(Diags *d, const Spec *spec, const LayPool *P, int64_t per, int64_t pp) {
+  const SInt *bs = &spec->serving.cuda_graph_max_bs;
+  if ((bs->set && per <= bs->v) || (!bs->set && per <= 32)) return;
+  Diag *g = bs->set ? diag_at(d, DIAG_W0503, P->loc,
+                              "pool `%s` decodes %lld requests per attention dp rank, more than the %lld "
+                              "TensorRT-LLM's CUDA graphs cover (cuda_graph_max_bs): those steps run without "
+                              "graphs, which the plan does not price",
+                              P->name, (long long)per, (long long)bs->v)
+                    : diag_at(d, DIAG_W0503, P->loc,
+                              "pool `%s` decodes %lld requests per attention dp rank, where TensorRT-LLM's default "
+                              "CUDA graphs cover the batches up to 32, then 64 and 128 only: steps at other batches "
+                              "run without graphs, which the plan does not price",
+                              P->name, (long long)per);
+  /* --max_batch_size holds each attention dp rank's requests (engine_limits_per_dp), pp micro-batches of them */
+  CkState st = {true};
+  int64_t cap = ckm(&st, bs->set ? bs->v : 32, pp);
+  diag_help(g, "capture the batch with `serving.cuda_graph_max_bs: %lld` (the launch files write it padded, so "
+               "every batch up to it runs a graph), or cap the running requests with `serving.max_num_seqs: %lld`",
+            (long long)per, (long long)(st.ok ? cap : INT64_MAX));
+}
+
 void compile_graph_check(Diags *d, const Spec *spec, const Layout *L, const PlanEstimates *e) {
   for (size_t i = 0; i < e->npools; i++) {
     const PlanPoolEst *o = &e->pools[i];
     const LayPool *P = &L->pools[o->pool];
     int64_t pp = P->size[CO_PP], dp = P->size[CO_DP];
     int64_t per = cost_sched_batch(o->batch, pp, dp);
+    if (o->has_decode && (Engine)spec->deployment.engine.v == ENGINE_TRTLLM)
+      trtllm_graph_check(d, spec, P, per, pp);
     if (!o->has_decode || o->graph_bs <= 0 || per <= o->graph_bs) continue;
     Diag *g = diag_at(d, DIAG_W0503, P->loc,
                       "pool `%s` decodes %lld requests per scheduler, more than the %lld "

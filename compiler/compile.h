@@ -43,8 +43,9 @@ void compile_load_check(Diags *d, const Spec *spec, double served, const char *w
 
 /* W0503 at a pool whose decode batch per scheduler (the estimates' batch
  * over pp micro-batches and dp) is larger than the engine's CUDA graphs
- * cover (PlanPoolEst.graph_bs): its decode steps run eagerly
- * (docs/cost-model.md, "Eager decode"). */
+ * cover (PlanPoolEst.graph_bs; TensorRT-LLM's cuda_graph_config, not
+ * priced): its decode steps run eagerly (docs/cost-model.md, "Eager
+ * decode"). */
 void compile_graph_check(Diags *d, const Spec *spec, const Layout *L, const PlanEstimates *e);
 
 /* The plan's `estimates` for a compiled layout, from the cost model
