@@ -997,6 +997,14 @@ def cuda_graph_bs(tmp):
               "graphs-trtllm: every instance's YAML captures decode batches up to 384, padded", ys[:1])
         sh = "".join(open(f).read() for f in glob.glob(os.path.join(d, "node-*.sh")))
         check("cuda_graph" not in sh and "384" not in sh, "graphs-trtllm: no command line carries it", sh[:400])
+        dy = os.path.join(tmp, "graphs-trtllm.dynamo")
+        p = run("emit", os.path.join(d, "plan.json"), "--target", "dynamo", "-o", dy)
+        if check(p.returncode == 0, "graphs-trtllm: emit --target dynamo", p.stderr):
+            check_dynamo("graphs-trtllm/dynamo", plan, dy)
+            cm = [x for x in yaml.safe_load_all(open(os.path.join(dy, "dynamo.yaml"))) if x][0]
+            check(all(yaml.safe_load(v).get("cuda_graph_config") == {"max_batch_size": 384, "enable_padding": True}
+                      for v in cm["data"].values()),
+                  "graphs-trtllm/dynamo: the ConfigMap's engine YAMLs carry the padded graph batch", sorted(cm["data"]))
     src = os.path.join(tmp, "graphs-vllm.out", "plan.json")
     if os.path.exists(src):
         cat = os.path.join(tmp, "catalog-no-graph-key")
