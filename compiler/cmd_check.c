@@ -171,7 +171,7 @@ static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
     return;
   }
   if (e == ENGINE_TRTLLM) {
-    int64_t b = s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 128;
+    int64_t b = engine_trtllm_graph_bs(s);
     fprintf(out,
             "  %-12s CUDA graphs: decode batches up to %lld per attention dp rank "
             "(cuda_graph_config.max_batch_size)\n",

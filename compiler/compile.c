@@ -330,27 +330,26 @@ void compile_load_check(Diags *d, const Spec *spec, double served, const char *w
   diag_help(g, "%s", help ? help : "add replicas, or let `rankplan search` size the pools for the load");
 }
 
-/* TensorRT-LLM's decode graphs (CudaGraphConfig, tensorrt_llm/llmapi/
- * llm_args.py): by default batches 1 to 32, 64 and 128, unpadded, so a
- * batch between them runs without a graph; serving.cuda_graph_max_bs is
- * written padded (emit_trtllm.c), covering every batch up to it. Such
- * steps are not priced (docs/cost-model.md, "Eager decode"). */
+/* A TensorRT-LLM pool decoding more requests per attention dp rank than
+ * every batch of which has a graph (engine_trtllm_graph_cover): its steps
+ * at the other batches run without one, which is not priced
+ * (docs/cost-model.md, "Eager decode"). */
 static void trtllm_graph_check(Diags *d, const Spec *spec, const LayPool *P, int64_t per, int64_t pp) {
-  const SInt *bs = &spec->serving.cuda_graph_max_bs;
-  if ((bs->set && per <= bs->v) || (!bs->set && per <= 32)) return;
-  Diag *g = bs->set ? diag_at(d, DIAG_W0503, P->loc,
-                              "pool `%s` decodes %lld requests per attention dp rank, more than the %lld "
-                              "TensorRT-LLM's CUDA graphs cover (cuda_graph_max_bs): those steps run without "
-                              "graphs, which the plan does not price",
-                              P->name, (long long)per, (long long)bs->v)
-                    : diag_at(d, DIAG_W0503, P->loc,
-                              "pool `%s` decodes %lld requests per attention dp rank, where TensorRT-LLM's default "
-                              "CUDA graphs cover the batches up to 32, then 64 and 128 only: steps at other batches "
-                              "run without graphs, which the plan does not price",
-                              P->name, (long long)per);
+  int64_t cover = engine_trtllm_graph_cover(spec);
+  if (per <= cover) return;
+  bool set = spec->serving.cuda_graph_max_bs.set;
+  char what[128];
+  if (set) snprintf(what, sizeof what, "more than the %lld TensorRT-LLM's CUDA graphs cover (cuda_graph_max_bs)",
+                    (long long)cover);
+  else snprintf(what, sizeof what, "where TensorRT-LLM's default CUDA graphs cover the batches up to %lld, then 64 "
+                "and 128 only", (long long)cover);
+  Diag *g = diag_at(d, DIAG_W0503, P->loc,
+                    "pool `%s` decodes %lld requests per attention dp rank, %s: %s run without graphs, which the "
+                    "plan does not price",
+                    P->name, (long long)per, what, set ? "those steps" : "steps at other batches");
   /* --max_batch_size holds each attention dp rank's requests (engine_limits_per_dp), pp micro-batches of them */
   CkState st = {true};
-  int64_t cap = ckm(&st, bs->set ? bs->v : 32, pp);
+  int64_t cap = ckm(&st, cover, pp);
   diag_help(g, "capture the batch with `serving.cuda_graph_max_bs: %lld` (the launch files write it padded, so "
                "every batch up to it runs a graph), or cap the running requests with `serving.max_num_seqs: %lld`",
             (long long)per, (long long)(st.ok ? cap : INT64_MAX));

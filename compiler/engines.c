@@ -475,6 +475,20 @@ int64_t engine_vllm_graph_tokens(const Spec *s) {
   return es.seqs > 0 && es.seqs < 256 ? 2 * es.seqs : 512; /* min(2 * seqs, 512) */
 }
 
+/* TensorRT-LLM's decode graphs (CudaGraphConfig, TorchLlmArgs
+ * validate_cuda_graph_config in tensorrt_llm/llmapi/llm_args.py, late-2025
+ * main): when the YAML sets neither a maximum nor a list, sizes 1 to 31,
+ * 32, 64 and 128, unpadded, so every batch up to 32 has a graph and the
+ * largest is 128; serving.cuda_graph_max_bs is written padded
+ * (emit_trtllm.c), so every batch up to it has one. */
+int64_t engine_trtllm_graph_bs(const Spec *s) {
+  return s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 128;
+}
+
+int64_t engine_trtllm_graph_cover(const Spec *s) {
+  return s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 32;
+}
+
 /* SGLang: the overlap scheduler is on unless --disable-overlap-schedule
  * (python/sglang/srt/server_args.py; tests/engines/fixtures lists the flag
  * for every release from 0.4.7). TensorRT-LLM: TorchLlmArgs.

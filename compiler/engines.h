@@ -104,6 +104,14 @@ void engine_sched(const Spec *s, EngineSched *out);
  * (vllm/config of 0.11.0; docs/memory.md, "CUDA graphs"). */
 int64_t engine_vllm_graph_tokens(const Spec *s);
 
+/* TensorRT-LLM's CUDA graphs for one attention dp rank's decode batch:
+ * the largest batch captured (serving.cuda_graph_max_bs, else 128) and
+ * the largest below which every batch has a graph (the same when set,
+ * the launch files writing it padded; else 32, the default sizes being
+ * unpadded; docs/memory.md, "CUDA graphs"). */
+int64_t engine_trtllm_graph_bs(const Spec *s);
+int64_t engine_trtllm_graph_cover(const Spec *s);
+
 /* Whether engine e overlaps the CPU work of a step with the GPU's by
  * default: SGLang's overlap scheduler (on unless --disable-overlap-schedule)
  * and TensorRT-LLM's (disable_overlap_scheduler defaults to False) do;
