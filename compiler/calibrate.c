@@ -32,7 +32,7 @@ static const CalRange cal_ranges[] = {
     {"hbm_efficiency", 0.05, 1.0},      {"scale_up_efficiency", 0.05, 1.0},
     {"scale_out_efficiency", 0.05, 1.0}, {"step_overhead_s", 1e-6, 0.1},
     {"kernel_stall_s", 1e-8, 1e-4},     {"request_overhead_s", 1e-5, 1.0},
-    {"eager_kernel_s", 1e-7, 1e-3},
+    {"eager_kernel_s", 1e-7, 1e-3},     {"seq_overhead_s", 1e-8, 1e-3},
 };
 
 bool calibrate_fit_range(const char *name, double *lo, double *hi) {
@@ -47,8 +47,8 @@ bool calibrate_fit_range(const char *name, double *lo, double *hi) {
 
 const char *calibrate_fit_names(void) {
   return "mfu_prefill, mfu_decode, hbm_efficiency, scale_up_efficiency, "
-         "scale_out_efficiency, step_overhead_s, kernel_stall_s, request_overhead_s, "
-         "eager_kernel_s";
+         "scale_out_efficiency, step_overhead_s, seq_overhead_s, kernel_stall_s, "
+         "request_overhead_s, eager_kernel_s";
 }
 
 /* One run: the spec with the run's workload, compiled once. */

@@ -984,9 +984,11 @@ bool cost_step_ranks(const CostModel *m, const CostDecodePrep *p, int64_t B, int
   double gpu = t_layers + t_lm + out->comm_pp + draft;
   double eager = cost__eager_excess(p, w.bdp, chunk, gpu);
   gpu += eager;
-  /* The engine's CPU work per step: exposed in full, or only what the
-   * GPU's step does not cover when the engine overlaps the two. */
-  double cpu = (double)l->pp * m->k.step_overhead_s;
+  /* The engine's CPU work per step, a fixed part and a part per sequence
+   * of the scheduler's batch (docs/cost-model.md, "Engine overhead per
+   * step"): exposed in full, or only what the GPU's step does not cover
+   * when the engine overlaps the two. */
+  double cpu = (double)l->pp * (m->k.step_overhead_s + m->k.seq_overhead_s * (double)w.bdp);
   double exposed = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
   out->step = gpu + exposed;
   out->overhead = exposed + eager + stalls * (1.0 + (double)m->draft / (nd + nm));
@@ -1447,12 +1449,17 @@ static void cost__little(const CostModel *m, const CostInstance *in, double per,
   out->tpot = (double)INFINITY;
   if (!cost__tpot_at(m, in, in->batch, up, &tpot)) return;
   out->tpot = tpot;
-  double bl = fmin(ceil(per * (double)m->tout * out->tpot), cap);
-  if (bl < 1.0) bl = 1.0;
-  if (bl < (double)in->batch && cost__tpot_at(m, in, (int64_t)bl, up, &tpot)) {
-    out->batch = (int64_t)bl;
-    out->tpot = tpot;
-  }
+  double x = fmax(fmin(per * (double)m->tout * out->tpot, cap), 1.0);
+  double bl = ceil(x);
+  if (bl >= (double)in->batch || !cost__tpot_at(m, in, (int64_t)bl, up, &tpot)) return;
+  out->batch = (int64_t)bl;
+  out->tpot = tpot;
+  /* A mean of x requests in flight runs steps of floor(x) and ceil(x)
+   * requests in the proportions that give that mean: the TPOT between
+   * theirs, so that it moves with the load without steps. */
+  double lo_b = floor(x), frac = x - lo_b, lo_tpot;
+  if (frac > 0 && lo_b >= 1.0 && cost__tpot_at(m, in, (int64_t)lo_b, up, &lo_tpot))
+    out->tpot = lo_tpot + frac * (tpot - lo_tpot);
 }
 
 static void cost__finish(const CostModel *m, const CostDeploy *dp, CostDeployEval *out) {

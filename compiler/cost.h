@@ -46,6 +46,9 @@
     "tokens of the busiest ep rank over the mean (1: perfectly balanced routing)")  \
   X(step_overhead_s, 0.5e-3, 0.0, 1.0,                                           \
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
+  X(seq_overhead_s, 12.8e-6, 0.0, 1.0,                                           \
+    "time per sequence a decode step's CPU work adds (input preparation, "       \
+    "output processing)")                                                        \
   X(kernel_stall_s, 5e-6, 0.0, 1.0,                                              \
     "GPU idle time at each kernel boundary of a forward pass")                   \
   X(eager_kernel_s, 65.6e-6, 0.0, 1.0,                                           \

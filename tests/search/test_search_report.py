@@ -15,6 +15,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import searchlib  # noqa: E402
 from searchlib import SRC, check, rp  # noqa: E402
 LLAMA = str(SRC / "plans" / "examples" / "llama-3.1-70b-pd.yaml")
+# The example at 19 req/s, a load its 32 GPUs serve in full (at its own
+# 20 req/s the deployment serving the most reaches 19.76): the sort and
+# --min-gpus checks below need a rate some deployment serves.
+_TMP = tempfile.TemporaryDirectory()
+LLAMA19 = str(pathlib.Path(_TMP.name) / "llama-3.1-70b-pd-19.yaml")
+_text = pathlib.Path(LLAMA).read_text()
+check("rate: 20 req/s" in _text, "the example offers 20 req/s")
+pathlib.Path(LLAMA19).write_text(_text.replace("rate: 20 req/s", "rate: 19 req/s"))
 
 
 
@@ -48,12 +56,12 @@ check("#1 serves 18.12 of 20 req/s offered on 28 of 32 GPUs" in p.stdout, "text:
 check("warning[W0502]" in p.stderr and "--sort cluster-gpu" in p.stderr,
       "search warns when the winner leaves load unserved", p.stderr)
 
-p = rp("search", LLAMA, "--format", "json", "--sort", "cluster-gpu", "--top", "1000")
+p = rp("search", LLAMA19, "--format", "json", "--sort", "cluster-gpu", "--top", "1000")
 doc = json.loads(p.stdout)
 ks = [r["goodput_tok_s_per_budget_gpu"] for r in doc["results"] if r["feasible"]]
 check(ks == sorted(ks, reverse=True) and doc["sort"] == "cluster-gpu", "--sort cluster-gpu ranks by it")
-check(doc["results"][0]["throughput_req_s"] == 20 and "W0502" not in p.stderr,
-      "--sort cluster-gpu: the winner serves the 20 req/s, no warning", p.stderr)
+check(doc["results"][0]["throughput_req_s"] == 19 and "W0502" not in p.stderr,
+      "--sort cluster-gpu: the winner serves the 19 req/s, no warning", p.stderr)
 p = rp("search", LLAMA, "--format", "json", "--sort", "goodput", "--top", "1000")
 ks = [r["throughput_tok_s"] for r in json.loads(p.stdout)["results"] if r["feasible"]]
 check(ks == sorted(ks, reverse=True), "--sort goodput ranks by total goodput")
@@ -92,12 +100,12 @@ with tempfile.TemporaryDirectory() as tmp:
 
 # --min-gpus: the winner serves the offered rate, and no ranked deployment
 # that serves it uses fewer GPUs.
-p = rp("search", LLAMA, "--format", "json", "--min-gpus", "--top", "1")
+p = rp("search", LLAMA19, "--format", "json", "--min-gpus", "--top", "1")
 w = json.loads(p.stdout)["results"][0]
-allr = json.loads(rp("search", LLAMA, "--format", "json", "--top", "1000").stdout)["results"]
-serving = [r["gpus"] for r in allr if r["feasible"] and r["throughput_req_s"] >= 20 - 1e-9]
-check(p.returncode == 0 and w["throughput_req_s"] == 20 and w["gpus"] == min(serving),
-      f"--min-gpus: {w['layout']} serves 20 req/s on the fewest GPUs ({w['gpus']})", p.stderr)
+allr = json.loads(rp("search", LLAMA19, "--format", "json", "--top", "1000").stdout)["results"]
+serving = [r["gpus"] for r in allr if r["feasible"] and r["throughput_req_s"] >= 19 - 1e-9]
+check(p.returncode == 0 and w["throughput_req_s"] == 19 and w["gpus"] == min(serving),
+      f"--min-gpus: {w['layout']} serves 19 req/s on the fewest GPUs ({w['gpus']})", p.stderr)
 with tempfile.TemporaryDirectory() as tmp:
     norate = pathlib.Path(tmp) / "norate.yaml"
     norate.write_text(pathlib.Path(LLAMA).read_text().replace("  rate: 20 req/s\n", ""))

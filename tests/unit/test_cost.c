@@ -653,6 +653,7 @@ static void test_overlap(void) {
   Spec s = llama70b(4);
   CostModel m = model_of(&s);
   m.k.kernel_stall_s = 0.0; /* the CPU part alone; the stalls: test_layer_stall */
+  m.k.seq_overhead_s = 0.0;  /* the fixed part alone; per sequence: test_seq_overhead */
   CostLayout l = {8, 1, 1, 1, 1, 1, 1};
   CostDecode a, b, c;
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a));
@@ -666,6 +667,47 @@ static void test_overlap(void) {
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
   T_NEAR(c.step, 1.0, 1e-12);
   T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
+}
+
+/* The CPU work of a step grows by seq_overhead_s per sequence of the
+ * scheduler's batch: the requests of one dp rank's micro-batch, so pp
+ * stages together pay it once per request (docs/cost-model.md, "Engine
+ * overhead per step"). */
+static void test_seq_overhead(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  m.k.kernel_stall_s = 0.0;
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostDecode a, b;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &a));
+  T_CHECK(cost_decode_step(&m, &l, 64, 4250, &b));
+  T_NEAR(a.overhead, m.k.step_overhead_s + 16 * m.k.seq_overhead_s, 1e-15);
+  T_NEAR(b.overhead, m.k.step_overhead_s + 64 * m.k.seq_overhead_s, 1e-15);
+  CostLayout pp = {8, 2, 1, 1, 1, 1, 1};
+  T_CHECK(cost_decode_step(&m, &pp, 64, 4250, &b));
+  T_NEAR(b.overhead, 2 * m.k.step_overhead_s + 64 * m.k.seq_overhead_s, 1e-15);
+  CostLayout dp = {2, 1, 1, 4, 1, 1, 1};
+  T_CHECK(cost_decode_step(&m, &dp, 64, 4250, &b));
+  T_NEAR(b.overhead, m.k.step_overhead_s + 16 * m.k.seq_overhead_s, 1e-15);
+}
+
+/* seq_overhead_s's default is the least-squares slope, through the
+ * origin, of the CPU time per step that async scheduling hid in vLLM PR
+ * #23914 (https://github.com/vllm-project/vllm/pull/23914, description,
+ * "Test Result": A100, TP=2, tokens/s with sync and async scheduling at
+ * each global batch): per step, gbs/tps_sync - gbs/tps_async. */
+static void test_seq_overhead_source(void) {
+  static const double pr[][3] = {{32, 1014, 1025}, {64, 1853, 1896},
+                                 {128, 3048, 3177}, {256, 4039, 4258}};
+  double sxy = 0.0, sxx = 0.0;
+  for (size_t i = 0; i < RP_ARRAY_LEN(pr); i++) {
+    double gbs = pr[i][0], hidden = gbs / pr[i][1] - gbs / pr[i][2];
+    sxy += gbs * hidden;
+    sxx += gbs * gbs;
+  }
+  CostConsts k;
+  cost_consts_default(&k);
+  T_CHECK(fabs(k.seq_overhead_s / (sxy / sxx) - 1.0) < 0.005);
 }
 
 /* Every layer of a forward pass adds its kernels x kernel_stall_s (7 for a
@@ -879,6 +921,8 @@ int main(void) {
   T_RUN(test_busiest_rank);
   T_RUN(test_engine_sched);
   T_RUN(test_overlap);
+  T_RUN(test_seq_overhead);
+  T_RUN(test_seq_overhead_source);
   T_RUN(test_layer_stall);
   T_RUN(test_run_seqs_cap);
   T_RUN(test_calibration);

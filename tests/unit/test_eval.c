@@ -187,13 +187,15 @@ static bool outside_at(double outside, PlanEstimates *e) {
 }
 
 /* request_overhead_s: the time outside the GPU is added to every TTFT once.
- * The load served and the decode are the same; the queue may move a
+ * The load served is the same; the queue and the decode may move a
  * little, because the instance's capacity is planned at the batch whose
- * TTFT budget (now 50 ms smaller) it meets. */
+ * TTFT budget (now 50 ms smaller) it meets, and the requests in flight
+ * are estimated from the TPOT at that batch (docs/cost-model.md, "One
+ * evaluation"). */
 static void test_request_overhead(void) {
   PlanEstimates a, b;
   T_CHECK(outside_at(0.0, &a) && outside_at(0.05, &b));
-  T_CHECK(a.throughput_tok_s == b.throughput_tok_s && a.tpot_ms == b.tpot_ms);
+  T_CHECK(a.throughput_tok_s == b.throughput_tok_s && fabs(b.tpot_ms / a.tpot_ms - 1) < 0.005);
   T_CHECK(fabs(b.ttft_ms - a.ttft_ms - 50.0) < 0.5);
 }
 
