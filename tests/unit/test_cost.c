@@ -710,6 +710,16 @@ static void test_seq_overhead_source(void) {
   T_CHECK(fabs(k.seq_overhead_s / (sxy / sxx) - 1.0) < 0.005);
 }
 
+/* request_overhead_s's default: SGLang's serving path with its forward
+ * replaced by a 2.632 ms busy wait measured a median TTFT of 9.54 ms at
+ * one request in flight (tenstorrent/tt-inference-server issue 3560,
+ * comment of 2026-05-18); the rest is the time outside the forward. */
+static void test_request_overhead_source(void) {
+  CostConsts k;
+  cost_consts_default(&k);
+  T_CHECK(fabs(k.request_overhead_s / ((9.54 - 2.632) * 1e-3) - 1.0) < 0.005);
+}
+
 /* Every layer of a forward pass adds its kernels x kernel_stall_s (7 for a
  * dense layer, 2 more for its tp all-reduces when tp > 1): L of them to a
  * decode step and to a prefill, and overhead reports them with the exposed
@@ -923,6 +933,7 @@ int main(void) {
   T_RUN(test_overlap);
   T_RUN(test_seq_overhead);
   T_RUN(test_seq_overhead_source);
+  T_RUN(test_request_overhead_source);
   T_RUN(test_layer_stall);
   T_RUN(test_run_seqs_cap);
   T_RUN(test_calibration);
