@@ -91,8 +91,14 @@ def recovery(tmp):
     chosen_pd = {"mfu_prefill": 0.5, "mfu_decode": 0.35, "hbm_efficiency": 0.72, "step_overhead_s": 0.002}
     recover(tmp, "pd", PD, "meta-llama/Llama-3.1-70B-Instruct", chosen_pd, PD_POINTS,
             "mfu_prefill,mfu_decode,hbm_efficiency,step_overhead_s")
-    # The time outside the GPU (default 0: the fit starts at its range's
-    # floor), told from the prefill by the points' different prompt lengths.
+    # The CPU work per sequence of a step, told from the fixed part by the
+    # points' different batches in flight (1 to 512).
+    chosen_seq = {"mfu_prefill": 0.5, "hbm_efficiency": 0.72, "step_overhead_s": 0.002,
+                  "seq_overhead_s": 2e-5}
+    recover(tmp, "pd-seq", PD, "meta-llama/Llama-3.1-70B-Instruct", chosen_seq, PD_POINTS,
+            "mfu_prefill,hbm_efficiency,step_overhead_s,seq_overhead_s")
+    # The time outside the GPU, told from the prefill by the points'
+    # different prompt lengths.
     chosen_out = {"mfu_prefill": 0.45, "hbm_efficiency": 0.7, "step_overhead_s": 0.0012,
                   "request_overhead_s": 0.03}
     recover(tmp, "agg-outside", AGG, "meta-llama/Llama-3.1-8B-Instruct", chosen_out, AGG_POINTS,
