@@ -1420,22 +1420,35 @@ static double cost__stretch(double tpot, double up) {
   return up <= 0.0 ? tpot : up < 1.0 ? tpot / (1.0 - up) : (double)INFINITY;
 }
 
-/* TPOT of instance `in` at batch B with prefill share up: a decode step
- * stretched by 1 / (1 - up) when the engine alternates, the step carrying
- * the share up of the full chunk at the instance's batch when it mixes. */
-static bool cost__tpot_at(const CostModel *m, const CostInstance *in, int64_t B, double up,
-                          double *tpot) {
+/* What the TPOT of instance `in` at any batch shares: the decode prep
+ * and, when the engine mixes prompt chunks into decode steps, the step at
+ * the instance's full batch (whose chunk sets the share up's). */
+typedef struct {
   CostDecodePrep p;
-  if (!cost_decode_prep(m, &in->lay, cost_decode_ctx(m), &p)) return false;
-  if (in->role == ROLE_BOTH && m->chunk_tokens > 0) {
-    CostMixed full, at;
-    if (!cost__mixed(m, &p, in->batch, &full) || !cost__mixed(m, &p, B, &at)) return false;
-    int64_t c = cost__chunk_at(&full, up);
-    *tpot = cost__mixed_tpot(m, &p, B, c < at.cmax ? c : at.cmax, at.cmax);
+  bool mixed;
+  CostMixed full;
+} CostTpotCtx;
+
+static bool cost__tpot_ctx(const CostModel *m, const CostInstance *in, CostTpotCtx *t) {
+  if (!cost_decode_prep(m, &in->lay, cost_decode_ctx(m), &t->p)) return false;
+  t->mixed = in->role == ROLE_BOTH && m->chunk_tokens > 0;
+  return !t->mixed || cost__mixed(m, &t->p, in->batch, &t->full);
+}
+
+/* TPOT at batch B with prefill share up: a decode step stretched by
+ * 1 / (1 - up) when the engine alternates, the step carrying the share up
+ * of the full chunk at the instance's batch when it mixes. */
+static bool cost__tpot_at(const CostModel *m, const CostTpotCtx *t, int64_t B, double up,
+                          double *tpot) {
+  if (t->mixed) {
+    CostMixed at;
+    if (!cost__mixed(m, &t->p, B, &at)) return false;
+    int64_t c = cost__chunk_at(&t->full, up);
+    *tpot = cost__mixed_tpot(m, &t->p, B, c < at.cmax ? c : at.cmax, at.cmax);
     return isfinite(*tpot);
   }
   CostDecode dc;
-  if (!cost_decode_at(m, &p, B, &dc)) return false;
+  if (!cost_decode_at(m, &t->p, B, &dc)) return false;
   *tpot = cost__stretch(dc.tpot, up);
   return true;
 }
@@ -1445,20 +1458,21 @@ static bool cost__tpot_at(const CostModel *m, const CostInstance *in, int64_t B,
 static void cost__little(const CostModel *m, const CostInstance *in, double per, double up,
                          double cap, CostDeployEval *out) {
   double tpot;
+  CostTpotCtx t;
   out->batch = in->batch;
   out->tpot = (double)INFINITY;
-  if (!cost__tpot_at(m, in, in->batch, up, &tpot)) return;
+  if (!cost__tpot_ctx(m, in, &t) || !cost__tpot_at(m, &t, in->batch, up, &tpot)) return;
   out->tpot = tpot;
   double x = fmax(fmin(per * (double)m->tout * out->tpot, cap), 1.0);
   double bl = ceil(x);
-  if (bl >= (double)in->batch || !cost__tpot_at(m, in, (int64_t)bl, up, &tpot)) return;
+  if (bl >= (double)in->batch || !cost__tpot_at(m, &t, (int64_t)bl, up, &tpot)) return;
   out->batch = (int64_t)bl;
   out->tpot = tpot;
   /* A mean of x requests in flight runs steps of floor(x) and ceil(x)
    * requests in the proportions that give that mean: the TPOT between
    * theirs, so that it moves with the load without steps. */
   double lo_b = floor(x), frac = x - lo_b, lo_tpot;
-  if (frac > 0 && lo_b >= 1.0 && cost__tpot_at(m, in, (int64_t)lo_b, up, &lo_tpot))
+  if (frac > 0 && lo_b >= 1.0 && cost__tpot_at(m, &t, (int64_t)lo_b, up, &lo_tpot))
     out->tpot = lo_tpot + frac * (tpot - lo_tpot);
 }
 
