@@ -873,6 +873,7 @@ static void test_calibration(void) {
   /* the newer constants are held to their ranges by name */
   calib_bad_values("{\"kernel_stall_s\": 2, \"request_overhead_s\": -0.1}", "kernel_stall_s", "request_overhead_s");
   calib_bad_values("{\"eager_kernel_s\": -1e-6, \"kernel_stall_s\": 1.5}", "eager_kernel_s", "kernel_stall_s");
+  calib_bad_values("{\"seq_overhead_s\": -1e-6, \"step_overhead_s\": 2}", "seq_overhead_s", "step_overhead_s");
 
   diags_init(&d);
   p = write_tmp("{\"mfu_decode\": 0.5,,}");
