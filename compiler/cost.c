@@ -226,6 +226,7 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   engine_sched(s, &es);
   m->chunk_tokens = es.mixed ? es.tokens : 0;
   m->overlap = es.overlap;
+  m->sync_gpn = engine_vllm_ray_sync_gpn(s);
   m->eager_prefill = es.eager_prefill;
   if ((Engine)s->deployment.engine.v == ENGINE_SGLANG) {
     m->graph_bs[0] = mem_engine_sglang_graph_bs(s, 1);
@@ -989,7 +990,8 @@ bool cost_step_ranks(const CostModel *m, const CostDecodePrep *p, int64_t B, int
    * step"): exposed in full, or only what the GPU's step does not cover
    * when the engine overlaps the two. */
   double cpu = (double)l->pp * (m->k.step_overhead_s + m->k.seq_overhead_s * (double)w.bdp);
-  double exposed = m->overlap ? fmax(0.0, cpu - gpu) : cpu;
+  bool overlap = m->overlap && !engine_spans_nodes(m->sync_gpn, l->tp * l->cp, l->pp, l->dp);
+  double exposed = overlap ? fmax(0.0, cpu - gpu) : cpu;
   out->step = gpu + exposed;
   out->overhead = exposed + eager + stalls * (1.0 + (double)m->draft / (nd + nm));
   out->tpot = out->step / m->accepted;

@@ -201,7 +201,7 @@ int launch_emit(const Plan *p, LaunchTarget t, const char *dir, const char *cata
 static char *launch_refused(const PlanLaunch *L, const EngineCaps *c, Engine e) {
   if (L->sampler && !engine_kv(c->samplers, c->nsamplers, L->sampler))
     return rp_sprintf("launch.sampler: engine %s %s has no sampler `%s`", L->engine, L->engine_version, L->sampler);
-  const char *ot = L->overlap_schedule >= 0 ? engine_overlap_term(e, L->overlap_schedule == 1) : NULL;
+  const char *ot = L->overlap_schedule >= 0 ? engine_overlap_term(e, c->version, L->overlap_schedule == 1) : NULL;
   if (ot && !engine_flag(c, ot))
     return rp_sprintf("launch.overlap_schedule: engine %s %s has no `%s` flag", L->engine, L->engine_version, ot);
   if (L->cuda_graph_max_bs && !engine_takes(c, "cuda_graph_max_bs"))

@@ -155,7 +155,7 @@ void lserving(Launch *l, StrBuf *sb) {
   if (L->cuda_graph_max_bs && !engine_yaml_key(l->c, "cuda_graph_max_bs"))
     lflag_i(l, sb, "cuda_graph_max_bs", L->cuda_graph_max_bs);
   /* serving.overlap_schedule where it departs from the engine's default */
-  const char *term = L->overlap_schedule >= 0 ? engine_overlap_term(l->c->engine, L->overlap_schedule == 1) : NULL;
+  const char *term = L->overlap_schedule >= 0 ? engine_overlap_term(l->c->engine, l->c->version, L->overlap_schedule == 1) : NULL;
   if (term) lflag(l, sb, term, NULL);
 }
 

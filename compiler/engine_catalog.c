@@ -146,14 +146,14 @@ static bool read_rules(Rd *r, const YNode *l, unsigned *out) {
 }
 
 static bool read_pd_rule(Rd *r, const YNode *pd, const char *key, PdRule *out) {
-  static const char *const words[] = {"any", "equal", "decode-multiple", "unverified"};
+  static const char *const words[] = {"any", "equal", "decode-multiple", "unverified", "divisible"};
   const YNode *v = yaml_map_get(pd, key);
   for (size_t i = 0; v && v->kind == YN_SCALAR && i < RP_ARRAY_LEN(words); i++)
     if (strcmp(v->str, words[i]) == 0) {
       *out = (PdRule)i;
       return true;
     }
-  char *w = rp_sprintf("`pd.%s` must be any, equal, decode-multiple or unverified", key);
+  char *w = rp_sprintf("`pd.%s` must be any, equal, decode-multiple, divisible or unverified", key);
   fail(r, v ? v : pd, w);
   free(w);
   return false;

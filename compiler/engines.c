@@ -222,14 +222,16 @@ const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int6
 }
 
 static const char *pd_name(PdRule r) {
-  static const char *const n[] = {"any", "equal", "decode-multiple", "unverified"};
+  static const char *const n[] = {"any", "equal", "decode-multiple", "unverified", "divisible"};
   return n[r];
 }
 
 /* Whether rule r lets prefill size a feed decode size b without an error
  * (an unverified pair is a warning, so it is allowed). */
 static bool pd_allows(PdRule r, int64_t a, int64_t b) {
-  return a == b || r == PD_ANY || r == PD_UNVERIFIED || (r == PD_DECODE_MULTIPLE && a > 0 && b % a == 0);
+  bool mult = a > 0 && b % a == 0, div = b > 0 && a % b == 0;
+  return a == b || r == PD_ANY || r == PD_UNVERIFIED || (r == PD_DECODE_MULTIPLE && mult) ||
+         (r == PD_DIVISIBLE && (mult || div));
 }
 
 bool engine_pd_allows(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp) {
@@ -252,13 +254,17 @@ static void check_pd_dim(Diags *d, const EngineCaps *c, const PoolSpec *pre, con
     return;
   }
   if (pd_allows(r, a, b)) return;
+  static const char *const needs[] = {"", "equal sizes", "a decode size that is a multiple of the prefill size", "",
+                                      "one size a multiple of the other"};
   Diag *g = diag_at(d, DIAG_E0704, dim_loc(dec, dim),
                     "engine `%s` %s cannot move KV from prefill %s %lld (pool `%s`) to decode %s %lld (pool `%s`): "
                     "it needs %s",
-                    engine_name(c->engine), c->version, dn, (long long)a, pn, dn, (long long)b, qn,
-                    r == PD_EQUAL ? "equal sizes" : "a decode size that is a multiple of the prefill size");
-  diag_help(g, "the nearest layout it runs: %s %lld in pool `%s`%s", dn,
-            (long long)(r == PD_EQUAL || b < a ? a : b / a * a), qn,
+                    engine_name(c->engine), c->version, dn, (long long)a, pn, dn, (long long)b, qn, needs[r]);
+  /* the nearest decode size the rule takes, not above b where one is */
+  int64_t near = r == PD_EQUAL || b < a ? a : b / a * a;
+  if (r == PD_DIVISIBLE && b < a)
+    for (near = b; near > 1 && a % near != 0; near--) {}
+  diag_help(g, "the nearest layout it runs: %s %lld in pool `%s`%s", dn, (long long)near, qn,
             r == PD_EQUAL || b < a ? "" : " (or raise the decode size to a multiple)");
   diag_note(g, "rule `pd.%s: %s` of %s (its line names the source)", dn, pd_name(r), c->file);
 }
@@ -305,16 +311,31 @@ static void check_sampler(Diags *d, const Spec *s, const EngineCaps *c) {
 }
 
 /* serving.overlap_schedule against the entry's flags (E0710): the flag
- * that departs from the engine's default must be in the entry. */
+ * that departs from the engine's default must be in the entry, and vLLM
+ * 0.19 cannot overlap an engine its launch runs under Ray. */
 static void check_overlap(Diags *d, const Spec *s, const EngineCaps *c) {
   const SBool *o = &s->serving.overlap_schedule;
-  const char *term = o->set ? engine_overlap_term(c->engine, o->v) : NULL;
-  if (!term || engine_flag(c, term)) return;
-  Diag *g = diag_at(d, DIAG_E0710, o->loc, "engine `%s` %s has no flag known to turn its overlap scheduler %s",
-                    engine_name(c->engine), c->version, o->v ? "on" : "off");
-  diag_help(g, "its entry lists no `%s` flag; remove `serving.overlap_schedule` (the engine's default: %s), or "
-               "name an engine version whose entry lists it",
-            term, engine_overlap_default(c->engine) ? "on" : "off");
+  const char *term = o->set ? engine_overlap_term(c->engine, c->version, o->v) : NULL;
+  if (term && !engine_flag(c, term)) {
+    Diag *g = diag_at(d, DIAG_E0710, o->loc, "engine `%s` %s has no flag known to turn its overlap scheduler %s",
+                      engine_name(c->engine), c->version, o->v ? "on" : "off");
+    diag_help(g, "its entry lists no `%s` flag; remove `serving.overlap_schedule` (the engine's default: %s), or "
+                 "name an engine version whose entry lists it",
+              term, engine_overlap_default(c->engine, c->version) ? "on" : "off");
+    return;
+  }
+  for (size_t i = 0; o->set && o->v && i < s->deployment.npools; i++) {
+    const PoolSpec *p = &s->deployment.pools[i];
+    if (!engine_vllm_ray_sync(s, p->tp.v * p->cp.v, p->pp.v, p->dp.v)) continue;
+    Diag *g = diag_at(d, DIAG_E0710, o->loc,
+                      "engine `vllm` %s cannot overlap its scheduler in pool `%s`: a tp x pp engine of %lld GPUs "
+                      "spans nodes and runs under the Ray executor, which has no async scheduling",
+                      c->version, p->name.v ? p->name.v : "?", (long long)(p->tp.v * p->cp.v * p->pp.v));
+    diag_help(g, "remove `serving.overlap_schedule` (vLLM then runs that pool synchronously), or fit one "
+                 "engine of pool `%s` in a node",
+              p->name.v ? p->name.v : "?");
+    return;
+  }
 }
 
 /* serving.cuda_graph_max_bs against the entry's flags (E0711). */
@@ -489,17 +510,42 @@ int64_t engine_trtllm_graph_cover(const Spec *s) {
   return s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 32;
 }
 
+bool engine_vllm_019(const char *version) {
+  return !version || !strchr(version, '.') || engine_version_cmp(version, "0.19") >= 0;
+}
+
 /* SGLang: the overlap scheduler is on unless --disable-overlap-schedule
  * (python/sglang/srt/server_args.py; tests/engines/fixtures lists the flag
  * for every release from 0.4.7). TensorRT-LLM: TorchLlmArgs.
  * disable_overlap_scheduler defaults to False (tensorrt_llm/llmapi/
  * llm_args.py). vLLM 0.11: SchedulerConfig.async_scheduling defaults to
- * False (vllm/config/scheduler.py), on with --async-scheduling. */
-bool engine_overlap_default(Engine e) { return e == ENGINE_SGLANG || e == ENGINE_TRTLLM; }
+ * False (vllm/config/scheduler.py), on with --async-scheduling; 0.19: it
+ * defaults to None, which VllmConfig turns on where the executor supports
+ * it (vllm/config/vllm.py, "Enable async scheduling unless there is an
+ * incompatible option"), off with --no-async-scheduling. */
+bool engine_overlap_default(Engine e, const char *version) {
+  return e == ENGINE_SGLANG || e == ENGINE_TRTLLM || (e == ENGINE_VLLM && engine_vllm_019(version));
+}
 
-const char *engine_overlap_term(Engine e, bool on) {
-  if (on == engine_overlap_default(e)) return NULL;
+const char *engine_overlap_term(Engine e, const char *version, bool on) {
+  if (on == engine_overlap_default(e, version)) return NULL;
   return on ? "overlap_on" : "overlap_off";
+}
+
+/* An engine spans nodes when its tp x pp ranks outnumber a node's GPUs;
+ * the launch files then run it under Ray (emit_vllm.c, dp 1). An engine
+ * that fits a node but is placed across two is not detected here. */
+bool engine_spans_nodes(int64_t gpus_per_node, int64_t tp, int64_t pp, int64_t dp) {
+  return dp <= 1 && gpus_per_node > 0 && tp * pp > gpus_per_node;
+}
+
+int64_t engine_vllm_ray_sync_gpn(const Spec *s) {
+  bool v = (Engine)s->deployment.engine.v == ENGINE_VLLM && engine_vllm_019(s->deployment.engine_version.v);
+  return v ? s->hardware.gpus_per_node.v : 0;
+}
+
+bool engine_vllm_ray_sync(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
+  return engine_spans_nodes(engine_vllm_ray_sync_gpn(s), tp, pp, dp);
 }
 
 void engine_sched(const Spec *s, EngineSched *out) {
@@ -538,7 +584,8 @@ void engine_sched(const Spec *s, EngineSched *out) {
     break;
   }
   Engine e = (Engine)s->deployment.engine.v;
-  out->overlap = s->serving.overlap_schedule.set ? s->serving.overlap_schedule.v : engine_overlap_default(e);
+  out->overlap = s->serving.overlap_schedule.set ? s->serving.overlap_schedule.v
+                                                 : engine_overlap_default(e, s->deployment.engine_version.v);
   if (s->serving.max_num_batched_tokens.v > 0) out->tokens = s->serving.max_num_batched_tokens.v;
   if (s->serving.max_num_seqs.v > 0) out->seqs = s->serving.max_num_seqs.v;
   if (s->serving.max_num_batched_tokens.v > 0 && s->serving.max_num_seqs.v > 0) out->source = NULL;

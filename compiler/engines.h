@@ -36,8 +36,9 @@ enum { ER_EDP_ONE = 1, ER_EP_ALL_OR_NONE = 2, ER_DP_NEEDS_TP1 = 4, ER_DCP_DIVIDE
 
 /* What an engine allows between a prefill and a decode pool's tp (or pp):
  * any sizes, equal sizes, a decode size that is a multiple of the prefill
- * size, or nothing established (a warning, W0701). */
-typedef enum { PD_ANY, PD_EQUAL, PD_DECODE_MULTIPLE, PD_UNVERIFIED } PdRule;
+ * size, nothing established (a warning, W0701), or either size a multiple
+ * of the other. */
+typedef enum { PD_ANY, PD_EQUAL, PD_DECODE_MULTIPLE, PD_UNVERIFIED, PD_DIVISIBLE } PdRule;
 
 typedef struct {
   char *key, *value;
@@ -112,16 +113,37 @@ int64_t engine_vllm_graph_tokens(const Spec *s);
 int64_t engine_trtllm_graph_bs(const Spec *s);
 int64_t engine_trtllm_graph_cover(const Spec *s);
 
-/* Whether engine e overlaps the CPU work of a step with the GPU's by
- * default: SGLang's overlap scheduler (on unless --disable-overlap-schedule)
- * and TensorRT-LLM's (disable_overlap_scheduler defaults to False) do;
- * vLLM 0.11 only with --async-scheduling; generic does not. */
-bool engine_overlap_default(Engine e);
+/* Whether a vLLM spec or plan of engine version `version` (NULL or unset:
+ * the catalog's newest vLLM entry) follows vLLM 0.19's rules rather than
+ * 0.11's: the two entries of plans/catalog/engines/ (docs/engines.md). */
+bool engine_vllm_019(const char *version);
+
+/* Whether engine e at `version` (NULL: the catalog's newest entry)
+ * overlaps the CPU work of a step with the GPU's by default: SGLang's
+ * overlap scheduler (on unless --disable-overlap-schedule), TensorRT-LLM's
+ * (disable_overlap_scheduler defaults to False) and vLLM 0.19's async
+ * scheduling do; vLLM 0.11 only with --async-scheduling; generic does not.
+ * vLLM 0.19 turns it off for an engine run by the Ray executor
+ * (engine_vllm_ray_sync). */
+bool engine_overlap_default(Engine e, const char *version);
 
 /* The catalog term of the flag that sets serving.overlap_schedule to on
- * against engine e's default: "overlap_on" (turns it on) or "overlap_off"
- * (turns it off); NULL when on is e's default already. */
-const char *engine_overlap_term(Engine e, bool on);
+ * against engine e's default at `version`: "overlap_on" (turns it on) or
+ * "overlap_off" (turns it off); NULL when on is the default already. */
+const char *engine_overlap_term(Engine e, const char *version, bool on);
+
+/* Whether vLLM runs an engine of tp x pp ranks (one attention dp rank of
+ * dp, dp 1) synchronously although the spec leaves serving.overlap_schedule
+ * unset: vLLM 0.19 disables async scheduling under the Ray executor, which
+ * the launch files use for a tp x pp engine across nodes (emit_vllm.c),
+ * and only multiproc and uniproc executors support it
+ * (vllm/config/vllm.py, "Async scheduling will be disabled"). */
+bool engine_vllm_ray_sync(const Spec *s, int64_t tp, int64_t pp, int64_t dp);
+/* The same in two parts, for the cost model, which keeps no Spec: the
+ * node size past which vLLM runs an engine synchronously (0: never), and
+ * whether an engine of tp x pp (dp) spans nodes of that size. */
+int64_t engine_vllm_ray_sync_gpn(const Spec *s);
+bool engine_spans_nodes(int64_t gpus_per_node, int64_t tp, int64_t pp, int64_t dp);
 
 /* Whether the spec's GPU is an AMD one (its name holds "AMD" or
  * "Instinct", or its preset starts "mi3"): the engines' ROCm builds

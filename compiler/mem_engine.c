@@ -10,7 +10,7 @@
  * Invariants: every byte count uses the sticky-overflow accumulator;
  * `engine: generic` keeps the generic ledger (the nvidia-smi total, a 2
  * GiB reserve, fixed workspace and 64 MiB per communicator); `vllm`
- * follows vLLM 0.11's worker, `sglang` SGLang's mem_fraction_static and
+ * follows vLLM 0.11's or 0.19's worker (by engine.version), `sglang` SGLang's mem_fraction_static and
  * `trtllm` TensorRT-LLM's free_gpu_memory_fraction, each formula citing
  * its source in docs/memory.md.
  */
@@ -82,13 +82,16 @@ void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t s
   int64_t an, ad;
   model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
   int64_t hidden = ckm(st, ckm(st, tokens, m->hidden_size.v), an) / (ad > 0 ? ad : 1);
-  int64_t per = engine_sampler_flashinfer(s) ? MEM_VLLM_SAMPLER_FLASHINFER_BYTES : MEM_VLLM_SAMPLER_BYTES;
+  int64_t per = engine_vllm_019(s->deployment.engine_version.v) ? MEM_VLLM019_SAMPLER_BYTES
+                : engine_sampler_flashinfer(s)                  ? MEM_VLLM_SAMPLER_FLASHINFER_BYTES
+                                                                : MEM_VLLM_SAMPLER_BYTES;
   int64_t logits = ckm(st, ckm(st, seqs, m->vocab_size.v), per);
   L->sampler = cka(st, hidden, logits);
   L->activations = L->forward_peak > L->sampler ? L->forward_peak : L->sampler;
 }
 
-void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger *L) {
+void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, bool tp_group, bool pp_group,
+                          MemLedger *L) {
   const DeploymentSpec *dep = &s->deployment;
   Engine e = engine_of(s);
   bool named = e == ENGINE_VLLM || e == ENGINE_SGLANG || e == ENGINE_TRTLLM;
@@ -96,6 +99,14 @@ void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger 
    * to the rest of the device: no reserve unless the spec asks for one. */
   bool explicit_reserve = dep->memory.reserve.set;
   L->reserve = explicit_reserve ? dep->memory.reserve.v : named ? 0 : (int64_t)2 << 30;
+  if (e == ENGINE_VLLM && engine_vllm_019(s->deployment.engine_version.v)) {
+    /* the tp group's workspaces as measured; other communicators but pp's
+     * (which adds none) at 0.11's figure, not measured on 0.19 */
+    int64_t others = groups - tp_group - pp_group;
+    L->workspace = MEM_VLLM019_NON_TORCH_BYTES;
+    L->comm = cka(st, tp_group ? MEM_VLLM019_TP_COMM_BYTES : 0, ckm(st, others, MEM_VLLM_NON_TORCH_PER_GROUP));
+    return;
+  }
   if (e == ENGINE_VLLM) {
     L->workspace = MEM_VLLM_NON_TORCH_BYTES;
     L->comm = ckm(st, groups, MEM_VLLM_NON_TORCH_PER_GROUP);

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engines.h"
 #include "layout.h"
 
 static int64_t dim(const SInt *v) { return v->v > 0 ? v->v : 1; }
@@ -266,7 +267,7 @@ static void ledger_budget(CkState *st, const Spec *s, const Par *q, MemLedger *L
   int64_t groups = (q->tp > 1) + (q->cp > 1) + (q->dp > 1) + (q->pp > 1) +
                    (model_is_moe(m) && q->ep > 1) + etp_group;
   L->capacity = s->hardware.gpu.memory.v;
-  mem_engine_overheads(st, s, groups, L);
+  mem_engine_overheads(st, s, groups, q->tp > 1, q->pp > 1, L);
   mem_engine_kv_pool(st, s, q->tp, q->pp, q->dp, L);
 }
 
@@ -422,7 +423,8 @@ static void mem__headroom(Diags *d, const Spec *s, const LayPool *P, const MemLe
   const SNum *u = &s->deployment.memory.utilization;
   if (!u->set || (Engine)s->deployment.engine.v != ENGINE_VLLM) return;
   double gib = (double)((int64_t)1 << 30), have = (double)m->engine_total * (1.0 - u->v);
-  double need = (double)MEM_VLLM_GRAPHS_LOGGED_MAX;
+  bool v019 = engine_vllm_019(s->deployment.engine_version.v);
+  double need = (double)(v019 ? MEM_VLLM019_GRAPHS_LOGGED_MAX : MEM_VLLM_GRAPHS_LOGGED_MAX);
   if (!(have < need)) return;
   Diag *g = diag_at(d, DIAG_W0207, u->loc,
                     "`utilization` %.3g leaves %.2f GiB of a GPU of pool `%s` outside vLLM's share, "

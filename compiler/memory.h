@@ -108,7 +108,10 @@ void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t s
                            int64_t vocab_rank, MemLedger *L);
 /* workspace, comm and reserve by engine; groups is the number of
  * communicators with more than one member. */
-void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, MemLedger *L);
+/* groups: the communicators a rank belongs to, tp_group and pp_group
+ * whether its tp and pp groups are among them. */
+void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, bool tp_group, bool pp_group,
+                          MemLedger *L);
 /* usable and kv_pool from engine_total and the other entries; tp, pp and
  * dp are the pool's (SGLang's default fraction depends on them). */
 void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int64_t dp,
@@ -144,6 +147,24 @@ int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp);
  * graphs"): the share above gpu_memory_utilization must hold it. */
 #define MEM_VLLM_GRAPHS_LOGGED_MAX (((int64_t)103 << 30) / 100)  /* 1.03 GiB */
 #define MEM_VLLM_NON_TORCH_PER_GROUP (((int64_t)41 << 30) / 100) /* 0.41 GiB */
+
+/* vLLM 0.19 (docs/memory.md, "vLLM 0.19"): the sampler warm-up's bytes per
+ * (sequence x vocabulary entry) on either path: the bf16 logits (2), the
+ * sampler's fp32 copy (4, which the Triton top-k/top-p kernel or
+ * FlashInfer's masks in place), the softmax probabilities (4) and the
+ * exponential draw random_sample divides them by (4). */
+#define MEM_VLLM019_SAMPLER_BYTES 14
+/* vLLM 0.19's memory outside PyTorch (the profile's "non-torch forward
+ * increase"), llm-d-planner's accuracy sweep of 0.19.0 on H100
+ * (Llama-3.1-8B-Instruct): 0.25 GiB at tp 1, 2.07 GiB at tp 2 (the tp
+ * all-reduce's workspaces, the fused all-reduce + RMSNorm pass's among
+ * them: 1.82 GiB more); a pp communicator adds none (0.07 GiB at pp 2 and
+ * pp 4, below tp 1's). */
+#define MEM_VLLM019_NON_TORCH_BYTES (((int64_t)25 << 30) / 100)  /* 0.25 GiB */
+#define MEM_VLLM019_TP_COMM_BYTES (((int64_t)182 << 30) / 100)   /* 1.82 GiB */
+/* The largest CUDA-graph capture the same sweep logs ("Graph capturing
+ * finished ..., took 1.85 GiB", Llama-3.3-70B w8a8 at tp 2). */
+#define MEM_VLLM019_GRAPHS_LOGGED_MAX (((int64_t)185 << 30) / 100) /* 1.85 GiB */
 
 /* Communication buffer bytes one rank holds per communicator with more
  * than one member (docs/memory.md). */

@@ -275,10 +275,11 @@ def node_ports(c, size):
     return ports
 
 
-def check_vllm_env(what, names):
-    """Every VLLM_* setting a launch file writes is one vLLM 0.11.0 reads
-    (tests/engines/fixtures/vllm-0.11.envs, from vllm/envs.py)."""
-    bad = [n for n in names if n.startswith("VLLM_") and n not in fixture("vllm-0.11.envs")]
+def check_vllm_env(what, names, version):
+    """Every VLLM_* setting a launch file writes is one the plan's vLLM
+    release reads (tests/engines/fixtures/vllm-VERSION.envs, from its
+    vllm/envs.py)."""
+    bad = [n for n in names if n.startswith("VLLM_") and n not in fixture(f"vllm-{version}.envs")]
     check(not bad, f"{what}: every VLLM_* environment setting is in vLLM's envs.py fixture", bad)
 
 
@@ -298,7 +299,7 @@ def read_back(name, plan, d):
         check(not bad_flags, f"{name}: node {node}: every engine flag is in the {L['engine']} {L['engine_version']} "
               "parser fixture", bad_flags)
         if L["engine"] == "vllm":
-            check_vllm_env(f"{name}: node {node}", [k for c in cmds for k in c.env])
+            check_vllm_env(f"{name}: node {node}", [k for c in cmds for k in c.env], L["engine_version"])
             later = [f for c in cmds if c.kind() == "vllm" for f in c.flags if f not in VLLM_034_FLAGS]
             check(not later, f"{name}: node {node}: every vLLM flag is still declared by vLLM 0.34.0 "
                   "(docs/engines.md, \"The catalog\")", later)
@@ -847,11 +848,20 @@ def emit_edited(tmp, plan, name, target, **launch):
 def vllm_sampler(tmp):
     """serving.sampler reaches vLLM as the environment setting its catalog
     entry names (VLLM_USE_FLASHINFER_SAMPLER=1 for flashinfer, =0 for
-    torch) on every `vllm serve` command, the plan records it, and the
-    ledger's pool grows with FlashInfer's smaller sampler warm-up
-    (docs/memory.md); SGLang's entry names no sampler (E0709), and a plan
-    whose launch.sampler the entry does not list is refused at emit."""
+    torch) on every `vllm serve` command, the plan records it, and under
+    vLLM 0.11 the ledger's pool grows with FlashInfer's smaller sampler
+    warm-up (docs/memory.md; 0.19's two paths hold the same bytes);
+    SGLang's entry names no sampler (E0709), and a plan whose
+    launch.sampler the entry does not list is refused at emit."""
     base = open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read()
+    kv = {}
+    for name in ("flashinfer", "torch"):
+        text = base.replace("  engine: vllm\n", '  engine: { name: vllm, version: "0.11" }\n')
+        _, plan = compile_variant(tmp, f"sampler011-{name}", text + f"serving: {{ sampler: {name} }}\n", "vllm")
+        if plan:
+            kv[name] = sum(r["memory"]["kv_cache"] for r in plan["ranks"])
+    if "flashinfer" in kv and "torch" in kv:
+        check(kv["flashinfer"] > kv["torch"], "sampler: vLLM 0.11's FlashInfer warm-up leaves the larger KV pool", kv)
     kv = {}
     for name, want in (("flashinfer", "1"), ("torch", "0")):
         d, plan = compile_variant(tmp, f"sampler-{name}", base + f"serving: {{ sampler: {name} }}\n", "vllm")
@@ -867,7 +877,7 @@ def vllm_sampler(tmp):
               [c.env for c in cmds][:1])
         kv[name] = sum(r["memory"]["kv_cache"] for r in plan["ranks"])
     if "flashinfer" in kv and "torch" in kv:
-        check(kv["flashinfer"] > kv["torch"], "sampler: FlashInfer's warm-up leaves the larger KV pool", kv)
+        check(kv["flashinfer"] == kv["torch"], "sampler: vLLM 0.19's two paths leave the same KV pool", kv)
     src = os.path.join(tmp, "sampler-flashinfer.out", "plan.json")
     if os.path.exists(src):
         plan = json.load(open(src))
@@ -882,7 +892,8 @@ def vllm_sampler(tmp):
         check(workers and all({"name": "VLLM_USE_FLASHINFER_SAMPLER", "value": "1"} in w.get("envs", []) for w in workers),
               "sampler-dynamo: every worker service sets VLLM_USE_FLASHINFER_SAMPLER=1 in its envs",
               [w.get("envs") for w in workers])
-        check_vllm_env("sampler-dynamo", [e["name"] for w in workers for e in w.get("envs", [])])
+        check_vllm_env("sampler-dynamo", [e["name"] for w in workers for e in w.get("envs", [])],
+                       plan["launch"]["engine_version"])
         text = open(os.path.join(tmp, "sampler-k8s", "k8s.yaml")).read()
         check(text.count("VLLM_USE_FLASHINFER_SAMPLER=1") >= len(plan["pools"]),
               "sampler-k8s: each pool's command sets VLLM_USE_FLASHINFER_SAMPLER=1", text.count("VLLM_USE_FLASHINFER_SAMPLER"))
@@ -905,31 +916,36 @@ def vllm_sampler(tmp):
 def overlap_schedule(tmp):
     """serving.overlap_schedule reaches the engines as the flag their
     catalog entry names against the engine's default: vLLM 0.11's
-    --async-scheduling when true (nothing when false, its default), SGLang's
-    --disable-overlap-schedule when false; the plan records the choice, the
-    decode step of vLLM with the overlap on hides its CPU work (a shorter
-    TPOT, docs/cost-model.md), and a plan whose choice the entry has no flag
-    for, or whose launch.overlap_schedule is not a boolean, is refused at
-    emit."""
+    --async-scheduling when true (nothing when false, its default), vLLM
+    0.19's --no-async-scheduling when false (nothing when true, its
+    default), SGLang's --disable-overlap-schedule when false; the plan
+    records the choice, the decode step of vLLM with the overlap on hides
+    its CPU work (a shorter TPOT, docs/cost-model.md), and a plan whose
+    choice the entry has no flag for, or whose launch.overlap_schedule is
+    not a boolean, is refused at emit."""
     base = open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read()
-    tpot = {}
-    for value in ("true", "false"):
-        name = f"overlap-vllm-{value}"
-        d, plan = compile_variant(tmp, name, base + f"serving: {{ overlap_schedule: {value} }}\n", "vllm")
-        if not plan:
-            continue
-        check(plan["launch"].get("overlap_schedule") is (value == "true"), f"{name}: the plan records it", plan["launch"])
-        check_shell(name, d)
-        read_back(name, plan, d)
-        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
-                if c.kind() == "vllm"]
-        want = value == "true"
-        check(cmds and all(("--async-scheduling" in c.flags) == want for c in cmds),
-              f"{name}: every vllm serve {'runs' if want else 'runs without'} --async-scheduling",
-              [sorted(c.flags) for c in cmds][:1])
-        tpot[value] = plan["estimates"]["tpot_ms"]
-    if len(tpot) == 2:
-        check(tpot["true"] < tpot["false"], "overlap-vllm: the overlapped engine's decode step is the shorter", tpot)
+    for version, flag, on in (("0.11", "--async-scheduling", True), ("0.19", "--no-async-scheduling", False)):
+        text = base.replace("  engine: vllm\n", f'  engine: {{ name: vllm, version: "{version}" }}\n')
+        tpot = {}
+        for value in ("true", "false"):
+            name = f"overlap-vllm{version}-{value}"
+            d, plan = compile_variant(tmp, name, text + f"serving: {{ overlap_schedule: {value} }}\n", "vllm")
+            if not plan:
+                continue
+            check(plan["launch"].get("overlap_schedule") is (value == "true"), f"{name}: the plan records it",
+                  plan["launch"])
+            check_shell(name, d)
+            read_back(name, plan, d)
+            cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                    if c.kind() == "vllm"]
+            want = (value == "true") == on
+            check(cmds and all((flag in c.flags) == want for c in cmds),
+                  f"{name}: every vllm serve {'runs' if want else 'runs without'} {flag}",
+                  [sorted(c.flags) for c in cmds][:1])
+            tpot[value] = plan["estimates"]["tpot_ms"]
+        if len(tpot) == 2:
+            check(tpot["true"] < tpot["false"], f"overlap-vllm{version}: the overlapped engine's decode step is the "
+                  "shorter", tpot)
     # the newest SGLang entry (commit 001067f) lists no such flag: 0.5.6's does
     sg = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read().replace(
         "  engine: sglang\n", '  engine: { name: sglang, version: "0.5.6" }\n')

@@ -782,8 +782,17 @@ static void test_engine_sched(void) {
   s.serving.max_num_batched_tokens = (SInt){0};
   s.deployment.engine.v = ENGINE_VLLM;
   s.hardware.name.v = "NVIDIA H200 SXM";
+  s.deployment.engine_version = (SStr){.v = "0.11", .set = true};
   engine_sched(&s, &es);
   T_CHECK(es.mixed && !es.overlap && es.tokens == 8192 && es.seqs == 1024 && es.source);
+  /* vLLM 0.19 (and the newest entry, a spec naming no version) overlaps */
+  s.deployment.engine_version = (SStr){.v = "0.19.0", .set = true};
+  engine_sched(&s, &es);
+  T_CHECK(es.overlap);
+  s.deployment.engine_version = (SStr){0};
+  engine_sched(&s, &es);
+  T_CHECK(es.overlap);
+  s.deployment.engine_version = (SStr){.v = "0.11", .set = true};
   s.hardware.name.v = "NVIDIA A100 80GB SXM";
   engine_sched(&s, &es);
   T_CHECK(es.tokens == 2048 && es.seqs == 256);
@@ -809,9 +818,18 @@ static void test_engine_sched(void) {
   s.serving.overlap_schedule.v = true;
   engine_sched(&s, &es);
   T_CHECK(es.overlap);
-  T_CHECK(engine_overlap_term(ENGINE_VLLM, true) && !strcmp(engine_overlap_term(ENGINE_VLLM, true), "overlap_on"));
-  T_CHECK(!engine_overlap_term(ENGINE_VLLM, false) && !engine_overlap_term(ENGINE_SGLANG, true));
-  T_CHECK(!strcmp(engine_overlap_term(ENGINE_SGLANG, false), "overlap_off"));
+  T_CHECK(engine_overlap_term(ENGINE_VLLM, "0.11", true) &&
+          !strcmp(engine_overlap_term(ENGINE_VLLM, "0.11", true), "overlap_on"));
+  T_CHECK(!engine_overlap_term(ENGINE_VLLM, "0.11", false) && !engine_overlap_term(ENGINE_SGLANG, NULL, true));
+  T_CHECK(!strcmp(engine_overlap_term(ENGINE_SGLANG, NULL, false), "overlap_off"));
+  T_CHECK(!strcmp(engine_overlap_term(ENGINE_VLLM, "0.19", false), "overlap_off"));
+  T_CHECK(!engine_overlap_term(ENGINE_VLLM, NULL, true));
+  /* vLLM 0.19 runs an engine spanning nodes under Ray, synchronously */
+  s.hardware.gpus_per_node = (SInt)SI(8);
+  T_CHECK(!engine_vllm_ray_sync(&s, 16, 1, 1)); /* 0.11: no async to lose */
+  s.deployment.engine_version = (SStr){.v = "0.19", .set = true};
+  T_CHECK(engine_vllm_ray_sync(&s, 16, 1, 1) && engine_vllm_ray_sync(&s, 8, 2, 1));
+  T_CHECK(!engine_vllm_ray_sync(&s, 8, 1, 1) && !engine_vllm_ray_sync(&s, 8, 2, 2));
 }
 
 static const char *write_tmp(const char *text) {

@@ -37,6 +37,10 @@ static void fx_h100(Spec *s, Engine e, int64_t tp) {
   FX_I(s->workload.input_tokens, 1000);
   FX_I(s->workload.output_tokens, 1000);
   FX_I(s->deployment.engine, e);
+  if (e == ENGINE_VLLM) { /* the tests below check 0.11's rules; test_vllm019 the newest's */
+    s->deployment.engine_version.v = "0.11";
+    s->deployment.engine_version.set = true;
+  }
   FX_I(s->deployment.memory.utilization, 0.90);
   s->deployment.memory.reserve.v = 2 * GIB; /* the parser's default, unset */
   FX_I(s->deployment.memory.kv_block, 16);
@@ -210,6 +214,41 @@ static void test_vllm_flashinfer_sampler(void) {
   T_EQ_INT(F.kv_pool - L.kv_pool, 1024 * 128256 * (int64_t)(38 - 14));
 }
 
+/* vLLM 0.19 (docs/memory.md, "vLLM 0.19"), also a spec naming no version:
+ * 14 B per (sequence x vocabulary entry) on either sampler path, 0.25 GiB
+ * outside PyTorch, 1.82 GiB more with a tp group, none for a pp group,
+ * 0.11's 0.41 GiB for any other communicator. */
+static void test_vllm019(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 1);
+  s.deployment.engine_version = (SStr){0};
+  MemLedger L;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.sampler, 8192 * 4096 * 2 + 1024 * 128256 * (int64_t)14);
+  T_EQ_INT(L.workspace, 25 * GIB / 100);
+  T_EQ_INT(L.comm, 0);
+  s.serving.sampler = (SStr){.v = "flashinfer", .set = true};
+  MemLedger F;
+  T_CHECK(ledger(&s, &F));
+  T_EQ_INT(F.sampler, L.sampler);
+  s.serving.sampler = (SStr){0};
+  s.deployment.engine_version = (SStr){.v = "0.19.0", .set = true};
+  FX_I(pool.tp, 2);
+  FX_I(pool.etp, 2);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.comm, 182 * GIB / 100);
+  FX_I(pool.tp, 1);
+  FX_I(pool.etp, 1);
+  FX_I(pool.pp, 2);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.comm, 0);
+  FX_I(pool.tp, 2);
+  FX_I(pool.etp, 2);
+  FX_I(pool.cp, 2);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.comm, 182 * GIB / 100 + 41 * GIB / 100);
+}
+
 /* The default fraction by SGLang release (server_args.py of each, read
  * at its tag; docs/memory.md): 0.4.7's table by tp x pp up to 80 GiB and
  * its H200 branch, 0.4.10.post2's reserve in GiB, 0.5.4's CUDA-graph
@@ -375,6 +414,7 @@ int main(void) {
   T_RUN(test_sglang_default_fraction);
   T_RUN(test_sglang_fraction_by_version);
   T_RUN(test_vllm_flashinfer_sampler);
+  T_RUN(test_vllm019);
   T_RUN(test_version_cmp);
   T_RUN(test_generic);
   T_RUN(test_trtllm);

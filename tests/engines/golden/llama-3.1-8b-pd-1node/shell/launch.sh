@@ -1,6 +1,6 @@
 #!/bin/bash
 # starts every node's processes over ssh (SSH overrides the command)
-# Written by rankplan from plan 1a67cb1700e2c5cb... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan 18fd4d2c8f9d1fe8... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-node-0}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # the prefill/decode proxy: clients send requests here
-# Written by rankplan from plan 1a67cb1700e2c5cb... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan 18fd4d2c8f9d1fe8... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-node-0}
 # the P/D proxy of vLLM's NIXL connector tests (docs.vllm.ai v0.11.0, NixlConnector usage)
