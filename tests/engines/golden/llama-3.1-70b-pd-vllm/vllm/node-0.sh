@@ -1,6 +1,6 @@
 #!/bin/bash
 # node 0: the vllm processes of the plan's ranks there
-# Written by rankplan from plan 92b17cbca8817831... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan a5053ee5bbb8d0a7... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-gpu-0.cluster.internal}
 log_dir=${RANKPLAN_LOG_DIR:-.}
