@@ -496,6 +496,16 @@ int64_t engine_vllm_graph_tokens(const Spec *s) {
   return es.seqs > 0 && es.seqs < 256 ? 2 * es.seqs : 512; /* min(2 * seqs, 512) */
 }
 
+/* vLLM 0.19's default capture sizes up to max: 1, 2 and 4, every 8 below
+ * 256, every 16 from 256 (vllm/config/vllm.py, _set_cudagraph_sizes). */
+int64_t engine_vllm_graph_sizes(const Spec *s) {
+  int64_t max = engine_vllm_graph_tokens(s);
+  int64_t n = (max >= 1) + (max >= 2) + (max >= 4);
+  if (max >= 8) n += ((max < 255 ? max : 255) - 8) / 8 + 1;
+  if (max >= 256) n += (max - 256) / 16 + 1;
+  return n;
+}
+
 /* TensorRT-LLM's decode graphs (CudaGraphConfig, TorchLlmArgs
  * validate_cuda_graph_config in tensorrt_llm/llmapi/llm_args.py, late-2025
  * main): when the YAML sets neither a maximum nor a list, sizes 1 to 31,

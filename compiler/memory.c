@@ -31,6 +31,7 @@
 #include "memory.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -415,21 +416,35 @@ static bool mem__add_replicas(Diags *d, const Spec *s, const LayPool *P, int64_t
   return true;
 }
 
+/* What vLLM's CUDA graphs need above the share it sizes (docs/memory.md,
+ * "CUDA graphs"): 0.11's largest logged capture, or 0.19's own estimate
+ * for the spec's capture sizes at the largest per-graph figures logged. */
+static int64_t mem__graph_need(const Spec *s, int64_t *sizes) {
+  *sizes = 0;
+  if (!engine_vllm_019(s->deployment.engine_version.v)) return MEM_VLLM_GRAPHS_LOGGED_MAX;
+  *sizes = engine_vllm_graph_sizes(s);
+  return MEM_VLLM019_GRAPH_FIRST + (*sizes > 1 ? *sizes - 1 : 0) * MEM_VLLM019_GRAPH_PER_SIZE;
+}
+
 /* W0207: a spec's memory.utilization that leaves less of the device
- * outside vLLM's share than the largest CUDA-graph capture vLLM logs
- * there (docs/memory.md, "CUDA graphs"; vLLM captures them after sizing
- * the KV cache). */
+ * outside vLLM's share than its CUDA graphs need there (vLLM captures
+ * them after sizing the KV cache). */
 static void mem__headroom(Diags *d, const Spec *s, const LayPool *P, const MemLedger *m) {
   const SNum *u = &s->deployment.memory.utilization;
   if (!u->set || (Engine)s->deployment.engine.v != ENGINE_VLLM) return;
+  int64_t sizes;
   double gib = (double)((int64_t)1 << 30), have = (double)m->engine_total * (1.0 - u->v);
-  bool v019 = engine_vllm_019(s->deployment.engine_version.v);
-  double need = (double)(v019 ? MEM_VLLM019_GRAPHS_LOGGED_MAX : MEM_VLLM_GRAPHS_LOGGED_MAX);
+  double need = (double)mem__graph_need(s, &sizes);
   if (!(have < need)) return;
+  char what[96];
+  if (sizes > 0)
+    snprintf(what, sizeof what, "vLLM 0.19's estimate for its %lld CUDA-graph sizes", (long long)sizes);
+  else
+    snprintf(what, sizeof what, "the largest CUDA-graph capture vLLM 0.11 logs there");
   Diag *g = diag_at(d, DIAG_W0207, u->loc,
                     "`utilization` %.3g leaves %.2f GiB of a GPU of pool `%s` outside vLLM's share, "
-                    "below the %.2f GiB of the largest CUDA-graph capture vLLM logs there",
-                    u->v, have / gib, P->name, need / gib);
+                    "below the %.2f GiB of %s",
+                    u->v, have / gib, P->name, need / gib, what);
   diag_help(g, "vLLM may run out of memory capturing its CUDA graphs; use a utilization of %.3f "
                "or less (docs/memory.md, \"CUDA graphs\")",
             floor((1.0 - need / (double)m->engine_total) * 1000.0) / 1000.0);

@@ -162,9 +162,15 @@ int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp);
  * pp 4, below tp 1's). */
 #define MEM_VLLM019_NON_TORCH_BYTES (((int64_t)25 << 30) / 100)  /* 0.25 GiB */
 #define MEM_VLLM019_TP_COMM_BYTES (((int64_t)182 << 30) / 100)   /* 1.82 GiB */
-/* The largest CUDA-graph capture the same sweep logs ("Graph capturing
- * finished ..., took 1.85 GiB", Llama-3.3-70B w8a8 at tp 2). */
-#define MEM_VLLM019_GRAPHS_LOGGED_MAX (((int64_t)185 << 30) / 100) /* 1.85 GiB */
+/* vLLM 0.19 estimates its CUDA graphs' memory as the first capture plus
+ * the second's growth for each further size (gpu_model_runner.py,
+ * profile_cudagraph_memory): the figures of the sweep's run with the
+ * largest capture (Llama-3.3-70B w8a8 at tp 2: "FULL ... 268.00 MiB
+ * first-capture + (51-1) x 14.00 MiB per-graph", "PIECEWISE ... 122.00
+ * MiB first-capture + (51-1) x 20.00 MiB per-graph", estimated 1.92 GiB,
+ * "took 1.85 GiB"). */
+#define MEM_VLLM019_GRAPH_FIRST ((int64_t)268 << 20)      /* 268 MiB */
+#define MEM_VLLM019_GRAPH_PER_SIZE ((int64_t)(20 + 14) << 20) /* 34 MiB a size, both modes */
 
 /* Communication buffer bytes one rank holds per communicator with more
  * than one member (docs/memory.md). */

@@ -247,6 +247,15 @@ static void test_vllm019(void) {
   FX_I(pool.cp, 2);
   T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.comm, 182 * GIB / 100 + 41 * GIB / 100);
+  /* its default capture sizes: 1, 2, 4, every 8 below 256, every 16 from
+   * 256 up to min(2 x max_num_seqs, 512) or cuda_graph_max_bs */
+  T_EQ_INT(engine_vllm_graph_sizes(&s), 51);
+  static const int64_t max[] = {1, 3, 8, 200, 255, 256, 272};
+  static const int64_t want[] = {1, 2, 4, 28, 34, 35, 36};
+  for (size_t i = 0; i < RP_ARRAY_LEN(max); i++) {
+    FX_I(s.serving.cuda_graph_max_bs, max[i]);
+    T_EQ_INT(engine_vllm_graph_sizes(&s), want[i]);
+  }
 }
 
 /* The default fraction by SGLang release (server_args.py of each, read
