@@ -234,8 +234,13 @@ static bool pd_allows(PdRule r, int64_t a, int64_t b) {
          (r == PD_DIVISIBLE && (mult || div));
 }
 
-bool engine_pd_allows(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp) {
-  return pd_allows(c->pd_tp, pre_tp, dec_tp) && pd_allows(c->pd_pp, pre_pp, dec_pp);
+/* pd_allows without the benefit of the doubt an unverified rule gets */
+static bool pd_established(PdRule r, int64_t a, int64_t b) {
+  return r == PD_UNVERIFIED ? a == b : pd_allows(r, a, b);
+}
+
+bool engine_pd_established(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp) {
+  return pd_established(c->pd_tp, pre_tp, dec_tp) && pd_established(c->pd_pp, pre_pp, dec_pp);
 }
 
 /* One prefill/decode pair for one dimension (tp or pp) under rule r. */

@@ -198,9 +198,11 @@ int engine_version_cmp(const char *a, const char *b);
  * order), with the dimension it names in *dim, or NULL when it can. */
 const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe,
                                   EngineDim *dim);
-/* Whether c lets a prefill pool of tp/pp feed a decode pool of tp/pp
- * (its `pd:` rules; an unverified pair is allowed, with W0701 at check). */
-bool engine_pd_allows(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp);
+/* Whether c's `pd:` rules establish that the engine moves KV from a
+ * prefill pool of tp/pp to a decode pool of tp/pp: the pairs `search`
+ * forms. An unverified pair is not established (`check` accepts one a
+ * spec writes, with W0701). */
+bool engine_pd_established(const EngineCaps *c, int64_t pre_tp, int64_t dec_tp, int64_t pre_pp, int64_t dec_pp);
 
 /* `check`/`compile`: refuses pools the engine of s cannot run (E0703,
  * E0704), KV dtypes and transfer backends it lacks (E0705, E0706), a

@@ -782,8 +782,9 @@ static void search__figures(const Ctx *c, const CostDeploy *dp, SearchResult *r)
 static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchResult *r) {
   const CostModel *m = c->m;
   memset(r, 0, sizeof *r);
-  /* the engine's prefill/decode rules (a KV layout it cannot move) */
-  if (c->caps && !engine_pd_allows(c->caps, P->lay.tp, D->lay.tp, P->lay.pp, D->lay.pp)) return false;
+  /* the engine's prefill/decode rules: a KV layout it cannot move, or one
+   * no source read establishes (W0701 at check) */
+  if (c->caps && !engine_pd_established(c->caps, P->lay.tp, D->lay.tp, P->lay.pp, D->lay.pp)) return false;
   r->mode = SEARCH_DISAGGREGATED;
   r->npools = 2;
   CostDeploy dp = {2, {&P->inst, &D->inst}, {1, 1}, c->rho};

@@ -32,7 +32,7 @@ static void ask(const EngineCaps *c) {
       const char *why = engine_layout_refusal(c, (PoolRole)role, v, s > 1, &d);
       if (why && (d < 0 || d >= ED__COUNT)) abort();
     }
-  (void)engine_pd_allows(c, 2, 4, 1, 2);
+  (void)engine_pd_established(c, 2, 4, 1, 2);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
