@@ -2,7 +2,7 @@
  * emit_vllm.c: the `vllm` target: `vllm serve` lines per node, the NIXL
  * connector for prefill and decode pools, and the P/D proxy.
  *
- * Multi-node instances use vLLM 0.11's own modes (docs/engines.md):
+ * Multi-node instances use vLLM's own modes (0.11 and 0.19; docs/engines.md):
  *  - data parallel across nodes (dp > 1, whole tp x pp engines per node):
  *    the head runs the API server and its local engines with
  *    --data-parallel-size-local/-address/-rpc-port, every other node runs
@@ -11,7 +11,7 @@
  *    the head and `ray start --address` elsewhere, and `vllm serve
  *    --distributed-executor-backend ray` on the head.
  * Anything else (a tp x pp engine split across nodes with dp > 1) is
- * refused: 0.11 has no launcher for it. For the dynamo target
+ * refused: neither release has a launcher for it. For the dynamo target
  * (emit_dynamo.c) the head's command is written without the server,
  * multi-node and NIXL side-channel settings, which Dynamo supplies.
  */
@@ -61,9 +61,9 @@ bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   int64_t engine = in->tp * in->pp * in->cp;
   bool multi = in->nruns > 1, dp_mode = multi && in->dp > 1 && r->n % engine == 0, ray = multi && in->dp == 1;
   if (multi && !dp_mode && !ray)
-    return lerr(l, "pool `%s` instance %d: a tp x pp engine across nodes with dp %lld; vLLM 0.11 launches "
+    return lerr(l, "pool `%s` instance %d: a tp x pp engine across nodes with dp %lld; vLLM %s launches "
                    "either whole engines per node (data parallel) or one engine over a Ray cluster",
-                in->P->name, in->instance, (long long)in->dp);
+                in->P->name, in->instance, (long long)in->dp, l->c->version);
   char hb[32], hh[32];
   if (ray && j > 0) {
     const char *head = lhost(l, in->runs[0].node, hh);
@@ -104,14 +104,15 @@ bool lrun_vllm(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   return true;
 }
 
-/* vLLM 0.11's documented P/D proxy (the toy proxy of its NIXL tests, run
- * from a vLLM source tree) over every prefill and decode instance's API
- * server. */
+/* vLLM's documented P/D proxy (the toy proxy of its NIXL tests, run from
+ * a source tree of the plan's release) over every prefill and decode
+ * instance's API server. */
 void lrouter_vllm(Launch *l, StrBuf *cmd) {
   char hb[LHOST_MAX];
   sb_puts(cmd, "# the P/D proxy of vLLM's NIXL connector tests (docs.vllm.ai v0.11.0, NixlConnector usage)\n");
-  sb_puts(cmd, "python3 \"${VLLM_SOURCE:?set VLLM_SOURCE to a vLLM 0.11 source tree}/tests/v1/kv_connector/"
-               "nixl_integration/toy_proxy_server.py\" \\\n    --host 0.0.0.0");
+  sb_printf(cmd, "python3 \"${VLLM_SOURCE:?set VLLM_SOURCE to a vLLM %s source tree}/tests/v1/kv_connector/"
+                 "nixl_integration/toy_proxy_server.py\" \\\n    --host 0.0.0.0",
+            l->c->version);
   sb_printf(cmd, " \\\n    --port %lld", (long long)l->router_port);
   static const char *const role[2] = {"prefill", "decode"}, *const flag[2] = {"prefiller", "decoder"};
   for (int k = 0; k < 2; k++) {
