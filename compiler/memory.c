@@ -423,7 +423,9 @@ static int64_t mem__graph_need(const Spec *s, int64_t *sizes) {
   *sizes = 0;
   if (!engine_vllm_019(s->deployment.engine_version.v)) return MEM_VLLM_GRAPHS_LOGGED_MAX;
   *sizes = engine_vllm_graph_sizes(s);
-  return MEM_VLLM019_GRAPH_FIRST + (*sizes > 1 ? *sizes - 1 : 0) * MEM_VLLM019_GRAPH_PER_SIZE;
+  CkState ck = {true};
+  int64_t need = cka(&ck, MEM_VLLM019_GRAPH_FIRST, ckm(&ck, *sizes > 1 ? *sizes - 1 : 0, MEM_VLLM019_GRAPH_PER_SIZE));
+  return ck.ok ? need : INT64_MAX;
 }
 
 /* W0207: a spec's memory.utilization that leaves less of the device

@@ -667,6 +667,21 @@ static void test_overlap(void) {
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
   T_NEAR(c.step, 1.0, 1e-12);
   T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
+  /* vLLM 0.19 runs an engine larger than a node under Ray, synchronously:
+   * tp 8 on nodes of 4 exposes the CPU work again; on nodes of 8 it hides */
+  m.k.step_overhead_s = a.overhead;
+  m.sync_gpn = 4;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
+  T_NEAR(c.step, a.step, 1e-15);
+  m.sync_gpn = 8;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
+  T_NEAR(c.step, b.step, 1e-15);
+  s.deployment.engine.v = ENGINE_VLLM;
+  s.deployment.engine_version = (SStr){.v = "0.19", .set = true};
+  s.hardware.gpus_per_node = (SInt)SI(4);
+  T_EQ_INT(model_of(&s).sync_gpn, 4);
+  s.deployment.engine_version = (SStr){.v = "0.11", .set = true};
+  T_EQ_INT(model_of(&s).sync_gpn, 0);
 }
 
 /* The CPU work of a step grows by seq_overhead_s per sequence of the
