@@ -159,7 +159,7 @@ typedef struct {
   bool overlap;                    /* the engine hides step_overhead_s behind the GPU's step */
   int64_t sync_gpn;                /* an engine larger than this many GPUs runs
                                       synchronously whatever `overlap` says (vLLM
-                                      0.19 under Ray, engine_vllm_ray_sync); 0: none */
+                                      0.19 under Ray, engine_vllm_ray_sync_gpn); 0: none */
   bool eager_prefill;              /* the engine runs a prefill without CUDA graphs */
   int64_t graph_bs[2];             /* SGLang's CUDA-graph batch at --tp-size below 4 and
                                       from 4 (mem_engine_sglang_graph_bs); 0: not known */

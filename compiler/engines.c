@@ -331,7 +331,7 @@ static void check_overlap(Diags *d, const Spec *s, const EngineCaps *c) {
   }
   for (size_t i = 0; o->set && o->v && i < s->deployment.npools; i++) {
     const PoolSpec *p = &s->deployment.pools[i];
-    if (!engine_vllm_ray_sync(s, p->tp.v * p->cp.v, p->pp.v, p->dp.v)) continue;
+    if (!engine_spans_nodes(engine_vllm_ray_sync_gpn(s), p->tp.v * p->cp.v, p->pp.v, p->dp.v)) continue;
     Diag *g = diag_at(d, DIAG_E0710, o->loc,
                       "engine `vllm` %s cannot overlap its scheduler in pool `%s`: a tp x pp engine of %lld GPUs "
                       "spans nodes and runs under the Ray executor, which has no async scheduling",
@@ -557,10 +557,6 @@ bool engine_spans_nodes(int64_t gpus_per_node, int64_t tp, int64_t pp, int64_t d
 int64_t engine_vllm_ray_sync_gpn(const Spec *s) {
   bool v = (Engine)s->deployment.engine.v == ENGINE_VLLM && engine_vllm_019(s->deployment.engine_version.v);
   return v ? s->hardware.gpus_per_node.v : 0;
-}
-
-bool engine_vllm_ray_sync(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
-  return engine_spans_nodes(engine_vllm_ray_sync_gpn(s), tp, pp, dp);
 }
 
 void engine_sched(const Spec *s, EngineSched *out) {

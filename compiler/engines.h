@@ -127,7 +127,7 @@ bool engine_vllm_019(const char *version);
  * (disable_overlap_scheduler defaults to False) and vLLM 0.19's async
  * scheduling do; vLLM 0.11 only with --async-scheduling; generic does not.
  * vLLM 0.19 turns it off for an engine run by the Ray executor
- * (engine_vllm_ray_sync). */
+ * (engine_vllm_ray_sync_gpn). */
 bool engine_overlap_default(Engine e, const char *version);
 
 /* The catalog term of the flag that sets serving.overlap_schedule to on
@@ -135,16 +135,13 @@ bool engine_overlap_default(Engine e, const char *version);
  * "overlap_off" (turns it off); NULL when on is the default already. */
 const char *engine_overlap_term(Engine e, const char *version, bool on);
 
-/* Whether vLLM runs an engine of tp x pp ranks (one attention dp rank of
- * dp, dp 1) synchronously although the spec leaves serving.overlap_schedule
- * unset: vLLM 0.19 disables async scheduling under the Ray executor, which
- * the launch files use for a tp x pp engine across nodes (emit_vllm.c),
- * and only multiproc and uniproc executors support it
- * (vllm/config/vllm.py, "Async scheduling will be disabled"). */
-bool engine_vllm_ray_sync(const Spec *s, int64_t tp, int64_t pp, int64_t dp);
-/* The same in two parts, for the cost model, which keeps no Spec: the
- * node size past which vLLM runs an engine synchronously (0: never), and
- * whether an engine of tp x pp (dp) spans nodes of that size. */
+/* vLLM 0.19 disables async scheduling under the Ray executor, which the
+ * launch files use for a tp x pp engine across nodes (emit_vllm.c): only
+ * multiproc and uniproc executors support it (vllm/config/vllm.py, "Async
+ * scheduling will be disabled"). engine_vllm_ray_sync_gpn is the node size
+ * past which the spec's vLLM runs an engine synchronously (0: never), and
+ * engine_spans_nodes whether an engine of tp x pp (its attention dp dp)
+ * spans nodes of that size. */
 int64_t engine_vllm_ray_sync_gpn(const Spec *s);
 bool engine_spans_nodes(int64_t gpus_per_node, int64_t tp, int64_t pp, int64_t dp);
 

@@ -107,9 +107,8 @@ void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t dp, 
 void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t seqs,
                            int64_t vocab_rank, MemLedger *L);
 /* workspace, comm and reserve by engine; groups is the number of
- * communicators with more than one member. */
-/* groups: the communicators a rank belongs to, tp_group and pp_group
- * whether its tp and pp groups are among them. */
+ * communicators with more than one member a rank belongs to, tp_group and
+ * pp_group whether its tp and pp groups are among them. */
 void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, bool tp_group, bool pp_group,
                           MemLedger *L);
 /* usable and kv_pool from engine_total and the other entries; tp, pp and

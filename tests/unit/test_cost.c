@@ -841,10 +841,11 @@ static void test_engine_sched(void) {
   T_CHECK(!engine_overlap_term(ENGINE_VLLM, NULL, true));
   /* vLLM 0.19 runs an engine spanning nodes under Ray, synchronously */
   s.hardware.gpus_per_node = (SInt)SI(8);
-  T_CHECK(!engine_vllm_ray_sync(&s, 16, 1, 1)); /* 0.11: no async to lose */
+  T_EQ_INT(engine_vllm_ray_sync_gpn(&s), 0); /* 0.11: no async to lose */
   s.deployment.engine_version = (SStr){.v = "0.19", .set = true};
-  T_CHECK(engine_vllm_ray_sync(&s, 16, 1, 1) && engine_vllm_ray_sync(&s, 8, 2, 1));
-  T_CHECK(!engine_vllm_ray_sync(&s, 8, 1, 1) && !engine_vllm_ray_sync(&s, 8, 2, 2));
+  T_EQ_INT(engine_vllm_ray_sync_gpn(&s), 8);
+  T_CHECK(engine_spans_nodes(8, 16, 1, 1) && engine_spans_nodes(8, 8, 2, 1));
+  T_CHECK(!engine_spans_nodes(8, 8, 1, 1) && !engine_spans_nodes(8, 8, 2, 2) && !engine_spans_nodes(0, 16, 1, 1));
 }
 
 static const char *write_tmp(const char *text) {
