@@ -229,6 +229,7 @@ static void ledger_append(json_t *a, const LedgerRows *rows, const char *path) {
     json_object_set_new(o, "activations", json_integer(L->activations));
     json_object_set_new(o, "forward_peak", json_integer(L->forward_peak));
     json_object_set_new(o, "sampler", json_integer(L->sampler));
+    json_object_set_new(o, "moe_workspace", json_integer(L->moe_workspace));
     json_object_set_new(o, "profile_tokens", json_integer(L->tokens_per_forward));
     json_object_set_new(o, "profile_seqs", json_integer(L->profile_seqs));
     json_object_set_new(o, "workspace", json_integer(L->workspace));

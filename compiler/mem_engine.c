@@ -87,7 +87,8 @@ void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t s
                                                                 : MEM_VLLM_SAMPLER_BYTES;
   int64_t logits = ckm(st, ckm(st, seqs, m->vocab_size.v), per);
   L->sampler = cka(st, hidden, logits);
-  L->activations = L->forward_peak > L->sampler ? L->forward_peak : L->sampler;
+  int64_t warm = cka(st, L->sampler, L->moe_workspace); /* the workspace outlives the forward */
+  L->activations = L->forward_peak > warm ? L->forward_peak : warm;
 }
 
 void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, bool tp_group, bool pp_group,

@@ -101,9 +101,10 @@ static int64_t attn_bytes_rank(CkState *st, const ModelSpec *m, const MemShard *
  * step of a layer: the residual stream, the normed input, the attention
  * output and the sum being reduced (4 * hidden), the rank's q/k/v (or the
  * MLA q, latent and expanded k/v) and the FFN's gate and up outputs
- * (2 * its intermediate share). */
+ * (2 * its intermediate share; without the routed experts' when the
+ * engine keeps those in a workspace of its own, routed false). */
 static int64_t act_width(CkState *st, const ModelSpec *m, const MemShard *sh, int64_t tp,
-                         int64_t etp) {
+                         int64_t etp, bool routed) {
   int64_t h = m->hidden_size.v, w = ckm(st, 4, h);
   if ((AttnKind)m->attention.kind.v == ATTN_MLA) {
     int64_t nope = m->attention.qk_nope_head_dim.v, rope = m->attention.qk_rope_head_dim.v;
@@ -117,9 +118,9 @@ static int64_t act_width(CkState *st, const ModelSpec *m, const MemShard *sh, in
   if (sh->dense_layers > 0) inter = ceil_div(m->ffn.intermediate_size.v, tp);
   if (sh->moe_layers > 0) {
     int64_t ie = m->moe.expert_intermediate_size.v;
-    int64_t routed = ckm(st, min64(m->moe.top_k.v, m->moe.experts.v), ceil_div(ie, etp));
+    int64_t r = routed ? ckm(st, min64(m->moe.top_k.v, m->moe.experts.v), ceil_div(ie, etp)) : 0;
     int64_t shared = ceil_div(ckm(st, m->moe.shared_experts.v, ie), tp);
-    inter = max64(inter, cka(st, routed, shared));
+    inter = max64(inter, cka(st, r, shared));
   }
   return cka(st, w, ckm(st, 2, inter));
 }
@@ -237,6 +238,42 @@ static void ledger_draft(CkState *st, const ModelSpec *m, const Par *q, MemLedge
   L->weights = cka(st, L->weights, L->w_draft);
 }
 
+/* n bytes rounded up to the 256-byte alignment of vLLM's workspace
+ * slices. */
+static int64_t align256(CkState *st, int64_t n) { return ckm(st, ceil_div(n, 256), 256); }
+
+/* vLLM 0.19's fused-MoE workspace on one rank (docs/memory.md, "vLLM
+ * 0.19"): the modular kernel takes its buffers from the worker's
+ * WorkspaceManager, which keeps its largest allocation for the process
+ * (vllm/v1/worker/workspace.py), so the profile's peak holds it beside
+ * the sampler warm-up. The Triton experts (fused_moe.py, TritonExperts.
+ * workspace_shapes) ask, for M tokens, k routed experts a token, the
+ * rank's expert width I (N = 2I gate and up) and hidden size K, for
+ * max(M k max(I, K), M K) and M k max(2I, K) elements of the activations'
+ * dtype, one allocation of both (modular_kernel.py, _allocate_buffers).
+ * 0 where that does not hold as read: another engine or release, no MoE
+ * layer on the stage, attention dp (the dispatch's token count was not
+ * read) or int8, int4 and fp4 experts (int8's fused_experts allocates
+ * per call, the others' kernels allocate their own). fp8 experts take
+ * Triton's shapes or DeepGEMM's, which its comment calls strictly larger
+ * (triton_deep_gemm_moe.py): the ledger counts Triton's. */
+static int64_t vllm_moe_workspace(CkState *st, const Spec *s, const MemShard *sh, const Par *q,
+                                  int64_t tokens) {
+  const ModelSpec *m = &s->model;
+  DType w = (DType)m->dtype.weights.v;
+  if ((Engine)s->deployment.engine.v != ENGINE_VLLM || !engine_vllm_019(s->deployment.engine_version.v) ||
+      sh->moe_layers <= 0 || q->dp > 1 || !(w == DT_BF16 || w == DT_FP16 || w == DT_FP32 || w == DT_FP8))
+    return 0;
+  int64_t an, ad;
+  model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
+  int64_t k = min64(m->moe.top_k.v, m->moe.experts.v), h = m->hidden_size.v;
+  int64_t inter = ceil_div(m->moe.expert_intermediate_size.v, q->etp);
+  int64_t mk = ckm(st, tokens, k);
+  int64_t ws13 = max64(ckm(st, mk, max64(inter, h)), ckm(st, tokens, h));
+  int64_t ws2 = ckm(st, mk, max64(ckm(st, 2, inter), h));
+  return cka(st, align256(st, ceil_div(ckm(st, ws13, an), ad)), align256(st, ceil_div(ckm(st, ws2, an), ad)));
+}
+
 /* Activations: one forward's widest layer, plus on the last stage the
  * logits (generic) or the engine's sampler warm-up (mem_engine.c). The
  * tokens of the forward are the engine's (mem_engine_forward): a whole
@@ -252,8 +289,9 @@ static void ledger_activations(CkState *st, const Spec *s, const PoolSpec *p, co
   int64_t in_tok = s->workload.input_tokens.v > 0 ? s->workload.input_tokens.v : 1;
   int64_t seqs;
   mem_engine_forward(s, decode, ceil_div(in_tok, q->cp), q->dp, &L->tokens_per_forward, &seqs);
-  int64_t width = act_width(st, m, &L->shard, q->tp, q->etp);
-  L->forward_peak = ceil_div(ckm(st, ckm(st, L->tokens_per_forward, width), an), ad);
+  L->moe_workspace = vllm_moe_workspace(st, s, &L->shard, q, L->tokens_per_forward);
+  int64_t width = act_width(st, m, &L->shard, q->tp, q->etp, L->moe_workspace == 0);
+  L->forward_peak = cka(st, ceil_div(ckm(st, ckm(st, L->tokens_per_forward, width), an), ad), L->moe_workspace);
   L->activations = L->forward_peak;
   if (last_stage) mem_engine_last_stage(st, s, L->tokens_per_forward, seqs, L->shard.vocab, L);
 }

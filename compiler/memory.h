@@ -48,6 +48,8 @@ typedef struct MemLedger {
   int64_t activations;           /* peak live activations of one forward */
   int64_t forward_peak;          /* the forward's widest layer (and, generic, logits) */
   int64_t sampler;               /* vllm: the profile's sampler warm-up and kept hidden states */
+  int64_t moe_workspace;         /* vllm 0.19: the fused-MoE kernels' workspace, kept from the
+                                    first MoE layer on (in forward_peak and activations) */
   int64_t profile_seqs;          /* sequences the sampler estimate assumes */
   int64_t workspace;             /* library workspace (GEMM) */
   int64_t reserve;               /* deployment.memory.reserve */

@@ -267,6 +267,41 @@ static void set_version(Spec *s, const char *v) {
   s->deployment.engine_version.set = true;
 }
 
+/* vLLM 0.19 keeps the fused-MoE kernels' workspace for the process
+ * (vllm/v1/worker/workspace.py), so the profile peak holds it beside the
+ * sampler warm-up. Mixtral-8x7B at tp 2 (etp 2): per 8192-token forward,
+ * k = 2 experts a token, I = 14336 / 2, K = 4096: the Triton experts'
+ * max(M k max(I, K), M K) + M k max(2I, K) bf16 elements (fused_moe.py,
+ * TritonExperts.workspace_shapes); the forward width leaves out the
+ * routed gate/up outputs the workspace holds. 0.11 allocated them per
+ * call, and attention dp and fp4 experts are not modelled: no workspace. */
+static void test_vllm019_moe_workspace(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 2);
+  fx_mixtral(&s.model);
+  FX_I(s.model.max_context, 8192);
+  s.deployment.engine_version = (SStr){0};
+  MemLedger L;
+  T_CHECK(ledger(&s, &L));
+  int64_t m = 8192, ws13 = m * 2 * 7168, ws2 = m * 2 * 14336;
+  T_EQ_INT(L.moe_workspace, (ws13 + ws2) * 2);
+  int64_t width = 4 * 4096 + (16 + 2 * 4) * 128; /* no dense layer, no shared expert */
+  T_EQ_INT(L.forward_peak, m * width * 2 + L.moe_workspace);
+  T_EQ_INT(L.activations, L.moe_workspace + (L.sampler > m * width * 2 ? L.sampler : m * width * 2));
+  set_version(&s, "0.11");
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.moe_workspace, 0);
+  s.deployment.engine_version = (SStr){0};
+  s.model.dtype.weights.v = DT_MXFP4;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.moe_workspace, 0);
+  s.model.dtype.weights.v = DT_BF16;
+  FX_I(pool.dp, 2);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.moe_workspace, 0);
+  FX_I(pool.dp, 1);
+}
+
 static void test_sglang_fraction_by_version(void) {
   Spec s;
   fx_h100(&s, ENGINE_SGLANG, 1);
@@ -424,6 +459,7 @@ int main(void) {
   T_RUN(test_sglang_fraction_by_version);
   T_RUN(test_vllm_flashinfer_sampler);
   T_RUN(test_vllm019);
+  T_RUN(test_vllm019_moe_workspace);
   T_RUN(test_version_cmp);
   T_RUN(test_generic);
   T_RUN(test_trtllm);
