@@ -240,8 +240,10 @@ static void read_dims(H *h, ModelSpec *m) {
   if (rd_int(h, "num_hidden_layers", true, false, 0, 1, HF_LAYERS_MAX, &v)) set_int(&m->layers, h->loc, v);
   if (rd_int(h, "hidden_size", true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->hidden_size, h->loc, v);
   if (rd_int(h, "vocab_size", true, false, 0, 1, HF_DIM_MAX, &v)) set_int(&m->vocab_size, h->loc, v);
-  if (rd_int(h, "max_position_embeddings", true, false, 0, 1, HF_TOKENS_MAX, &v))
+  if (rd_int(h, "max_position_embeddings", true, false, 0, 1, HF_TOKENS_MAX, &v)) {
     set_int(&m->max_context, h->loc, v);
+    set_int(&m->max_position_embeddings, h->loc, v);
+  }
   /* Gemma 3 and Llama 4 state the flag at the top level of the
    * multimodal config, some exports inside text_config too. */
   bool tie = rd_bool(h, "tie_word_embeddings", h->fam->tie_default);
@@ -898,6 +900,7 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
   if (m->dtype.weights.set && m->dtype.attention_weights.set)
     sb_printf(sb, "  attention_weights: %s\n", dtype_name((DType)m->dtype.attention_weights.v));
   y_int(sb, "", "max_context", &m->max_context);
+  y_int(sb, "", "max_position_embeddings", &m->max_position_embeddings);
   if (m->mtp_layers.v > 0) y_int(sb, "", "mtp_layers", &m->mtp_layers);
 }
 

@@ -58,6 +58,7 @@ void mem_engine_forward(const Spec *s, bool decode, int64_t prompt, int64_t dp, 
    * out over its dp ranks (engine_limits_per_dp): SGLang's attention dp
    * divides --max-running-requests and --chunked-prefill-size by
    * --dp-size (model_runner.py, server_args.py). */
+  if (engine_of(s) == ENGINE_SGLANG) chunk = mem_engine_sglang_chunk(s); /* the spec's, else SGLang's default */
   int64_t reps = engine_limits_per_dp(s) || dp < 1 ? 1 : dp;
   int64_t dec = nseq > 0 ? (nseq + reps - 1) / reps : MEM_DECODE_SEQS;
   int64_t budget = chunk / reps;
@@ -288,8 +289,12 @@ void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int6
   if (init > L->comm) L->comm = init;
   L->usable = frac_of(cks(st, L->engine_total, L->comm), util);
   int64_t used = cka(st, L->weights, L->reserve);
-  int64_t above = cks(st, cks(st, L->capacity, L->comm), L->usable);
-  int64_t need = cka(st, L->activations, L->workspace);
-  if (need > above) used = cka(st, used, cks(st, need, above));
+  int64_t short_by = mem_engine_sglang_short(st, L);
+  if (short_by > 0) used = cka(st, used, short_by);
   L->kv_pool = cks(st, L->usable, used);
+}
+
+int64_t mem_engine_sglang_short(CkState *st, const MemLedger *L) {
+  int64_t above = cks(st, cks(st, L->capacity, L->comm), L->usable);
+  return cks(st, cka(st, L->activations, L->workspace), above);
 }

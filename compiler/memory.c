@@ -226,6 +226,25 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
   L->weights = cka(st, L->weights, L->w_mtp_proj);
 }
 
+/* vLLM's rotary-embedding cache, counted with the weights as vLLM's "Model
+ * loading took" counts it (docs/memory.md, "The RoPE cache"): cos and sin
+ * of every position of max_position_embeddings over the rotary dimensions
+ * (the head dimension; MLA's qk_rope_head_dim), cast to the model's dtype
+ * (vllm/model_executor/layers/rotary_embedding/base.py,
+ * _compute_cos_sin_cache), one buffer a process that every layer of the
+ * stage shares (rotary_embedding/__init__.py, _ROPE_DICT). Other engines:
+ * not read, none. */
+static void ledger_rope(CkState *st, const Spec *s, MemLedger *L) {
+  const ModelSpec *m = &s->model;
+  if ((Engine)s->deployment.engine.v != ENGINE_VLLM || L->shard.layers <= 0) return;
+  int64_t pos = m->max_position_embeddings.set ? m->max_position_embeddings.v : m->max_context.v;
+  int64_t dim = (AttnKind)m->attention.kind.v == ATTN_MLA ? m->attention.qk_rope_head_dim.v : model_head_dim(m);
+  int64_t an, ad;
+  model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
+  L->w_rope = ceil_div(ckm(st, ckm(st, pos, dim), an), ad);
+  L->weights = cka(st, L->weights, L->w_rope);
+}
+
 /* The draft model's weights, added to the shard's (its KV is in
  * ledger_kv). */
 static void ledger_draft(CkState *st, const ModelSpec *m, const Par *q, MemLedger *L) {
@@ -388,6 +407,7 @@ bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
   L.ranks = ckm(&st, ckm(&st, q.replicas, q.tp), ckm(&st, q.cp, q.dp));
   ledger_weights(&st, &s->model, &q, last, &L);
   ledger_draft(&st, &s->model, &q, &L);
+  ledger_rope(&st, s, &L);
   ledger_activations(&st, s, p, &q, last, &L);
   ledger_budget(&st, s, &q, &L);
   ledger_kv(&st, s, &q, &L);
@@ -466,11 +486,34 @@ static int64_t mem__graph_need(const Spec *s, int64_t *sizes) {
   return ck.ok ? need : INT64_MAX;
 }
 
+/* W0207 under SGLang: a spec's memory.utilization whose share above
+ * SGLang's static fraction cannot hold the forward's activations and
+ * workspace, let alone the CUDA graphs SGLang captures there after
+ * allocating the KV pool. */
+static void mem__headroom_sglang(Diags *d, const SNum *u, const LayPool *P, const MemLedger *m) {
+  CkState ck = {true};
+  int64_t short_by = mem_engine_sglang_short(&ck, m);
+  if (!ck.ok || short_by <= 0) return;
+  double gib = (double)((int64_t)1 << 30), need = (double)m->activations + (double)m->workspace;
+  double room = (double)m->capacity - (double)m->comm, share = (double)m->engine_total - (double)m->comm;
+  Diag *g = diag_at(d, DIAG_W0207, u->loc,
+                    "`utilization` %.3g leaves %.2f GiB of a GPU of pool `%s` above SGLang's static share "
+                    "(mem_fraction_static), below the %.2f GiB of activations and workspace its forward "
+                    "needs there",
+                    u->v, (need - (double)short_by) / gib, P->name, need / gib);
+  diag_help(g, "SGLang captures its CUDA graphs in that share too and may run out of memory there or in a "
+               "long prefill; use a utilization of %.3f or less, less still for the graphs (docs/memory.md, "
+               "\"CUDA graphs\"). The ledger takes the shortfall from the KV pool",
+            share > 0 ? floor((room - need) / share * 1000.0) / 1000.0 : 0.0);
+}
+
 /* W0207: a spec's memory.utilization that leaves less of the device
  * outside vLLM's share than its CUDA graphs need there (vLLM captures
- * them after sizing the KV cache). */
+ * them after sizing the KV cache), or, under SGLang, less than its
+ * forward needs there (mem__headroom_sglang). */
 static void mem__headroom(Diags *d, const Spec *s, const LayPool *P, const MemLedger *m) {
   const SNum *u = &s->deployment.memory.utilization;
+  if (u->set && (Engine)s->deployment.engine.v == ENGINE_SGLANG) mem__headroom_sglang(d, u, P, m);
   if (!u->set || (Engine)s->deployment.engine.v != ENGINE_VLLM) return;
   int64_t sizes;
   double gib = (double)((int64_t)1 << 30), have = (double)m->engine_total * (1.0 - u->v);

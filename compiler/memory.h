@@ -39,6 +39,7 @@ typedef struct MemLedger {
   int64_t w_experts, w_shared, w_routers;
   int64_t w_mtp_proj;            /* the MTP modules' 2h x h projections and norms */
   int64_t w_draft;               /* the draft model (model.draft), sharded as the target */
+  int64_t w_rope;                /* vllm: the rotary embedding's cos/sin cache (ledger_rope) */
   /* The ledger, bytes per rank. */
   int64_t capacity;              /* hardware.gpu.memory */
   int64_t engine_total;          /* the total the engine's fraction multiplies (mem_engine.c) */
@@ -113,6 +114,11 @@ void mem_engine_last_stage(CkState *st, const Spec *s, int64_t tokens, int64_t s
  * pp_group whether its tp and pp groups are among them. */
 void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, bool tp_group, bool pp_group,
                           MemLedger *L);
+/* SGLang: by how much the share above its static fraction (the capacity
+ * less the communicators and `usable`) falls short of the forward's
+ * activations and workspace, which live there; <= 0 when they fit. The
+ * ledger takes a shortfall from the KV pool, and W0207 reports it. */
+int64_t mem_engine_sglang_short(CkState *st, const MemLedger *L);
 /* usable and kv_pool from engine_total and the other entries; tp, pp and
  * dp are the pool's (SGLang's default fraction depends on them). */
 void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int64_t dp,

@@ -895,11 +895,11 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   if (top)
     check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                 "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "mtp_layers", "source", "revision", "draft"));
+                                "max_position_embeddings", "mtp_layers", "source", "revision", "draft"));
   else
     check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                 "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "mtp_layers", "source", "revision"));
+                                "max_position_embeddings", "mtp_layers", "source", "revision"));
   const char *pa = join_path(p, path, "attention");
   rd_str(p, m, sec, path, "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
   rd_lim(p, m, sec, path, "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
@@ -907,6 +907,7 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   rd_lim(p, m, sec, path, "vocab_size", &mo->vocab_size, true, 1, 1, &LIM_DIM);
   rd_bool(p, m, sec, path, "tie_embeddings", &mo->tie_embeddings, false);
   rd_lim(p, m, sec, path, "max_context", &mo->max_context, true, 1, 1, &LIM_TOKENS);
+  rd_lim(p, m, sec, path, "max_position_embeddings", &mo->max_position_embeddings, false, 1, 1, &LIM_TOKENS);
   rd_lim(p, m, sec, path, "mtp_layers", &mo->mtp_layers, false, 0, 0, &LIM_LAYERS);
   rd_str(p, m, sec, path, "source", &mo->source, false, NULL);
   rd_str(p, m, sec, path, "revision", &mo->revision, false, NULL);

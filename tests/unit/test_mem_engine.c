@@ -89,9 +89,19 @@ static void test_vllm_h100_tp1(void) {
   T_EQ_INT(L.reserve, 0);
   ModelParams p;
   T_CHECK(model_params(&s.model, &p, NULL));
-  T_EQ_INT(L.weights, 2 * p.total);
+  /* the parameters, and vLLM's RoPE cache: cos and sin of every position
+   * (max_position_embeddings unset: max_context) over the head dimension,
+   * in bf16 */
+  T_EQ_INT(L.w_rope, 8192 * 128 * 2);
+  T_EQ_INT(L.weights, 2 * p.total + L.w_rope);
   T_EQ_INT(L.kv_pool, L.usable - L.weights - L.activations - L.workspace);
   T_EQ_INT(L.kv_blocks, L.kv_pool / (16 * 131072));
+  FX_I(s.model.max_position_embeddings, 10485760); /* Llama 4 Scout's: 2.5 GiB */
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)10485760 * 128 * 2);
+  s.deployment.engine.v = ENGINE_SGLANG; /* not read for other engines */
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, 0);
 }
 
 /* At tp 2 one communicator adds 0.41 GiB; the sampler still sees the
