@@ -469,6 +469,13 @@ static bool names_word(const char *name, const char *w) {
 
 static bool names_a100(const char *name) { return names_word(name, "a100"); }
 
+bool engine_gpu_is_hopper(const HardwareSpec *h) {
+  static const char *const w[] = {"h100", "h20", "h800"}; /* "h20" also names H200 and GH200 */
+  for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+    if (names_word(h->name.v, w[i]) || names_word(h->preset.v, w[i])) return true;
+  return false;
+}
+
 bool engine_limits_per_dp(const Spec *s) {
   Engine e = (Engine)s->deployment.engine.v;
   return e == ENGINE_VLLM || e == ENGINE_TRTLLM || (e == ENGINE_SGLANG && !model_is_moe(&s->model));

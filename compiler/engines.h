@@ -151,6 +151,12 @@ bool engine_spans_nodes(int64_t gpus_per_node, int64_t tp, int64_t pp, int64_t d
  * vLLM's FlashInfer sampler). The spec names no vendor. */
 bool engine_gpu_is_amd(const HardwareSpec *h);
 
+/* Whether the spec's GPU is a Hopper one (its name or preset holds
+ * "H100", "H20" (H200, GH200 too) or "H800"), where vLLM's MXFP4 experts
+ * take triton_kernels' Hopper layouts (docs/memory.md, "MXFP4 experts on
+ * Hopper"). The spec names no architecture. */
+bool engine_gpu_is_hopper(const HardwareSpec *h);
+
 /* Whether the spec chooses FlashInfer's sampler (serving.sampler:
  * flashinfer), which the memory ledger counts at its own bytes. */
 bool engine_sampler_flashinfer(const Spec *s);

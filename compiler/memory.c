@@ -245,6 +245,44 @@ static void ledger_rope(CkState *st, const Spec *s, MemLedger *L) {
   L->weights = cka(st, L->weights, L->w_rope);
 }
 
+/* Whether the spec's vLLM release lays MXFP4 experts out for Hopper: it
+ * swizzles them with triton_kernels only under torch 2.8.1 or later
+ * (quantization/utils/mxfp4_utils.py, _swizzle_mxfp4), which 0.11.1
+ * (torch 2.9.0) and 0.19.0 (torch 2.10.0) pin and 0.11.0 (torch 2.8.0)
+ * does not (the wheels' Requires-Dist). A bare "0.11" is read as 0.11.0,
+ * the entry's source. */
+static bool vllm_swizzles_mxfp4(const Spec *s) {
+  const char *v = s->deployment.engine_version.v;
+  if ((Engine)s->deployment.engine.v != ENGINE_VLLM || !engine_gpu_is_hopper(&s->hardware)) return false;
+  return engine_vllm_019(v) || (v && strchr(v, '.') && engine_version_cmp(v, "0.11.1") >= 0);
+}
+
+static int64_t round_up(CkState *st, int64_t n, int64_t m) { return ckm(st, ceil_div(n, m), m); }
+
+/* vLLM's MXFP4 experts on Hopper (docs/memory.md, "MXFP4 experts on
+ * Hopper"): the Triton backend pads each rank's expert width to a
+ * multiple of 64 (fused_moe/oracle/mxfp4.py,
+ * mxfp4_round_up_hidden_size_and_intermediate_size; 0.11.1's
+ * quantization/mxfp4.py), and swizzling the block scales makes a copy in
+ * triton_kernels' Hopper scale layout, rows padded to 256 and columns to
+ * 2 (hopper_scale.py, 8 warps), while the loaded scales stay registered
+ * (quantization/mxfp4.py deletes only the weights). Added to the weights,
+ * as vLLM's "Model loading took" counts them. */
+static void ledger_vllm_mxfp4(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
+  const ModelSpec *m = &s->model;
+  const MemShard *sh = &L->shard;
+  if ((DType)m->dtype.weights.v != DT_MXFP4 || !model_is_moe(m) || sh->moe_layers <= 0 ||
+      !vllm_swizzles_mxfp4(s))
+    return;
+  int64_t h = m->hidden_size.v, ip = ceil_div(m->moe.expert_intermediate_size.v, q->etp);
+  int64_t pad = round_up(st, ip, 64), n = ckm(st, sh->experts, sh->moe_layers);
+  int64_t grow = cks(st, ffn_bytes(st, DT_MXFP4, h, pad), ffn_bytes(st, DT_MXFP4, h, ip));
+  int64_t scales = cka(st, ckm(st, round_up(st, ckm(st, 2, pad), 256), round_up(st, ceil_div(h, 32), 2)),
+                       ckm(st, round_up(st, h, 256), round_up(st, ceil_div(pad, 32), 2)));
+  L->w_layout = ckm(st, cka(st, grow, scales), n);
+  L->weights = cka(st, L->weights, L->w_layout);
+}
+
 /* The draft model's weights, added to the shard's (its KV is in
  * ledger_kv). */
 static void ledger_draft(CkState *st, const ModelSpec *m, const Par *q, MemLedger *L) {
@@ -408,6 +446,7 @@ bool mem_ledger(const Spec *s, const PoolSpec *p, int64_t pp_stage,
   ledger_weights(&st, &s->model, &q, last, &L);
   ledger_draft(&st, &s->model, &q, &L);
   ledger_rope(&st, s, &L);
+  ledger_vllm_mxfp4(&st, s, &q, &L);
   ledger_activations(&st, s, p, &q, last, &L);
   ledger_budget(&st, s, &q, &L);
   ledger_kv(&st, s, &q, &L);

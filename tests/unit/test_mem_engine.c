@@ -312,6 +312,48 @@ static void test_vllm019_moe_workspace(void) {
   FX_I(pool.dp, 1);
 }
 
+/* vLLM's MXFP4 experts on Hopper (docs/memory.md, "MXFP4 experts on
+ * Hopper"), gpt-oss-20b's experts (32 of width 2880, hidden 2880, 24
+ * layers): from a release pinned to torch 2.8.1 or later, the Hopper
+ * scale layout's copy of the block scales, rows padded to 256 and
+ * columns to 2, beside the loaded ones: 5888 x 90 + 3072 x 90 bytes an
+ * expert and layer at tp 1 (0.577 GiB). At tp 2 the width 1440 pads to
+ * 1472 (a multiple of 64), so weights and scales grow. 0.11.0 (torch
+ * 2.8.0) and a non-Hopper GPU: none. */
+static void test_vllm_mxfp4_hopper(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 1);
+  fx_base(&s.model, "gpt-oss-20b", 24, 2880, 201088, 64, 8, 64, 0);
+  fx_moe(&s.model, 32, 4, 0, 2880, 0, true);
+  s.model.dtype.weights.v = DT_MXFP4;
+  FX_I(s.model.max_context, 8192);
+  s.hardware.preset = (SStr){.v = "h100-sxm", .set = true};
+  s.deployment.engine_version = (SStr){0};
+  MemLedger L;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_layout, (int64_t)(5888 * 90 + 3072 * 90) * 32 * 24);
+  set_version(&s, "0.11");
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_layout, 0);
+  set_version(&s, "0.11.1");
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_layout, (int64_t)(5888 * 90 + 3072 * 90) * 32 * 24);
+  s.deployment.engine_version = (SStr){0};
+  FX_I(pool.tp, 2);
+  FX_I(pool.etp, 2);
+  T_CHECK(ledger(&s, &L));
+  int64_t scales = (int64_t)(3072 * 90 + 3072 * 46) * 32 * 24; /* 2 x 1472 -> 3072; 1472 / 32 = 46 */
+  int64_t grow = model_matrix_bytes(DT_MXFP4, 1472, 2880, 2) + model_matrix_bytes(DT_MXFP4, 2880, 1472, 1) -
+                 model_matrix_bytes(DT_MXFP4, 1440, 2880, 2) - model_matrix_bytes(DT_MXFP4, 2880, 1440, 1);
+  T_EQ_INT(L.w_layout, scales + grow * 32 * 24);
+  FX_I(pool.tp, 1);
+  FX_I(pool.etp, 1);
+  s.hardware.name.v = "NVIDIA B200";
+  s.hardware.preset.v = "b200";
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_layout, 0);
+}
+
 static void test_sglang_fraction_by_version(void) {
   Spec s;
   fx_h100(&s, ENGINE_SGLANG, 1);
@@ -470,6 +512,7 @@ int main(void) {
   T_RUN(test_vllm_flashinfer_sampler);
   T_RUN(test_vllm019);
   T_RUN(test_vllm019_moe_workspace);
+  T_RUN(test_vllm_mxfp4_hopper);
   T_RUN(test_version_cmp);
   T_RUN(test_generic);
   T_RUN(test_trtllm);
