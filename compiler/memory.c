@@ -226,21 +226,23 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
   L->weights = cka(st, L->weights, L->w_mtp_proj);
 }
 
-/* vLLM's rotary-embedding cache, counted with the weights as vLLM's "Model
- * loading took" counts it (docs/memory.md, "The RoPE cache"): cos and sin
- * of every position of max_position_embeddings over the rotary dimensions
- * (the head dimension; MLA's qk_rope_head_dim), cast to the model's dtype
- * (vllm/model_executor/layers/rotary_embedding/base.py,
- * _compute_cos_sin_cache), one buffer a process that every layer of the
- * stage shares (rotary_embedding/__init__.py, _ROPE_DICT). Other engines:
- * not read, none. */
+/* The engine's rotary-embedding cache, counted with the weights as the
+ * engines count what loading the model takes (docs/memory.md, "The RoPE
+ * cache"): cos and sin of every position of max_position_embeddings over
+ * the rotary dimensions (the head dimension; MLA's qk_rope_head_dim), one
+ * buffer a process that every layer of the stage shares. vLLM casts it to
+ * the model's dtype (vllm/model_executor/layers/rotary_embedding/base.py);
+ * SGLang keeps it in fp32 on CUDA and casts it elsewhere
+ * (python/sglang/srt/layers/rotary_embedding, RotaryEmbedding.__init__).
+ * TensorRT-LLM and generic: not read, none. */
 static void ledger_rope(CkState *st, const Spec *s, MemLedger *L) {
   const ModelSpec *m = &s->model;
-  if ((Engine)s->deployment.engine.v != ENGINE_VLLM || L->shard.layers <= 0) return;
+  Engine e = (Engine)s->deployment.engine.v;
+  if ((e != ENGINE_VLLM && e != ENGINE_SGLANG) || L->shard.layers <= 0) return;
   int64_t pos = m->max_position_embeddings.set ? m->max_position_embeddings.v : m->max_context.v;
   int64_t dim = (AttnKind)m->attention.kind.v == ATTN_MLA ? m->attention.qk_rope_head_dim.v : model_head_dim(m);
-  int64_t an, ad;
-  model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
+  int64_t an = 4, ad = 1;
+  if (e == ENGINE_VLLM || engine_gpu_is_amd(&s->hardware)) model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
   L->w_rope = ceil_div(ckm(st, ckm(st, pos, dim), an), ad);
   L->weights = cka(st, L->weights, L->w_rope);
 }

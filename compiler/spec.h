@@ -95,8 +95,8 @@ typedef struct ModelSpec {
   } dtype;
   SInt max_context;
   /* Positions the rotary embedding is built for (Hugging Face
-   * max_position_embeddings); default max_context. vLLM caches cos and sin
-   * for every one of them (docs/memory.md, "The RoPE cache"). */
+   * max_position_embeddings); default max_context. vLLM and SGLang cache
+   * cos and sin for every one of them (docs/memory.md, "The RoPE cache"). */
   SInt max_position_embeddings;
   /* Multi-token-prediction modules of the checkpoint (DeepSeek-V3's
    * num_nextn_predict_layers); default 0. Loaded, and counted, only when

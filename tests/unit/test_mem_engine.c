@@ -99,7 +99,10 @@ static void test_vllm_h100_tp1(void) {
   FX_I(s.model.max_position_embeddings, 10485760); /* Llama 4 Scout's: 2.5 GiB */
   T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.w_rope, (int64_t)10485760 * 128 * 2);
-  s.deployment.engine.v = ENGINE_SGLANG; /* not read for other engines */
+  s.deployment.engine.v = ENGINE_SGLANG; /* fp32 on CUDA */
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)10485760 * 128 * 4);
+  s.deployment.engine.v = ENGINE_TRTLLM; /* not read */
   T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.w_rope, 0);
 }
