@@ -259,6 +259,7 @@ static bool vllm_swizzles_mxfp4(const Spec *s) {
   return engine_vllm_019(v) || (v && strchr(v, '.') && engine_version_cmp(v, "0.11.1") >= 0);
 }
 
+/* n rounded up to a multiple of m. */
 static int64_t round_up(CkState *st, int64_t n, int64_t m) { return ckm(st, ceil_div(n, m), m); }
 
 /* vLLM's MXFP4 experts on Hopper (docs/memory.md, "MXFP4 experts on
@@ -297,10 +298,6 @@ static void ledger_draft(CkState *st, const ModelSpec *m, const Par *q, MemLedge
   L->weights = cka(st, L->weights, L->w_draft);
 }
 
-/* n bytes rounded up to the 256-byte alignment of vLLM's workspace
- * slices. */
-static int64_t align256(CkState *st, int64_t n) { return ckm(st, ceil_div(n, 256), 256); }
-
 /* vLLM 0.19's fused-MoE workspace on one rank (docs/memory.md, "vLLM
  * 0.19"): the modular kernel takes its buffers from the worker's
  * WorkspaceManager, which keeps its largest allocation for the process
@@ -330,7 +327,8 @@ static int64_t vllm_moe_workspace(CkState *st, const Spec *s, const MemShard *sh
   int64_t mk = ckm(st, tokens, k);
   int64_t ws13 = max64(ckm(st, mk, max64(inter, h)), ckm(st, tokens, h));
   int64_t ws2 = ckm(st, mk, max64(ckm(st, 2, inter), h));
-  return cka(st, align256(st, ceil_div(ckm(st, ws13, an), ad)), align256(st, ceil_div(ckm(st, ws2, an), ad)));
+  /* each slice aligned to 256 bytes (workspace.py, get_simultaneous) */
+  return cka(st, round_up(st, ceil_div(ckm(st, ws13, an), ad), 256), round_up(st, ceil_div(ckm(st, ws2, an), ad), 256));
 }
 
 /* Activations: one forward's widest layer, plus on the last stage the
