@@ -1042,47 +1042,53 @@ double cost_headroom(const Spec *s) {
   return h > 0.0 && h <= 1.0 ? h : 0.9;
 }
 
-/* Largest B in [1, hi] with pred(B) (pred monotone: true then false); 0
- * when pred(1) fails. */
-typedef bool (*CostBatchPred)(const CostModel *m, int64_t B, void *arg);
+/* How far batch B is over the SLO (<= 0: it meets it; +inf: the batch
+ * cannot run), monotone in B: non-decreasing. */
+typedef double (*CostBatchExcess)(const CostModel *m, int64_t B, void *arg);
 
-/* Narrows (lo, hi) around a guess by galloping away from it: a few tests
- * when the guess is close. Invariant kept: pred(lo) holds, pred(hi) not. */
-static void cost__gallop(const CostModel *m, CostBatchPred pred, void *arg, int64_t guess,
-                         int64_t *lo, int64_t *hi) {
-  if (pred(m, guess, arg)) {
-    *lo = guess;
-    for (int64_t step = 1; *lo + step < *hi; step *= 2) {
-      if (!pred(m, *lo + step, arg)) {
-        *hi = *lo + step;
-        return;
-      }
-      *lo += step;
-    }
-  } else {
-    *hi = guess;
-    for (int64_t step = 1; *hi - step > *lo; step *= 2) {
-      if (pred(m, *hi - step, arg)) {
-        *lo = *hi - step;
-        return;
-      }
-      *hi -= step;
-    }
-  }
+/* t's excess over the SLO as cost__largest reads it: <= 0 exactly when
+ * t <= slo, +inf where t is not a number. */
+static double cost__excess(double t, double slo) {
+  if (t <= slo) return t - slo <= 0.0 ? t - slo : 0.0; /* inf - inf: still met */
+  return t - slo > 0.0 ? t - slo : (double)INFINITY;
 }
 
-static int64_t cost__largest(const CostModel *m, int64_t hi, CostBatchPred pred, void *arg,
+/* The next batch to test strictly inside (lo, hi): where the line through
+ * (lo, flo) and (hi, fhi) crosses 0, the step time being close to linear
+ * in B between them, or the midpoint when that line is not known (fhi
+ * infinite) or the last step did not halve the interval. */
+static int64_t cost__probe(int64_t lo, double flo, int64_t hi, double fhi, bool bisect) {
+  int64_t mid = lo + (hi - lo) / 2;
+  if (bisect || !isfinite(flo) || !isfinite(fhi) || !(fhi > flo)) return mid;
+  double x = (double)lo + -flo / (fhi - flo) * (double)(hi - lo);
+  int64_t c = x < (double)(lo + 1) ? lo + 1 : x > (double)(hi - 1) ? hi - 1 : (int64_t)x;
+  return c;
+}
+
+/* Largest B in [1, hi] with f(B) <= 0; 0 when f(1) > 0. Tests the ends,
+ * the guess (the last layout's answer), then closes (lo, hi) by
+ * interpolation, bisecting whenever a test leaves more than half of the
+ * interval, so the tests stay within twice the bisection's. Invariant:
+ * f(lo) <= 0 < f(hi). */
+static int64_t cost__largest(const CostModel *m, int64_t hi, CostBatchExcess f, void *arg,
                              int64_t guess) {
-  if (hi < 1 || !pred(m, 1, arg)) return 0;
-  /* Memory- or cap-bound layouts meet the SLO at the top of the range: one
-   * test instead of the bisection. */
-  if (pred(m, hi, arg)) return hi;
+  if (hi < 1) return 0;
+  double flo = f(m, 1, arg), fhi;
+  if (!(flo <= 0.0)) return 0;
+  if ((fhi = f(m, hi, arg)) <= 0.0) return hi;
   int64_t lo = 1;
-  if (guess > 1 && guess < hi) cost__gallop(m, pred, arg, guess, &lo, &hi);
+  if (guess > 1 && guess < hi) {
+    double fg = f(m, guess, arg);
+    if (fg <= 0.0) lo = guess, flo = fg;
+    else hi = guess, fhi = fg;
+  }
+  bool bisect = false;
   while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (pred(m, mid, arg)) lo = mid;
-    else hi = mid;
+    int64_t width = hi - lo, b = cost__probe(lo, flo, hi, fhi, bisect);
+    double fb = f(m, b, arg);
+    if (fb <= 0.0) lo = b, flo = fb;
+    else hi = b, fhi = fb;
+    bisect = !bisect && 2 * (hi - lo) > width;
   }
   return lo;
 }
@@ -1094,13 +1100,13 @@ typedef struct {
   int64_t hi; /* the largest B */
 } CostDecArg;
 
-static bool cost__pred_decode_mb(const CostModel *m, int64_t b, void *arg) {
+static double cost__excess_decode_mb(const CostModel *m, int64_t b, void *arg) {
   const CostDecArg *a = arg;
   int64_t pp = a->prep->l.pp;
   int64_t B = b * pp < a->hi ? b * pp : a->hi;
   CostDecode dc;
-  if (!cost_decode_at(m, a->prep, B, &dc)) return false;
-  return dc.tpot <= m->slo_tpot;
+  if (!cost_decode_at(m, a->prep, B, &dc)) return (double)INFINITY;
+  return cost__excess(dc.tpot, m->slo_tpot);
 }
 
 /* Aggregated instance at batch B (docs/cost-model.md, "Aggregated
@@ -1255,9 +1261,10 @@ static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
   return a->rho > 0.0;
 }
 
-static bool cost__pred_agg(const CostModel *m, int64_t B, void *arg) {
+static double cost__excess_agg(const CostModel *m, int64_t B, void *arg) {
   CostAggArg *a = arg;
-  return cost__agg_at(m, B, a) && a->tpot_eff <= m->slo_tpot;
+  if (!cost__agg_at(m, B, a)) return (double)INFINITY;
+  return cost__excess(a->tpot_eff, m->slo_tpot);
 }
 
 /* Requests/s a decode or both instance serves at batch B: B / TPOT / T_out
@@ -1288,11 +1295,11 @@ static int64_t cost__batch_slo(const CostModel *m, CostInstance *o, const CostDe
   if (o->role == ROLE_DECODE) {
     int64_t pp = o->lay.pp, hb = (hi + pp - 1) / pp;
     CostDecArg da = {prep, hi};
-    int64_t bb = cost__largest(m, hb, cost__pred_decode_mb, &da, guess);
+    int64_t bb = cost__largest(m, hb, cost__excess_decode_mb, &da, guess);
     return bb * pp < hi ? bb * pp : hi;
   }
   CostAggArg a = {&o->pre, prep, rho, 0, 0, 0, false};
-  return cost__largest(m, hi, cost__pred_agg, &a, guess);
+  return cost__largest(m, hi, cost__excess_agg, &a, guess);
 }
 
 /* B for a decode or both instance: the largest batch meeting the SLO
