@@ -1066,29 +1066,43 @@ static int64_t cost__probe(int64_t lo, double flo, int64_t hi, double fhi, bool 
 }
 
 /* Largest B in [1, hi] with f(B) <= 0; 0 when f(1) > 0. Tests the ends,
- * the guess (the last layout's answer), then closes (lo, hi) by
- * interpolation, bisecting whenever a test leaves more than half of the
- * interval, so the tests stay within twice the bisection's. Invariant:
- * f(lo) <= 0 < f(hi). */
+ * the guess (the last layout's answer), then closes (lo, hi) by the
+ * Illinois form of regula falsi: interpolation, halving the weight of an
+ * end that two tests in a row left in place (the step time is concave in
+ * B where more experts are touched, so plain interpolation creeps up from
+ * one side); and every third test, when those three left more than half
+ * of the interval, the next one bisects, so the tests stay within four
+ * times the bisection's. Invariant: f(lo) <= 0 < f(hi). */
 static int64_t cost__largest(const CostModel *m, int64_t hi, CostBatchExcess f, void *arg,
                              int64_t guess) {
   if (hi < 1) return 0;
-  double flo = f(m, 1, arg), fhi;
-  if (!(flo <= 0.0)) return 0;
-  if ((fhi = f(m, hi, arg)) <= 0.0) return hi;
+  double wlo = f(m, 1, arg), whi; /* the ends' excess, as the interpolation weighs them */
+  if (!(wlo <= 0.0)) return 0;
+  if ((whi = f(m, hi, arg)) <= 0.0) return hi;
   int64_t lo = 1;
   if (guess > 1 && guess < hi) {
     double fg = f(m, guess, arg);
-    if (fg <= 0.0) lo = guess, flo = fg;
-    else hi = guess, fhi = fg;
+    if (fg <= 0.0) lo = guess, wlo = fg;
+    else hi = guess, whi = fg;
   }
+  int side = 0, tests = 0; /* side: the end the last test moved, -1 lo, +1 hi */
+  int64_t width = hi - lo;
   bool bisect = false;
   while (hi - lo > 1) {
-    int64_t width = hi - lo, b = cost__probe(lo, flo, hi, fhi, bisect);
+    int64_t b = cost__probe(lo, wlo, hi, whi, bisect);
     double fb = f(m, b, arg);
-    if (fb <= 0.0) lo = b, flo = fb;
-    else hi = b, fhi = fb;
-    bisect = !bisect && 2 * (hi - lo) > width;
+    if (fb <= 0.0) {
+      if (side < 0) whi /= 2.0;
+      lo = b, wlo = fb, side = -1;
+    } else {
+      if (side > 0) wlo /= 2.0;
+      hi = b, whi = fb, side = 1;
+    }
+    bisect = false;
+    if (++tests % 3 == 0) {
+      bisect = 2 * (hi - lo) > width;
+      width = hi - lo;
+    }
   }
   return lo;
 }
