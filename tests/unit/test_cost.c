@@ -626,6 +626,44 @@ static void test_busiest_rank(void) {
   check_busy_rcap(&m, (CostLayout){8, 1, 1, 1, 8, 1, 1}, 256, 256, 256.0);
 }
 
+/* The batch search (cost__largest: interpolation, Illinois weights, a
+ * bisection safeguard) returns what a scan from 1 up gives: the largest
+ * decode batch within the memory bound whose TPOT meets the SLO, for
+ * DeepSeek-V3, whose step time is concave in the batch where each added
+ * sequence touches more experts, at several SLOs, layouts and guesses
+ * (the last layout's answer, good or far off), within the memory bound
+ * (700) and the instance's cap. */
+static void test_batch_search(void) {
+  Spec v3 = dsv3(1);
+  workload(&v3, 1000, 1000, 1000.0, 10.0);
+  CostModel m = model_of(&v3);
+  static const CostLayout lay[] = {{8, 1, 1, 1, 8, 1, 1}, {1, 1, 1, 8, 8, 1, 1}, {4, 2, 1, 1, 4, 1, 1}};
+  static const double slo[] = {0.02, 0.035, 0.05, 0.08};
+  static const int64_t guesses[] = {0, 2, 37, 600};
+  for (size_t i = 0; i < RP_ARRAY_LEN(lay); i++) {
+    CostDecodePrep p;
+    T_CHECK(cost_decode_prep(&m, &lay[i], cost_decode_ctx(&m), &p));
+    if (p.graph_bs > 0) continue; /* the graph-batch rule may pick another batch */
+    for (size_t j = 0; j < RP_ARRAY_LEN(slo); j++) {
+      m.slo_tpot = slo[j];
+      CostInstance first;
+      T_CHECK(cost_instance_eval(&m, ROLE_DECODE, &lay[i], 700, 0.9, NULL, &first));
+      int64_t hi = first.cap < 700 ? first.cap : 700, want = 0; /* the engine's cap per dp rank */
+      for (int64_t B = 1; B <= hi; B++) {
+        CostDecode dc;
+        if (!cost_decode_at(&m, &p, B, &dc) || !(dc.tpot <= m.slo_tpot)) break;
+        want = B;
+      }
+      for (size_t g = 0; g < RP_ARRAY_LEN(guesses); g++) {
+        CostInstance in;
+        int64_t guess = guesses[g];
+        T_CHECK(cost_instance_eval(&m, ROLE_DECODE, &lay[i], 700, 0.9, &guess, &in));
+        T_EQ_INT(in.slo_ok ? in.batch : 0, want);
+      }
+    }
+  }
+}
+
 /* serving.max_num_seqs bounds the batch: per instance, or per dp rank
  * under vLLM and TensorRT-LLM. */
 static void test_run_seqs_cap(void) {
@@ -971,6 +1009,7 @@ int main(void) {
   T_RUN(test_request_overhead_source);
   T_RUN(test_layer_stall);
   T_RUN(test_run_seqs_cap);
+  T_RUN(test_batch_search);
   T_RUN(test_calibration);
   T_RUN(test_missing_hardware);
   T_DONE();
