@@ -1071,8 +1071,9 @@ static int64_t cost__probe(int64_t lo, double flo, int64_t hi, double fhi, bool 
  * end that two tests in a row left in place (the step time is concave in
  * B where more experts are touched, so plain interpolation creeps up from
  * one side); and every third test, when those three left more than half
- * of the interval, the next one bisects, so the tests stay within four
- * times the bisection's. Invariant: f(lo) <= 0 < f(hi). */
+ * of the interval, the next one bisects: the interval halves at least
+ * once in any six tests, so they stay within six times the bisection's.
+ * Invariant: f(lo) <= 0 < f(hi). */
 static int64_t cost__largest(const CostModel *m, int64_t hi, CostBatchExcess f, void *arg,
                              int64_t guess) {
   if (hi < 1) return 0;
