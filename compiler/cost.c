@@ -1061,8 +1061,7 @@ static int64_t cost__probe(int64_t lo, double flo, int64_t hi, double fhi, bool 
   int64_t mid = lo + (hi - lo) / 2;
   if (bisect || !isfinite(flo) || !isfinite(fhi) || !(fhi > flo)) return mid;
   double x = (double)lo + -flo / (fhi - flo) * (double)(hi - lo);
-  int64_t c = x < (double)(lo + 1) ? lo + 1 : x > (double)(hi - 1) ? hi - 1 : (int64_t)x;
-  return c;
+  return x < (double)(lo + 1) ? lo + 1 : x > (double)(hi - 1) ? hi - 1 : (int64_t)x;
 }
 
 /* Largest B in [1, hi] with f(B) <= 0; 0 when f(1) > 0. Tests the ends,

@@ -317,8 +317,9 @@ static int64_t vllm_moe_workspace(CkState *st, const Spec *s, const MemShard *sh
                                   int64_t tokens) {
   const ModelSpec *m = &s->model;
   DType w = (DType)m->dtype.weights.v;
-  if ((Engine)s->deployment.engine.v != ENGINE_VLLM || !engine_vllm_019(s->deployment.engine_version.v) ||
-      sh->moe_layers <= 0 || q->dp > 1 || !(w == DT_BF16 || w == DT_FP16 || w == DT_FP32 || w == DT_FP8))
+  /* the integer tests first: this runs for every layout the search prices */
+  if (sh->moe_layers <= 0 || q->dp > 1 || !(w == DT_BF16 || w == DT_FP16 || w == DT_FP32 || w == DT_FP8) ||
+      (Engine)s->deployment.engine.v != ENGINE_VLLM || !engine_vllm_019(s->deployment.engine_version.v))
     return 0;
   int64_t an, ad;
   model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
