@@ -234,15 +234,24 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
  * the model's dtype (vllm/model_executor/layers/rotary_embedding/base.py);
  * SGLang keeps it in fp32 on CUDA and casts it elsewhere
  * (python/sglang/srt/layers/rotary_embedding, RotaryEmbedding.__init__).
- * TensorRT-LLM and generic: not read, none. */
+ * TensorRT-LLM keeps it in fp32, one (cos, sin) pair per frequency, and
+ * for MLA (qk_rope_head_dim set) twice over: RopeParams.from_config sets
+ * duplicate_data, which concatenates the frequencies with themselves
+ * (tensorrt_llm/_torch/attention_backend/interface.py,
+ * create_rope_const_params, a per-model cache since TensorRT-LLM PR
+ * #3378; RopeEmbeddingUtils in tensorrt_llm/functional.py). generic:
+ * none. */
 static void ledger_rope(CkState *st, const Spec *s, MemLedger *L) {
   const ModelSpec *m = &s->model;
   Engine e = (Engine)s->deployment.engine.v;
-  if ((e != ENGINE_VLLM && e != ENGINE_SGLANG) || L->shard.layers <= 0) return;
+  if ((e != ENGINE_VLLM && e != ENGINE_SGLANG && e != ENGINE_TRTLLM) || L->shard.layers <= 0) return;
+  bool mla = (AttnKind)m->attention.kind.v == ATTN_MLA;
   int64_t pos = m->max_position_embeddings.set ? m->max_position_embeddings.v : m->max_context.v;
-  int64_t dim = (AttnKind)m->attention.kind.v == ATTN_MLA ? m->attention.qk_rope_head_dim.v : model_head_dim(m);
+  int64_t dim = mla ? m->attention.qk_rope_head_dim.v : model_head_dim(m);
   int64_t an = 4, ad = 1;
-  if (e == ENGINE_VLLM || engine_gpu_is_amd(&s->hardware)) model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
+  if (e == ENGINE_TRTLLM && mla) an = 8;
+  if (e == ENGINE_VLLM || (e == ENGINE_SGLANG && engine_gpu_is_amd(&s->hardware)))
+    model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
   L->w_rope = ceil_div(ckm(st, ckm(st, pos, dim), an), ad);
   L->weights = cka(st, L->weights, L->w_rope);
 }

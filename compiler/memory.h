@@ -39,7 +39,7 @@ typedef struct MemLedger {
   int64_t w_experts, w_shared, w_routers;
   int64_t w_mtp_proj;            /* the MTP modules' 2h x h projections and norms */
   int64_t w_draft;               /* the draft model (model.draft), sharded as the target */
-  int64_t w_rope;                /* vllm, sglang: the rotary embedding's cos/sin cache (ledger_rope) */
+  int64_t w_rope;                /* vllm, sglang, trtllm: the rotary embedding's cos/sin cache (ledger_rope) */
   int64_t w_layout;              /* vllm: MXFP4 experts' Hopper padding and scale copy */
   /* The ledger, bytes per rank. */
   int64_t capacity;              /* hardware.gpu.memory */

@@ -102,7 +102,10 @@ static void test_vllm_h100_tp1(void) {
   s.deployment.engine.v = ENGINE_SGLANG; /* fp32 on CUDA */
   T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.w_rope, (int64_t)10485760 * 128 * 4);
-  s.deployment.engine.v = ENGINE_TRTLLM; /* not read */
+  s.deployment.engine.v = ENGINE_TRTLLM; /* fp32 too */
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)10485760 * 128 * 4);
+  s.deployment.engine.v = ENGINE_GENERIC; /* none */
   T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.w_rope, 0);
 }
@@ -461,6 +464,24 @@ static void test_trtllm(void) {
   T_EQ_INT(L.kv_pool, (int64_t)((double)(81080 * MIB - used - GIB) * 0.90));
 }
 
+/* TensorRT-LLM's RoPE table under MLA: DeepSeek-V3's 163,840 positions
+ * over qk_rope_head_dim 64, fp32, twice (duplicate_data): 80 MiB; vLLM
+ * casts one copy to bf16: 20 MiB. */
+static void test_trtllm_mla_rope(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_TRTLLM, 8);
+  memset(&s.model, 0, sizeof s.model);
+  fx_dsv3(&s.model);
+  FX_I(s.hardware.gpu.memory, 143771 * MIB);
+  s.hardware.gpu.cuda_memory.set = false;
+  MemLedger L;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)163840 * 64 * 4 * 2);
+  s.deployment.engine.v = ENGINE_VLLM;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)163840 * 64 * 2);
+}
+
 /* Whose the serving limits are (engine_limits_per_dp): each dp rank's
  * under vLLM, TensorRT-LLM and SGLang's dense --dp-size replicas; the
  * instance's, shared out, under SGLang's attention dp (a MoE model) and
@@ -519,6 +540,7 @@ int main(void) {
   T_RUN(test_version_cmp);
   T_RUN(test_generic);
   T_RUN(test_trtllm);
+  T_RUN(test_trtllm_mla_rope);
   T_RUN(test_limits_per_dp);
   T_DONE();
 }
