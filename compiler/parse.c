@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "datadir.h"
 #include "hf_import.h"
@@ -589,13 +590,36 @@ static YNode *merge(P *p, const YNode *base, const YNode *over, const char *skip
   return r;
 }
 
-/* E0111 for a preset name with no catalog file: the closest entry, or the
- * list of entries, or where the empty catalog is. */
+/* The entries that are word in another case, or extend it by whole
+ * dash-separated parts ("h100" -> h100-nvl, h100-pcie, h100-sxm),
+ * listed in sb; how many.
+ * Catalog names carry the variant after the family, so a family name is
+ * nearer to them than an edit-distance neighbour ("h100" -> b200). */
+static size_t preset_extensions(const char *word, const char *const *names, size_t nn, StrBuf *sb) {
+  size_t wl = strlen(word), n = 0;
+  for (size_t i = 0; i < nn; i++) {
+    if (strlen(names[i]) < wl || (names[i][wl] != '-' && names[i][wl] != '\0') ||
+        strncasecmp(names[i], word, wl) != 0)
+      continue;
+    sb_printf(sb, "%s`%s`", n ? ", " : "", names[i]);
+    n++;
+  }
+  return n;
+}
+
+/* E0111 for a preset name with no catalog file: the entries that extend
+ * it, or the closest entry, or the list of entries, or where the empty
+ * catalog is. */
 static Diag *preset_unknown(P *p, const YNode *v, const char *kind, const char *path,
                             const char *dir, const char *const *names, size_t nn) {
   Diag *g = diag_at(p->d, DIAG_E0111, v->loc, "unknown %s preset `%s`", path, v->str);
-  const char *c = diag_closest(v->str, names, nn);
-  if (c) {
+  StrBuf ext;
+  sb_init(&ext);
+  size_t ne = preset_extensions(v->str, names, nn, &ext);
+  const char *c = ne ? NULL : diag_closest(v->str, names, nn);
+  if (ne) {
+    diag_help(g, "did you mean %s%s?", ne > 1 ? "one of " : "", ext.buf);
+  } else if (c) {
     diag_help(g, "did you mean `%s`?", c);
   } else if (nn) {
     StrBuf sb;
@@ -610,6 +634,7 @@ static Diag *preset_unknown(P *p, const YNode *v, const char *kind, const char *
     diag_help(g, "the catalog directory %s has no entries; set RANKPLAN_CATALOG or --catalog", dir);
     diag_note(g, "catalog: %s", p->catalog_dir);
   }
+  sb_free(&ext);
   return g;
 }
 
