@@ -172,13 +172,14 @@ static const YNode *section(P *p, const YNode *parent, const char *key, const ch
   return n;
 }
 
-static void missing(P *p, const YNode *m, const char *path, const char *key) {
+static Diag *missing(P *p, const YNode *m, const char *path, const char *key) {
   /* an absent section is reported once, as such, not key by key */
-  if (p->quiet_missing || !m) return;
+  if (p->quiet_missing || !m) return NULL;
   SrcLoc l = m->loc;
   Diag *g = path[0] ? diag_at(p->d, DIAG_E0102, l, "missing required key `%s` in `%s`", key, path)
                     : diag_at(p->d, DIAG_E0102, l, "missing required key `%s`", key);
   diag_help(g, "add `%s:` (see docs/spec.md for its meaning and unit)", key);
+  return g;
 }
 
 static bool is_yaml11_bool(const char *s) {
@@ -1224,7 +1225,10 @@ static void parse_deployment(P *p, const YNode *root) {
   rd_bool(p, m, sec, "deployment", "allow_tp_across_domain", &dp->allow_tp_across_domain, false);
 
   const YNode *pools = yaml_map_get(m, "pools");
-  if (!pools && m && dp->mode.v != MODE_SEARCH) missing(p, m, "deployment", "pools");
+  if (!pools && m && dp->mode.v != MODE_SEARCH) {
+    Diag *g = missing(p, m, "deployment", "pools");
+    if (g) diag_note(g, "a spec for `rankplan search` alone can say `mode: search` instead and leave the pools to it");
+  }
   if (pools && pools->kind != YN_SEQ) {
     Diag *g = diag_at(p->d, DIAG_E0103, pools->loc, "expected a sequence of pools for `deployment.pools`, got a %s",
                       yaml_node_type_name(pools));
