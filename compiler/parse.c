@@ -1210,20 +1210,9 @@ static void parse_engine(P *p, const YNode *m, SrcLoc sec) {
   dp->engine_version.loc = dp->engine.loc;
 }
 
-static void parse_deployment(P *p, const YNode *root) {
-  DeploymentSpec *dp = &p->s->deployment;
-  SrcLoc sec;
-  const YNode *m = section(p, root, "deployment", "deployment", root->loc, &sec);
-  dp->loc = sec;
-  check_keys(p, m, "deployment", KEYS("mode", "engine", "order", "allow_tp_across_domain", "pools",
-                                       "memory", "hooks", "placement", "image"));
-  rd_enum(p, m, sec, "deployment", "mode", &dp->mode, m != NULL, MODE_AGGREGATED, mode_names,
-          RP_ARRAY_LEN(mode_names));
-  parse_engine(p, m, sec);
-  rd_str(p, m, sec, "deployment", "image", &dp->image, false, NULL);
-  rd_str(p, m, sec, "deployment", "order", &dp->order, false, "tp-cp-ep-dp-pp");
-  rd_bool(p, m, sec, "deployment", "allow_tp_across_domain", &dp->allow_tp_across_domain, false);
-
+/* deployment.pools: required unless mode: search, a sequence of pool
+ * mappings. */
+static void parse_pools(P *p, const YNode *m, DeploymentSpec *dp) {
   const YNode *pools = yaml_map_get(m, "pools");
   if (!pools && m && dp->mode.v != MODE_SEARCH) {
     Diag *g = missing(p, m, "deployment", "pools");
@@ -1250,6 +1239,23 @@ static void parse_deployment(P *p, const YNode *root) {
       free(path);
     }
   }
+}
+
+static void parse_deployment(P *p, const YNode *root) {
+  DeploymentSpec *dp = &p->s->deployment;
+  SrcLoc sec;
+  const YNode *m = section(p, root, "deployment", "deployment", root->loc, &sec);
+  dp->loc = sec;
+  check_keys(p, m, "deployment", KEYS("mode", "engine", "order", "allow_tp_across_domain", "pools",
+                                       "memory", "hooks", "placement", "image"));
+  rd_enum(p, m, sec, "deployment", "mode", &dp->mode, m != NULL, MODE_AGGREGATED, mode_names,
+          RP_ARRAY_LEN(mode_names));
+  parse_engine(p, m, sec);
+  rd_str(p, m, sec, "deployment", "image", &dp->image, false, NULL);
+  rd_str(p, m, sec, "deployment", "order", &dp->order, false, "tp-cp-ep-dp-pp");
+  rd_bool(p, m, sec, "deployment", "allow_tp_across_domain", &dp->allow_tp_across_domain, false);
+
+  parse_pools(p, m, dp);
 
   SrcLoc ms;
   const YNode *mem = section(p, m, "memory", "deployment.memory", sec, &ms);

@@ -182,12 +182,37 @@ static int64_t instance_start(const Layout *L, const LayPool *P, int64_t gi, int
   return at;
 }
 
+/* Whether n GPUs placed from offset off of a gpn-GPU node take the same
+ * number on every node they touch, as the engines' launchers need
+ * (emit_inst.c). */
+static bool splits_evenly(int64_t off, int64_t n, int64_t gpn) {
+  int64_t first = n < gpn - off ? n : gpn - off;
+  for (int64_t rest = n - first; rest > 0; rest -= gpn)
+    if ((rest < gpn ? rest : gpn) != first) return false;
+  return true;
+}
+
+/* Where the instance (n GPUs, first group gi) starts once at is known
+ * (instance_start): the next node when from at its nodes would hold
+ * unequal parts of it and from there they would not, provided the left
+ * GPUs of the instances still to place (this one included) fit after
+ * that boundary; otherwise at itself. */
+static int64_t node_start(const Layout *L, const LayPool *P, int64_t gi, int64_t at, int64_t n, int64_t left,
+                          int64_t ngpus) {
+  int64_t gpn = L->gpus_per_node, off = gpn > 0 ? at % gpn : 0;
+  if (off == 0 || splits_evenly(off, n, gpn) || !splits_evenly(0, n, gpn)) return at;
+  int64_t next = at - off + gpn;
+  if (next > ngpus - left || (!L->allow_tp_across_domain && !fits_at(L, P, gi, next))) return at;
+  return next;
+}
+
 bool lay_place_default(Diags *d, Layout *L) {
   int64_t ngpus = cluster_gpus(L);
   int32_t *node = rp_malloc((size_t)(L->nranks ? L->nranks : 1) * sizeof *node);
   int32_t *gpu = rp_malloc((size_t)(L->nranks ? L->nranks : 1) * sizeof *gpu);
-  int64_t at = 0, gi = 0;
+  int64_t at = 0, gi = 0, left = 0;
   bool ok = true;
+  for (size_t p = 0; p < L->npools; p++) left += L->pools[p].replicas * L->pools[p].instance_size;
   for (size_t p = 0; p < L->npools && ok; p++) {
     const LayPool *P = &L->pools[p];
     for (int64_t inst = 0; inst < P->replicas && ok; inst++) {
@@ -196,7 +221,8 @@ bool lay_place_default(Diags *d, Layout *L) {
              (L->groups[gi].pool != (int32_t)p || L->groups[gi].instance != (int32_t)inst))
         gi++;
       RP_ASSERT(gi < L->ngroups);
-      at = instance_start(L, P, gi, at);
+      at = node_start(L, P, gi, instance_start(L, P, gi, at), P->instance_size, left, ngpus);
+      left -= P->instance_size;
       if (at + P->instance_size > ngpus) {
         Diag *g = diag_at(d, DIAG_E0323, P->loc,
                           "the default placement runs out of GPUs at pool `%s` instance %lld: "

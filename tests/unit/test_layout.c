@@ -606,6 +606,35 @@ static void test_placement_validate(void) {
   T_CHECK(L && lay_place_default(&d, L));
   if (L) T_EQ_INT(L->ranks[2].device, 4);
   lay_free(L);
+  /* instances of 6 (pp 6) on two 8-GPU nodes: the second would hold 2 GPUs
+   * of node 0 and 4 of node 1, which no engine launches, so it starts on
+   * node 1 */
+  tspec_init(&t, 2, 8, 8);
+  tspec_pool(&t, "a", ROLE_PREFILL, 1, 1, 6);
+  tspec_pool(&t, "b", ROLE_DECODE, 1, 1, 6);
+  L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L && lay_place_default(&d, L));
+  if (L) T_CHECK(L->ranks[6].node == 1 && L->ranks[6].device == 0 && L->ranks[11].device == 5);
+  lay_free(L);
+  /* ... unless the GPUs after the boundary are too few for what is left:
+   * a third instance of 2 packs on, and the split 2 + 4 stays */
+  tspec_init(&t, 2, 8, 8);
+  tspec_pool(&t, "a", ROLE_PREFILL, 1, 1, 6);
+  tspec_pool(&t, "b", ROLE_DECODE, 1, 1, 6);
+  tspec_pool(&t, "c", ROLE_DECODE, 1, 1, 4);
+  L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L && lay_place_default(&d, L));
+  if (L) T_CHECK(L->ranks[6].node == 0 && L->ranks[6].device == 6 && L->ranks[8].node == 1);
+  lay_free(L);
+  /* an even split is kept: tp 2 then an instance of 4 on 4-GPU nodes
+   * whose domain spans both takes 2 GPUs of each */
+  tspec_init(&t, 2, 4, 8);
+  tspec_pool(&t, "a", ROLE_PREFILL, 1, 2, 1);
+  tspec_pool(&t, "b", ROLE_DECODE, 1, 4, 1);
+  L = lay_build(&d, &t.s, NULL);
+  T_CHECK(L && lay_place_default(&d, L));
+  if (L) T_CHECK(L->ranks[2].node == 0 && L->ranks[2].device == 2 && L->ranks[4].node == 1);
+  lay_free(L);
   diags_free(&d);
 }
 
