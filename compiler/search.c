@@ -207,6 +207,7 @@ typedef struct {
   bool *part_ok;
   FILE *progress;
   int64_t gpn;    /* GPUs per node (search.whole_nodes, separate_nodes) */
+  SearchPack pack; /* the nodes an engine's instances pack on (search_space.h) */
   SearchRejects *rej; /* why candidates were rejected (search_space.h) */
   HookSession *filter; /* the spec's filter hook, NULL when none */
   EngineCaps *caps;    /* deployment.engine's catalog entry, NULL: generic */
@@ -468,6 +469,9 @@ static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
     }
   }
   if (!why)
+    why = search_pack_reject(&c->pack, engine_name((Engine)c->s->deployment.engine.v), cost_layout_gpus(l), buf,
+                             sizeof buf);
+  if (!why)
     search_layout_valid(c->m, l, role, c->s->deployment.allow_tp_across_domain.v, &why);
   if (!why) return true;
   search_rejects_add(c->rej, why, role, l);
@@ -683,11 +687,12 @@ static size_t search__shortlist(const Ctx *c, RoleVec *v, PoolRole role, size_t 
 
 bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
                       int64_t *x, int64_t *y, int64_t *evals, bool *cut) {
-  return search_xpyd_best_step(gp, gd, rp, rd, G, 1, budget, x, y, evals, cut);
+  return search_xpyd_best_step(gp, gd, rp, rd, G, 1, NULL, budget, x, y, evals, cut);
 }
 
 bool search_xpyd_best_step(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t xstep,
-                           int64_t budget, int64_t *x, int64_t *y, int64_t *evals, bool *cut) {
+                           const SearchPack *pk, int64_t budget, int64_t *x, int64_t *y, int64_t *evals,
+                           bool *cut) {
   RP_ASSERT(xstep >= 1);
   bool found = false;
   *cut = false;
@@ -700,7 +705,9 @@ bool search_xpyd_best_step(int64_t gp, int64_t gd, double rp, double rd, int64_t
   if (!cost_xpyd_ratio(1.0, 1.0, rp / (double)gp, rd / (double)gd, G, &gx, &gy)) return false;
   double y_per_x = ((double)gy / (double)gd) / ((double)gx / (double)gp);
   for (int64_t xi = xstep; xi * gp + gd <= G; xi += xstep) {
-    int64_t ymax = (G - xi * gp) / gd;
+    int64_t ymax = (G - xi * gp) / gd, packed = search_pack_max(pk, gp, xi, gd);
+    if (packed < 1) break; /* more prefill instances leave no more room */
+    if (packed < ymax) ymax = packed;
     /* Clamped to [1, ymax] before converting, as the candidates are
      * after: a ratio far off either end is no integer. */
     double ys = fmin(fmax((double)xi * y_per_x, 1.0), (double)ymax);
@@ -806,8 +813,8 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
   int64_t x = 0, y = 0, ev = 0;
   bool cut = false;
   int64_t xstep = search_space_xstep(&c->s->search, P->gpus, c->gpn);
-  bool fits = search_xpyd_best_step(P->gpus, D->gpus, rp, rd, c->G, xstep, c->max - c->evals, &x, &y,
-                                    &ev, &cut);
+  bool fits = search_xpyd_best_step(P->gpus, D->gpus, rp, rd, c->G, xstep, &c->pack, c->max - c->evals, &x,
+                                    &y, &ev, &cut);
   /* A pair whose integer search the budget cut keeps the best point it
    * reached; the pairs after it are not tried (c->hit). */
   if (!ctx_spend(c, ev > 0 || cut ? ev : 1)) return false;
@@ -819,7 +826,8 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
     int64_t xn = 0, yn = 0;
     at_rate = instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn);
     xn = (xn + xstep - 1) / xstep * xstep;
-    at_rate = at_rate && xn <= c->G && xn * P->gpus + yn * D->gpus <= c->G;
+    at_rate = at_rate && xn <= c->G && xn * P->gpus + yn * D->gpus <= c->G &&
+              search_pack_max(&c->pack, P->gpus, xn, D->gpus) >= yn;
     if (at_rate) {
       x = xn;
       y = yn;
@@ -843,7 +851,8 @@ static void search__agg(Ctx *c, const RoleEval *A, SearchResult *r) {
   r->mode = SEARCH_AGGREGATED;
   r->npools = 1;
   pool_from(&r->pools[0], ROLE_BOTH, A, 0);
-  CostDeploy dp = {1, {&A->inst, NULL}, {c->G / A->gpus, 0}, c->rho};
+  int64_t most = search_pack_max(&c->pack, 0, 0, A->gpus);
+  CostDeploy dp = {1, {&A->inst, NULL}, {c->G / A->gpus < most ? c->G / A->gpus : most, 0}, c->rho};
   CostRates rates;
   cost_deploy_rates(m, &dp, &rates);
   SearchBinding bind = A->binding;
@@ -1095,6 +1104,8 @@ static void search__ctx_init(Ctx *c, Diags *d, const Spec *s, const SearchOption
   c->part_by_pp = rp_calloc((size_t)np, sizeof *c->part_by_pp);
   c->part_ok = rp_calloc((size_t)np, sizeof *c->part_ok);
   c->gpn = s->hardware.gpus_per_node.v;
+  c->pack.gpn = c->gpn;
+  c->pack.nodes = (Engine)s->deployment.engine.v == ENGINE_GENERIC ? 0 : s->hardware.nodes.v;
   c->rej = &out->rejects;
   c->d = d;
   c->caps = search__engine(s);

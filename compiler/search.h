@@ -187,9 +187,11 @@ bool search_layout_valid(const CostModel *m, const CostLayout *l, PoolRole role,
 bool search_xpyd_best(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t budget,
                       int64_t *x, int64_t *y, int64_t *evals, bool *cut);
 /* The same with x restricted to multiples of xstep (search_space_xstep:
- * search.separate_nodes). */
+ * search.separate_nodes) and (x, y) to what pk packs on the nodes
+ * (search_pack_max; NULL: no such limit). */
 bool search_xpyd_best_step(int64_t gp, int64_t gd, double rp, double rd, int64_t G, int64_t xstep,
-                           int64_t budget, int64_t *x, int64_t *y, int64_t *evals, bool *cut);
+                           const SearchPack *pk, int64_t budget, int64_t *x, int64_t *y, int64_t *evals,
+                           bool *cut);
 
 /* The spec with its deployment replaced by result r's pools (named
  * prefill, decode or serve, at the spec's deployment position), for

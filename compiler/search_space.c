@@ -33,6 +33,35 @@ const char *search_space_reject(const SearchSpec *se, PoolRole role, const CostL
   return NULL;
 }
 
+const char *search_pack_reject(const SearchPack *pk, const char *engine, int64_t gpus, char *buf, size_t n) {
+  if (!pk || pk->nodes <= 0 || pk->gpn <= 0 || gpus <= pk->gpn || gpus % pk->gpn == 0) return NULL;
+  snprintf(buf, n, "engine %s: an instance larger than one node (%lld GPUs) spans whole nodes, as the "
+           "launcher puts as many ranks on each of its nodes", engine, (long long)pk->gpn);
+  return buf;
+}
+
+/* Nodes that n instances of g GPUs take, each whole on its nodes, in
+ * order as the placement's cursor puts them; *tail: the GPUs the last
+ * node keeps free (those of earlier nodes stay so, the cursor having
+ * passed them). */
+static int64_t pack_nodes(int64_t g, int64_t n, int64_t gpn, int64_t *tail) {
+  *tail = 0;
+  if (n <= 0) return 0;
+  if (g > gpn) return n * ((g + gpn - 1) / gpn);
+  int64_t k = gpn / g, r = n % k;
+  *tail = gpn - (r ? r : k) * g;
+  return n / k + (r > 0);
+}
+
+int64_t search_pack_max(const SearchPack *pk, int64_t gp, int64_t x, int64_t gd) {
+  if (!pk || pk->nodes <= 0 || pk->gpn <= 0 || gd <= 0) return INT64_MAX;
+  int64_t tail, used = pack_nodes(gp, x, pk->gpn, &tail);
+  if (used > pk->nodes) return -1;
+  int64_t left = pk->nodes - used;
+  if (gd > pk->gpn) return left / ((gd + pk->gpn - 1) / pk->gpn);
+  return tail / gd + left * (pk->gpn / gd);
+}
+
 int64_t search_space_xstep(const SearchSpec *se, int64_t gp, int64_t gpn) {
   if (!se->separate_nodes.v || gpn < 1 || gp < 1) return 1;
   return gpn / rp_gcd64(gp, gpn);

@@ -83,5 +83,44 @@ def main():
                   "none of its prefill/decode pairs unverified (W0701)", bad)
 
 
+# Specs whose search used to rank deployments an engine's launch files
+# cannot run: instances over one node that are not whole nodes (pp 9 of
+# Llama-3.1-70B under TensorRT-LLM on 16 GPUs), or small instances that
+# pack onto nodes only by splitting one unevenly (6 + 6 GPUs on two 8-GPU
+# nodes, 6 x 3 + 6 on three). Each of their top rows compiles and emits
+# for its engine (docs/engines.md, "CUDA_VISIBLE_DEVICES and nodes").
+LAUNCH_CASES = (("vllm", "qwen3-235b-a22b", 2, 20), ("trtllm", "llama-3.1-70b", 2, 10),
+                ("vllm", "llama-3.1-70b", 3, 40), ("sglang", "llama-3.1-70b", 3, 40))
+
+
+def launchable():
+    cat = str(SRC / "plans" / "catalog")
+    with tempfile.TemporaryDirectory() as tmp:
+        for eng, model, nodes, rate in LAUNCH_CASES:
+            doc = {"version": 1, "name": "launch", "model": {"preset": model, "source": "org/model"},
+                   "hardware": {"preset": "h200-sxm", "nodes": nodes, "gpus_per_node": 8},
+                   "workload": {"input_tokens": 2000, "output_tokens": 400, "rate": f"{rate} req/s"},
+                   "slo": {"ttft": "2 s", "tpot": "50 ms"}, "deployment": {"mode": "search", "engine": eng}}
+            src = os.path.join(tmp, "search.yaml")
+            with open(src, "w") as out:
+                yaml.safe_dump(doc, out)
+            p = rp("search", src, "--format", "json", "--top", "10", "--catalog", cat)
+            rows = (yaml.safe_load(p.stdout) or {}).get("results", []) if p.stdout.strip() else []
+            bad = []
+            for i, row in enumerate(rows):
+                d = dict(doc, deployment={"engine": eng, "pools": deployment_of(row),
+                                          "mode": "aggregated" if row["mode"].startswith("agg") else "disaggregated"})
+                spec, plan, out_dir = (os.path.join(tmp, f"{i}.{x}") for x in ("yaml", "plan.json", "emit"))
+                with open(spec, "w") as out:
+                    yaml.safe_dump(d, out)
+                c = rp("compile", spec, "-o", plan, "--catalog", cat)
+                e = rp("emit", plan, "-t", eng, "-o", out_dir) if c.returncode == 0 else c
+                if e.returncode != 0:
+                    bad.append((row["layout"], e.stderr[-300:]))
+            check(len(rows) > 0 and not bad, f"{eng} {model} on {nodes} nodes at {rate} req/s: each of the top "
+                  f"{len(rows)} rows compiles and emits for {eng}", bad or p.stderr[-400:])
+
+
 main()
+launchable()
 sys.exit(searchlib.rptest.finish())

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "search.h"
+#include "search_space.h"
 #include "t.h"
 
 #include "cost_fixtures.h"
@@ -100,6 +101,33 @@ static void test_xpyd_best(void) {
   /* 1P1D does not fit. */
   T_CHECK(!search_xpyd_best(8, 16, 1.0, 1.0, 16, INT64_MAX, &x, &y, &ev, &cut));
   T_CHECK(!cut);
+}
+
+/* Packing on nodes (search_pack_max): instances of a node or less stay
+ * inside one node, larger ones take whole nodes of their own. */
+static void test_pack(void) {
+  SearchPack pk = {8, 2};
+  T_EQ_INT(search_pack_max(&pk, 6, 1, 6), 1);  /* 6 + 6 on two 8-GPU nodes: one each */
+  T_EQ_INT(search_pack_max(&pk, 3, 2, 2), 5);  /* 3 + 3 leave 2 of node 0, then 4 of 2 on node 1 */
+  T_EQ_INT(search_pack_max(&pk, 3, 5, 2), -1); /* five of 3 need three nodes */
+  T_EQ_INT(search_pack_max(&pk, 0, 0, 16), 1);
+  T_EQ_INT(search_pack_max(&pk, 2, 1, 8), 1);  /* a whole node after 2 GPUs of node 0 */
+  T_EQ_INT(search_pack_max(NULL, 6, 1, 6), INT64_MAX);
+  pk.nodes = 0; /* generic: no such limit */
+  T_EQ_INT(search_pack_max(&pk, 6, 1, 6), INT64_MAX);
+  char buf[200];
+  pk.nodes = 2;
+  T_CHECK(search_pack_reject(&pk, "vllm", 9, buf, sizeof buf) != NULL);
+  T_CHECK(search_pack_reject(&pk, "vllm", 16, buf, sizeof buf) == NULL);
+  T_CHECK(search_pack_reject(&pk, "vllm", 6, buf, sizeof buf) == NULL);
+  /* xPyD under the packing: 6-GPU prefill and decode instances on two
+   * 8-GPU nodes are 1P1D at most, where 16 GPUs alone would allow 2P0D */
+  int64_t x = 0, y = 0, ev = 0;
+  bool cut = false;
+  T_CHECK(search_xpyd_best_step(6, 6, 1.0, 2.0, 16, 1, &pk, INT64_MAX, &x, &y, &ev, &cut));
+  T_CHECK(x == 1 && y == 1);
+  pk.gpn = 4; /* 6-GPU instances on 4-GPU nodes never pack */
+  T_CHECK(!search_xpyd_best_step(6, 6, 1.0, 2.0, 16, 1, &pk, INT64_MAX, &x, &y, &ev, &cut));
 }
 
 /* The xPyD step counts against the search budget: on 2^18 GPUs of 1-GPU
@@ -548,6 +576,7 @@ int main(int argc, char **argv) {
   T_RUN(test_rules);
   T_RUN(test_xpyd_best);
   T_RUN(test_xpyd_budget);
+  T_RUN(test_pack);
   T_RUN(test_huge_gpu);
   T_RUN(test_cluster_overflow);
   T_RUN(test_llama_search);
