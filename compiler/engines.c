@@ -536,6 +536,25 @@ bool engine_vllm_019(const char *version) {
   return !version || !strchr(version, '.') || engine_version_cmp(version, "0.19") >= 0;
 }
 
+/* Whether dimension a comes before (inside) b in an order string such as
+ * "tp-cp-ep-dp-pp"; a dimension left out is appended outermost. */
+static bool order_inside(const char *order, const char *a, const char *b) {
+  const char *pa = strstr(order, a), *pb = strstr(order, b);
+  return pa && (!pb || pa < pb);
+}
+
+const char *engine_vllm_nodes_refusal(const int64_t v[ED__COUNT], int64_t gpn, const char *order) {
+  int64_t engine = v[ED_TP] * v[ED_CP] * v[ED_PP];
+  if (gpn <= 0 || v[ED_DP] <= 1 || engine * v[ED_DP] <= gpn) return NULL;
+  if (engine > gpn || gpn % engine)
+    return "over nodes with dp above 1, vLLM runs whole tp x cp x pp engines on each node";
+  const char *o = order ? order : "tp-cp-ep-dp-pp";
+  if ((v[ED_PP] > 1 && !order_inside(o, "pp", "dp")) || (v[ED_CP] > 1 && !order_inside(o, "cp", "dp")))
+    return "over nodes with dp above 1, vLLM runs consecutive dp ranks on each node, which needs pp and cp "
+           "inside dp in deployment.order";
+  return NULL;
+}
+
 /* SGLang: the overlap scheduler is on unless --disable-overlap-schedule
  * (python/sglang/srt/server_args.py; tests/engines/fixtures lists the flag
  * for every release from 0.4.7). TensorRT-LLM: TorchLlmArgs.

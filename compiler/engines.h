@@ -121,6 +121,16 @@ int64_t engine_trtllm_graph_cover(const Spec *s);
  * 0.11's: the two entries of plans/catalog/engines/ (docs/engines.md). */
 bool engine_vllm_019(const char *version);
 
+/* Why vLLM's launch files cannot run an instance of layout v over nodes
+ * of gpn GPUs under deployment.order `order` (NULL: the default), NULL
+ * when they can or the instance fits one node. Over nodes they run one
+ * engine on a Ray cluster (dp 1) or whole tp x cp x pp engines on each
+ * node, consecutive dp ranks (emit_vllm.c, lrun_vllm); the second needs
+ * each engine inside a node and the plan's rank order to keep an
+ * engine's ranks together, dp outside pp and cp (emit_inst.c orders
+ * them as vLLM does: dp, pp, cp, tp). */
+const char *engine_vllm_nodes_refusal(const int64_t v[ED__COUNT], int64_t gpn, const char *order);
+
 /* Whether engine e at `version` (NULL: the catalog's newest entry)
  * overlaps the CPU work of a step with the GPU's by default: SGLang's
  * overlap scheduler (on unless --disable-overlap-schedule), TensorRT-LLM's

@@ -471,6 +471,14 @@ static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
   if (!why)
     why = search_pack_reject(&c->pack, engine_name((Engine)c->s->deployment.engine.v), cost_layout_gpus(l), buf,
                              sizeof buf);
+  if (!why && (Engine)c->s->deployment.engine.v == ENGINE_VLLM) {
+    int64_t v[ED__COUNT] = {l->tp, l->pp, l->dp, l->ep, l->etp, l->cp, l->dcp};
+    const char *e = engine_vllm_nodes_refusal(v, c->gpn, c->s->deployment.order.set ? c->s->deployment.order.v : NULL);
+    if (e) {
+      snprintf(buf, sizeof buf, "engine vllm: %s", e);
+      why = buf;
+    }
+  }
   if (!why)
     search_layout_valid(c->m, l, role, c->s->deployment.allow_tp_across_domain.v, &why);
   if (!why) return true;

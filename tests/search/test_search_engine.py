@@ -87,18 +87,22 @@ def main():
 # cannot run: instances over one node that are not whole nodes (pp 9 of
 # Llama-3.1-70B under TensorRT-LLM on 16 GPUs), or small instances that
 # pack onto nodes only by splitting one unevenly (6 + 6 GPUs on two 8-GPU
-# nodes, 6 x 3 + 6 on three). Each of their top rows compiles and emits
-# for its engine (docs/engines.md, "CUDA_VISIBLE_DEVICES and nodes").
-LAUNCH_CASES = (("vllm", "qwen3-235b-a22b", 2, 20), ("trtllm", "llama-3.1-70b", 2, 10),
-                ("vllm", "llama-3.1-70b", 3, 40), ("sglang", "llama-3.1-70b", 3, 40))
+# nodes, 6 x 3 + 6 on three), or vLLM instances over nodes with dp 2 and
+# pp 2, whose engines vLLM cannot run one block of dp ranks a node. Each
+# of their top rows compiles and emits for its engine (docs/engines.md,
+# "CUDA_VISIBLE_DEVICES and nodes").
+LAUNCH_CASES = (("vllm", "qwen3-235b-a22b", "h200-sxm", 2, 8, 20), ("trtllm", "llama-3.1-70b", "h200-sxm", 2, 8, 10),
+                ("vllm", "llama-3.1-70b", "h200-sxm", 3, 8, 40), ("sglang", "llama-3.1-70b", "h200-sxm", 3, 8, 40),
+                ("vllm", "deepseek-v3", "b200", 2, 8, 5), ("vllm", "deepseek-v3", "gb200-nvl72", 18, 4, 5),
+                ("vllm", "qwen3-235b-a22b-fp8", "h200-sxm", 4, 8, 30))
 
 
 def launchable():
     cat = str(SRC / "plans" / "catalog")
     with tempfile.TemporaryDirectory() as tmp:
-        for eng, model, nodes, rate in LAUNCH_CASES:
+        for eng, model, hw, nodes, gpn, rate in LAUNCH_CASES:
             doc = {"version": 1, "name": "launch", "model": {"preset": model, "source": "org/model"},
-                   "hardware": {"preset": "h200-sxm", "nodes": nodes, "gpus_per_node": 8},
+                   "hardware": {"preset": hw, "nodes": nodes, "gpus_per_node": gpn},
                    "workload": {"input_tokens": 2000, "output_tokens": 400, "rate": f"{rate} req/s"},
                    "slo": {"ttft": "2 s", "tpot": "50 ms"}, "deployment": {"mode": "search", "engine": eng}}
             src = os.path.join(tmp, "search.yaml")
@@ -117,7 +121,7 @@ def launchable():
                 e = rp("emit", plan, "-t", eng, "-o", out_dir) if c.returncode == 0 else c
                 if e.returncode != 0:
                     bad.append((row["layout"], e.stderr[-300:]))
-            check(len(rows) > 0 and not bad, f"{eng} {model} on {nodes} nodes at {rate} req/s: each of the top "
+            check(len(rows) > 0 and not bad, f"{eng} {model} on {nodes} {hw} nodes at {rate} req/s: each of the top "
                   f"{len(rows)} rows compiles and emits for {eng}", bad or p.stderr[-400:])
 
 

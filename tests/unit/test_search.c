@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <time.h>
 
+#include "engines.h"
 #include "search.h"
 #include "search_space.h"
 #include "t.h"
@@ -128,6 +129,20 @@ static void test_pack(void) {
   T_CHECK(x == 1 && y == 1);
   pk.gpn = 4; /* 6-GPU instances on 4-GPU nodes never pack */
   T_CHECK(!search_xpyd_best_step(6, 6, 1.0, 2.0, 16, 1, &pk, INT64_MAX, &x, &y, &ev, &cut));
+  /* vLLM over nodes: dp 1 (Ray), or whole engines a node with pp inside
+   * dp in the rank order */
+  int64_t v[ED__COUNT] = {4, 2, 2, 1, 8, 1, 1}; /* tp 4, pp 2, dp 2 on 8-GPU nodes */
+  T_CHECK(engine_vllm_nodes_refusal(v, 8, NULL) != NULL);
+  T_CHECK(engine_vllm_nodes_refusal(v, 8, "tp-cp-ep-pp-dp") == NULL);
+  T_CHECK(engine_vllm_nodes_refusal(v, 16, NULL) == NULL); /* one node */
+  v[ED_PP] = 1;
+  v[ED_DP] = 4;
+  T_CHECK(engine_vllm_nodes_refusal(v, 8, NULL) == NULL);
+  v[ED_TP] = 16;
+  v[ED_DP] = 2;
+  T_CHECK(engine_vllm_nodes_refusal(v, 8, NULL) != NULL); /* an engine over two nodes with dp 2 */
+  v[ED_DP] = 1;
+  T_CHECK(engine_vllm_nodes_refusal(v, 8, NULL) == NULL); /* Ray */
 }
 
 /* The xPyD step counts against the search budget: on 2^18 GPUs of 1-GPU
