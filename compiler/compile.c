@@ -160,7 +160,7 @@ Layout *compile_layout(const Spec *spec, Diags *d) {
   }
   Layout *L = lay_build(d, spec, NULL);
   if (L && !diags_failed(d)) hook_partitions(d, spec, L);
-  if (L && !diags_failed(d)) place(d, spec, L);
+  if (L && !diags_failed(d) && place(d, spec, L)) lay_place_check_engine(d, spec, L);
   if (L && !diags_failed(d)) hook_experts(d, spec, L);
   if (L && !diags_failed(d)) default_expert_map(spec, L);
   if (L && !diags_failed(d)) lay_memory(d, spec, L);

@@ -184,9 +184,16 @@ void lay_set_expert_map(Layout *L, size_t pool, int64_t experts, int64_t ep, int
 /* The default placement: pools in order, each instance on consecutive GPUs
  * starting at the next free GPU; an instance that would split a tp group
  * across scale-up domains (or nodes) starts at the next domain boundary
- * instead. Fills ranks[].node, device and local_rank. Reports E03xx and
- * returns false when the result does not validate. */
+ * instead, and one that would hold unequal parts of its nodes at the next
+ * node when the rest still fits. Fills ranks[].node, device and
+ * local_rank. Reports E03xx and returns false when the result does not
+ * validate. */
 bool lay_place_default(Diags *d, Layout *L);
+
+/* W0702 for each instance the engine's launch files (not generic's)
+ * cannot run as it is placed: unequal parts on its nodes, or a vLLM
+ * layout over nodes they do not launch (docs/engines.md). */
+void lay_place_check_engine(Diags *d, const Spec *s, const Layout *L);
 
 /* Validates a placement whatever produced it (the default, a Lua hook):
  * node[r], gpu[r] for every rank r. Checks every rank sits on exactly one

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engines.h"
 #include "layout.h"
 
 /* The scale-up domain of a GPU (util.h, rp_scaleup_domain). */
@@ -249,4 +250,44 @@ bool lay_place_default(Diags *d, Layout *L) {
   free(node);
   free(gpu);
   return ok;
+}
+
+/* W0702 for one instance (ranks [base, base + n)): unequal parts on its
+ * nodes, or under vLLM a layout its launch files cannot run over nodes
+ * (engine_vllm_nodes_refusal). cnt: one zeroed counter per node. */
+static void check_instance(Diags *d, const Spec *s, const Layout *L, const LayPool *P, int64_t inst,
+                           int64_t *cnt) {
+  int64_t base = P->first_rank + inst * P->instance_size, lo = INT64_MAX, hi = 0, nodes = 0;
+  for (int64_t r = base; r < base + P->instance_size; r++) cnt[L->ranks[r].node]++;
+  for (int64_t k = 0; k < L->nodes; k++) {
+    if (!cnt[k]) continue;
+    nodes++;
+    if (cnt[k] < lo) lo = cnt[k];
+    if (cnt[k] > hi) hi = cnt[k];
+    cnt[k] = 0;
+  }
+  Engine e = (Engine)s->deployment.engine.v;
+  const int64_t *z = P->size;
+  int64_t v[ED__COUNT] = {z[CO_TP], z[CO_PP], z[CO_DP], z[CO_EP], z[CO_ETP], z[CO_CP], z[CO_DCP]};
+  const char *why = lo != hi ? "the same number of ranks on every node of an instance"
+                    : e == ENGINE_VLLM && nodes > 1
+                        ? engine_vllm_nodes_refusal(v, L->gpus_per_node,
+                                                    s->deployment.order.set ? s->deployment.order.v : NULL)
+                        : NULL;
+  if (!why) return;
+  Diag *g = diag_at(d, DIAG_W0702, P->loc,
+                    "pool `%s` instance %lld is placed on %lld nodes (%lld to %lld ranks each), which %s's launch "
+                    "files cannot run: they need %s",
+                    P->name, (long long)inst, (long long)nodes, (long long)lo, (long long)hi, engine_name(e), why);
+  diag_help(g, "`rankplan emit -t %s` refuses the plan; make the instance one node or less, or whole nodes, or "
+               "place it with a `placement` hook (docs/engines.md, \"CUDA_VISIBLE_DEVICES and nodes\")",
+            engine_name(e));
+}
+
+void lay_place_check_engine(Diags *d, const Spec *s, const Layout *L) {
+  if ((Engine)s->deployment.engine.v == ENGINE_GENERIC || !L->placed || L->nodes <= 0) return;
+  int64_t *cnt = rp_calloc((size_t)L->nodes, sizeof *cnt);
+  for (size_t p = 0; p < L->npools; p++)
+    for (int64_t i = 0; i < L->pools[p].replicas; i++) check_instance(d, s, L, &L->pools[p], i, cnt);
+  free(cnt);
 }
