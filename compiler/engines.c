@@ -548,7 +548,7 @@ const char *engine_vllm_nodes_refusal(const int64_t v[ED__COUNT], int64_t gpn, c
   if (gpn <= 0 || v[ED_DP] <= 1 || engine * v[ED_DP] <= gpn) return NULL;
   if (engine > gpn || gpn % engine)
     return "over nodes with dp above 1, vLLM runs whole tp x cp x pp engines on each node";
-  const char *o = order ? order : "tp-cp-ep-dp-pp";
+  const char *o = order ? order : SPEC_ORDER_DEFAULT;
   if ((v[ED_PP] > 1 && !order_inside(o, "pp", "dp")) || (v[ED_CP] > 1 && !order_inside(o, "cp", "dp")))
     return "over nodes with dp above 1, vLLM runs consecutive dp ranks on each node, which needs pp and cp "
            "inside dp in deployment.order";

@@ -227,7 +227,7 @@ static int64_t pool_dim(const HookPool *p, int dim) {
 static void parse_order(const char *order, int out[DIM__COUNT]) {
   int n = 0;
   bool seen[DIM__COUNT] = {false, false, false, false};
-  const char *s = order ? order : "tp-cp-ep-dp-pp";
+  const char *s = order ? order : SPEC_ORDER_DEFAULT;
   while (*s) {
     size_t len = strcspn(s, "-");
     for (int i = 0; i < DIM__COUNT; i++)

@@ -39,7 +39,7 @@ bool lay_rankgen_init(RankGen *g, const char *order, int64_t tp, int64_t ep,
     *err = "ep and cp cannot both exceed 1 in one rank generator";
     return false;
   }
-  const char *p = order ? order : "tp-cp-ep-dp-pp";
+  const char *p = order ? order : SPEC_ORDER_DEFAULT;
   while (*p) {
     const char *q = strchr(p, '-');
     size_t n = q ? (size_t)(q - p) : strlen(p);
@@ -331,7 +331,7 @@ static void derived_groups(const LayPool *lp, PoolPattern *pat) {
  * (coords: instance_size * CO__COUNT). Returns false after reporting. */
 static bool pool_pattern(Diags *d, const DeploymentSpec *dep, const PoolSpec *ps,
                          LayPool *lp, PoolPattern *pat, int32_t *coords) {
-  const char *order = dep->order.set && dep->order.v ? dep->order.v : "tp-cp-ep-dp-pp";
+  const char *order = dep->order.set && dep->order.v ? dep->order.v : SPEC_ORDER_DEFAULT;
   SrcLoc oloc = dep->order.set ? dep->order.loc : ps->loc;
   RankGen dense, expert;
   const char *err = NULL;

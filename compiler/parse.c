@@ -1252,7 +1252,7 @@ static void parse_deployment(P *p, const YNode *root) {
           RP_ARRAY_LEN(mode_names));
   parse_engine(p, m, sec);
   rd_str(p, m, sec, "deployment", "image", &dp->image, false, NULL);
-  rd_str(p, m, sec, "deployment", "order", &dp->order, false, "tp-cp-ep-dp-pp");
+  rd_str(p, m, sec, "deployment", "order", &dp->order, false, SPEC_ORDER_DEFAULT);
   rd_bool(p, m, sec, "deployment", "allow_tp_across_domain", &dp->allow_tp_across_domain, false);
 
   parse_pools(p, m, dp);

@@ -716,7 +716,7 @@ static void rs__side(const Spec *s, const Layout *L, size_t p, RsLayout *l, int6
   if (!L->placed || n < 1 || n > L->nranks) return;
   *node = rp_calloc((size_t)n, sizeof **node);
   *dom = rp_calloc((size_t)n, sizeof **dom);
-  const char *order = s->deployment.order.set ? s->deployment.order.v : "tp-cp-ep-dp-pp";
+  const char *order = s->deployment.order.set ? s->deployment.order.v : SPEC_ORDER_DEFAULT;
   for (int64_t r = 0; r < n; r++) {
     int64_t g;
     if (!rs_global_rank(order, l, P->first_rank, 0, r, &g) || g < 0 || g >= L->nranks) {

@@ -26,6 +26,10 @@ typedef struct { int v; SrcLoc loc; bool set; } SEnum;
 typedef enum { DT_FP32, DT_BF16, DT_FP16, DT_FP8, DT_INT8, DT_INT4, DT_MXFP4, DT_NVFP4, DT__COUNT } DType;
 typedef enum { ATTN_MHA, ATTN_GQA, ATTN_MQA, ATTN_MLA } AttnKind;
 typedef enum { MODE_AGGREGATED, MODE_DISAGGREGATED, MODE_SEARCH } DeployMode;
+/* deployment.order when the spec leaves it out (docs/spec.md): the rank
+ * order of an instance, innermost first. */
+#define SPEC_ORDER_DEFAULT "tp-cp-ep-dp-pp"
+
 typedef enum { ENGINE_GENERIC, ENGINE_VLLM, ENGINE_SGLANG, ENGINE_TRTLLM } Engine;
 typedef enum { ROLE_PREFILL, ROLE_DECODE, ROLE_BOTH } PoolRole;
 /* What one layer's attention sees (docs/memory.md, "Attention types"):
@@ -169,7 +173,7 @@ typedef struct {
   SEnum engine;        /* Engine, default generic */
   SStr engine_version; /* `engine: {name, version}`; unset: the catalog's newest */
   SStr image;          /* container image for the Kubernetes and Dynamo targets */
-  SStr order;          /* default "tp-cp-ep-dp-pp" */
+  SStr order;          /* default SPEC_ORDER_DEFAULT */
   SBool allow_tp_across_domain;  /* default false */
   size_t npools;
   PoolSpec *pools;

@@ -606,35 +606,40 @@ static void test_placement_validate(void) {
   T_CHECK(L && lay_place_default(&d, L));
   if (L) T_EQ_INT(L->ranks[2].device, 4);
   lay_free(L);
-  /* instances of 6 (pp 6) on two 8-GPU nodes: the second would hold 2 GPUs
-   * of node 0 and 4 of node 1, which no engine launches, so it starts on
-   * node 1 */
-  tspec_init(&t, 2, 8, 8);
-  tspec_pool(&t, "a", ROLE_PREFILL, 1, 1, 6);
-  tspec_pool(&t, "b", ROLE_DECODE, 1, 1, 6);
-  L = lay_build(&d, &t.s, NULL);
-  T_CHECK(L && lay_place_default(&d, L));
-  if (L) T_CHECK(L->ranks[6].node == 1 && L->ranks[6].device == 0 && L->ranks[11].device == 5);
-  lay_free(L);
-  /* ... unless the GPUs after the boundary are too few for what is left:
-   * a third instance of 2 packs on, and the split 2 + 4 stays */
-  tspec_init(&t, 2, 8, 8);
-  tspec_pool(&t, "a", ROLE_PREFILL, 1, 1, 6);
-  tspec_pool(&t, "b", ROLE_DECODE, 1, 1, 6);
-  tspec_pool(&t, "c", ROLE_DECODE, 1, 1, 4);
-  L = lay_build(&d, &t.s, NULL);
-  T_CHECK(L && lay_place_default(&d, L));
-  if (L) T_CHECK(L->ranks[6].node == 0 && L->ranks[6].device == 6 && L->ranks[8].node == 1);
-  lay_free(L);
-  /* an even split is kept: tp 2 then an instance of 4 on 4-GPU nodes
-   * whose domain spans both takes 2 GPUs of each */
-  tspec_init(&t, 2, 4, 8);
-  tspec_pool(&t, "a", ROLE_PREFILL, 1, 2, 1);
-  tspec_pool(&t, "b", ROLE_DECODE, 1, 4, 1);
-  L = lay_build(&d, &t.s, NULL);
-  T_CHECK(L && lay_place_default(&d, L));
-  if (L) T_CHECK(L->ranks[2].node == 0 && L->ranks[2].device == 2 && L->ranks[4].node == 1);
-  lay_free(L);
+  diags_free(&d);
+}
+
+/* Instances kept even on their nodes (node_start), on two nodes: two
+ * of 6 (pp 6) on 8-GPU nodes take one node each, as 2 GPUs of node 0 and
+ * 4 of node 1 is a split no engine launches; with a third of 4 the GPUs
+ * after the boundary are too few, and the split 2 + 4 stays; an even
+ * split is kept (tp 2, then 4 on 4-GPU nodes whose domain spans both: 2
+ * GPUs of each). Each case: two ranks and their node and device. */
+static void test_place_even_nodes(void) {
+  static const struct {
+    int64_t gpn, domain, npools, tp[3], pp[3], at[2][3];
+  } cases[] = {
+      {8, 8, 2, {1, 1}, {6, 6}, {{6, 1, 0}, {11, 1, 5}}},
+      {8, 8, 3, {1, 1, 1}, {6, 6, 4}, {{6, 0, 6}, {8, 1, 0}}},
+      {4, 8, 2, {2, 4}, {1, 1}, {{2, 0, 2}, {4, 1, 0}}},
+  };
+  static const char *const names[3] = {"a", "b", "c"};
+  Diags d;
+  diags_init(&d);
+  for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
+    TSpec t;
+    tspec_init(&t, 2, cases[i].gpn, cases[i].domain);
+    for (int64_t p = 0; p < cases[i].npools; p++)
+      tspec_pool(&t, names[p], p ? ROLE_DECODE : ROLE_PREFILL, 1, cases[i].tp[p], cases[i].pp[p]);
+    Layout *L = lay_build(&d, &t.s, NULL);
+    T_CHECK(L && lay_place_default(&d, L));
+    for (int k = 0; L && k < 2; k++) {
+      const int64_t *a = cases[i].at[k];
+      T_EQ_INT(L->ranks[a[0]].node, a[1]);
+      T_EQ_INT(L->ranks[a[0]].device, a[2]);
+    }
+    lay_free(L);
+  }
   diags_free(&d);
 }
 
@@ -685,6 +690,7 @@ int main(void) {
   T_RUN(test_build_dense_ignores_ep);
   T_RUN(test_build_overflow);
   T_RUN(test_placement_validate);
+  T_RUN(test_place_even_nodes);
   T_RUN(test_place_nvl72);
   T_DONE();
 }
