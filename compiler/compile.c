@@ -325,6 +325,9 @@ void compile_load_check(Diags *d, const Spec *spec, double served, const char *w
                         const char *help) {
   double rate = spec->workload.rate.v;
   if (!spec->workload.rate.set || !(rate > 0) || !(served < rate * (1 - 1e-9))) return;
+  /* `search -o` compiles its winner after its own W0502 said this */
+  for (size_t i = 0; i < d->list.len; i++)
+    if (d->list.items[i]->code == DIAG_W0502) return;
   Diag *g = diag_at(d, DIAG_W0502, spec->workload.rate.loc,
                     "%s serves %.2f of the %g req/s offered (workload.rate)", who, served, rate);
   diag_help(g, "%s", help ? help : "add replicas, or let `rankplan search` size the pools for the load");

@@ -60,7 +60,18 @@ static void yaml_str(StrBuf *sb, const char *s) { sb_json_str(sb, s); }
 static void deployment_head(StrBuf *sb, const Spec *s, const SearchResult *w) {
   const DeploymentSpec *dp = &s->deployment;
   sb_printf(sb, "deployment:\n  mode: %s\n", w->mode == SEARCH_AGGREGATED ? "aggregated" : "disaggregated");
-  sb_printf(sb, "  engine: %s\n", engine_name((Engine)dp->engine.v));
+  if (dp->engine_version.set) {
+    sb_printf(sb, "  engine: { name: %s, version: ", engine_name((Engine)dp->engine.v));
+    yaml_str(sb, dp->engine_version.v);
+    sb_puts(sb, " }\n");
+  } else {
+    sb_printf(sb, "  engine: %s\n", engine_name((Engine)dp->engine.v));
+  }
+  if (dp->image.set) {
+    sb_puts(sb, "  image: ");
+    yaml_str(sb, dp->image.v);
+    sb_putc(sb, '\n');
+  }
   if (dp->order.set) {
     sb_puts(sb, "  order: ");
     yaml_str(sb, dp->order.v);

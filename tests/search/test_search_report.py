@@ -95,6 +95,33 @@ with tempfile.TemporaryDirectory() as tmp:
                  q["parallel"]["dp"]) for q in w["pools"]]
         check(pools == want and abs(got["estimates"]["goodput_tok_s_per_gpu"] - w["goodput_tok_s_per_gpu"]) < 0.01,
               f"--emit-spec ({sort}): it compiles to the winner's pools and goodput", f"{pools}\n{want}")
+    # Every deployment key the search leaves as written comes back: an
+    # engine release other than the catalog's newest, the image, the order
+    # and memory. The spec with the emitted section compiles to the plan
+    # `search -o` writes, byte for byte but for the spec's hash and the
+    # search's own W0502 (which -o records once, not twice).
+    text = pathlib.Path(LLAMA).read_text().replace(
+        "  engine: generic\n", "  engine: { name: vllm, version: \"0.11\" }\n  image: \"vllm/vllm-openai:v0.11.0\"\n")
+    text = text.replace("  order: tp-cp-ep-dp-pp\n", "  order: tp-cp-ep-pp-dp\n")
+    text = text.replace("reserve: 2 GiB", "reserve: 3 GiB").replace(
+        "  preset: llama-3.1-70b\n", "  preset: llama-3.1-70b\n  source: meta-llama/Llama-3.1-70B-Instruct\n")
+    src = pathlib.Path(tmp) / "vllm011.yaml"
+    src.write_text(text)
+    dep, direct = pathlib.Path(tmp) / "dep011.yaml", pathlib.Path(tmp) / "direct.json"
+    p = rp("search", str(src), "--emit-spec", str(dep), "-o", str(direct))
+    check(p.returncode == 0 and p.stderr.count("warning[W0502]") == 1,
+          "search -o: the load not served is said once", p.stderr)
+    emitted = dep.read_text()
+    check('engine: { name: vllm, version: "0.11" }' in emitted and 'image: "vllm/vllm-openai:v0.11.0"' in emitted
+          and 'order: "tp-cp-ep-pp-dp"' in emitted, "--emit-spec keeps the engine's release and the image", emitted)
+    spec = pathlib.Path(tmp) / "winner011.yaml"
+    spec.write_text(text[: text.index("deployment:")] + emitted)
+    p = rp("compile", str(spec), "-o", plan)
+    a, b = json.loads(direct.read_text()), json.loads(pathlib.Path(plan).read_text())
+    for k in ("spec_sha256", "diagnostics"):
+        a.pop(k), b.pop(k)
+    check(p.returncode == 0 and a == b, "--emit-spec: the spec compiles to the plan search -o writes",
+          p.stderr + "\n" + str([k for k in a if a.get(k) != b.get(k)]))
     p = rp("search", LLAMA, "--emit-spec", LLAMA)
     check(p.returncode == 2, "--emit-spec onto the spec itself is refused", p.stderr)
 
