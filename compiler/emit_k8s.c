@@ -22,6 +22,13 @@
 
 #include "emit_launch.h"
 
+/* A pod's /dev/shm: an in-memory emptyDir, as vLLM's LWS example mounts
+ * (docs/deployment/frameworks/lws.md), where the container's default is 64
+ * MiB, too small for NCCL's shared-memory transport and the engines' worker
+ * queues; the size is the Dynamo operator's default for the same volume
+ * (docs/engines.md, "Kubernetes"). */
+#define K8S_SHM_SIZE "8Gi"
+
 bool ldns_label(const char *s) {
   size_t n = strlen(s);
   return n > 0 && n <= 40 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n && s[0] != '-' &&
@@ -71,8 +78,11 @@ static void put_template(Launch *l, StrBuf *y, const char *key, const Inst *in, 
   put_args(y, &cmd, pre.buf ? pre.buf : "", 12);
   sb_printf(y, "            env:\n              - name: POD_IP\n                valueFrom:\n                  fieldRef:\n"
                "                    fieldPath: status.podIP\n            ports:\n              - containerPort: %lld\n"
-               "            resources:\n              limits:\n                nvidia.com/gpu: %d\n",
-            (long long)in->http, in->runs[run].n);
+               "            resources:\n              limits:\n                nvidia.com/gpu: %d\n"
+               "            volumeMounts:\n              - name: dshm\n                mountPath: /dev/shm\n"
+               "        volumes:\n          - name: dshm\n            emptyDir:\n              medium: Memory\n"
+               "              sizeLimit: %s\n",
+            (long long)in->http, in->runs[run].n, K8S_SHM_SIZE);
   sb_free(&cmd);
   sb_free(&pre);
 }

@@ -505,6 +505,13 @@ def check_k8s(name, plan, d):
         check(x["spec"]["replicas"] == p["replicas"] and t["size"] == len(nodes) and gpus == {per}
               and images == {L["image"]}, f"{name}: pool {p['name']}: replicas, group size, GPUs per pod and image "
               "are the plan's", (x["spec"]["replicas"], t["size"], gpus))
+        # /dev/shm: the container runtime's default is 64 MiB; every pod
+        # mounts an in-memory volume there (docs/engines.md, "Kubernetes").
+        shm = [(tm["spec"].get("volumes", []), tm["spec"]["containers"][0].get("volumeMounts", [])) for tm in tmpls]
+        check(all(any(m["mountPath"] == "/dev/shm" and any(v["name"] == m["name"] and
+                                                            v.get("emptyDir", {}).get("medium") == "Memory" for v in vs)
+                      for m in ms) for vs, ms in shm),
+              f"{name}: pool {p['name']}: every pod mounts an in-memory volume at /dev/shm", shm)
         for tm in tmpls:
             text = tm["spec"]["containers"][0]["args"][0]
             cmds = [c for c in commands(text) if c.kind() in ("vllm", "sglang", "trtllm")]
