@@ -40,6 +40,20 @@ static void graph_yaml(const Launch *l, StrBuf *y) {
               (long long)l->L->cuda_graph_max_bs);
 }
 
+/* The KV cache dtype where the entry takes it in kv_cache_config
+ * (`yaml_keys`): the plan's, as the entry names it ("auto": the
+ * checkpoint's, which is the model's dtype unless the checkpoint says an
+ * FP8 KV cache). An entry without the key runs only "auto" (kv_dtypes). */
+static void kv_dtype_yaml(Launch *l, StrBuf *y) {
+  const char *k = engine_yaml_key(l->c, "kv_cache_dtype");
+  if (!k) return;
+  if (strncmp(k, "kv_cache_config.", 16) != 0) {
+    lerr(l, "engine trtllm %s: `kv_cache_dtype` must be a kv_cache_config field, not `%s`", l->c->version, k);
+    return;
+  }
+  sb_printf(y, "  %s: %s\n", k + 16, lkv_dtype(l));
+}
+
 /* trtllm-POOL-I.yaml: the instance's LLM API arguments. */
 static void trtllm_yaml(Launch *l, const Inst *in) {
   StrBuf name;
@@ -55,6 +69,7 @@ static void trtllm_yaml(Launch *l, const Inst *in) {
    * repeats the memory fraction */
   sb_printf(y, "kv_cache_config:\n  tokens_per_block: %lld\n  free_gpu_memory_fraction: %.4f\n",
             (long long)l->L->kv_block, lfrac_kv_free(l, in->pool));
+  kv_dtype_yaml(l, y);
   graph_yaml(l, y);
   if (disagg(in)) {
     const char *b = engine_kv(l->c->kv_transfer, l->c->nkv_transfer, l->L->kv_transfer);

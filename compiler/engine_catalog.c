@@ -199,7 +199,7 @@ static bool yaml_word(const char *w, size_t n) {
 }
 
 static bool read_yaml_keys(Rd *r, const YNode *m, EngineCaps *c) {
-  static const char *const terms[] = {"cuda_graph_max_bs"};
+  static const char *const terms[] = {"cuda_graph_max_bs", "kv_cache_dtype"};
   if (m->kind != YN_MAP) return fail(r, m, "`yaml_keys` must be a mapping of term to section.field");
   if (c->engine != ENGINE_TRTLLM) return fail(r, m, "only the TensorRT-LLM launch files write an arguments YAML");
   if (!keys_ok(r, m, terms, RP_ARRAY_LEN(terms)) || !read_kv(r, m, &c->yaml_keys, &c->nyaml_keys, false))

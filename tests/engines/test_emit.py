@@ -806,6 +806,29 @@ def compile_variant(tmp, name, text, target):
     return d, json.load(open(os.path.join(d, "plan.json")))
 
 
+def trtllm_kv_fp8(tmp):
+    """An FP8 KV cache under TensorRT-LLM: the 1.1.0 entry takes it as
+    kv_cache_config.dtype in each instance's YAML (a key of the LLM API
+    fixture), a bf16 one as `auto`; the 00209af entry, which names no such
+    key, refuses it (E0705) rather than launch the checkpoint's dtype."""
+    base = open(os.path.join(EX, "deepseek-v3-pd-trtllm.yaml")).read()
+    fp8 = base.replace("kv_cache: bf16", "kv_cache: fp8")
+    for name, text, want in (("trtllm110-kv-fp8", fp8, "fp8"), ("trtllm110-kv-bf16", base, "auto")):
+        text = text.replace("  engine: trtllm\n", '  engine: { name: trtllm, version: "1.1.0" }\n')
+        d, plan = compile_variant(tmp, name, text, "trtllm")
+        if not plan:
+            continue
+        ys = [yaml.safe_load(open(os.path.join(d, f))) for f in sorted(os.listdir(d))
+              if f.startswith("trtllm-") and f.endswith(".yaml")]
+        check(ys and all(y["kv_cache_config"]["dtype"] == want for y in ys),
+              f"{name}: every instance's YAML sets kv_cache_config.dtype: {want}", [y.get("kv_cache_config") for y in ys])
+    spec = os.path.join(tmp, "fp8-00209af.yaml")
+    open(spec, "w").write(fp8)
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0705" in p.stderr and "`fp8`" in p.stderr,
+          "trtllm 00209af: an fp8 KV cache is refused (E0705)", p.stderr)
+
+
 def redundant_experts(tmp):
     """model.moe.redundant_experts reaches the engines: DeepSeek-V3 with 24
     redundant experts (280 slots, 35 per ep rank of 8) writes SGLang's
@@ -1281,6 +1304,7 @@ try:
     n = sum(emit_example(tmp, s) for s in sorted(glob.glob(os.path.join(EX, "*.yaml"))))
     check(n >= 5, f"at least five examples name an engine ({n})")
     k8s_trtllm(tmp)
+    trtllm_kv_fp8(tmp)
     sglang_versions(tmp)
     vllm_sampler(tmp)
     overlap_schedule(tmp)
