@@ -85,7 +85,9 @@ static const char *const quant_keys[] = {"activation_scheme", "fmt", "ignore", "
 
 typedef struct {
   Diags *d;
-  SrcLoc loc;          /* the config file (no line: JSON keeps none) */
+  SrcLoc loc;          /* the config file (no line: Jansson keeps none) */
+  const char *text;    /* the file's bytes, where json_loc finds a key */
+  size_t len;
   const Family *fam;
   json_t *root, *cfg;  /* cfg: the language model's object */
   const char *pre;     /* "" or "text_config." */
@@ -108,6 +110,71 @@ static const char *json_kind(const json_t *v) {
   }
 }
 
+/* ---- where a key is in the file ------------------------------------------
+ * Jansson keeps no positions, so a diagnostic about a key finds it in the
+ * text: json_member scans the object that opens at t[i] == '{' for the
+ * member `key` (compared as written: a key with escapes is not found) and
+ * gives the index of its opening quote, or n. The text parsed as JSON
+ * before any lookup, so strings and nesting are well formed. */
+static size_t json_skip_str(const char *t, size_t n, size_t i) { /* t[i] == '"' */
+  for (i++; i < n && t[i] != '"'; i++)
+    if (t[i] == '\\') i++;
+  return i + 1;
+}
+
+static size_t json_member(const char *t, size_t n, size_t i, const char *key) {
+  size_t klen = strlen(key);
+  int depth = 0;
+  bool want_key = true;
+  for (i++; i < n; i++) {
+    char c = t[i];
+    if (c == '"') {
+      size_t e = json_skip_str(t, n, i);
+      if (depth == 0 && want_key && e - i == klen + 2 && memcmp(t + i + 1, key, klen) == 0) return i;
+      if (depth == 0) want_key = false;
+      i = e - 1;
+    } else if (c == '{' || c == '[') {
+      depth++;
+    } else if (c == '}' || c == ']') {
+      if (depth-- == 0) return n;
+    } else if (c == ',' && depth == 0) {
+      want_key = true;
+    }
+  }
+  return n;
+}
+
+/* The value after the member whose quote is at t[i]. */
+static size_t json_value(const char *t, size_t n, size_t i) {
+  i = json_skip_str(t, n, i);
+  while (i < n && (t[i] == ':' || t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) i++;
+  return i;
+}
+
+/* The position of pre+key ("text_config.", "quantization_config." or ""),
+ * else the file's. */
+static SrcLoc json_loc(const H *h, const char *pre, const char *key) {
+  const char *t = h->text;
+  size_t n = h->len, i = 0;
+  while (i < n && t[i] != '{') i++;
+  char *path = rp_sprintf("%s%s", pre, key);
+  for (char *seg = path, *dot; i < n && seg; seg = dot ? dot + 1 : NULL) {
+    dot = strchr(seg, '.');
+    if (dot) *dot = '\0';
+    i = json_member(t, n, i, seg);
+    if (dot && i < n) i = json_value(t, n, i);
+    if (dot && (i >= n || t[i] != '{')) i = n;
+  }
+  free(path);
+  if (i >= n) return h->loc;
+  SrcLoc at = {h->loc.file, 1, 1};
+  for (size_t k = 0; k < i; k++) {
+    if (t[k] == '\n') at.line++, at.col = 1;
+    else at.col++;
+  }
+  return at;
+}
+
 /* obj[key], recording pre+key as read. */
 static json_t *get_in(H *h, json_t *obj, const char *pre, const char *key) {
   char *p = rp_sprintf("%s%s", pre, key);
@@ -119,14 +186,19 @@ static json_t *get_in(H *h, json_t *obj, const char *pre, const char *key) {
 static json_t *get(H *h, const char *key) { return get_in(h, h->cfg, h->pre, key); }
 
 static void type_err(H *h, const char *pre, const char *key, const char *want, const json_t *v) {
-  Diag *g = diag_at(h->d, DIAG_E0103, h->loc, "`%s%s` in the config: expected %s, got %s", pre, key,
+  Diag *g = diag_at(h->d, DIAG_E0103, json_loc(h, pre, key), "`%s%s` in the config: expected %s, got %s", pre, key,
                     want, json_kind(v));
   diag_help(g, "the config is read as Hugging Face transformers writes it; check the file");
   h->ok = false;
 }
 
+/* A key missing from the object at pre ("" or "text_config."): the
+ * object's own key, or the file. */
 static void missing_err(H *h, const char *key) {
-  Diag *g = diag_at(h->d, DIAG_E0102, h->loc, "`%s%s` is missing from the config", h->pre, key);
+  char *obj = rp_sprintf("%.*s", (int)strcspn(h->pre, "."), h->pre);
+  SrcLoc at = obj[0] ? json_loc(h, "", obj) : h->loc;
+  free(obj);
+  Diag *g = diag_at(h->d, DIAG_E0102, at, "`%s%s` is missing from the config", h->pre, key);
   diag_help(g, "model_type `%s` needs it; check that the file is the model's config.json",
             h->fam->type);
   h->ok = false;
@@ -149,7 +221,7 @@ static bool rd_int(H *h, const char *key, bool required, bool nullable, int64_t 
   }
   json_int_t x = json_integer_value(v);
   if (x < lo || x > hi) {
-    diag_at(h->d, DIAG_E0105, h->loc, "`%s%s` in the config is %lld, outside [%lld, %lld]", h->pre,
+    diag_at(h->d, DIAG_E0105, json_loc(h, h->pre, key), "`%s%s` in the config is %lld, outside [%lld, %lld]", h->pre,
             key, (long long)x, (long long)lo, (long long)hi);
     h->ok = false;
     return false;
@@ -195,13 +267,23 @@ static void set_bool(SBool *f, SrcLoc loc, bool v) {
  * matters for memory or compute but that the spec does not express; its
  * line also goes into the YAML header) or E0151 (a shape the spec cannot
  * hold; the import fails). */
+/* Where the key a message names first (`path`, an index dropped) is. */
+static SrcLoc msg_loc(const H *h, const char *msg) {
+  const char *a = strchr(msg, '`');
+  if (!a || !strchr(a + 1, '`')) return h->loc;
+  char *path = rp_sprintf("%.*s", (int)strcspn(a + 1, "[`"), a + 1);
+  SrcLoc at = json_loc(h, "", path);
+  free(path);
+  return at;
+}
+
 static void report(H *h, DiagCode code, const char *fmt, ...) RP_PRINTF(3, 4);
 static void report(H *h, DiagCode code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *msg = rp_vsprintf(fmt, ap);
   va_end(ap);
-  Diag *g = diag_at(h->d, code, h->loc, "%s", msg);
+  Diag *g = diag_at(h->d, code, msg_loc(h, msg), "%s", msg);
   if (code == DIAG_W0151) {
     diag_help(g, "docs/models.md lists what the import does not model and what it means for the plan");
     sb_printf(&h->notes, "Not modelled: %s\n", msg);
@@ -757,7 +839,7 @@ static const Family *find_family(H *h) {
   StrBuf sb;
   sb_init(&sb);
   for (size_t i = 0; i < RP_ARRAY_LEN(families); i++) sb_printf(&sb, "%s%s", i ? ", " : "", families[i].type);
-  Diag *g = diag_at(h->d, DIAG_E0151, h->loc, "`model_type` `%s` is not one the import reads", t);
+  Diag *g = diag_at(h->d, DIAG_E0151, json_loc(h, "", "model_type"), "`model_type` `%s` is not one the import reads", t);
   diag_help(g, "supported: %s; other models can be written by hand (docs/spec.md, \"model\")", sb.buf);
   sb_free(&sb);
   h->ok = false;
@@ -807,7 +889,7 @@ bool hf_import(Diags *d, const char *file, const char *text, size_t len, const c
     diag_help(g, "give the model's config.json as Hugging Face serves it");
     return false;
   }
-  H h = {d, loc, NULL, root, root, "", json_object(), {0}, true};
+  H h = {d, loc, text, len, NULL, root, root, "", json_object(), {0}, true};
   sb_init(&h.notes);
   if (!json_is_object(root)) {
     Diag *g = diag_at(d, DIAG_E0150, loc, "the model config is %s, expected a JSON object", json_kind(root));
