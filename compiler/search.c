@@ -50,6 +50,7 @@ const char *search_binding_name(SearchBinding b) {
   case BIND_TTFT: return "ttft";
   case BIND_HEADROOM: return "headroom";
   case BIND_GPUS: return "gpus";
+  case BIND_NODES: return "nodes";
   case BIND_SLO_MISS: return "slo-miss";
   }
   return "?";
@@ -67,6 +68,9 @@ const char *search_binding_words(SearchBinding b) {
   case BIND_TTFT: return "prefill queueing at the TTFT SLO";
   case BIND_HEADROOM: return "prefill utilisation at search.headroom";
   case BIND_GPUS: return "the GPU budget (--gpus, search.gpu_budget)";
+  case BIND_NODES:
+    return "the nodes: the instances the load needs fit the GPU budget but not the engine's packing on the "
+           "cluster's nodes (hardware.nodes, hardware.gpus_per_node)";
   case BIND_SLO_MISS: return "an SLO missed at any load";
   }
   return "?";
@@ -834,13 +838,13 @@ static bool search__pair(Ctx *c, const RoleEval *P, const RoleEval *D, SearchRes
     int64_t xn = 0, yn = 0;
     at_rate = instances_for(m->rate, rp, c->G, &xn) && instances_for(m->rate, rd, c->G, &yn);
     xn = (xn + xstep - 1) / xstep * xstep;
-    at_rate = at_rate && xn <= c->G && xn * P->gpus + yn * D->gpus <= c->G &&
-              search_pack_max(&c->pack, P->gpus, xn, D->gpus) >= yn;
+    bool gpus_ok = at_rate && xn <= c->G && xn * P->gpus + yn * D->gpus <= c->G;
+    at_rate = gpus_ok && search_pack_max(&c->pack, P->gpus, xn, D->gpus) >= yn;
     if (at_rate) {
       x = xn;
       y = yn;
     } else {
-      bind = BIND_GPUS;
+      bind = gpus_ok ? BIND_NODES : BIND_GPUS;
     }
   }
   dp.replicas[0] = x;
@@ -870,7 +874,8 @@ static void search__agg(Ctx *c, const RoleEval *A, SearchResult *r) {
       dp.replicas[0] = xn;
       bind = BIND_LOAD;
     } else {
-      bind = BIND_GPUS;
+      /* more instances of this size would fit the GPUs than the nodes hold */
+      bind = instances_for(m->rate, rates.r[0], c->G / A->gpus, &xn) ? BIND_NODES : BIND_GPUS;
     }
   }
   search__figures(c, &dp, r);

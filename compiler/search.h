@@ -52,6 +52,7 @@ typedef enum {
   BIND_TTFT,      /* prefill utilisation cut so that queueing meets the TTFT SLO */
   BIND_HEADROOM,  /* utilisation at the headroom rho */
   BIND_GPUS,      /* the offered load needs more GPUs than the budget */
+  BIND_NODES,     /* the GPUs would serve it, but the instances do not pack on the nodes */
   BIND_SLO_MISS   /* infeasible: one SLO cannot be met at any load */
 } SearchBinding;
 

@@ -6,6 +6,7 @@ its deployment and passes `rankplan check`, whose engine rules (E0703,
 E0704; docs/engines.md) are the ones the search filters by, without the
 warning of a prefill/decode pair no source establishes (W0701); and the
 rejection tally names the engine when it refused candidates."""
+import json
 import os
 import re
 import sys
@@ -125,6 +126,31 @@ def launchable():
                   f"{len(rows)} rows compiles and emits for {eng}", bad or p.stderr[-400:])
 
 
+def nodes_binding():
+    """Instances of 6 GPUs (tp 2, pp 3) under vLLM on four 8-GPU nodes: the
+    32 GPUs would hold five, the nodes hold four (one a node, none split
+    unevenly), so at 30 req/s, which needs five, the winner is bound by
+    the nodes, not the GPU budget, and W0502 says what to change."""
+    doc = {"version": 1, "name": "nodes", "model": {"preset": "llama-3.1-70b", "source": "org/model"},
+           "hardware": {"preset": "h100-sxm", "nodes": 4, "gpus_per_node": 8},
+           "workload": {"input_tokens": 2000, "output_tokens": 500, "rate": "30 req/s"},
+           "slo": {"ttft": "5 s", "tpot": "100 ms"},
+           "search": {r: {"tp": [2], "pp": [3], "dp": [1], "cp": [1]} for r in ("both", "prefill", "decode")},
+           "deployment": {"mode": "search", "engine": "vllm"}}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "nodes.yaml")
+        with open(src, "w") as out:
+            yaml.safe_dump(doc, out)
+        p = rp("search", src, "--format", "json", "--top", "1")
+        w = json.loads(p.stdout)["results"][0]
+        check(w["layout"] == "4xPD(tp2,pp3)" and w["binding"] == "nodes" and w["gpus"] == 24,
+              "search: 4 instances of 6 GPUs on four 8-GPU nodes, where 30 req/s needs 5: bound by the nodes",
+              json.dumps(w)[:300])
+        check("W0502" in p.stderr and "hardware.nodes" in p.stderr and "divide a node" in p.stderr,
+              "W0502 names the nodes and the sizes that pack", p.stderr)
+
+
 main()
 launchable()
+nodes_binding()
 sys.exit(searchlib.rptest.finish())
