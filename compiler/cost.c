@@ -228,6 +228,7 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   m->overlap = es.overlap;
   m->sync_gpn = engine_vllm_ray_sync_gpn(s);
   m->eager_prefill = es.eager_prefill;
+  m->whole_prompts = es.whole_prompts;
   if ((Engine)s->deployment.engine.v == ENGINE_SGLANG) {
     m->graph_bs[0] = mem_engine_sglang_graph_bs(s, 1);
     m->graph_bs[1] = mem_engine_sglang_graph_bs(s, 4);
@@ -1261,17 +1262,32 @@ static bool cost__agg_mixed_at(const CostModel *m, int64_t B, CostAggArg *a) {
   return a->rho > 0.0;
 }
 
+/* Decode steps of time tpot when a share up of the instance's time runs
+ * prefills at rate mu (1 / the prefill's time): an alternating engine's
+ * steps wait behind them, tpot / (1 - up); up >= 1 leaves none. */
+static double cost__stretch(const CostModel *m, double tpot, double up, double mu) {
+  if (up <= 0.0) return tpot;
+  /* whole prompts beside the decodes: the R = up mu prefill steps a
+   * second advance them too (docs/cost-model.md, "Whole prompts") */
+  if (m->whole_prompts && mu > 0.0) return up < 1.0 ? tpot / (1.0 - up + up * tpot * mu) : 1.0 / mu;
+  return up < 1.0 ? tpot / (1.0 - up) : (double)INFINITY;
+}
+
 static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
   if (m->chunk_tokens > 0) return cost__agg_mixed_at(m, B, a);
   CostDecode dc;
   if (!cost_decode_at(m, a->prep, B, &dc)) return false;
   double D = (double)B / dc.tpot;
-  a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
+  /* a request's cycle: its prefill and T_out / D of decoding, less the
+   * decode step its own prefill step also runs where whole prompts ride
+   * beside the decodes */
+  double cycle = 1.0 / a->pre->mu + (double)m->tout / D - (m->whole_prompts ? dc.tpot : 0.0);
+  a->rcap = fmin(1.0 / cycle, a->pre->mu);
   double rt = cost_md1_max_rho(a->rcap, cost__ttft_room(m, a->pre->latency));
   a->ttft_bound = rt < a->headroom;
   a->rho = a->ttft_bound ? rt : a->headroom;
   double up = a->rho * a->rcap / a->pre->mu;
-  a->tpot_eff = up < 1.0 ? dc.tpot / (1.0 - up) : (double)INFINITY;
+  a->tpot_eff = cost__stretch(m, dc.tpot, up, a->pre->mu);
   return a->rho > 0.0;
 }
 
@@ -1434,15 +1450,6 @@ void cost_deploy_rates(const CostModel *m, const CostDeploy *dp, CostRates *out)
   out->r[1] = dp->rho * d->dec_tok_s / (double)m->tout;
 }
 
-/* Little's law: one decode instance serving `per` req/s holds per * T_out
- * * TPOT requests; below B the step is shorter (one step of the fixed
- * point: at that shorter step fewer still are in flight, so the figure
- * errs towards the slower TPOT). up: the aggregated prefill share u_p, by
- * which decode steps stretch (0 for a decode pool). */
-static double cost__stretch(double tpot, double up) {
-  return up <= 0.0 ? tpot : up < 1.0 ? tpot / (1.0 - up) : (double)INFINITY;
-}
-
 /* What the TPOT of instance `in` at any batch shares: the decode prep
  * and, when the engine mixes prompt chunks into decode steps, the step at
  * the instance's full batch (whose chunk sets the share up's). */
@@ -1450,12 +1457,35 @@ typedef struct {
   CostDecodePrep p;
   bool mixed;
   CostMixed full;
+  double mu;      /* the instance's prefill rate (cost__stretch) */
 } CostTpotCtx;
 
 static bool cost__tpot_ctx(const CostModel *m, const CostInstance *in, CostTpotCtx *t) {
   if (!cost_decode_prep(m, &in->lay, cost_decode_ctx(m), &t->p)) return false;
   t->mixed = in->role == ROLE_BOTH && m->chunk_tokens > 0;
+  t->mu = in->pre.mu;
   return !t->mixed || cost__mixed(m, &t->p, in->batch, &t->full);
+}
+
+/* TPOT at batch B below the full batch with prefill share up of R_cap:
+ * the prompt tokens arriving per step are the rate's, R S_n t(B, c) / (dp
+ * pp), and R = up R_cap, so each step carries the full step's chunk scaled
+ * by up and by its own TPOT over the full step's, c = up c_full t(B, c) /
+ * t_full (docs/cost-model.md, "Aggregated instances"): a fixed point,
+ * reached from c = up c_full (t(B, c) <= t_full) in a few rounds, as c
+ * moves t by a fraction of itself. */
+static double cost__mixed_below(const CostModel *m, const CostTpotCtx *t, int64_t B, double up,
+                                int64_t cmax) {
+  int64_t c = cost__chunk_at(&t->full, up);
+  double tpot = (double)INFINITY;
+  for (int i = 0; i < 4; i++) {
+    tpot = cost__mixed_tpot(m, &t->p, B, c < cmax ? c : cmax, cmax);
+    if (!isfinite(tpot) || !(t->full.step.tpot > 0)) return tpot;
+    double next = ceil(up * (double)t->full.chunk * fmin(tpot / t->full.step.tpot, 1.0));
+    if ((int64_t)next == c) break;
+    c = (int64_t)next;
+  }
+  return tpot;
 }
 
 /* TPOT at batch B with prefill share up: a decode step stretched by
@@ -1466,17 +1496,21 @@ static bool cost__tpot_at(const CostModel *m, const CostTpotCtx *t, int64_t B, d
   if (t->mixed) {
     CostMixed at;
     if (!cost__mixed(m, &t->p, B, &at)) return false;
-    int64_t c = cost__chunk_at(&t->full, up);
-    *tpot = cost__mixed_tpot(m, &t->p, B, c < at.cmax ? c : at.cmax, at.cmax);
+    *tpot = cost__mixed_below(m, t, B, up, at.cmax);
     return isfinite(*tpot);
   }
   CostDecode dc;
   if (!cost_decode_at(m, &t->p, B, &dc)) return false;
-  *tpot = cost__stretch(dc.tpot, up);
+  *tpot = cost__stretch(m, dc.tpot, up, t->mu);
   return true;
 }
 
-/* cap: the most requests one instance can hold (a closed loop's requests
+/* Little's law: one decode instance serving `per` req/s holds per * T_out
+ * * TPOT requests; below B the step is shorter (one step of the fixed
+ * point: at that shorter step fewer still are in flight, so the figure
+ * errs towards the slower TPOT). up: the aggregated prefill share u_p, by
+ * which decode steps stretch (0 for a decode pool).
+ * cap: the most requests one instance can hold (a closed loop's requests
  * in flight per instance; INFINITY for an open loop). */
 static void cost__little(const CostModel *m, const CostInstance *in, double per, double up,
                          double cap, CostDeployEval *out) {

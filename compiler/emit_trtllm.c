@@ -64,6 +64,9 @@ static void trtllm_yaml(Launch *l, const Inst *in) {
   sb_printf(y, "# LLM API arguments of pool %s instance %d (%s%s); written by rankplan\n", in->P->name, in->instance,
             l->dynamo ? "dynamo.trtllm --extra-engine-args" : "trtllm-serve ", l->dynamo || !flag ? "" : flag);
   sb_printf(y, "enable_attention_dp: %s\n", l->L->moe && in->dp > 1 ? "true" : "false");
+  /* serving.chunked_prefill, when the spec chose it (BaseLlmArgs.enable_chunked_prefill, default False) */
+  if (l->L->chunked_prefill >= 0)
+    sb_printf(y, "enable_chunked_prefill: %s\n", l->L->chunked_prefill ? "true" : "false");
   /* the YAML's kv_cache_config replaces the one the flags built (llm_utils.py
    * update_llm_args_with_extra_dict: llm_args | llm_args_dict), so it
    * repeats the memory fraction */

@@ -416,8 +416,27 @@ static void check_hostnames(Diags *d, const HardwareSpec *h) {
   }
 }
 
+/* serving.chunked_prefill (E0712): TensorRT-LLM's choice
+ * (enable_chunked_prefill); vLLM V1 always splits prompts into its steps
+ * and SGLang runs prefill batches of their own, which the key does not
+ * change in the model, so it is refused rather than ignored. */
+static void check_chunked(Diags *d, const Spec *s) {
+  const SBool *b = &s->serving.chunked_prefill;
+  Engine e = (Engine)s->deployment.engine.v;
+  if (!b->set || e == ENGINE_TRTLLM) return;
+  Diag *g = diag_at(d, DIAG_E0712, b->loc, "`serving.chunked_prefill` is read for engine `trtllm` only, not `%s`",
+                    engine_name(e));
+  diag_help(g, "remove it: %s", e == ENGINE_VLLM     ? "vLLM V1 always splits prompts into its steps under "
+                                                       "`max_num_batched_tokens`"
+                                : e == ENGINE_SGLANG ? "SGLang runs a prefill batch of its own between decode "
+                                                       "steps (`max_num_batched_tokens` is its chunk)"
+                                                     : "engine `generic` mixes prompt chunks into its steps when "
+                                                       "`max_num_batched_tokens` is set");
+}
+
 void engine_check(Diags *d, const Spec *s) {
   check_hostnames(d, &s->hardware);
+  check_chunked(d, s);
   const DeploymentSpec *dep = &s->deployment;
   Engine e = (Engine)dep->engine.v;
   if (e == ENGINE_GENERIC) {
@@ -599,9 +618,13 @@ void engine_sched(const Spec *s, EngineSched *out) {
     /* In-flight batching: context-phase sequences run in the same batch as
      * generation-phase ones (TensorRT-LLM docs, "Paged Attention, IFB, and
      * Request Scheduling"); max_num_tokens defaults to 8192
-     * (tensorrt_llm/llmapi/llm_args.py, BaseLlmArgs). Its max_batch_size
+     * (tensorrt_llm/llmapi/llm_args.py, BaseLlmArgs). A prompt runs whole
+     * in one step unless enable_chunked_prefill, default False in the same
+     * class (trtllm-bench throughput turns it on: its
+     * --enable_chunked_context defaults to True). Its max_batch_size
      * default comes from BuildConfig, not read here: no default limit. */
-    out->mixed = true;
+    out->mixed = s->serving.chunked_prefill.set && s->serving.chunked_prefill.v;
+    out->whole_prompts = !out->mixed;
     out->tokens = 8192;
     out->source = "tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_num_tokens";
     break;

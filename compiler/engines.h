@@ -78,9 +78,10 @@ typedef struct EngineCaps {
  * "Aggregated instances"), with the spec's serving.* values or the
  * engine's defaults for the spec's GPU:
  *  mixed   prefill tokens ride in decode steps under a per-step token
- *          budget (vLLM V1's chunked prefill, TensorRT-LLM's in-flight
- *          batching); false: the engine alternates prefill and decode
- *          steps (SGLang without --enable-mixed-chunk);
+ *          budget (vLLM V1's chunked prefill, TensorRT-LLM's with
+ *          serving.chunked_prefill); false: the engine alternates prefill
+ *          and decode steps (SGLang without --enable-mixed-chunk), or runs
+ *          whole prompts beside the decodes (whole_prompts);
  *  tokens  the per-step token budget of one scheduler (a dp rank):
  *          serving.max_num_batched_tokens, else the engine's default,
  *          0 when neither is known;
@@ -96,6 +97,9 @@ typedef struct {
   const char *source;
   bool eager_prefill;  /* a prefill forward runs without CUDA graphs, its kernels
                           issued one by one from Python */
+  bool whole_prompts;  /* a step carries whole prompts beside the running
+                          decodes (TensorRT-LLM's in-flight batching without
+                          chunked prefill): each such step also advances them */
 } EngineSched;
 void engine_sched(const Spec *s, EngineSched *out);
 

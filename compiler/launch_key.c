@@ -71,6 +71,8 @@ void launch_key_emit(StrBuf *sb, const Spec *s, const struct Layout *L) {
     sb_printf(sb, ",\"cuda_graph_max_bs\":%lld", (long long)sv->cuda_graph_max_bs.v);
   if (sv->overlap_schedule.set) /* written only when chosen */
     sb_printf(sb, ",\"overlap_schedule\":%s", sv->overlap_schedule.v ? "true" : "false");
+  if (sv->chunked_prefill.set) /* written only when chosen */
+    sb_printf(sb, ",\"chunked_prefill\":%s", sv->chunked_prefill.v ? "true" : "false");
   /* the fraction the ledger was planned with, exactly as the spec wrote it */
   sb_puts(sb, ",\"gpu_memory_utilization\":");
   sb_put_exact(sb, dep->memory.utilization.v);

@@ -1297,7 +1297,7 @@ static void parse_serving(P *p, const YNode *root) {
   sv->loc = sec;
   check_keys(p, m, "serving", KEYS("port", "served_model_name", "max_model_len", "max_num_seqs",
                                     "max_num_batched_tokens", "kv_transfer", "sampler", "overlap_schedule",
-                                    "cuda_graph_max_bs"));
+                                    "cuda_graph_max_bs", "chunked_prefill"));
   /* ports above 1023 need no privilege; each node's instances count up
    * from `port` (docs/engines.md, "Ports"), so leave room below 65535 */
   rd_int(p, m, sec, "serving", "port", &sv->port, false, 8000, 1024, 65535);
@@ -1309,6 +1309,7 @@ static void parse_serving(P *p, const YNode *root) {
   rd_str(p, m, sec, "serving", "kv_transfer", &sv->kv_transfer, false, NULL);
   rd_str(p, m, sec, "serving", "sampler", &sv->sampler, false, NULL);
   rd_bool(p, m, sec, "serving", "overlap_schedule", &sv->overlap_schedule, false);
+  rd_bool(p, m, sec, "serving", "chunked_prefill", &sv->chunked_prefill, false);
   rd_lim(p, m, sec, "serving", "cuda_graph_max_bs", &sv->cuda_graph_max_bs, false, 0, 1, &LIM_TOKENS);
 }
 

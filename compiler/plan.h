@@ -254,6 +254,7 @@ typedef struct {
   char *kv_cache_dtype, *activations_dtype, *kv_transfer;
   char *sampler;                   /* serving.sampler; NULL: the engine's own choice */
   int overlap_schedule;            /* serving.overlap_schedule: 1 on, 0 off, -1 the engine's default */
+  int chunked_prefill;             /* serving.chunked_prefill: 1 on, 0 off, -1 the engine's default */
   int64_t cuda_graph_max_bs;       /* serving.cuda_graph_max_bs; 0: the engine's default */
   double gpu_memory_utilization;   /* in (0, 1]: the fraction the ledger was planned with */
   bool moe;                        /* the model has MoE layers */

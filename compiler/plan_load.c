@@ -1260,6 +1260,10 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
   L->overlap_schedule = -1;
   if (ov && !pj_is_boolean(ov)) return fail(ld, "launch.overlap_schedule: expected a boolean, got %s", jtype(ov));
   if (ov) L->overlap_schedule = ov->type == PJ_TRUE;
+  PjV *cv = pj_object_get(o, "chunked_prefill");
+  L->chunked_prefill = -1;
+  if (cv && !pj_is_boolean(cv)) return fail(ld, "launch.chunked_prefill: expected a boolean, got %s", jtype(cv));
+  if (cv) L->chunked_prefill = cv->type == PJ_TRUE;
   return load_launch_hosts(ld, L, o, p->nnodes, p->partial);
 }
 

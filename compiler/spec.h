@@ -200,6 +200,7 @@ typedef struct {
   SStr kv_transfer;            /* KV transfer backend; default: the engine's */
   SStr sampler;                /* vLLM's top-k/top-p sampler (flashinfer, torch); optional */
   SBool overlap_schedule;      /* CPU work of step n+1 beside the GPU's step n; unset: the engine's default */
+  SBool chunked_prefill;       /* prompts split over steps under the token budget; unset: the engine's default */
   SInt cuda_graph_max_bs;      /* largest decode batch of one scheduler in CUDA graphs; optional */
 } ServingSpec;
 /* The layout dimensions a `search:` constraint can name per role

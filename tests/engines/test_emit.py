@@ -829,6 +829,32 @@ def trtllm_kv_fp8(tmp):
           "trtllm 00209af: an fp8 KV cache is refused (E0705)", p.stderr)
 
 
+def trtllm_chunked(tmp):
+    """serving.chunked_prefill reaches TensorRT-LLM's LLM API YAML as
+    enable_chunked_prefill (a key of the fixture), only when the spec
+    chooses it; a plan that names it under another engine is refused at
+    emit, as check refuses the spec (E0712)."""
+    base = open(os.path.join(EX, "deepseek-v3-pd-trtllm.yaml")).read()
+    check("serving:\n  max_num_seqs: 128\n" in base, "trtllm-chunked: the example holds the text the variant edits")
+    for name, serving, want in (("trtllm-chunked-on", "  chunked_prefill: true\n", True),
+                                ("trtllm-chunked-unset", "", None)):
+        text = base.replace("serving:\n  max_num_seqs: 128\n", "serving:\n" + serving + "  max_num_seqs: 128\n")
+        d, plan = compile_variant(tmp, name, text, "trtllm")
+        if not plan:
+            continue
+        ys = [yaml.safe_load(open(os.path.join(d, f))) for f in sorted(os.listdir(d))
+              if f.startswith("trtllm-") and f.endswith(".yaml")]
+        check(ys and all(y.get("enable_chunked_prefill") is want for y in ys),
+              f"{name}: every instance's YAML has enable_chunked_prefill {want}", [y.get("enable_chunked_prefill") for y in ys])
+    plan = json.load(open(os.path.join(EX, "llama-3.1-70b-pd-vllm.plan.json")))
+    plan["launch"]["chunked_prefill"] = False
+    edited = os.path.join(tmp, "vllm-chunked.plan.json")
+    json.dump(plan, open(edited, "w"))
+    p = run("emit", edited, "-t", "vllm", "-o", os.path.join(tmp, "vllm-chunked"))
+    check(p.returncode != 0 and "launch.chunked_prefill" in p.stderr and not os.path.exists(os.path.join(tmp, "vllm-chunked")),
+          "emit: a vLLM plan with launch.chunked_prefill is refused, nothing written", p.stderr)
+
+
 def redundant_experts(tmp):
     """model.moe.redundant_experts reaches the engines: DeepSeek-V3 with 24
     redundant experts (280 slots, 35 per ep rank of 8) writes SGLang's
@@ -1305,6 +1331,7 @@ try:
     check(n >= 5, f"at least five examples name an engine ({n})")
     k8s_trtllm(tmp)
     trtllm_kv_fp8(tmp)
+    trtllm_chunked(tmp)
     sglang_versions(tmp)
     vllm_sampler(tmp)
     overlap_schedule(tmp)

@@ -566,6 +566,37 @@ static void test_mixed_step(void) {
   T_CHECK(in.cap <= 1023);
 }
 
+/* Whole prompts beside the decodes (TensorRT-LLM's in-flight batching
+ * without chunked prefill; docs/cost-model.md, "Whole prompts"): Llama-3.1-
+ * 70B at B = 64, 4,000 tokens in and 500 out. An alternating engine serves
+ * R_cap = 1 / (t_p + T_out / D) with D = B / t; here each prompt's step
+ * also advances the decodes, one step fewer per request: 1 / (t_p + T_out
+ * / D - t). At the planned share u = rho R_cap t_p, TPOT = t / (1 - u + u
+ * t / t_p), where the alternating form gives t / (1 - u). */
+static void test_whole_prompts(void) {
+  Spec s = llama70b(4);
+  CostModel m = model_of(&s);
+  CostLayout l = {8, 1, 1, 1, 1, 1, 1};
+  CostInstance alt, whole;
+  m.slo_tpot = 10.0;
+  m.slo_ttft = 1000.0;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 0.9, NULL, &alt));
+  m.whole_prompts = true;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 0.9, NULL, &whole));
+  CostDecodePrep p;
+  CostDecode dc;
+  T_CHECK(cost_decode_prep(&m, &l, cost_decode_ctx(&m), &p));
+  T_CHECK(cost_decode_at(&m, &p, 64, &dc));
+  double tp = 1.0 / whole.pre.mu, t = dc.tpot;
+  T_NEAR(whole.pre.mu, alt.pre.mu, 0.0);
+  T_NEAR(alt.rcap, 1.0 / (tp + 500.0 * t / 64.0), 1e-12 * alt.rcap);
+  T_NEAR(whole.rcap, 1.0 / (tp + 500.0 * t / 64.0 - t), 1e-12 * whole.rcap);
+  double u = whole.rho * whole.rcap * tp, ua = alt.rho * alt.rcap * tp;
+  T_NEAR(whole.tpot, t / (1.0 - u + u * t / tp), 1e-12 * whole.tpot);
+  T_NEAR(alt.tpot, t / (1.0 - ua), 1e-12 * alt.tpot);
+  T_CHECK(whole.tpot < t / (1.0 - u));
+}
+
 /* Instance `l` of m at batch 256 and 1,000 output tokens: its R_cap is
  * out_tok requests' output per step over the step whose busiest dp rank
  * carries `slow` prompt tokens and every rank `mean` on average. */
@@ -858,7 +889,11 @@ static void test_engine_sched(void) {
   T_CHECK(!es.mixed && es.overlap);
   s.deployment.engine.v = ENGINE_TRTLLM;
   engine_sched(&s, &es);
-  T_CHECK(es.mixed && es.tokens == 8192 && es.seqs == 0); /* no default limit known */
+  /* whole prompts beside the decodes unless chunked prefill is chosen */
+  T_CHECK(!es.mixed && es.whole_prompts && es.tokens == 8192 && es.seqs == 0); /* no default limit known */
+  s.serving.chunked_prefill = (SBool){.v = true, .set = true};
+  engine_sched(&s, &es);
+  T_CHECK(es.mixed && !es.whole_prompts && es.tokens == 8192);
   s.serving.max_num_seqs = (SInt)SI(64);
   engine_sched(&s, &es);
   T_CHECK(es.mixed && es.overlap && es.tokens == 8192 && es.seqs == 64);
@@ -1001,6 +1036,7 @@ int main(void) {
   T_RUN(test_prefix_cache);
   T_RUN(test_speculative);
   T_RUN(test_mixed_step);
+  T_RUN(test_whole_prompts);
   T_RUN(test_busiest_rank);
   T_RUN(test_engine_sched);
   T_RUN(test_overlap);
