@@ -1282,7 +1282,8 @@ static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
    * decode step its own prefill step also runs where whole prompts ride
    * beside the decodes */
   double cycle = 1.0 / a->pre->mu + (double)m->tout / D - (m->whole_prompts ? dc.tpot : 0.0);
-  a->rcap = fmin(1.0 / cycle, a->pre->mu);
+  /* at B >= T_out the prompt steps alone emit the output: the prefill binds */
+  a->rcap = cycle > 1.0 / a->pre->mu ? 1.0 / cycle : a->pre->mu;
   double rt = cost_md1_max_rho(a->rcap, cost__ttft_room(m, a->pre->latency));
   a->ttft_bound = rt < a->headroom;
   a->rho = a->ttft_bound ? rt : a->headroom;

@@ -207,7 +207,7 @@ static char *launch_refused(const PlanLaunch *L, const EngineCaps *c, Engine e) 
   if (L->cuda_graph_max_bs && !engine_takes(c, "cuda_graph_max_bs"))
     return rp_sprintf("launch.cuda_graph_max_bs: engine %s %s has no `cuda_graph_max_bs` flag or YAML key", L->engine,
                       L->engine_version);
-  if (L->chunked_prefill >= 0 && e != ENGINE_TRTLLM)
+  if (L->chunked_prefill >= 0 && !engine_takes_chunked_prefill(e))
     return rp_sprintf("launch.chunked_prefill: read for engine trtllm only, not %s (E0712)", L->engine);
   return NULL;
 }

@@ -41,17 +41,13 @@ static void graph_yaml(const Launch *l, StrBuf *y) {
 }
 
 /* The KV cache dtype where the entry takes it in kv_cache_config
- * (`yaml_keys`): the plan's, as the entry names it ("auto": the
- * checkpoint's, which is the model's dtype unless the checkpoint says an
- * FP8 KV cache). An entry without the key runs only "auto" (kv_dtypes). */
+ * (`yaml_keys`, a field of that section: the catalog reader checked it):
+ * the plan's, as the entry names it ("auto": the checkpoint's, which is
+ * the model's dtype unless the checkpoint says an FP8 KV cache). An entry
+ * without the key runs only "auto" (kv_dtypes). */
 static void kv_dtype_yaml(Launch *l, StrBuf *y) {
   const char *k = engine_yaml_key(l->c, "kv_cache_dtype");
-  if (!k) return;
-  if (strncmp(k, "kv_cache_config.", 16) != 0) {
-    lerr(l, "engine trtllm %s: `kv_cache_dtype` must be a kv_cache_config field, not `%s`", l->c->version, k);
-    return;
-  }
-  sb_printf(y, "  %s: %s\n", k + 16, lkv_dtype(l));
+  if (k) sb_printf(y, "  %s: %s\n", strchr(k, '.') + 1, lkv_dtype(l));
 }
 
 /* trtllm-POOL-I.yaml: the instance's LLM API arguments. */

@@ -211,6 +211,9 @@ static bool read_yaml_keys(Rd *r, const YNode *m, EngineCaps *c) {
       return fail(r, m->pairs[i].val, "a YAML key is section.field, each of a-z, 0-9 and _");
     if (engine_flag(c, c->yaml_keys[i].key))
       return fail(r, m->pairs[i].key, "a term set by a flag cannot also have a YAML key");
+    /* the launch files write the KV dtype inside the kv_cache_config they build */
+    if (!strcmp(c->yaml_keys[i].key, "kv_cache_dtype") && strncmp(v, "kv_cache_config.", 16) != 0)
+      return fail(r, m->pairs[i].val, "`kv_cache_dtype` is a field of kv_cache_config");
   }
   return true;
 }

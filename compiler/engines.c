@@ -420,10 +420,12 @@ static void check_hostnames(Diags *d, const HardwareSpec *h) {
  * (enable_chunked_prefill); vLLM V1 always splits prompts into its steps
  * and SGLang runs prefill batches of their own, which the key does not
  * change in the model, so it is refused rather than ignored. */
+bool engine_takes_chunked_prefill(Engine e) { return e == ENGINE_TRTLLM; }
+
 static void check_chunked(Diags *d, const Spec *s) {
   const SBool *b = &s->serving.chunked_prefill;
   Engine e = (Engine)s->deployment.engine.v;
-  if (!b->set || e == ENGINE_TRTLLM) return;
+  if (!b->set || engine_takes_chunked_prefill(e)) return;
   Diag *g = diag_at(d, DIAG_E0712, b->loc, "`serving.chunked_prefill` is read for engine `trtllm` only, not `%s`",
                     engine_name(e));
   diag_help(g, "remove it: %s", e == ENGINE_VLLM     ? "vLLM V1 always splits prompts into its steps under "

@@ -148,6 +148,9 @@ bool engine_overlap_default(Engine e, const char *version);
  * against engine e's default at `version`: "overlap_on" (turns it on) or
  * "overlap_off" (turns it off); NULL when on is the default already. */
 const char *engine_overlap_term(Engine e, const char *version, bool on);
+/* Whether serving.chunked_prefill chooses the engine's prefill form
+ * (TensorRT-LLM's enable_chunked_prefill; E0712 otherwise). */
+bool engine_takes_chunked_prefill(Engine e);
 
 /* vLLM 0.19 disables async scheduling under the Ray executor, which the
  * launch files use for a tp x pp engine across nodes (emit_vllm.c): only

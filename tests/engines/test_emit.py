@@ -806,6 +806,12 @@ def compile_variant(tmp, name, text, target):
     return d, json.load(open(os.path.join(d, "plan.json")))
 
 
+def instance_yamls(d):
+    """The TensorRT-LLM instance YAMLs (trtllm-POOL-I.yaml) an emit wrote in d, parsed."""
+    return [yaml.safe_load(open(os.path.join(d, f))) for f in sorted(os.listdir(d))
+            if f.startswith("trtllm-") and f.endswith(".yaml")]
+
+
 def trtllm_kv_fp8(tmp):
     """An FP8 KV cache under TensorRT-LLM: the 1.1.0 entry takes it as
     kv_cache_config.dtype in each instance's YAML (a key of the LLM API
@@ -818,8 +824,7 @@ def trtllm_kv_fp8(tmp):
         d, plan = compile_variant(tmp, name, text, "trtllm")
         if not plan:
             continue
-        ys = [yaml.safe_load(open(os.path.join(d, f))) for f in sorted(os.listdir(d))
-              if f.startswith("trtllm-") and f.endswith(".yaml")]
+        ys = instance_yamls(d)
         check(ys and all(y["kv_cache_config"]["dtype"] == want for y in ys),
               f"{name}: every instance's YAML sets kv_cache_config.dtype: {want}", [y.get("kv_cache_config") for y in ys])
     spec = os.path.join(tmp, "fp8-00209af.yaml")
@@ -842,8 +847,7 @@ def trtllm_chunked(tmp):
         d, plan = compile_variant(tmp, name, text, "trtllm")
         if not plan:
             continue
-        ys = [yaml.safe_load(open(os.path.join(d, f))) for f in sorted(os.listdir(d))
-              if f.startswith("trtllm-") and f.endswith(".yaml")]
+        ys = instance_yamls(d)
         check(ys and all(y.get("enable_chunked_prefill") is want for y in ys),
               f"{name}: every instance's YAML has enable_chunked_prefill {want}", [y.get("enable_chunked_prefill") for y in ys])
     plan = json.load(open(os.path.join(EX, "llama-3.1-70b-pd-vllm.plan.json")))

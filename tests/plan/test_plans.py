@@ -697,6 +697,8 @@ try:
          "launch.gpu_memory_utilization: expected a number in (0, 1]"),
         ("a launch without moe", mutate(P8, lambda d: d["launch"].pop("moe")),
          "launch.moe: expected a boolean, got nothing"),
+        ("a chunked_prefill that is a string", mutate(P8, launch_set("chunked_prefill", "yes")),
+         "launch.chunked_prefill: expected a boolean, got a string"),
     ]
     for what, text, want_msg in guarantee_cases:
         refused(what, text, want_msg)

@@ -595,6 +595,12 @@ static void test_whole_prompts(void) {
   T_NEAR(whole.tpot, t / (1.0 - u + u * t / tp), 1e-12 * whole.tpot);
   T_NEAR(alt.tpot, t / (1.0 - ua), 1e-12 * alt.tpot);
   T_CHECK(whole.tpot < t / (1.0 - u));
+  /* a batch above T_out: the prompt steps alone emit every output token,
+   * so the prefill rate binds (the cycle formula would go negative) */
+  m.tout = 32;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 0.9, NULL, &whole));
+  T_NEAR(whole.rcap, whole.pre.mu, 0.0);
+  T_CHECK(whole.tpot > 0 && isfinite(whole.tpot));
 }
 
 /* Instance `l` of m at batch 256 and 1,000 output tokens: its R_cap is
