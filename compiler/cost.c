@@ -154,8 +154,6 @@ int64_t cost_layout_gpus(const CostLayout *l) {
   return st.ok ? g : -1;
 }
 
-static int64_t cost__cdiv(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
-
 /* Peak dense FLOP/s of the GPU for the model's compute dtype: fp8, int8,
  * mxfp4 or nvfp4 weights run on the fp8/int8/fp4 tensor cores when the
  * hardware gives that figure (as DeepSeek-V3's FP8 GEMMs do); otherwise
@@ -195,7 +193,7 @@ static double cost__moe_tok_bytes(int64_t h, DType d) {
   model_dtype_size(d, &num, &den);
   double b = (double)h * (double)num / (double)den;
   if (num == den && num == 1)
-    b += (double)cost__cdiv(h, COST_ACT_QUANT_BLOCK) * COST_ACT_SCALE_BYTES;
+    b += (double)rp_cdiv64(h, COST_ACT_QUANT_BLOCK) * COST_ACT_SCALE_BYTES;
   return b;
 }
 
@@ -314,19 +312,19 @@ static void cost__model_init(CkState *st, const ModelSpec *ms, const ModelParams
   m->lm_params = ckm(st, m->vocab, m->hidden);
   m->tied = mb->lm_head == 0;
   int64_t L = m->layers > 0 ? m->layers : 1;
-  m->b_attn = cost__cdiv(mb->attention, L);
-  m->b_norms = cost__cdiv(mb->norms, L);
-  m->b_dense_ffn = m->n_dense > 0 ? cost__cdiv(mb->ffn_dense, m->n_dense) : 0;
+  m->b_attn = rp_cdiv64(mb->attention, L);
+  m->b_norms = rp_cdiv64(mb->norms, L);
+  m->b_dense_ffn = m->n_dense > 0 ? rp_cdiv64(mb->ffn_dense, m->n_dense) : 0;
   if (m->moe && m->n_moe > 0) {
-    m->b_expert = cost__cdiv(mb->experts_routed, ckm(st, m->n_moe, m->experts));
-    m->b_shared = cost__cdiv(mb->experts_shared, m->n_moe);
-    m->b_router = cost__cdiv(mb->routers, m->n_moe);
+    m->b_expert = rp_cdiv64(mb->experts_routed, ckm(st, m->n_moe, m->experts));
+    m->b_shared = rp_cdiv64(mb->experts_shared, m->n_moe);
+    m->b_router = rp_cdiv64(mb->routers, m->n_moe);
   }
   m->b_embed = mb->embedding;
   m->b_lm = m->tied ? mb->embedding : mb->lm_head;
   int64_t num, den;
   model_dtype_size((DType)ms->dtype.activations.v, &num, &den);
-  m->act_bytes = num >= den ? cost__cdiv(num, den) : 1;
+  m->act_bytes = num >= den ? rp_cdiv64(num, den) : 1;
   m->kv_bytes_token = model_kv_bytes_per_token(ms);
   m->kv_bytes_token_layer = model_kv_bytes_per_token_rank(ms, 1, 1, 1);
   if (m->kv_bytes_token < 0 || m->kv_bytes_token_layer < 0) st->ok = false;
@@ -540,11 +538,11 @@ int64_t cost_weight_bytes_gpu(const CostModel *m, const CostLayout *l) {
   int64_t *part = rp_malloc((size_t)pp * sizeof *part);
   cost__partition(m, pp, part, NULL);
   int64_t worst = 0, first = 0;
-  int64_t local_experts = m->moe ? cost__cdiv(m->expert_slots, l->ep) : 0;
-  int64_t per_moe = cka(&st, cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router),
-                        ckm(&st, local_experts, cost__cdiv(m->b_expert, l->etp)));
-  int64_t per_attn = cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms);
-  int64_t per_dense = cost__cdiv(m->b_dense_ffn, l->tp);
+  int64_t local_experts = m->moe ? rp_cdiv64(m->expert_slots, l->ep) : 0;
+  int64_t per_moe = cka(&st, cka(&st, rp_cdiv64(m->b_shared, l->tp), m->b_router),
+                        ckm(&st, local_experts, rp_cdiv64(m->b_expert, l->etp)));
+  int64_t per_attn = cka(&st, rp_cdiv64(m->b_attn, l->tp), m->b_norms);
+  int64_t per_dense = rp_cdiv64(m->b_dense_ffn, l->tp);
   for (int64_t sidx = 0; sidx < pp; sidx++) {
     int64_t n = part[sidx];
     int64_t nd = 0;
@@ -553,10 +551,10 @@ int64_t cost_weight_bytes_gpu(const CostModel *m, const CostLayout *l) {
     int64_t w = ckm(&st, n, per_attn);
     w = cka(&st, w, ckm(&st, nd, per_dense));
     w = cka(&st, w, ckm(&st, nm, per_moe));
-    if (sidx == 0) w = cka(&st, w, cost__cdiv(m->b_embed, l->tp));
+    if (sidx == 0) w = cka(&st, w, rp_cdiv64(m->b_embed, l->tp));
     /* The last stage holds the lm_head; a tied head is the embedding, a
      * second copy only when the last stage is not the first. */
-    if (sidx == pp - 1 && (!m->tied || pp > 1)) w = cka(&st, w, cost__cdiv(m->b_lm, l->tp));
+    if (sidx == pp - 1 && (!m->tied || pp > 1)) w = cka(&st, w, rp_cdiv64(m->b_lm, l->tp));
     if (w > worst) worst = w;
     first += n;
   }
@@ -568,7 +566,7 @@ int64_t cost_kv_bytes_token_gpu(const CostModel *m, const CostLayout *l) {
   int64_t layers = cost_stage_layers(m, l->pp, NULL);
   int64_t b = model_kv_bytes_per_token_rank(m->ms, l->tp, layers, l->dcp);
   if (b < 0) return -1;
-  return cost__cdiv(b, l->dcp * (l->cp > 0 ? l->cp : 1));
+  return rp_cdiv64(b, l->dcp * (l->cp > 0 ? l->cp : 1));
 }
 
 /* ---- MoE ------------------------------------------------------------------ */
@@ -583,7 +581,7 @@ static double cost__bins_hit(double n, double k) {
  * nodes (experts laid out contiguously over the ep ranks). */
 static double cost__node_cap(const CostModel *m, int64_t nodes) {
   if (m->route_groups < 1 || m->route_group_top_k < 1) return (double)nodes;
-  int64_t per = cost__cdiv(nodes, m->route_groups);
+  int64_t per = rp_cdiv64(nodes, m->route_groups);
   int64_t cap = m->route_group_top_k * (per > 0 ? per : 1);
   return (double)(cap < nodes ? cap : nodes);
 }
@@ -594,7 +592,7 @@ void cost_ep_rate(const CostModel *m, const CostLayout *l, CostEpRate *out) {
   if (!m->moe || l->ep <= 1) return;
   double k = (double)m->top_k, ep = (double)l->ep;
   int64_t span = l->ep * l->etp;
-  int64_t nodes = span <= m->domain ? 1 : cost__cdiv(span, m->domain);
+  int64_t nodes = span <= m->domain ? 1 : rp_cdiv64(span, m->domain);
   /* distinct destination GPUs other than this one: ep - 1 others, each
    * hit with probability 1 - (1 - 1/ep)^k */
   o->gpus = (ep - 1.0) / ep * cost__bins_hit(ep, k);
@@ -721,10 +719,10 @@ bool cost_prefill(const CostModel *m, const CostLayout *l, CostPrefill *out) {
   int64_t lm = ckm(&st, 2, m->lm_params); /* logits of the last token only */
   /* One copy of the experts spans ep * etp of the instance's tp*cp*dp
    * ranks and serves their share of the dp requests' tokens. */
-  int64_t group_tokens = cost__cdiv(ckm(&st, ckm(&st, Sn, l->ep), l->etp), tpcp);
+  int64_t group_tokens = rp_cdiv64(ckm(&st, ckm(&st, Sn, l->ep), l->etp), tpcp);
   if (!st.ok) return false;
   double imb = cost_cp_imbalance(l->cp, true);
-  double rows = cost_expert_rows(m, cost__cdiv(m->expert_slots, l->ep), group_tokens);
+  double rows = cost_expert_rows(m, rp_cdiv64(m->expert_slots, l->ep), group_tokens);
   double f_exp = (double)m->n_moe * 2.0 * rows * (double)m->expert_params / (double)l->etp;
   double flops_rank = (double)lin / (double)tpcp + f_exp + (double)attn * imb / (double)tpcp +
                       (double)lm / (double)l->tp;
@@ -781,7 +779,7 @@ typedef struct {
 } CostLayerStep;
 
 int64_t cost_sched_batch(int64_t B, int64_t pp, int64_t dp) {
-  return cost__cdiv(cost__cdiv(B, pp), dp);
+  return rp_cdiv64(rp_cdiv64(B, pp), dp);
 }
 
 int64_t cost_graph_bs(const CostModel *m, const CostLayout *l) {
@@ -796,14 +794,14 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
   p->kvr = model_kv_bytes_per_token_rank(m->ms, l->tp, 1, l->dcp);
   if (p->kvr < 0) return false;
   CkState st = {true};
-  p->w_dense = cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
-                   cost__cdiv(m->b_dense_ffn, l->tp));
+  p->w_dense = cka(&st, cka(&st, rp_cdiv64(m->b_attn, l->tp), m->b_norms),
+                   rp_cdiv64(m->b_dense_ffn, l->tp));
   p->p_dense = cka(&st, m->attn_params, m->dense_ffn_params);
   if (m->moe) {
-    p->local = cost__cdiv(m->expert_slots, l->ep);
-    p->w_moe = cka(&st, cka(&st, cost__cdiv(m->b_attn, l->tp), m->b_norms),
-                   cka(&st, cost__cdiv(m->b_shared, l->tp), m->b_router));
-    p->w_expert = cost__cdiv(m->b_expert, l->etp);
+    p->local = rp_cdiv64(m->expert_slots, l->ep);
+    p->w_moe = cka(&st, cka(&st, rp_cdiv64(m->b_attn, l->tp), m->b_norms),
+                   cka(&st, rp_cdiv64(m->b_shared, l->tp), m->b_router));
+    p->w_expert = rp_cdiv64(m->b_expert, l->etp);
     p->p_moe = cka(&st, m->attn_params, m->shared_params);
     p->tpdp = ckm(&st, l->tp, l->dp);
     cost_ep_rate(m, l, &p->ep);
@@ -822,7 +820,7 @@ bool cost_decode_prep(const CostModel *m, const CostLayout *l, double ctx, CostD
     p->pp_bw = cost_link_bw(m, lc);
     p->pp_lat = cost_link_lat(m, lc);
   }
-  p->lm_bytes = (double)cost__cdiv(m->b_lm, l->tp);
+  p->lm_bytes = (double)rp_cdiv64(m->b_lm, l->tp);
   return true;
 }
 
@@ -836,7 +834,7 @@ static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_
   const CostLayout *l = &p->l;
   CkState st = {true};
   /* one copy of the experts spans ep * etp of the tp*dp ranks */
-  int64_t group = cost__cdiv(ckm(&st, ckm(&st, b, l->ep), l->etp), p->tpdp);
+  int64_t group = rp_cdiv64(ckm(&st, ckm(&st, b, l->ep), l->etp), p->tpdp);
   double touched = group > 0 ? cost_experts_touched(m->expert_slots, m->top_k, p->local, group) : 0.0;
   ml->bytes = (double)p->w_moe + touched * (double)p->w_expert + kv_layer;
   int64_t f = ckm(&st, ckm(&st, 2, bdp), p->p_moe) / l->tp;
@@ -845,7 +843,7 @@ static bool cost__decode_moe(const CostModel *m, const CostDecodePrep *p, int64_
   if (!st.ok) return false;
   double rows = cost__rows(m, p->local, group, touched);
   ml->flops = (double)f + 2.0 * rows * (double)m->expert_params / (double)l->etp;
-  *ep = cost_ep_time(&p->ep, (double)cost__cdiv(bdp, l->tp)) + cost__etp_allreduce(m, l, (double)bdp);
+  *ep = cost_ep_time(&p->ep, (double)rp_cdiv64(bdp, l->tp)) + cost__etp_allreduce(m, l, (double)bdp);
   return true;
 }
 
@@ -863,7 +861,7 @@ static int64_t cost__kv_read_layer(CkState *st, const CostModel *m, const CostDe
     st->ok = false;
     return 0;
   }
-  return cost__cdiv(ckm(st, ckm(st, n, read), p->kvr), ckm(st, p->l.dcp, layers));
+  return rp_cdiv64(ckm(st, ckm(st, n, read), p->kvr), ckm(st, p->l.dcp, layers));
 }
 
 /* A decode step whose batch per scheduler, bdp, is beyond what the
@@ -912,7 +910,7 @@ static bool cost__step_work(const CostModel *m, const CostDecodePrep *p, int64_t
   int64_t chunk = ch.slow;
   const CostLayout *l = &p->l;
   CkState st = {true};
-  int64_t b = cost__cdiv(B, l->pp);
+  int64_t b = rp_cdiv64(B, l->pp);
   w->bdp = cost_sched_batch(B, l->pp, l->dp);
   /* Speculative decoding runs 1 + draft tokens of each request per step
    * (docs/cost-model.md, "Speculative decoding"): tq tokens on this dp
@@ -1205,7 +1203,7 @@ static bool cost__mixed(const CostModel *m, const CostDecodePrep *p, int64_t B, 
   memset(x, 0, sizeof *x);
   const CostLayout *l = &p->l;
   CkState st = {true};
-  int64_t tq = ckm(&st, cost__cdiv(cost__cdiv(B < 1 ? 1 : B, l->pp), l->dp), 1 + m->draft);
+  int64_t tq = ckm(&st, rp_cdiv64(rp_cdiv64(B < 1 ? 1 : B, l->pp), l->dp), 1 + m->draft);
   x->cmax = st.ok ? m->chunk_tokens - tq : 0;
   if (x->cmax < 1 || m->new_tokens < 1 || m->tout < 1) return false;
   double cs = ceil((double)tq * (double)m->new_tokens / (double)m->tout);

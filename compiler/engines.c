@@ -436,6 +436,48 @@ static void check_chunked(Diags *d, const Spec *s) {
                                                        "`max_num_batched_tokens` is set");
 }
 
+/* TensorRT-LLM's PyTorch backend refuses, with HTTP 400, a request whose
+ * prompt over cp exceeds max_num_tokens unless enable_chunked_prefill
+ * (BaseLLM._check_arguments in tensorrt_llm/llmapi/llm.py: "The sum of
+ * prompt length (...), query length (...) should not exceed max_num_tokens
+ * (...)"; generation-only requests, a decode pool's, skip it). E0713 when
+ * the workload's own prompts exceed it, W0703 when only the longer prompts
+ * max_model_len admits do. */
+static void check_prompt_pool(Diags *d, const Spec *s, const PoolSpec *p, int64_t budget) {
+  int64_t cp = p->cp.v > 1 ? p->cp.v : 1, cap = budget * cp, in = s->workload.input_tokens.v;
+  const char *name = p->name.v ? p->name.v : "?", *per = cp > 1 ? " over cp" : "";
+  if (in > cap) {
+    Diag *g = diag_at(d, DIAG_E0713, s->workload.input_tokens.loc,
+                      "pool `%s`: TensorRT-LLM refuses the workload's %lld-token prompts (HTTP 400): without chunked "
+                      "prefill a prompt%s must fit max_num_tokens (%lld)",
+                      name, (long long)in, per, (long long)budget);
+    diag_help(g, "set `serving.chunked_prefill: true`, or raise `serving.max_num_batched_tokens` to %lld",
+              (long long)rp_cdiv64(in, cp));
+    return;
+  }
+  int64_t len = s->serving.max_model_len.v;
+  if (len - 1 <= cap) return;
+  SrcLoc at = s->serving.max_model_len.set ? s->serving.max_model_len.loc : p->loc;
+  Diag *g = diag_at(d, DIAG_W0703, at,
+                    "pool `%s`: TensorRT-LLM refuses prompts over %lld tokens (HTTP 400) that max_model_len %lld "
+                    "admits: without chunked prefill a prompt%s must fit max_num_tokens (%lld)",
+                    name, (long long)cap, (long long)len, per, (long long)budget);
+  diag_help(g, "set `serving.chunked_prefill: true`, raise `serving.max_num_batched_tokens` to %lld, or lower "
+               "`serving.max_model_len` to %lld",
+            (long long)rp_cdiv64(len - 1, cp), (long long)cap);
+}
+
+static void check_prompt_budget(Diags *d, const Spec *s) {
+  if ((Engine)s->deployment.engine.v != ENGINE_TRTLLM) return;
+  EngineSched es;
+  engine_sched(s, &es);
+  if (!es.whole_prompts || es.tokens <= 0) return;
+  for (size_t i = 0; i < s->deployment.npools; i++) {
+    const PoolSpec *p = &s->deployment.pools[i];
+    if ((PoolRole)p->role.v != ROLE_DECODE) check_prompt_pool(d, s, p, es.tokens);
+  }
+}
+
 void engine_check(Diags *d, const Spec *s) {
   check_hostnames(d, &s->hardware);
   check_chunked(d, s);
@@ -473,6 +515,7 @@ void engine_check(Diags *d, const Spec *s) {
     return;
   }
   for (size_t i = 0; i < dep->npools; i++) check_pool(d, c, &dep->pools[i], s->model.moe.present);
+  check_prompt_budget(d, s);
   check_pd(d, c, dep);
   check_kv(d, c, s);
   engine_caps_free(c);

@@ -97,6 +97,9 @@ static inline int64_t rp_gcd64(int64_t a, int64_t b) {
   return a;
 }
 
+/* a / b rounded up for a >= 0; 0 when b <= 0. */
+static inline int64_t rp_cdiv64(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
+
 /* Checked 64-bit arithmetic: return false on overflow, *out untouched. */
 static inline bool ck_add(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_add_overflow(a, b, out);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # starts every node's processes over ssh (SSH overrides the command)
-# Written by rankplan from plan 92d24e0abb63b10b... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan 8859970010a528d1... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-gpu-a}
 host_1=${RANKPLAN_HOST_1:-gpu-b}

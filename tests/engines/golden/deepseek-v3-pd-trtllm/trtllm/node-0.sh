@@ -1,6 +1,6 @@
 #!/bin/bash
 # node 0: the trtllm processes of the plan's ranks there
-# Written by rankplan from plan 92d24e0abb63b10b... (docs/engines.md); edit the plan, not this file.
+# Written by rankplan from plan 8859970010a528d1... (docs/engines.md); edit the plan, not this file.
 set -euo pipefail
 host_0=${RANKPLAN_HOST_0:-gpu-a}
 host_1=${RANKPLAN_HOST_1:-gpu-b}
@@ -19,7 +19,7 @@ mpirun -np 16 -x CUDA_VISIBLE_DEVICES -H "${host_0}":8,"${host_1}":8 \
     --ep_size 16 \
     --gpus_per_node 8 \
     --kv_cache_free_gpu_memory_fraction 0.8986 \
-    --max_seq_len 163840 \
+    --max_seq_len 8192 \
     --max_batch_size 128 \
     --max_num_tokens 8192 \
     --config "$here/trtllm-context-0.yaml" \
