@@ -18,6 +18,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "json_pos.h"
+
 /* Result files with per-request details (`--save-detailed`,
  * `--output-details`) hold every prompt's timings; 256 MiB bounds them. */
 #define BENCH_MAX_BYTES (256u << 20)
@@ -31,17 +33,30 @@ const char *bench_tool_name(BenchTool t) {
   return "?";
 }
 
-/* One record being read: where it is, and whether it is still good. */
+/* The file as read, where a field's diagnostic finds the field. */
+typedef struct {
+  const char *text;
+  size_t len;
+} Raw;
+
+/* One record being read: where it is (loc, and at in the raw text, the
+ * start of loc's line), and whether it is still good. */
 typedef struct {
   Diags *d;
   SrcLoc loc;
   int record;
   json_t *root;
   bool ok;
+  Raw raw;
+  size_t at;
 } Rd;
 
+/* A field's diagnostic points at its key, or at the record when the key
+ * is absent. A record that shares its line with another may be matched
+ * to the line's first one. */
 static void rd_fail(Rd *r, const char *path, const char *what, const char *help) {
-  Diag *g = diag_at(r->d, DIAG_E0563, r->loc, "benchmark file `%s`, run %d: field `%s` %s",
+  SrcLoc at = json_pos(r->raw.text, r->raw.len, r->at, (SrcLoc){r->loc.file, r->loc.line, 1}, path, r->loc);
+  Diag *g = diag_at(r->d, DIAG_E0563, at, "benchmark file `%s`, run %d: field `%s` %s",
                     r->loc.file, r->record, path, what);
   if (help) diag_help(g, "%s", help);
   r->ok = false;
@@ -238,8 +253,8 @@ static bool bench__detect(Rd *r, BenchTool *t) {
   return true;
 }
 
-static bool bench__record(Diags *d, SrcLoc loc, int record, json_t *doc, BenchPoints *pts) {
-  Rd r = {d, loc, record, doc, true};
+static bool bench__record(Diags *d, SrcLoc loc, int record, json_t *doc, Raw raw, size_t at, BenchPoints *pts) {
+  Rd r = {d, loc, record, doc, true, raw, at};
   if (!json_is_object(doc)) {
     diag_at(d, DIAG_E0562, loc, "benchmark file `%s`, run %d: expected a JSON object, got %s",
             loc.file, record, json_kind(doc));
@@ -306,13 +321,20 @@ static int count_lines(const char *s, size_t n) {
   return k;
 }
 
+/* Moves *at, the start of line *line of raw, on to the start of line
+ * `line` (the cleaned text keeps raw's lines). */
+static void raw_seek(Raw raw, int line, int *at_line, size_t *at) {
+  while (*at_line < line && *at < raw.len)
+    if (raw.text[(*at)++] == '\n') ++*at_line;
+}
+
 /* Each JSON object of the text in turn (one document, or one per line).
  * raw (the file as read) is shown under a syntax error; a field's
- * diagnostic names the record's line only (a line can be megabytes). */
-static bool bench__docs(Diags *d, const char *file, const char *raw, size_t rawlen, const char *text,
-                        size_t len, BenchPoints *pts) {
-  size_t off = 0;
-  int line = 1, record = 0;
+ * diagnostic gives the field's line and column without showing the line
+ * (a line can be megabytes). */
+static bool bench__docs(Diags *d, const char *file, Raw raw, const char *text, size_t len, BenchPoints *pts) {
+  size_t off = 0, raw_at = 0;
+  int line = 1, raw_line = 1, record = 0;
   bool ok = true;
   for (;;) {
     while (off < len && isspace((unsigned char)text[off])) line += text[off++] == '\n';
@@ -320,14 +342,15 @@ static bool bench__docs(Diags *d, const char *file, const char *raw, size_t rawl
     json_error_t je;
     json_t *doc = json_loadb(text + off, len - off, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &je);
     if (!doc) {
-      diags_add_source(d, file, raw, rawlen);
+      diags_add_source(d, file, raw.text, raw.len);
       Diag *g = diag_at(d, DIAG_E0561, (SrcLoc){file, line + (je.line > 0 ? je.line - 1 : 0),
                                                  je.column > 0 ? je.column : 1},
                         "benchmark file `%s` is not valid JSON: %s", file, je.text);
       diag_help(g, "pass the file the tool wrote: one JSON object, or one per line");
       return false;
     }
-    ok &= bench__record(d, (SrcLoc){file, line, 1}, ++record, doc, pts);
+    raw_seek(raw, line, &raw_line, &raw_at);
+    ok &= bench__record(d, (SrcLoc){file, line, 1}, ++record, doc, raw, raw_at, pts);
     json_decref(doc);
     line += count_lines(text + off, je.position);
     off += je.position;
@@ -343,7 +366,7 @@ bool bench_read_text(Diags *d, const char *path, const char *raw, size_t len, Be
   const char *file = diags_intern(d, path);
   size_t n = 0;
   char *text = bench__clean(raw, len, &n);
-  bool ok = bench__docs(d, file, raw, len, text, n, pts);
+  bool ok = bench__docs(d, file, (Raw){raw, len}, text, n, pts);
   free(text);
   return ok;
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engines.h"
+#include "json_pos.h"
 #include "memory.h"
 #include "model.h"
 
@@ -44,18 +45,18 @@ void cost_consts_default(CostConsts *c) {
     *(double *)((char *)c + cost__table[i].offset) = cost__table[i].def;
 }
 
-/* One key of a calibration file: `source`, `format` or a constant of the
- * table in its range, stored in c. */
-static bool cost__calibration_key(Diags *d, SrcLoc whole, const char *path, const char *key,
+/* One key of a calibration file, at `at`: `source`, `format` or a constant
+ * of the table in its range, stored in c. */
+static bool cost__calibration_key(Diags *d, SrcLoc at, const char *path, const char *key,
                                   json_t *val, CostConsts *c) {
   if (strcmp(key, "source") == 0) {
     if (json_is_string(val)) return true;
-    diag_at(d, DIAG_E0503, whole, "`source` in calibration file `%s` must be a string", path);
+    diag_at(d, DIAG_E0503, at, "`source` in calibration file `%s` must be a string", path);
     return false;
   }
   if (strcmp(key, "format") == 0) {
     if (json_is_string(val) && strcmp(json_string_value(val), "rankplan.calibration/1") == 0) return true;
-    Diag *g = diag_at(d, DIAG_E0503, whole,
+    Diag *g = diag_at(d, DIAG_E0503, at,
                       "unsupported `format` in calibration file `%s`: expected "
                       "\"rankplan.calibration/1\"", path);
     diag_help(g, "drop the key or write \"format\": \"rankplan.calibration/1\"");
@@ -69,19 +70,19 @@ static bool cost__calibration_key(Diags *d, SrcLoc whole, const char *path, cons
     for (size_t i = 0; i < RP_ARRAY_LEN(cost__table); i++) names[i] = cost__table[i].name;
     names[RP_ARRAY_LEN(cost__table)] = "format";
     names[RP_ARRAY_LEN(cost__table) + 1] = "source";
-    Diag *g = diag_at(d, DIAG_E0502, whole, "unknown key `%s` in calibration file `%s`", key, path);
+    Diag *g = diag_at(d, DIAG_E0502, at, "unknown key `%s` in calibration file `%s`", key, path);
     const char *near = diag_closest(key, names, RP_ARRAY_LEN(names));
     if (near) diag_help(g, "did you mean `%s`?", near);
     else diag_help(g, "docs/cost-model.md lists every constant");
     return false;
   }
   if (!json_is_number(val)) {
-    diag_at(d, DIAG_E0503, whole, "`%s` in calibration file `%s` must be a number", key, path);
+    diag_at(d, DIAG_E0503, at, "`%s` in calibration file `%s` must be a number", key, path);
     return false;
   }
   double v = json_number_value(val);
   if (!(v >= ci->lo && v <= ci->hi)) {
-    Diag *g = diag_at(d, DIAG_E0503, whole,
+    Diag *g = diag_at(d, DIAG_E0503, at,
                       "`%s` in calibration file `%s` is out of range: expected %g to %g, got %g", key,
                       path, ci->lo, ci->hi, v);
     diag_help(g, "%s", ci->doc);
@@ -140,7 +141,8 @@ bool cost_calibration_parse(Diags *d, const char *path, const char *text, size_t
   const char *key;
   json_t *val;
   json_object_foreach(root, key, val) {
-    if (!cost__calibration_key(d, whole, path, key, val, c)) ok = false;
+    SrcLoc at = json_pos(text, len, 0, (SrcLoc){file, 1, 1}, key, whole);
+    if (!cost__calibration_key(d, at, path, key, val, c)) ok = false;
   }
   json_decref(root);
   return ok;

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "json_pos.h"
 #include "model.h"
 
 /* ---------------------------------------------------------------------- */
@@ -110,68 +111,12 @@ static const char *json_kind(const json_t *v) {
   }
 }
 
-/* ---- where a key is in the file ------------------------------------------
- * Jansson keeps no positions, so a diagnostic about a key finds it in the
- * text: json_member scans the object that opens at t[i] == '{' for the
- * member `key` (compared as written: a key with escapes is not found) and
- * gives the index of its opening quote, or n. The text parsed as JSON
- * before any lookup, so strings and nesting are well formed. */
-static size_t json_skip_str(const char *t, size_t n, size_t i) { /* t[i] == '"' */
-  for (i++; i < n && t[i] != '"'; i++)
-    if (t[i] == '\\') i++;
-  return i + 1;
-}
-
-static size_t json_member(const char *t, size_t n, size_t i, const char *key) {
-  size_t klen = strlen(key);
-  int depth = 0;
-  bool want_key = true;
-  for (i++; i < n; i++) {
-    char c = t[i];
-    if (c == '"') {
-      size_t e = json_skip_str(t, n, i);
-      if (depth == 0 && want_key && e - i == klen + 2 && memcmp(t + i + 1, key, klen) == 0) return i;
-      if (depth == 0) want_key = false;
-      i = e - 1;
-    } else if (c == '{' || c == '[') {
-      depth++;
-    } else if (c == '}' || c == ']') {
-      if (depth-- == 0) return n;
-    } else if (c == ',' && depth == 0) {
-      want_key = true;
-    }
-  }
-  return n;
-}
-
-/* The value after the member whose quote is at t[i]. */
-static size_t json_value(const char *t, size_t n, size_t i) {
-  i = json_skip_str(t, n, i);
-  while (i < n && (t[i] == ':' || t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) i++;
-  return i;
-}
-
 /* The position of pre+key ("text_config.", "quantization_config." or ""),
  * else the file's. */
 static SrcLoc json_loc(const H *h, const char *pre, const char *key) {
-  const char *t = h->text;
-  size_t n = h->len, i = 0;
-  while (i < n && t[i] != '{') i++;
   char *path = rp_sprintf("%s%s", pre, key);
-  for (char *seg = path, *dot; i < n && seg; seg = dot ? dot + 1 : NULL) {
-    dot = strchr(seg, '.');
-    if (dot) *dot = '\0';
-    i = json_member(t, n, i, seg);
-    if (dot && i < n) i = json_value(t, n, i);
-    if (dot && (i >= n || t[i] != '{')) i = n;
-  }
+  SrcLoc at = json_pos(h->text, h->len, 0, (SrcLoc){h->loc.file, 1, 1}, path, h->loc);
   free(path);
-  if (i >= n) return h->loc;
-  SrcLoc at = {h->loc.file, 1, 1};
-  for (size_t k = 0; k < i; k++) {
-    if (t[k] == '\n') at.line++, at.col = 1;
-    else at.col++;
-  }
   return at;
 }
 

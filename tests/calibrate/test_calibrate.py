@@ -177,32 +177,49 @@ def with_(doc, **kw):
     return json.dumps(doc)
 
 
+def at(name, text, *keys):
+    """`name:line:col:` of the last of keys, each looked for after the one
+    before (the writers' key order), as a field's diagnostic shows it."""
+    i = 0
+    for k in keys:
+        i = text.index(f'"{k}"', i)
+    line = text.count("\n", 0, i) + 1
+    return f"{name}:{line}:{i - (text.rfind(chr(10), 0, i) + 1) + 1}:"
+
+
 def bad_inputs(tmp):
     sgl = (FIX / "sglang-bench-serving.jsonl").read_text().splitlines()
     bad(tmp, "a missing field", "v-missing.json", with_(vllm_doc(), mean_tpot_ms=None), "E0563",
-        ["field `mean_tpot_ms` is missing", "run 1"])
-    bad(tmp, "a string for a number", "v-type.json", with_(vllm_doc(), mean_ttft_ms="12.5"), "E0563",
-        ["field `mean_ttft_ms` must be a number, got a string"])
-    bad(tmp, "a NaN (Python's json.dumps)", "s-nan.jsonl",
-        sgl[0] + "\n" + sgl[1].replace('"mean_ttft_ms": ', '"mean_ttft_ms": NaN, "x": ') + "\n", "E0563",
-        ["run 2", "field `mean_ttft_ms` is not a finite number (NaN)"])
-    bad(tmp, "an infinite throughput", "v-inf.json",
-        with_(vllm_doc(), output_throughput=1).replace('"output_throughput": 1', '"output_throughput": Infinity'),
-        "E0563", ["field `output_throughput` is not a finite number (Infinity)"])
-    bad(tmp, "a count below 1", "v-zero.json", with_(vllm_doc(), completed=0), "E0563",
-        ["field `completed` is out of range"])
+        ["field `mean_tpot_ms` is missing", "run 1", "v-missing.json:1:1:"])
+    t = with_(vllm_doc(), mean_ttft_ms="12.5")
+    bad(tmp, "a string for a number", "v-type.json", t, "E0563",
+        ["field `mean_ttft_ms` must be a number, got a string", at("v-type.json", t, "mean_ttft_ms")])
+    run2 = sgl[1].replace('"mean_ttft_ms": ', '"mean_ttft_ms": NaN, "x": ')
+    bad(tmp, "a NaN (Python's json.dumps)", "s-nan.jsonl", sgl[0] + "\n" + run2 + "\n", "E0563",
+        ["run 2", "field `mean_ttft_ms` is not a finite number (NaN)",
+         "s-nan.jsonl:2:%d:" % (run2.index('"mean_ttft_ms"') + 1)])
+    t = with_(vllm_doc(), output_throughput=1).replace('"output_throughput": 1', '"output_throughput": Infinity')
+    bad(tmp, "an infinite throughput", "v-inf.json", t, "E0563",
+        ["field `output_throughput` is not a finite number (Infinity)", at("v-inf.json", t, "output_throughput")])
+    t = with_(vllm_doc(), completed=0)
+    bad(tmp, "a count below 1", "v-zero.json", t, "E0563",
+        ["field `completed` is out of range", at("v-zero.json", t, "completed")])
     a = aiperf_doc()
     a["time_to_first_token"]["unit"] = "ns"
-    bad(tmp, "an AIPerf metric in another unit", "a-unit/profile_export_aiperf.json", json.dumps(a),
-        "E0563", ["field `time_to_first_token.unit` must be \"ms\", got ns"])
+    t = json.dumps(a, indent=2)
+    bad(tmp, "an AIPerf metric in another unit", "a-unit/profile_export_aiperf.json", t,
+        "E0563", ["field `time_to_first_token.unit` must be \"ms\", got ns",
+                  at("profile_export_aiperf.json", t, "time_to_first_token", "unit")])
     a = aiperf_doc()
     del a["input_config"]["endpoint"]["model_names"]
     bad(tmp, "a missing nested field", "a-model/profile_export_aiperf.json", json.dumps(a), "E0563",
         ["field `input_config.endpoint.model_names[0]` is missing"])
     a = aiperf_doc()
     a["input_config"]["loadgen"]["concurrency"] = [4]
-    bad(tmp, "a list for a count", "a-conc/profile_export_aiperf.json", json.dumps(a), "E0563",
-        ["field `input_config.loadgen.concurrency` must be a number, got an array"])
+    t = json.dumps(a, indent=2)
+    bad(tmp, "a list for a count", "a-conc/profile_export_aiperf.json", t, "E0563",
+        ["field `input_config.loadgen.concurrency` must be a number, got an array",
+         at("profile_export_aiperf.json", t, "input_config", "loadgen", "concurrency")])
     bad(tmp, "another model", "v-model.json", with_(vllm_doc(), model_id="Qwen/Qwen3-8B"), "E0564",
         ["field `model_id` is \"Qwen/Qwen3-8B\", not the spec's model (Llama-3.1-8B)"])
     bad(tmp, "a burst (no rate, no concurrency)", "v-burst.json", with_(vllm_doc(), max_concurrency=None),

@@ -82,10 +82,11 @@ check(cal["results"][0]["ttft_ms"] != w["ttft_ms"] or cal["results"][0]["layout"
       "calibration changes the prediction")
 
 rc, out, err = run(LLAMA, "--calibration", str(FIX / "calib-unknown-key.json"))
-check(rc == 1 and "E0502" in err and "`hbm_eficiency`" in err and "calib-unknown-key.json" in err
-      and "hbm_efficiency" in err, "unknown calibration key named with its file", err)
+check(rc == 1 and "E0502" in err and "`hbm_eficiency`" in err and "calib-unknown-key.json:3:3:" in err
+      and "hbm_efficiency" in err, "unknown calibration key named with its file, line and column", err)
 rc, out, err = run(LLAMA, "--calibration", str(FIX / "calib-bad-value.json"))
-check(rc == 1 and "E0503" in err and "got 1.5" in err, "calibration value out of range", err)
+check(rc == 1 and "E0503" in err and "got 1.5" in err and "calib-bad-value.json:2:3:" in err,
+      "calibration value out of range, at its key", err)
 rc, out, err = run(LLAMA, "--calibration", str(FIX / "calib-syntax.json"))
 check(rc == 1 and "E0504" in err, "calibration syntax error", err)
 rc, out, err = run(LLAMA, "--calibration", str(FIX / "does-not-exist.json"))
