@@ -39,14 +39,14 @@ bool ldns_label(const char *s) {
  * whose keys are indented by ind spaces. */
 static void put_args(StrBuf *y, const StrBuf *cmd, const char *prelude, int ind) {
   sb_printf(y, "%*scommand: [\"/bin/sh\", \"-c\"]\n%*sargs:\n%*s- |\n", ind, "", ind, "", ind + 2, "");
+  /* no CUDA_VISIBLE_DEVICES: the command may open with a bare continuation */
+  const char *c = cmd->buf ? cmd->buf : "";
+  while (*c == ' ' || (c[0] == '\\' && c[1] == '\n')) c += *c == ' ' ? 1 : 2;
   StrBuf all;
   sb_init(&all);
   sb_puts(&all, prelude);
-  sb_putn(&all, cmd->buf ? cmd->buf : "", cmd->len);
-  const char *p = all.buf ? all.buf : "";
-  /* no CUDA_VISIBLE_DEVICES: the line may open with a bare continuation */
-  while (*p == ' ' || (p[0] == '\\' && p[1] == '\n')) p += *p == ' ' ? 1 : 2;
-  lindent(y, p, ind + 4);
+  sb_puts(&all, c);
+  lindent(y, all.buf ? all.buf : "", ind + 4);
   sb_free(&all);
 }
 

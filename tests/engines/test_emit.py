@@ -514,6 +514,9 @@ def check_k8s(name, plan, d):
               f"{name}: pool {p['name']}: every pod mounts an in-memory volume at /dev/shm", shm)
         for tm in tmpls:
             text = tm["spec"]["containers"][0]["args"][0]
+            lone = [ln for ln in text.splitlines() if ln.strip() == "\\"]
+            check(not lone, f"{name}: pool {p['name']}: no line of the pod command is a bare continuation "
+                  "(what a dropped CUDA_VISIBLE_DEVICES prefix would leave)", lone)
             cmds = [c for c in commands(text) if c.kind() in ("vllm", "sglang", "trtllm")]
             for c in cmds:
                 bad_flags = [f for f in c.flags if f not in engine_flags(L)]
