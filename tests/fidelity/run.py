@@ -242,15 +242,26 @@ def write_doc(text):
     os.replace(tmp, DOC)
 
 
+def median_words(r):
+    """An aggregate's computed median, put before its note (the note holds
+    no figure of its own that could fall behind the table)."""
+    if r["kind"] != "perf-median" or r["median"] is None:
+        return ""
+    return "median |error| %.0f%% over %d of %d rows, band %.0f%%: " % (
+        100 * r["median"], r["n"], r["of"], 100 * PERF_MEDIAN_BAND)
+
+
 def report(rows, aggs):
     failures, misses = [], []
     for r in rows + aggs:
         word, msg = verdict(r)
+        if r["kind"] == "perf-median" and (r["known_miss"] or "").startswith("median |error|"):
+            word, msg = "FAIL", "its note restates the median, which the runner prints: drop the figure"
         name = "%s %s %s" % (r["kind"], r["id"], r["metric"])
         if msg:
             failures.append("%s: %s" % (name, msg))
         elif word == "known miss":
-            misses.append("%s: %s" % (name, r["known_miss"]))
+            misses.append("%s: %s%s" % (name, median_words(r), r["known_miss"]))
     print("\nKNOWN MISSES (%d): rows outside their band today" % len(misses))
     for m in misses:
         print("  " + m)
