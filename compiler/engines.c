@@ -436,12 +436,8 @@ static void check_chunked(Diags *d, const Spec *s) {
                                                        "`max_num_batched_tokens` is set");
 }
 
-/* TensorRT-LLM's PyTorch backend refuses, with HTTP 400, a request whose
- * prompt over cp exceeds max_num_tokens unless enable_chunked_prefill
- * (BaseLLM._check_arguments in tensorrt_llm/llmapi/llm.py: "The sum of
- * prompt length (...), query length (...) should not exceed max_num_tokens
- * (...)"; generation-only requests, a decode pool's, skip it). E0713 when
- * the workload's own prompts exceed it, W0703 when only the longer prompts
+/* The prompt budget (engine_prompt_budget) on pool p: E0713 when the
+ * workload's own prompts exceed it, W0703 when only the longer prompts
  * max_model_len admits do. */
 static void check_prompt_pool(Diags *d, const Spec *s, const PoolSpec *p, int64_t budget) {
   int64_t cp = p->cp.v > 1 ? p->cp.v : 1, cap = budget * cp, in = s->workload.input_tokens.v;
@@ -467,14 +463,33 @@ static void check_prompt_pool(Diags *d, const Spec *s, const PoolSpec *p, int64_
             (long long)rp_cdiv64(len - 1, cp), (long long)cap);
 }
 
-static void check_prompt_budget(Diags *d, const Spec *s) {
-  if ((Engine)s->deployment.engine.v != ENGINE_TRTLLM) return;
+int64_t engine_prompt_budget(const Spec *s) {
+  if ((Engine)s->deployment.engine.v != ENGINE_TRTLLM) return 0;
   EngineSched es;
   engine_sched(s, &es);
-  if (!es.whole_prompts || es.tokens <= 0) return;
+  return es.whole_prompts && es.tokens > 0 ? es.tokens : 0;
+}
+
+bool engine_prompts_admitted(Diags *d, const Spec *s, const EngineCaps *c) {
+  int64_t in = s->workload.input_tokens.v, budget = engine_prompt_budget(s);
+  const bool *cp = c->dim[ED_CP].roles;
+  if (budget <= 0 || in <= budget || cp[ROLE_PREFILL] || cp[ROLE_BOTH]) return true;
+  Diag *g = diag_at(d, DIAG_E0713, s->workload.input_tokens.loc,
+                    "TensorRT-LLM %s refuses the workload's %lld-token prompts (HTTP 400) on every layout: without "
+                    "chunked prefill a prompt must fit max_num_tokens (%lld), and the release runs no cp",
+                    c->version, (long long)in, (long long)budget);
+  diag_help(g, "set `serving.chunked_prefill: true`, or raise `serving.max_num_batched_tokens` to %lld",
+            (long long)in);
+  return false;
+}
+
+static void check_prompt_budget(Diags *d, const Spec *s, const EngineCaps *c) {
+  int64_t budget = engine_prompt_budget(s);
+  if (budget <= 0) return;
+  if (s->deployment.npools == 0) engine_prompts_admitted(d, s, c);
   for (size_t i = 0; i < s->deployment.npools; i++) {
     const PoolSpec *p = &s->deployment.pools[i];
-    if ((PoolRole)p->role.v != ROLE_DECODE) check_prompt_pool(d, s, p, es.tokens);
+    if ((PoolRole)p->role.v != ROLE_DECODE) check_prompt_pool(d, s, p, budget);
   }
 }
 
@@ -515,7 +530,7 @@ void engine_check(Diags *d, const Spec *s) {
     return;
   }
   for (size_t i = 0; i < dep->npools; i++) check_pool(d, c, &dep->pools[i], s->model.moe.present);
-  check_prompt_budget(d, s);
+  check_prompt_budget(d, s, c);
   check_pd(d, c, dep);
   check_kv(d, c, s);
   engine_caps_free(c);

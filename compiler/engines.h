@@ -152,6 +152,22 @@ const char *engine_overlap_term(Engine e, const char *version, bool on);
  * (TensorRT-LLM's enable_chunked_prefill; E0712 otherwise). */
 bool engine_takes_chunked_prefill(Engine e);
 
+/* The most prompt tokens per cp rank that a prefill-running pool accepts,
+ * 0 when the engine sets no such limit. TensorRT-LLM's PyTorch backend
+ * refuses, with HTTP 400, a request whose prompt over cp exceeds
+ * max_num_tokens unless enable_chunked_prefill (BaseLLM._check_arguments
+ * in tensorrt_llm/llmapi/llm.py: "The sum of prompt length (...), query
+ * length (...) should not exceed max_num_tokens (...)"; a
+ * generation-only request, a decode pool's, skips the check). `check`
+ * reports it (E0713, W0703) and `search` leaves out the layouts it refuses. */
+int64_t engine_prompt_budget(const Spec *s);
+
+/* False, with E0713, when the budget refuses the workload's prompts on
+ * every layout entry c runs (none with cp where prompts are prefilled):
+ * what `check` says of a spec that leaves the pools to `search`, and the
+ * search's own stop before it ranks nothing. */
+bool engine_prompts_admitted(Diags *d, const Spec *s, const EngineCaps *c);
+
 /* vLLM 0.19 disables async scheduling under the Ray executor, which the
  * launch files use for a tp x pp engine across nodes (emit_vllm.c): only
  * multiproc and uniproc executors support it (vllm/config/vllm.py, "Async

@@ -450,6 +450,17 @@ static bool search__rules_pass(Ctx *c, PoolRole role, const CostLayout *l, int64
   return ok;
 }
 
+/* The engine's prompt budget (engine_prompt_budget): a prefill-running
+ * layout whose cp ranks would each hold more of the workload's prompt. */
+static const char *search__prompt_refusal(const Ctx *c, PoolRole role, const CostLayout *l, char *buf, size_t n) {
+  int64_t budget = engine_prompt_budget(c->s), in = c->s->workload.input_tokens.v;
+  if (role == ROLE_DECODE || budget <= 0 || in <= budget * l->cp) return NULL;
+  snprintf(buf, n, "engine %s: a %lld-token prompt over cp %lld exceeds max_num_tokens (%lld) without chunked "
+           "prefill (E0713)", engine_name((Engine)c->s->deployment.engine.v), (long long)in, (long long)l->cp,
+           (long long)budget);
+  return buf;
+}
+
 /* Whether layout l of role is in the search space, before any rule,
  * memory ledger or cost evaluation: the spec's constraints first
  * (search_space.h), then the rules the search needs (search_layout_valid).
@@ -483,6 +494,7 @@ static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
       why = buf;
     }
   }
+  if (!why) why = search__prompt_refusal(c, role, l, buf, sizeof buf);
   if (!why)
     search_layout_valid(c->m, l, role, c->s->deployment.allow_tp_across_domain.v, &why);
   if (!why) return true;
@@ -1172,6 +1184,21 @@ static bool search__verdict(Diags *d, const Spec *s, const SearchOut *out, bool 
   return false;
 }
 
+/* A search that stops before it enumerates: its context freed, false. */
+static bool search__stop(Ctx *c) {
+  RoleVec none = {0};
+  search__free_ctx(c, &none, &none, &none, &none, &none);
+  return false;
+}
+
+/* The modes to search when the options name neither: the spec's. */
+static void search__modes(const Spec *s, bool *agg, bool *dis) {
+  if (*agg || *dis) return;
+  DeployMode dm = (DeployMode)s->deployment.mode.v;
+  *agg = dm != MODE_DISAGGREGATED;
+  *dis = dm != MODE_AGGREGATED;
+}
+
 bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
                 SearchOut *out) {
   memset(out, 0, sizeof *out);
@@ -1179,6 +1206,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   if (!cost_model_init(d, s, k, m) || !search__has_targets(d, s, m)) return false;
   Ctx c;
   search__ctx_init(&c, d, s, o, out);
+  if (c.caps && !engine_prompts_admitted(d, s, c.caps)) return search__stop(&c);
   HookSession fhs;
   bool filter_ok = true;
   if (s->deployment.hooks.filter.set) {
@@ -1190,11 +1218,7 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   out->headroom = c.rho;
   out->max_candidates = c.max;
   bool agg = o->aggregated, dis = o->disaggregated;
-  if (!agg && !dis) {
-    DeployMode dm = (DeployMode)s->deployment.mode.v;
-    agg = dm != MODE_DISAGGREGATED;
-    dis = dm != MODE_AGGREGATED;
-  }
+  search__modes(s, &agg, &dis);
   RoleVec pre = {0}, dec = {0}, both = {0};
   if (dis) {
     search__role(&c, ROLE_PREFILL, &pre);

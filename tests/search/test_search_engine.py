@@ -150,7 +150,56 @@ def nodes_binding():
               "W0502 names the nodes and the sizes that pack", p.stderr)
 
 
+def prompt_budget():
+    """TensorRT-LLM without chunked prefill refuses a prompt over
+    max_num_tokens (8192 by default) per cp rank (E0713): 12,000-token
+    prompts under trtllm 00209af, which runs cp, leave only prefill layouts
+    of cp 2 or more in the ranking, each passing `check`; under 1.1.0,
+    which runs no cp, the search stops with E0713 naming the workload, not
+    with E0500; with chunked prefill on, layouts without cp rank again."""
+    doc = {"version": 1, "name": "prompts", "model": {"preset": "qwen3-235b-a22b-fp8", "source": "org/model"},
+           "hardware": {"preset": "h200-sxm", "nodes": 2, "gpus_per_node": 8},
+           "workload": {"input_tokens": 12000, "output_tokens": 800, "rate": "6 req/s"},
+           "slo": {"ttft": "2 s", "tpot": "50 ms"},
+           "deployment": {"mode": "search", "engine": {"name": "trtllm", "version": "00209af"}}}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "prompts.yaml")
+        with open(src, "w") as out:
+            yaml.safe_dump(doc, out)
+        p = rp("search", src, "--format", "json", "--top", str(TOP))
+        rows = json.loads(p.stdout)["results"] if p.returncode in (0, 3) and p.stdout else []
+        pre = [q for r in rows for q in r["pools"] if q["role"] != "decode"]
+        check(rows and pre and all(q["parallel"].get("cp", 1) >= 2 for q in pre),
+              "search: under trtllm 00209af every pool that prefills 12,000-token prompts runs cp >= 2",
+              [(q["role"], q["parallel"]) for q in pre if q["parallel"].get("cp", 1) < 2][:3] or p.stderr[-300:])
+        bad = []
+        for r in rows[:5]:
+            spec = dict(doc, deployment={"mode": "disaggregated" if any(q["role"] == "decode" for q in r["pools"])
+                                         else "aggregated", "engine": doc["deployment"]["engine"],
+                                         "pools": deployment_of(r)})
+            f = os.path.join(tmp, "row.yaml")
+            with open(f, "w") as out:
+                yaml.safe_dump(spec, out)
+            c = rp("check", f)
+            if "E0713" in c.stderr:
+                bad.append((r["layout"], c.stderr[-200:]))
+        check(not bad, "search: its top rows pass check's prompt budget (no E0713)", bad)
+        doc["deployment"]["engine"]["version"] = "1.1.0"
+        with open(src, "w") as out:
+            yaml.safe_dump(doc, out)
+        p = rp("search", src)
+        check(p.returncode == 1 and "E0713" in p.stderr and "E0500" not in p.stderr and "input_tokens" in p.stderr,
+              "search: under trtllm 1.1.0 (no cp) 12,000-token prompts stop the search with E0713", p.stderr[-400:])
+        doc["serving"] = {"chunked_prefill": True}
+        with open(src, "w") as out:
+            yaml.safe_dump(doc, out)
+        p = rp("search", src, "--format", "json", "--top", "1")
+        check(p.returncode == 0 and "E0713" not in p.stderr, "search: with chunked prefill on, the same prompts rank",
+              p.stderr[-300:])
+
+
 main()
 launchable()
 nodes_binding()
+prompt_budget()
 sys.exit(searchlib.rptest.finish())
