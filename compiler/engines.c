@@ -470,6 +470,12 @@ int64_t engine_prompt_budget(const Spec *s) {
   return es.whole_prompts && es.tokens > 0 ? es.tokens : 0;
 }
 
+int64_t engine_fp8_expert_block(const Spec *s) {
+  Engine e = (Engine)s->deployment.engine.v;
+  bool loads = e == ENGINE_VLLM || e == ENGINE_SGLANG;
+  return loads && model_is_moe(&s->model) && (DType)s->model.dtype.weights.v == DT_FP8 ? MODEL_FP8_BLOCK : 0;
+}
+
 bool engine_prompts_admitted(Diags *d, const Spec *s, const EngineCaps *c) {
   int64_t in = s->workload.input_tokens.v, budget = engine_prompt_budget(s);
   const bool *cp = c->dim[ED_CP].roles;

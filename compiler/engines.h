@@ -168,6 +168,17 @@ int64_t engine_prompt_budget(const Spec *s);
  * search's own stop before it ranks nothing. */
 bool engine_prompts_admitted(Diags *d, const Spec *s, const EngineCaps *c);
 
+/* The width each etp rank's share of the expert intermediate size must be
+ * a multiple of, 0 when the engine sets none: vLLM and SGLang load
+ * block-quantised fp8 experts (rankplan's fp8, MODEL_FP8_BLOCK) only in
+ * whole blocks, raising "The output_size of gate's and up's weight = N is
+ * not divisible by weight quantization block_n = 128" (and the same of
+ * down's input for block_k) from Fp8MoEMethod.create_weights in
+ * vllm/model_executor/layers/quantization/fp8.py and in SGLang's
+ * python/sglang/srt/layers/quantization/fp8.py. `check` reports it
+ * (E0221) and `search` leaves out the layouts it refuses. */
+int64_t engine_fp8_expert_block(const Spec *s);
+
 /* vLLM 0.19 disables async scheduling under the Ray executor, which the
  * launch files use for a tp x pp engine across nodes (emit_vllm.c): only
  * multiproc and uniproc executors support it (vllm/config/vllm.py, "Async

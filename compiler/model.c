@@ -163,14 +163,12 @@ bool model_dtype_quantised(DType t) {
   return t == DT_FP8 || t == DT_INT8 || t == DT_INT4 || t == DT_MXFP4 || t == DT_NVFP4;
 }
 
-/* Quantisation block edge (fp8) and group size (int8, int4). */
+/* Quantisation group size (int8, int4); fp8's block edge is MODEL_FP8_BLOCK. */
 #define QUANT_BLOCK 128
 /* Elements per shared scale: MXFP4 32 (OCP Microscaling Formats v1.0),
  * NVFP4 16 (NVIDIA's NVFP4 format). docs/memory.md cites both. */
 #define MXFP4_BLOCK 32
 #define NVFP4_BLOCK 16
-
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 
 int64_t model_matrix_bytes(DType t, int64_t rows, int64_t cols, int64_t count) {
   CkState st = {true};
@@ -178,23 +176,23 @@ int64_t model_matrix_bytes(DType t, int64_t rows, int64_t cols, int64_t count) {
   int64_t num, den;
   model_dtype_size(t, &num, &den);
   int64_t elems = ckm(&st, rows, cols);
-  int64_t data = ceil_div(ckm(&st, elems, num), den);
+  int64_t data = rp_cdiv64(ckm(&st, elems, num), den);
   int64_t scales = 0;
   switch (t) {
   case DT_FP8: /* one fp32 scale per 128x128 block */
-    scales = ckm(&st, ckm(&st, ceil_div(rows, QUANT_BLOCK), ceil_div(cols, QUANT_BLOCK)), 4);
+    scales = ckm(&st, ckm(&st, rp_cdiv64(rows, MODEL_FP8_BLOCK), rp_cdiv64(cols, MODEL_FP8_BLOCK)), 4);
     break;
   case DT_INT8: /* one bf16 scale per row and group of 128 inputs */
-    scales = ckm(&st, ckm(&st, rows, ceil_div(cols, QUANT_BLOCK)), 2);
+    scales = ckm(&st, ckm(&st, rows, rp_cdiv64(cols, QUANT_BLOCK)), 2);
     break;
   case DT_INT4: /* bf16 scale and bf16 zero point per row and group */
-    scales = ckm(&st, ckm(&st, rows, ceil_div(cols, QUANT_BLOCK)), 4);
+    scales = ckm(&st, ckm(&st, rows, rp_cdiv64(cols, QUANT_BLOCK)), 4);
     break;
   case DT_MXFP4: /* one E8M0 byte per row and block of 32 inputs */
-    scales = ckm(&st, rows, ceil_div(cols, MXFP4_BLOCK));
+    scales = ckm(&st, rows, rp_cdiv64(cols, MXFP4_BLOCK));
     break;
   case DT_NVFP4: /* one E4M3 byte per row and block of 16 inputs, one fp32 per matrix */
-    scales = cka(&st, ckm(&st, rows, ceil_div(cols, NVFP4_BLOCK)), 4);
+    scales = cka(&st, ckm(&st, rows, rp_cdiv64(cols, NVFP4_BLOCK)), 4);
     break;
   case DT_FP32:
   case DT_BF16:
@@ -319,7 +317,7 @@ static int64_t kv_bytes(const ModelSpec *m, int64_t kv_heads, int64_t layers) {
   CkState st = {true};
   int64_t num, den;
   model_dtype_size((DType)m->dtype.kv_cache.v, &num, &den);
-  int64_t per_layer = ceil_div(ckm(&st, kv_elems_layer(&st, m, kv_heads), num), den);
+  int64_t per_layer = rp_cdiv64(ckm(&st, kv_elems_layer(&st, m, kv_heads), num), den);
   int64_t r = ckm(&st, per_layer, layers);
   return st.ok ? r : -1;
 }
@@ -332,7 +330,7 @@ int64_t model_kv_heads_per_rank(const ModelSpec *m, int64_t tp) {
   if (is_mla(m)) return 1;
   int64_t kvh = model_kv_heads(m);
   if (tp <= 0) tp = 1;
-  return kvh >= tp ? ceil_div(kvh, tp) : 1;
+  return kvh >= tp ? rp_cdiv64(kvh, tp) : 1;
 }
 
 int64_t model_kv_bytes_per_token_rank(const ModelSpec *m, int64_t tp, int64_t pp_layers,
@@ -366,7 +364,7 @@ static int64_t kv_layer_blocks(CkState *st, const ModelSpec *m, LayerAttn t, con
   int64_t keep = r->tokens, b = r->batched > 0 ? r->batched : 1;
   if (t == LAYER_SLIDING) keep = min64(keep, cka(st, m->attention.sliding_window.v - 1, b));
   if (t == LAYER_CHUNKED) keep = min64(keep, cka(st, m->attention.chunk_size.v, b));
-  int64_t blocks = ceil_div(ceil_div(keep, r->split > 0 ? r->split : 1), r->block);
+  int64_t blocks = rp_cdiv64(rp_cdiv64(keep, r->split > 0 ? r->split : 1), r->block);
   /* vLLM's SlidingWindowSpec: the window may start inside a block */
   if (t == LAYER_SLIDING && keep < r->tokens) blocks = cka(st, blocks, 1);
   return blocks;

@@ -158,6 +158,11 @@ int64_t model_kv_heads_per_rank(const ModelSpec *m, int64_t tp);
 /* Field accessors with the spec.h defaults applied. */
 int64_t model_kv_heads(const ModelSpec *m);
 int64_t model_head_dim(const ModelSpec *m);
+/* The edge of an fp8 weight's square scale block: rankplan counts fp8
+ * weights as block-quantised, one fp32 scale per 128 x 128 block
+ * (DeepSeek-V3's weight_block_size [128, 128]; docs/memory.md). */
+#define MODEL_FP8_BLOCK 128
+
 bool model_is_moe(const ModelSpec *m);
 
 /* Expert slots of one MoE layer: the routed experts plus

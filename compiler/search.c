@@ -461,6 +461,15 @@ static const char *search__prompt_refusal(const Ctx *c, PoolRole role, const Cos
   return buf;
 }
 
+/* The engine's fp8 expert blocks (engine_fp8_expert_block). */
+static const char *search__fp8_refusal(const Ctx *c, const CostLayout *l, char *buf, size_t n) {
+  int64_t block = engine_fp8_expert_block(c->s), w = c->m->expert_ffn_size;
+  if (block <= 0 || l->etp <= 0 || w % l->etp || (w / l->etp) % block == 0) return NULL;
+  snprintf(buf, n, "engine %s: expert width %lld over etp %lld is not whole %lld-wide fp8 blocks (E0221)",
+           engine_name((Engine)c->s->deployment.engine.v), (long long)w, (long long)l->etp, (long long)block);
+  return buf;
+}
+
 /* Whether layout l of role is in the search space, before any rule,
  * memory ledger or cost evaluation: the spec's constraints first
  * (search_space.h), then the rules the search needs (search_layout_valid).
@@ -495,6 +504,7 @@ static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
     }
   }
   if (!why) why = search__prompt_refusal(c, role, l, buf, sizeof buf);
+  if (!why) why = search__fp8_refusal(c, l, buf, sizeof buf);
   if (!why)
     search_layout_valid(c->m, l, role, c->s->deployment.allow_tp_across_domain.v, &why);
   if (!why) return true;

@@ -50,6 +50,15 @@ static char *choices(int64_t limit, FitFn ok, const void *ctx) {
 }
 
 static bool fit_tp(const void *ctx, int64_t v) { return tp_fits_heads(ctx, v); }
+
+/* An etp whose share of the expert width is whole fp8 blocks. */
+typedef struct {
+  int64_t width, block;
+} BlockFit;
+static bool fit_block(const void *ctx, int64_t v) {
+  const BlockFit *f = ctx;
+  return f->width % v == 0 && (f->width / v) % f->block == 0;
+}
 static bool fit_div(const void *ctx, int64_t v) { return *(const int64_t *)ctx % v == 0; }
 
 /* An ep that E0206 and E0208 both accept: it divides the routed experts and
@@ -213,6 +222,28 @@ static void rules_tp(Diags *d, const Spec *s, const PoolSpec *p) {
   }
 }
 
+
+/* E0221: the engine loads block-fp8 experts only in whole blocks
+ * (engine_fp8_expert_block). True when reported. */
+static bool fp8_block_refused(Diags *d, const Spec *s, const PoolSpec *p, int64_t ie, int64_t etp) {
+  int64_t block = engine_fp8_expert_block(s);
+  if (block <= 0 || (ie / etp) % block == 0) return false;
+  Diag *g = diag_at(d, DIAG_E0221, at(&p->etp, p),
+                    "%s refuses to load pool `%s`'s fp8 experts: expert_intermediate_size %lld over etp %lld is "
+                    "%lld columns, not whole %lld-wide fp8 blocks",
+                    engine_name((Engine)s->deployment.engine.v), pname(p), (long long)ie, (long long)etp,
+                    (long long)(ie / etp), (long long)block);
+  int64_t ranks = mul_sat(mul_sat(dimv(&p->tp), dimv(&p->cp)), dimv(&p->dp));
+  BlockFit f = {ie, block};
+  StrBuf sb;
+  sb_init(&sb);
+  for (int64_t v = 1; v <= ranks; v++)
+    if (ranks % v == 0 && fit_block(&f, v))
+      sb_printf(&sb, "%sep %lld x etp %lld", sb.len ? ", " : "", (long long)(ranks / v), (long long)v);
+  diag_help(g, "shard the experts by ep over the %lld ranks: %s", (long long)ranks, sb.len ? sb.buf : "none fits");
+  sb_free(&sb);
+  return true;
+}
 /* Expert parallelism. */
 static void rules_moe(Diags *d, const Spec *s, const PoolSpec *p) {
   const ModelSpec *m = &s->model;
@@ -275,7 +306,7 @@ static void rules_moe(Diags *d, const Spec *s, const PoolSpec *p) {
     char *list = choices(lim, fit_div, &ie);
     diag_help(g, "valid etp for expert_intermediate_size %lld: %s", (long long)ie, list);
     free(list);
-  } else if (ie / etp < 128) {
+  } else if (!fp8_block_refused(d, s, p, ie, etp) && ie / etp < 128) {
     Diag *g = diag_at(d, DIAG_W0203, at(&p->etp, p),
                       "expert GEMMs are narrow in pool `%s`: expert_intermediate_size %lld over etp "
                       "%lld is %lld columns, under one 128-wide tile",

@@ -150,6 +150,32 @@ def nodes_binding():
               "W0502 names the nodes and the sizes that pack", p.stderr)
 
 
+def search_rows(tmp, doc):
+    """Writes doc as a spec under tmp and searches it: (the process, its
+    top rows, empty when it ranked none)."""
+    src = os.path.join(tmp, "spec.yaml")
+    with open(src, "w") as out:
+        yaml.safe_dump(doc, out)
+    p = rp("search", src, "--format", "json", "--top", str(TOP))
+    return p, json.loads(p.stdout)["results"] if p.returncode in (0, 3) and p.stdout else []
+
+
+def rows_checked_with(tmp, doc, rows, code):
+    """The layouts of the first five rows whose deployment, written back
+    into doc, `check` reports with code."""
+    bad = []
+    for r in rows[:5]:
+        mode = "disaggregated" if any(q["role"] == "decode" for q in r["pools"]) else "aggregated"
+        spec = dict(doc, deployment={"mode": mode, "engine": doc["deployment"]["engine"],
+                                     "pools": deployment_of(r)})
+        f = os.path.join(tmp, "row.yaml")
+        with open(f, "w") as out:
+            yaml.safe_dump(spec, out)
+        if code in rp("check", f).stderr:
+            bad.append(r["layout"])
+    return bad
+
+
 def prompt_budget():
     """TensorRT-LLM without chunked prefill refuses a prompt over
     max_num_tokens (8192 by default) per cp rank (E0713): 12,000-token
@@ -163,27 +189,13 @@ def prompt_budget():
            "slo": {"ttft": "2 s", "tpot": "50 ms"},
            "deployment": {"mode": "search", "engine": {"name": "trtllm", "version": "00209af"}}}
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "prompts.yaml")
-        with open(src, "w") as out:
-            yaml.safe_dump(doc, out)
-        p = rp("search", src, "--format", "json", "--top", str(TOP))
-        rows = json.loads(p.stdout)["results"] if p.returncode in (0, 3) and p.stdout else []
+        p, rows = search_rows(tmp, doc)
         pre = [q for r in rows for q in r["pools"] if q["role"] != "decode"]
         check(rows and pre and all(q["parallel"].get("cp", 1) >= 2 for q in pre),
               "search: under trtllm 00209af every pool that prefills 12,000-token prompts runs cp >= 2",
               [(q["role"], q["parallel"]) for q in pre if q["parallel"].get("cp", 1) < 2][:3] or p.stderr[-300:])
-        bad = []
-        for r in rows[:5]:
-            spec = dict(doc, deployment={"mode": "disaggregated" if any(q["role"] == "decode" for q in r["pools"])
-                                         else "aggregated", "engine": doc["deployment"]["engine"],
-                                         "pools": deployment_of(r)})
-            f = os.path.join(tmp, "row.yaml")
-            with open(f, "w") as out:
-                yaml.safe_dump(spec, out)
-            c = rp("check", f)
-            if "E0713" in c.stderr:
-                bad.append((r["layout"], c.stderr[-200:]))
-        check(not bad, "search: its top rows pass check's prompt budget (no E0713)", bad)
+        check(not rows_checked_with(tmp, doc, rows, "E0713"), "search: its top rows pass check's prompt budget (no E0713)")
+        src = os.path.join(tmp, "spec.yaml")
         doc["deployment"]["engine"]["version"] = "1.1.0"
         with open(src, "w") as out:
             yaml.safe_dump(doc, out)
@@ -198,8 +210,30 @@ def prompt_budget():
               p.stderr[-300:])
 
 
+def fp8_blocks():
+    """vLLM and SGLang load block-fp8 experts in whole 128-wide blocks
+    (E0221): Qwen3-235B-A22B-FP8's 1536-wide experts rank only at an etp
+    that leaves each rank whole blocks (1, 2, 3, 4, 6 or 12), and each top
+    row passes `check` without E0221."""
+    for eng in ({"name": "vllm", "version": "0.19"}, {"name": "sglang", "version": "0.5.6"}):
+        doc = {"version": 1, "name": "fp8", "model": {"preset": "qwen3-235b-a22b-fp8", "source": "org/model"},
+               "hardware": {"preset": "h200-sxm", "nodes": 2, "gpus_per_node": 8},
+               "workload": {"input_tokens": 2000, "output_tokens": 500, "rate": "8 req/s"},
+               "slo": {"ttft": "3 s", "tpot": "60 ms"},
+               # instances of one node without pp, where etp 8 (192 columns) would rank
+               "search": {r: {"gpus": [8], "pp": [1]} for r in ("both", "prefill", "decode")},
+               "deployment": {"mode": "search", "engine": eng}}
+        with tempfile.TemporaryDirectory() as tmp:
+            p, rows = search_rows(tmp, doc)
+            etps = sorted({q["parallel"].get("etp", 1) for r in rows for q in r["pools"]})
+            check(rows and all((1536 // e) % 128 == 0 for e in etps),
+                  f"search {eng['name']}: Qwen3-235B-A22B-FP8 ranks only whole-block etp sizes", etps or p.stderr[-300:])
+            bad = rows_checked_with(tmp, doc, rows, "E0221")
+            check(not bad, f"search {eng['name']}: its top rows pass check's fp8 block rule (no E0221)", bad)
+
 main()
 launchable()
 nodes_binding()
 prompt_budget()
+fp8_blocks()
 sys.exit(searchlib.rptest.finish())
