@@ -499,9 +499,25 @@ static void check_prompt_budget(Diags *d, const Spec *s, const EngineCaps *c) {
   }
 }
 
+/* vLLM's SchedulerConfig refuses a step budget below the running
+ * sequences: "max_num_batched_tokens (T) must be greater than or equal to
+ * max_num_seqs (S)" (vllm/config/scheduler.py, verify_max_model_len, and
+ * _verify_args before it). Checked when the spec sets both (E0714). */
+static void check_vllm_budget(Diags *d, const Spec *s) {
+  const SInt *t = &s->serving.max_num_batched_tokens, *q = &s->serving.max_num_seqs;
+  if ((Engine)s->deployment.engine.v != ENGINE_VLLM || !t->set || !q->set || t->v >= q->v) return;
+  Diag *g = diag_at(d, DIAG_E0714, t->loc,
+                    "vLLM refuses `max_num_batched_tokens` %lld below `max_num_seqs` %lld: every running "
+                    "sequence needs a token of the step",
+                    (long long)t->v, (long long)q->v);
+  diag_help(g, "raise `serving.max_num_batched_tokens` to at least %lld, or lower `serving.max_num_seqs`",
+            (long long)q->v);
+}
+
 void engine_check(Diags *d, const Spec *s) {
   check_hostnames(d, &s->hardware);
   check_chunked(d, s);
+  check_vllm_budget(d, s);
   const DeploymentSpec *dep = &s->deployment;
   Engine e = (Engine)dep->engine.v;
   if (e == ENGINE_GENERIC) {
