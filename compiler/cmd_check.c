@@ -203,7 +203,7 @@ static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out)
     }
     if (tokens == INT64_MAX) continue;
     fprintf(out, "  %-12s KV cache: %lld tokens; maximum concurrency for %lld tokens per request: %.2fx\n",
-            p->name.v ? p->name.v : "?", (long long)tokens, (long long)s->model.max_context.v, conc);
+            p->name.v ? p->name.v : "?", (long long)tokens, (long long)spec_max_model_len(s), conc);
     print_graph_line(s, p, out);
   }
 }

@@ -432,7 +432,7 @@ static void ledger_kv(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
   L->kv_blocks = L->kv_pool > 0 && block_bytes > 0 ? L->kv_pool / block_bytes : 0;
   L->request_tokens = cka(st, s->workload.input_tokens.v, s->workload.output_tokens.v);
   L->request_blocks = kv_request_blocks(st, s, q, L, L->request_tokens);
-  L->max_context_blocks = kv_request_blocks(st, s, q, L, m->max_context.v);
+  L->max_context_blocks = kv_request_blocks(st, s, q, L, spec_max_model_len(s));
   if (sh->layers == 0) {
     /* A stage without layers stores no KV: it never limits requests. */
     L->request_blocks = L->max_context_blocks = 0;
@@ -515,7 +515,7 @@ static bool mem__add_replicas(Diags *d, const Spec *s, const LayPool *P, int64_t
   if (!m->max_context_fits && m->max_context_blocks > 0) {
     Diag *g = diag_at(d, DIAG_E0217, at,
                       "the KV pool of pool `%s` stage %lld holds %lld blocks with the expert_placement "
-                      "replicas, expected at least %lld (one max_context request)",
+                      "replicas, expected at least %lld (one max_model_len request)",
                       P->name, (long long)st, (long long)m->kv_blocks, (long long)m->max_context_blocks);
     diag_help(g, "give fewer experts extra replicas, or use a larger ep");
     return false;

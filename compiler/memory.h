@@ -71,7 +71,7 @@ typedef struct MemLedger {
   int64_t request_blocks;        /* blocks one such request needs on a rank: its bytes
                                     over all layers (sliding and chunked ones keep their
                                     window only) over block * kv_bytes_per_token, rounded up */
-  int64_t max_context_blocks;    /* blocks one max_context request needs on a rank */
+  int64_t max_context_blocks;    /* blocks one max_model_len request needs on a rank */
   int64_t requests_fit;          /* B_memory per attention replica */
   int64_t requests_fit_instance; /* requests_fit * dp */
   bool max_context_fits;         /* kv_blocks >= max_context_blocks */

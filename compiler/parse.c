@@ -1290,6 +1290,21 @@ static void parse_deployment(P *p, const YNode *root) {
   }
 }
 
+/* E0121: a served length the model does not support. vLLM refuses it
+ * ("User-specified max_model_len (N) is greater than the derived
+ * max_model_len (max_position_embeddings=M ...)", vllm/config/model.py,
+ * _get_and_verify_max_len) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and
+ * SGLang likewise unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1. */
+static void check_served_len(P *p, const ServingSpec *sv) {
+  int64_t ctx = p->s->model.max_context.v;
+  if (!sv->max_model_len.set || ctx <= 0 || sv->max_model_len.v <= ctx) return;
+  Diag *g = diag_at(p->d, DIAG_E0121, sv->max_model_len.loc,
+                    "`serving.max_model_len` %lld is longer than the model supports: `model.max_context` is %lld",
+                    (long long)sv->max_model_len.v, (long long)ctx);
+  diag_help(g, "lower it to at most %lld; raise `model.max_context` only for a model whose config serves longer "
+               "(rope scaling)", (long long)ctx);
+}
+
 static void parse_serving(P *p, const YNode *root) {
   ServingSpec *sv = &p->s->serving;
   SrcLoc sec;
@@ -1304,6 +1319,7 @@ static void parse_serving(P *p, const YNode *root) {
   rd_str(p, m, sec, "serving", "served_model_name", &sv->served_model_name, false, NULL);
   rd_lim(p, m, sec, "serving", "max_model_len", &sv->max_model_len, false, p->s->model.max_context.v, 1,
          &LIM_TOKENS);
+  check_served_len(p, sv);
   rd_lim(p, m, sec, "serving", "max_num_seqs", &sv->max_num_seqs, false, 0, 1, &LIM_TOKENS);
   rd_lim(p, m, sec, "serving", "max_num_batched_tokens", &sv->max_num_batched_tokens, false, 0, 1, &LIM_TOKENS);
   rd_str(p, m, sec, "serving", "kv_transfer", &sv->kv_transfer, false, NULL);
@@ -1317,6 +1333,10 @@ static void parse_serving(P *p, const YNode *root) {
 /* Search constraints (docs/spec.md, "Search constraints"). */
 
 static const char *const sdim_names[SDIM__COUNT] = {"tp", "pp", "cp", "dp", "ep", "etp", "dcp", "gpus"};
+
+int64_t spec_max_model_len(const Spec *s) {
+  return s->serving.max_model_len.v > 0 ? s->serving.max_model_len.v : s->model.max_context.v;
+}
 
 const char *search_dim_name(SearchDim d) {
   return (unsigned)d < SDIM__COUNT ? sdim_names[d] : "?";

@@ -132,7 +132,7 @@ typedef RP_VEC(RoleEval) RoleVec;
  * implies). */
 typedef struct {
   int64_t gen;       /* valid when equal to Ctx.stage_gen */
-  bool fits;         /* weights fit and one max_context request fits */
+  bool fits;         /* weights fit and one max_model_len request fits */
   int64_t requests;  /* requests_fit_instance */
 } StageMem;
 
@@ -260,7 +260,7 @@ static SearchBinding batch_binding(const CostInstance *in) {
  * of the engine flags that set each figure (docs/cost-model.md). */
 typedef enum { REJ_KV_MEM, REJ_TTFT, REJ_TPOT } RejectTerm;
 static const char *const reject_terms[] = {
-    [REJ_KV_MEM] = ("the weights fit but not one max_context request's KV cache "
+    [REJ_KV_MEM] = ("the weights fit but not one max_model_len request's KV cache "
                     "(--max-model-len, --gpu-memory-utilization)"),
     [REJ_TTFT] = "one prompt's prefill alone takes longer than the TTFT SLO",
     [REJ_TPOT] = "a decode step at batch 1 already misses the TPOT SLO",
@@ -574,7 +574,7 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
                 else if (role == ROLE_PREFILL && cp == 1 && !c->strict)
                   memmap_put(&c->prefill_mem, &l, pass ? bmem : -1);
                 if (!pass) {
-                  search_rejects_add(c->rej, "a pipeline stage's weights or one max_context "
+                  search_rejects_add(c->rej, "a pipeline stage's weights or one max_model_len "
                                      "request do not fit GPU memory (--gpu-memory-utilization, "
                                      "--max-model-len)", role, &l);
                   continue;

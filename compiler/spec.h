@@ -252,6 +252,12 @@ typedef struct Spec {
   void *arena;         /* owned allocations; freed by spec_free */
 } Spec;
 
+/* The longest request the engine admits: serving.max_model_len, which
+ * defaults to model.max_context (E0121 keeps it at most that). The memory
+ * ledger's one-request check and the engines' "maximum concurrency" line
+ * use it, as the engines do. */
+int64_t spec_max_model_len(const Spec *s);
+
 /* Parses a spec from bytes already read (name is the path shown in
  * diagnostics). catalog_dir is where presets are looked up (NULL: the
  * default, see spec_catalog_dir()). Returns NULL when any error was

@@ -432,20 +432,22 @@ static void weights_error(Diags *d, const PoolSpec *p, int64_t st, const MemLedg
   diag_help(g, "spread the weights %s (tp or pp), or quantise them", wider);
 }
 
-/* E0217: the KV pool of stage st cannot hold one request at max_context. */
+/* E0217: the KV pool of stage st cannot hold one request of the served
+ * length (spec_max_model_len). */
 static void kv_error(Diags *d, const Spec *s, const PoolSpec *p, int64_t st, const MemLedger *L) {
   char b1[32];
   int64_t tokens = mul_sat(L->kv_blocks, L->kv_block_tokens);
   int64_t split = mul_sat(dimv(&p->cp), dimv(&p->dcp));
   Diag *g = diag_at(d, DIAG_E0217, p->loc,
                     "KV cache of pool `%s` stage %lld holds %lld tokens per GPU (%s in %lld "
-                    "blocks), but one request at max_context %lld needs %lld",
+                    "blocks), but one request of max_model_len %lld needs %lld",
                     pname(p), (long long)st, (long long)tokens,
                     rp_fmt_bytes(L->kv_pool, b1, sizeof b1), (long long)L->kv_blocks,
-                    (long long)s->model.max_context.v,
+                    (long long)spec_max_model_len(s),
                     (long long)mul_sat(L->max_context_blocks, L->kv_block_tokens));
   if (split > 1) diag_note(g, "cp x dcp = %lld splits each request's tokens", (long long)split);
-  diag_help(g, "lower `model.max_context` to at most %lld, use an fp8 KV cache, or add GPUs",
+  diag_help(g, "lower `serving.max_model_len` (default `model.max_context`) to at most %lld, use an fp8 KV "
+               "cache, or add GPUs",
             (long long)mul_sat(tokens, split));
 }
 
