@@ -404,6 +404,10 @@ static bool same_or_variant(const char *a, const char *b) {
 bool bench_model_matches(const BenchPoint *p, const ModelSpec *ms) {
   if (!p->model) return true;
   const char *run = base_name(p->model);
+  /* a preset's checkpoint is a default: runs of its variants (an
+   * -Instruct) match it, as they match the name below */
+  if (ms->source.set && ms->source.v && ms->source_preset)
+    return same_or_variant(run, base_name(ms->source.v));
   if (ms->source.set && ms->source.v)
     return strcasecmp(p->model, ms->source.v) == 0 || strcasecmp(run, base_name(ms->source.v)) == 0;
   return (ms->name.set && ms->name.v && same_or_variant(run, ms->name.v)) ||

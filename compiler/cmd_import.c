@@ -29,6 +29,9 @@ static const char import_usage[] =
     "  -o, --output FILE         where to write the YAML (default: standard output)\n"
     "  --name NAME               the model's display name (default: the file\n"
     "                            name, or its directory's for config.json)\n"
+    "  --source ID               the Hugging Face id (or path) the engines load,\n"
+    "                            written as the entry's `source` (a spec that\n"
+    "                            names the entry as its preset inherits it)\n"
     "  --format text|json|sarif  diagnostics format (default text); diagnostics\n"
     "                            go to standard error in every format\n"
     "  -h, --help                show this help\n"
@@ -50,11 +53,12 @@ static const char *read_config(const char *path, Diags *d, char **text, size_t *
 }
 
 int cmd_import(int argc, char **argv) {
-  const char *path = NULL, *out = "-", *name = NULL, *fmt_s = "text";
+  const char *path = NULL, *out = "-", *name = NULL, *source = NULL, *fmt_s = "text";
   const RpOpt opts[] = {
       {"--help", "-h", false, NULL, NULL, cli_help, NULL},
       {"--output", "-o", true, &out, NULL, NULL, NULL},
       {"--name", NULL, true, &name, NULL, NULL, NULL},
+      {"--source", NULL, true, &source, NULL, NULL, NULL},
       {"--format", NULL, true, &fmt_s, NULL, NULL, NULL},
   };
   int pr = cli_parse("import-hf", import_usage, opts, RP_ARRAY_LEN(opts), argc, argv, &path, "CONFIG");
@@ -74,7 +78,9 @@ int cmd_import(int argc, char **argv) {
   HfModel h;
   if (file) {
     rc = RP_EXIT_INPUT;
-    if (hf_import(&d, file, text, len, name, &h) && (yaml = hf_model_yaml(&d, &h)) != NULL) {
+    bool ok = hf_import(&d, file, text, len, name, &h);
+    if (ok && source) h.m.source = (SStr){.v = source, .set = true};
+    if (ok && (yaml = hf_model_yaml(&d, &h)) != NULL) {
       werr = rp_write_file_atomic(out, yaml, strlen(yaml));
       rc = werr ? RP_EXIT_USAGE : RP_EXIT_OK;
     }

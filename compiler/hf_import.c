@@ -906,6 +906,11 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
   sb_puts(sb, "name: ");
   sb_json_str(sb, m->name.v);
   sb_putc(sb, '\n');
+  if (m->source.set) {
+    sb_puts(sb, "source: ");
+    sb_json_str(sb, m->source.v);
+    sb_putc(sb, '\n');
+  }
   y_int(sb, "", "layers", &m->layers);
   y_int(sb, "", "hidden_size", &m->hidden_size);
   y_int(sb, "", "vocab_size", &m->vocab_size);

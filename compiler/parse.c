@@ -640,8 +640,11 @@ static Diag *preset_unknown(P *p, const YNode *v, const char *kind, const char *
 }
 
 /* Resolves `preset:` in a model or hardware mapping: returns the merged
- * mapping (or m itself when there is no preset, or on error). */
-static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const char *path, SStr *preset) {
+ * mapping (or m itself when there is no preset, or on error), and the
+ * catalog entry's own mapping in *entry (NULL without one). */
+static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const char *path, SStr *preset,
+                                 const YNode **entry) {
+  *entry = NULL;
   preset->loc = m->loc;
   preset->set = false;
   preset->v = NULL;
@@ -686,6 +689,7 @@ static const YNode *apply_preset(P *p, const YNode *m, const char *kind, const c
   }
   preset->v = v->str;
   preset->set = true;
+  *entry = root;
   result = merge(p, root, m, "preset");
 out:
   for (size_t i = 0; i < nn; i++) free(names[i]);
@@ -904,6 +908,40 @@ static void parse_model_moe_ffn(P *p, const YNode *m, SrcLoc sec, const char *pa
   rd_lim(p, f, fs, pf, "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, &LIM_DIM);
 }
 
+/* The weights dtype word a model mapping writes (`dtype: W` or
+ * `dtype: {weights: W}`), or NULL. */
+static const YNode *weights_word(const YNode *m) {
+  const YNode *dt = m ? yaml_map_get(m, "dtype") : NULL;
+  if (dt && dt->kind == YN_MAP) dt = yaml_map_get(dt, "weights");
+  return dt && dt->kind == YN_SCALAR ? dt : NULL;
+}
+
+static bool is_word(const char *w, const char *const *words, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(w, words[i]) == 0) return true;
+  return false;
+}
+
+static bool half_word(const char *w) { return strcmp(w, "bf16") == 0 || strcmp(w, "fp16") == 0; }
+
+/* W0122: the spec takes the preset's checkpoint (its `source`) but writes
+ * weights of another dtype than the entry's; the engines load the
+ * checkpoint as it is stored, so the launch files would not run the
+ * weights the ledger counts. */
+static void check_preset_source(P *p, const YNode *written, const YNode *entry, const char *path,
+                                const ModelSpec *mo) {
+  if (!mo->source_preset) return;
+  const YNode *w = weights_word(written), *e = weights_word(entry);
+  const char *ew = e ? e->str : "bf16"; /* parse_model_dtype's default */
+  if (!w || strcmp(w->str, ew) == 0 || !is_word(w->str, dtype_names, RP_ARRAY_LEN(dtype_names))) return;
+  if (half_word(w->str) && half_word(ew)) return; /* same bytes; the engines cast on load */
+  Diag *g = diag_at(p->d, DIAG_W0122, w->loc, "the preset's checkpoint `%s` holds %s weights, not %s",
+                    mo->source.v, ew, w->str);
+  diag_note(g, "the engines load the checkpoint `%s.source` names as it is stored; the plan counts %s weights",
+            path, w->str);
+  diag_help(g, "set `%s.source` to a checkpoint of the model with %s weights", path, w->str);
+}
+
 /* One model mapping at `path` (`model`, or `model.draft` for the draft
  * model, which has no draft of its own). */
 static void parse_model_map(P *p, const YNode *parent, const char *key, const char *path,
@@ -911,8 +949,9 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   SrcLoc sec;
   const YNode *m = section(p, parent, key, path, parent->loc, &sec);
   mo->loc = sec;
+  const YNode *written = m, *entry = NULL;
   if (m) m = apply_hf_config(p, m, path, &mo->hf_config);
-  if (m) m = apply_preset(p, m, "models", path, &mo->preset);
+  if (m) m = apply_preset(p, m, "models", path, &mo->preset, &entry);
   else mo->preset.loc = sec;
   bool quiet = p->quiet_missing;
   p->quiet_missing = (yaml_map_get(m, "preset") && !mo->preset.set) ||
@@ -943,6 +982,8 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   parse_model_moe_ffn(p, m, sec, path, mo);
   parse_model_dtype(p, m, sec, path, mo);
   parse_layer_types(p, a, as, pa, mo);
+  mo->source_preset = entry && mo->source.set && !yaml_map_get(written, "source");
+  check_preset_source(p, written, entry, path, mo);
   p->quiet_missing = quiet;
   if (top && m && yaml_map_get(m, "draft")) {
     mo->draft = yaml_arena_alloc(p->a, sizeof *mo->draft);
@@ -1023,7 +1064,8 @@ static void parse_hardware(P *p, const YNode *root) {
   const YNode *m = section(p, root, "hardware", "hardware", root->loc, &sec);
   h->loc = sec;
   if (m && p->hw_preset) m = hw_what_if(p, m);
-  if (m) m = apply_preset(p, m, "hardware", "hardware", &h->preset);
+  const YNode *entry;
+  if (m) m = apply_preset(p, m, "hardware", "hardware", &h->preset, &entry);
   else h->preset.loc = sec;
   p->quiet_missing = yaml_map_get(m, "preset") && !h->preset.set;
   check_keys(p, m, "hardware", KEYS("preset", "name", "gpu", "nodes", "gpus_per_node", "nodes_per_rack",

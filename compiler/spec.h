@@ -107,6 +107,7 @@ typedef struct ModelSpec {
    * the workload drafts tokens (workload.draft_tokens). */
   SInt mtp_layers;
   SStr source;    /* Hugging Face id or local path the engines load; optional */
+  bool source_preset; /* source is the preset's default, not written in the spec */
   SStr revision;  /* branch, tag or commit of source; optional */
   /* The speculative-decoding draft model (model.draft), NULL when absent:
    * its weights and KV are counted on the last pp stage when the

@@ -221,7 +221,7 @@ def bad_inputs(tmp):
         ["field `input_config.loadgen.concurrency` must be a number, got an array",
          at("profile_export_aiperf.json", t, "input_config", "loadgen", "concurrency")])
     bad(tmp, "another model", "v-model.json", with_(vllm_doc(), model_id="Qwen/Qwen3-8B"), "E0564",
-        ["field `model_id` is \"Qwen/Qwen3-8B\", not the spec's model (Llama-3.1-8B)"])
+        ["field `model_id` is \"Qwen/Qwen3-8B\", not the spec's model (meta-llama/Llama-3.1-8B)"])
     bad(tmp, "a burst (no rate, no concurrency)", "v-burst.json", with_(vllm_doc(), max_concurrency=None),
         "E0565", ["no steady load"])
     bad(tmp, "no known layout", "other.json", json.dumps({"ttft": 1.0}), "E0562",

@@ -1223,8 +1223,14 @@ def refusals(tmp):
           open(os.path.join(EX, "llama-3.1-70b-pd-vllm.plan.json"), "rb").read(),
           "compile --emit writes the golden plan as plan.json beside the launch files", p.stderr)
     nosrc = os.path.join(tmp, "nosrc.yaml")
-    open(nosrc, "w").write(open(os.path.join(EX, "llama-3.1-70b-pd-vllm.yaml")).read().replace(
-        "  source: meta-llama/Llama-3.1-70B-Instruct\n", ""))
+    spec = open(os.path.join(EX, "llama-3.1-70b-pd-vllm.yaml")).read().replace(
+        "  source: meta-llama/Llama-3.1-70B-Instruct\n", "")
+    open(nosrc, "w").write(spec)
+    p = run("compile", nosrc, "-o", os.path.join(tmp, "preset-src.json"))
+    src = p.returncode == 0 and json.load(open(os.path.join(tmp, "preset-src.json")))["launch"]["source"]
+    check(src == "meta-llama/Llama-3.1-70B", "without model.source the preset's checkpoint is launched", p.stderr)
+    open(nosrc, "w").write(spec.replace("  preset: llama-3.1-70b\n", "  hf_config: %s\n" % os.path.join(
+        SRC, "tests", "hf", "fixtures", "Llama-3.1-70B.json")))
     p = run("compile", nosrc, "--emit", "shell", "-o", os.path.join(tmp, "ns"))
     check(p.returncode == 1 and "E0708" in p.stderr and "model.source" in p.stderr and not os.path.exists(
         os.path.join(tmp, "ns")), "compile --emit without model.source is E0708 and writes nothing", p.stderr)

@@ -108,8 +108,7 @@ def check_yaml_parses(tmp):
 
 def check_catalog_agrees():
     """The catalog entries hold the numbers of the configs they cite (dtype
-    set alike: DeepSeek-V3's config states fp8 weights, the entry leaves
-    the dtype to the spec)."""
+    set alike on both sides)."""
     pairs = {"Llama-3.1-8B.json": "llama-3.1-8b", "DeepSeek-V3.json": "deepseek-v3",
              "Qwen3-235B-A22B.json": "qwen3-235b-a22b", "Mixtral-8x7B-v0.1.json": "mixtral-8x7b"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,10 +134,17 @@ def check_catalog_imports():
         n += 1
         body = text[m.start():]
         name = re.search(r'^name: "(.*)"$', text, re.M).group(1)
-        p = subprocess.run([RP, "import-hf", m.group(1), "--name", name], capture_output=True, text=True,
+        src = re.search(r'^source: "(.*)"$', text, re.M)
+        opts = ["--name", name] + (["--source", src.group(1)] if src else [])
+        p = subprocess.run([RP, "import-hf", m.group(1), *opts], capture_output=True, text=True,
                            cwd=SRC, timeout=60)
         check(p.returncode == 0 and p.stdout == body, f"catalog {f.name} is import-hf's output for {m.group(1)}")
     check(n >= 18, f"{n} catalog entries come from fixtures")
+    # an entry names the checkpoint the engines load, unless its config
+    # does not say the checkpoint's dtype (the spec then states both)
+    unsourced = sorted(f.name for f in (SRC / "plans" / "catalog" / "models").glob("*.yaml")
+                       if not re.search(r'^source: "[^"/]+/[^"]+"$', f.read_text(), re.M))
+    check(unsourced == ["glm-4.7-fp8.yaml"], f"every catalog model but GLM-4.7-FP8 names its checkpoint ({unsourced})")
     total = len(list((SRC / "plans" / "catalog" / "models").glob("*.yaml")))
     check(total >= 25, f"the catalog has {total} models")
 
