@@ -92,9 +92,9 @@ static bool cost__calibration_key(Diags *d, SrcLoc at, const char *path, const c
   return true;
 }
 
-/* The calibration file is JSON because `rankrun --probe` writes it and
- * Jansson is already a dependency; the keys are exactly the table's names
- * so a typo can never be silently ignored. */
+/* The calibration file is JSON because `rankplan calibrate` and
+ * `rankrun --probe` write it and Jansson is already a dependency; the keys
+ * are exactly the table's names so a typo can never be silently ignored. */
 bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
                            bool *unreadable) {
   char *text = NULL;
@@ -104,7 +104,7 @@ bool cost_calibration_load(Diags *d, const char *path, CostConsts *c,
   if (err) {
     Diag *g = diag_at(d, DIAG_E0505, (SrcLoc){diags_intern(d, path), 0, 0},
                       "cannot read calibration file `%s`: %s", path, rp_strerror(err));
-    diag_help(g, "pass the JSON file `rankrun --probe` wrote, or drop --calibration");
+    diag_help(g, "pass the JSON file `rankplan calibrate` or `rankrun --probe` wrote, or drop --calibration");
     *unreadable = true;
     return false;
   }
