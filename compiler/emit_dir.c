@@ -201,6 +201,9 @@ int launch_emit(const Plan *p, LaunchTarget t, const char *dir, const char *cata
 static char *launch_refused(const PlanLaunch *L, const EngineCaps *c, Engine e) {
   if (L->sampler && !engine_kv(c->samplers, c->nsamplers, L->sampler))
     return rp_sprintf("launch.sampler: engine %s %s has no sampler `%s`", L->engine, L->engine_version, L->sampler);
+  if (L->attention_backend && !engine_flag(c, "attention_backend"))
+    return rp_sprintf("launch.attention_backend: engine %s %s has no `attention_backend` flag", L->engine,
+                      L->engine_version);
   const char *ot = L->overlap_schedule >= 0 ? engine_overlap_term(e, c->version, L->overlap_schedule == 1) : NULL;
   if (ot && !engine_flag(c, ot))
     return rp_sprintf("launch.overlap_schedule: engine %s %s has no `%s` flag", L->engine, L->engine_version, ot);

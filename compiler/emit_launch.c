@@ -160,7 +160,7 @@ void lserving(Launch *l, StrBuf *sb) {
 }
 
 const char *lkv_dtype(Launch *l) {
-  const char *w = engine_kv(l->c->kv_dtypes, l->c->nkv_dtypes, l->L->kv_cache_dtype);
+  const char *w = engine_kv_word(l->c, l->L->kv_cache_dtype, l->L->activations_dtype, l->L->attention_backend);
   if (!w) lerr(l, "engine %s %s has no KV cache dtype for `%s`", l->L->engine, l->c->version, l->L->kv_cache_dtype);
   return w ? w : "";
 }

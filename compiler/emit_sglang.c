@@ -33,6 +33,7 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   if (L->moe) ldim(l, sb, ED_EP, in->ep);
   lredundant_flag(l, sb, in);
   if (in->dcp > 1) ldim(l, sb, ED_DCP, in->dcp);
+  if (L->attention_backend) lflag(l, sb, "attention_backend", L->attention_backend);
   lflag(l, sb, "kv_cache_dtype", lkv_dtype(l));
   lflag_i(l, sb, "block_size", L->kv_block);
   lflag_frac(l, sb, lfrac_static(l, in->pool), false);

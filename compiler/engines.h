@@ -201,6 +201,29 @@ bool engine_gpu_is_amd(const HardwareSpec *h);
  * Hopper"). The spec names no architecture. */
 bool engine_gpu_is_hopper(const HardwareSpec *h);
 
+/* Whether the spec's GPU is of compute capability 10 (its name or preset
+ * holds "B200" or "B300": the HGX boards and the GB200/GB300 racks), where
+ * SGLang's is_sm100_supported holds. */
+bool engine_gpu_is_sm100(const HardwareSpec *h);
+
+/* The attention backend the plan pins because the engine picks it by the
+ * model's architecture and the GPU, and it constrains the KV cache
+ * (docs/engines.md, "Attention backends"): "trtllm_mla" for SGLang from
+ * 0.5.4 on, a DeepseekV3ForCausalLM model and a compute capability 10
+ * GPU; NULL otherwise (the engine's choice, unconstrained here). */
+const char *engine_attention_backend(const Spec *s);
+
+/* The KV block (page) in tokens the engine runs: deployment.memory.kv_block
+ * when set, else the attention backend's (64 for trtllm_mla), else 16. */
+int64_t engine_kv_block(const Spec *s);
+
+/* The engine's --kv-cache-dtype word for rankplan's dtype kv_dtype under
+ * the plan's attention backend (NULL: the engine's choice): trtllm_mla
+ * takes the model's dtype only as `auto`; otherwise the entry's word.
+ * NULL when the entry has none. */
+const char *engine_kv_word(const EngineCaps *c, const char *kv_dtype, const char *activations_dtype,
+                           const char *attention_backend);
+
 /* Whether the spec chooses FlashInfer's sampler (serving.sampler:
  * flashinfer), which the memory ledger counts at its own bytes. */
 bool engine_sampler_flashinfer(const Spec *s);

@@ -64,7 +64,7 @@ static const Family families[] = {
  * token (positions, initialisation, token ids, training losses, routing
  * arithmetic, softcaps, library versions). docs/models.md lists them. */
 static const char *const ignored_keys[] = {
-    "_name_or_path", "architectures", "attention_dropout", "attn_logit_softcapping",
+    "_name_or_path", "attention_dropout", "attn_logit_softcapping",
     "attn_scale", "attn_temperature_tuning", "auto_map", "aux_loss_alpha", "boi_token_index",
     "bos_token_id", "cache_implementation", "eoi_token_index", "eos_token_id", "ep_size",
     "final_logit_softcapping", "floor_scale", "hidden_act", "hidden_activation",
@@ -810,6 +810,19 @@ static bool find_text(H *h) {
   return true;
 }
 
+/* architectures[0]: the model class the engines dispatch on (E0103 when
+ * the key holds anything but an array whose first entry is a class name). */
+static char *read_architecture(H *h) {
+  json_t *a = get_in(h, h->root, "", "architectures");
+  if (!a || json_is_null(a)) return NULL;
+  json_t *first = json_is_array(a) ? json_array_get(a, 0) : NULL;
+  if (!first || !json_is_string(first) || !rp_is_identifier(json_string_value(first))) {
+    type_err(h, "", "architectures", "an array whose first entry is a model class name", a);
+    return NULL;
+  }
+  return rp_strdup(json_string_value(first));
+}
+
 static void read_model(H *h, ModelSpec *m) {
   m->loc = h->loc;
   m->attention.loc = m->ffn.loc = m->moe.loc = h->loc;
@@ -842,6 +855,8 @@ bool hf_import(Diags *d, const char *file, const char *text, size_t len, const c
     h.ok = false;
   } else if ((h.fam = find_family(&h)) && find_text(&h)) {
     read_model(&h, &out->m);
+    out->architecture = read_architecture(&h);
+    if (out->architecture) out->m.architecture = (SStr){out->architecture, loc, true};
     report_unknown(&h);
   }
   /* the name is written into the YAML: what YAML cannot hold becomes `?` */
@@ -864,6 +879,7 @@ void hf_model_free(HfModel *h) {
   free(h->m.attention.layer_types.items);
   free(h->name);
   free(h->model_type);
+  free(h->architecture);
   free(h->source);
   free(h->notes);
   memset(h, 0, sizeof *h);
@@ -909,6 +925,11 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
   if (m->source.set) {
     sb_puts(sb, "source: ");
     sb_json_str(sb, m->source.v);
+    sb_putc(sb, '\n');
+  }
+  if (m->architecture.set) {
+    sb_puts(sb, "architecture: ");
+    sb_json_str(sb, m->architecture.v);
     sb_putc(sb, '\n');
   }
   y_int(sb, "", "layers", &m->layers);

@@ -24,6 +24,7 @@ typedef struct {
   ModelSpec m;        /* the fields the YAML holds carry .set */
   char *name;         /* m.name's text */
   char *model_type;   /* the config's model_type */
+  char *architecture; /* architectures[0], NULL when the config has none */
   char *source;       /* the file name the config was read from */
   char *notes;        /* header lines: what W0151 reported, what was read, one each */
 } HfModel;

@@ -62,11 +62,16 @@ void launch_key_emit(StrBuf *sb, const Spec *s, const struct Layout *L) {
   put_opt_int(sb, "max_num_seqs", &sv->max_num_seqs);
   put_opt_int(sb, "max_num_batched_tokens", &sv->max_num_batched_tokens);
   sb_printf(sb, ",\"kv_block\":%lld,\"kv_cache_dtype\":\"%s\",\"activations_dtype\":\"%s\"",
-            (long long)dep->memory.kv_block.v, dtype_name((DType)s->model.dtype.kv_cache.v),
+            (long long)engine_kv_block(s), dtype_name((DType)s->model.dtype.kv_cache.v),
             dtype_name((DType)s->model.dtype.activations.v));
   sb_puts(sb, ",\"kv_transfer\":");
   sb_json_str(sb, sv->kv_transfer.set ? sv->kv_transfer.v : c->kv_transfer_default);
   if (sv->sampler.set) put_opt_str(sb, "sampler", &sv->sampler); /* written only when chosen */
+  const char *backend = engine_attention_backend(s);
+  if (backend) { /* written only when the plan depends on it */
+    sb_puts(sb, ",\"attention_backend\":");
+    sb_json_str(sb, backend);
+  }
   if (sv->cuda_graph_max_bs.set) /* written only when chosen */
     sb_printf(sb, ",\"cuda_graph_max_bs\":%lld", (long long)sv->cuda_graph_max_bs.v);
   if (sv->overlap_schedule.set) /* written only when chosen */

@@ -426,8 +426,7 @@ static void ledger_kv(CkState *st, const Spec *s, const Par *q, MemLedger *L) {
     L->kv_draft_bytes_per_token = cka(st, mtp, draft);
     L->kv_bytes_per_token = cka(st, L->kv_bytes_per_token, L->kv_draft_bytes_per_token);
   }
-  int64_t block = s->deployment.memory.kv_block.v;
-  L->kv_block_tokens = block > 0 ? block : 16;
+  L->kv_block_tokens = engine_kv_block(s);
   int64_t block_bytes = ckm(st, L->kv_block_tokens, L->kv_bytes_per_token);
   L->kv_blocks = L->kv_pool > 0 && block_bytes > 0 ? L->kv_pool / block_bytes : 0;
   L->request_tokens = cka(st, s->workload.input_tokens.v, s->workload.output_tokens.v);
@@ -595,7 +594,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
     P->kv_bytes_per_token = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_draft_bytes_per_token = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_blocks = rp_calloc((size_t)pp, sizeof(int64_t));
-    P->kv_block_tokens = s->deployment.memory.kv_block.v > 0 ? s->deployment.memory.kv_block.v : 16;
+    P->kv_block_tokens = engine_kv_block(s);
     P->requests_fit_instance = INT64_MAX;
     for (int64_t st = 0; st < pp; st++) {
       MemLedger m;

@@ -942,6 +942,17 @@ static void check_preset_source(P *p, const YNode *written, const YNode *entry, 
   diag_help(g, "set `%s.source` to a checkpoint of the model with %s weights", path, w->str);
 }
 
+/* `architecture`: a Hugging Face model class name (architectures[0]), a
+ * Python identifier, since the engines compare it as such. */
+static void rd_architecture(P *p, const YNode *m, SrcLoc sec, const char *path, SStr *o) {
+  rd_str(p, m, sec, path, "architecture", o, false, NULL);
+  if (!o->set || rp_is_identifier(o->v)) return;
+  Diag *g = diag_at(p->d, DIAG_E0103, o->loc, "`%s.architecture` `%s` is not a model class name", path, o->v);
+  diag_help(g, "write the first entry of the config.json's `architectures`, e.g. `DeepseekV3ForCausalLM`");
+  o->set = false;
+  o->v = NULL;
+}
+
 /* One model mapping at `path` (`model`, or `model.draft` for the draft
  * model, which has no draft of its own). */
 static void parse_model_map(P *p, const YNode *parent, const char *key, const char *path,
@@ -960,11 +971,12 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   if (top)
     check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                 "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "max_position_embeddings", "mtp_layers", "source", "revision", "draft"));
+                                "max_position_embeddings", "mtp_layers", "source", "revision", "architecture",
+                                "draft"));
   else
     check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                 "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "max_position_embeddings", "mtp_layers", "source", "revision"));
+                                "max_position_embeddings", "mtp_layers", "source", "revision", "architecture"));
   const char *pa = join_path(p, path, "attention");
   rd_str(p, m, sec, path, "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
   rd_lim(p, m, sec, path, "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
@@ -976,6 +988,7 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   rd_lim(p, m, sec, path, "mtp_layers", &mo->mtp_layers, false, 0, 0, &LIM_LAYERS);
   rd_str(p, m, sec, path, "source", &mo->source, false, NULL);
   rd_str(p, m, sec, path, "revision", &mo->revision, false, NULL);
+  rd_architecture(p, m, sec, path, &mo->architecture);
 
   SrcLoc as;
   const YNode *a = parse_model_attention(p, m, sec, path, pa, mo, &as);

@@ -253,6 +253,7 @@ typedef struct {
   int64_t port, max_model_len, max_num_seqs, max_num_batched_tokens, kv_block;
   char *kv_cache_dtype, *activations_dtype, *kv_transfer;
   char *sampler;                   /* serving.sampler; NULL: the engine's own choice */
+  char *attention_backend;         /* the backend the plan's KV pages and dtype follow; NULL: the engine's choice */
   int overlap_schedule;            /* serving.overlap_schedule: 1 on, 0 off, -1 the engine's default */
   int chunked_prefill;             /* serving.chunked_prefill: 1 on, 0 off, -1 the engine's default */
   int64_t cuda_graph_max_bs;       /* serving.cuda_graph_max_bs; 0: the engine's default */

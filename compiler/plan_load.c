@@ -1227,7 +1227,8 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
       !launch_str(ld, o, "kv_cache_dtype", false, &L->kv_cache_dtype) ||
       !launch_str(ld, o, "activations_dtype", false, &L->activations_dtype) ||
       !launch_str(ld, o, "kv_transfer", false, &L->kv_transfer) || !launch_str(ld, o, "image", true, &L->image) ||
-      (pj_object_get(o, "sampler") && !launch_str(ld, o, "sampler", false, &L->sampler)))
+      (pj_object_get(o, "sampler") && !launch_str(ld, o, "sampler", false, &L->sampler)) ||
+      (pj_object_get(o, "attention_backend") && !launch_str(ld, o, "attention_backend", false, &L->attention_backend)))
     return false;
   if (!word_in(L->engine, engines, RP_ARRAY_LEN(engines)))
     return fail(ld, "launch.engine: expected vllm, sglang or trtllm, got \"%s\"", L->engine);
@@ -1238,6 +1239,8 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
     return fail(ld, "launch: kv_transfer and engine_version are lowercase words");
   if (L->sampler && (!L->sampler[0] || strspn(L->sampler, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(L->sampler)))
     return fail(ld, "launch.sampler: expected a lowercase word, got \"%s\"", L->sampler);
+  if (L->attention_backend && strcmp(L->attention_backend, "trtllm_mla") != 0)
+    return fail(ld, "launch.attention_backend: expected trtllm_mla, got \"%s\"", L->attention_backend);
   if (!launch_int(ld, o, "port", 1024, 65535, false, &L->port) ||
       !launch_int(ld, o, "max_model_len", 1, (int64_t)1 << 30, false, &L->max_model_len) ||
       !launch_int(ld, o, "max_num_seqs", 1, (int64_t)1 << 30, true, &L->max_num_seqs) ||
@@ -2142,7 +2145,8 @@ void plan_free(Plan *p) {
   free(p->diags);
   PlanLaunch *L = &p->launch;
   char *ls[] = {L->engine, L->engine_version, L->source, L->revision, L->served_model_name, L->kv_cache_dtype,
-                L->activations_dtype, L->kv_transfer, L->hostname_pattern, L->image, L->sampler};
+                L->activations_dtype, L->kv_transfer, L->hostname_pattern, L->image, L->sampler,
+                L->attention_backend};
   for (size_t i = 0; i < RP_ARRAY_LEN(ls); i++) free(ls[i]);
   for (size_t i = 0; i < L->nhostnames; i++) free(L->hostnames[i]);
   free(L->hostnames);

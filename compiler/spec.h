@@ -109,6 +109,11 @@ typedef struct ModelSpec {
   SStr source;    /* Hugging Face id or local path the engines load; optional */
   bool source_preset; /* source is the preset's default, not written in the spec */
   SStr revision;  /* branch, tag or commit of source; optional */
+  /* The model class the engines dispatch on (Hugging Face's
+   * architectures[0], "DeepseekV3ForCausalLM"); optional. Engines pick
+   * kernels by it, and with them the KV page size and dtypes they take
+   * (docs/engines.md, "Attention backends"). */
+  SStr architecture;
   /* The speculative-decoding draft model (model.draft), NULL when absent:
    * its weights and KV are counted on the last pp stage when the
    * workload drafts tokens (docs/memory.md, "Draft model"). */

@@ -97,6 +97,15 @@ static inline int64_t rp_gcd64(int64_t a, int64_t b) {
   return a;
 }
 
+/* Whether s is a non-empty identifier ([A-Za-z_][A-Za-z0-9_]*, ASCII), as
+ * a Hugging Face model class name is. */
+static inline bool rp_is_identifier(const char *s) {
+  if (!s || !*s || (*s >= '0' && *s <= '9')) return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_')) return false;
+  return true;
+}
+
 /* a / b rounded up for a >= 0; 0 when b <= 0. */
 static inline int64_t rp_cdiv64(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 

@@ -1145,6 +1145,52 @@ def sglang_versions(tmp):
           "sglang 0.5.2: pp 2 is refused (its loader gives the last stage the whole remainder)", p.stderr)
 
 
+def sglang_attention_backend(tmp):
+    """SGLang from 0.5.4 runs DeepseekV3ForCausalLM on compute capability 10
+    GPUs with trtllm_mla, which takes pages of 32 or 64 tokens (another
+    size runs as 64) and a KV dtype of fp8_e4m3 or auto only (server_args.py
+    of 0.5.4 and 0.5.6): on B200 the plan pins the backend, counts pages of
+    64 and writes bf16 as `auto`; on H200, or under a release before 0.5.4,
+    nothing changes (docs/engines.md, "Attention backends")."""
+    base = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read()
+    b200 = base.replace("preset: h200-sxm", "preset: b200")
+    fp8 = b200.replace("kv_cache: bf16", "kv_cache: fp8")
+    v = lambda t, ver: t.replace("  engine: sglang\n", f'  engine: {{ name: sglang, version: "{ver}" }}\n')
+    cases = [("b200", b200, "trtllm_mla", 64, "auto"), ("b200-056", v(b200, "0.5.6"), "trtllm_mla", 64, "auto"),
+             ("b200-054-fp8", v(fp8, "0.5.4"), "trtllm_mla", 64, "fp8_e4m3"),
+             ("b200-0410", v(b200, "0.5.2"), None, 16, "auto"), ("h200", base, None, 16, "bf16")]
+    for tag, text, backend, page, kv in cases:
+        name = f"sglang-attn-{tag}"
+        d, plan = compile_variant(tmp, name, text, "sglang")
+        if not plan:
+            continue
+        L = plan["launch"]
+        check(L.get("attention_backend") == backend and L["kv_block"] == page,
+              f"{name}: the plan's attention backend {backend} and KV pages of {page}",
+              (L.get("attention_backend"), L["kv_block"]))
+        read_back(name, plan, d)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == "sglang"]
+        check(cmds and all(c.one("--attention-backend") == backend and c.one("--page-size") == str(page) and
+                           c.one("--kv-cache-dtype") == kv for c in cmds),
+              f"{name}: --attention-backend {backend}, --page-size {page}, --kv-cache-dtype {kv}",
+              [(c.one("--attention-backend"), c.one("--page-size"), c.one("--kv-cache-dtype")) for c in cmds][:1])
+    refused = [(b200.replace("  engine: sglang\n", "  engine: sglang\n  memory: { kv_block: 16 }\n"),
+                "`kv_block: 16` as 64"),
+               (b200.replace("kv_cache: bf16, activations: bf16", "kv_cache: fp16, activations: bf16"),
+                "refuses a `fp16` KV cache")]
+    for i, (text, want) in enumerate(refused):
+        spec = os.path.join(tmp, f"sglang-attn-refused-{i}.yaml")
+        open(spec, "w").write(text)
+        p = run("check", spec)
+        check(p.returncode == 1 and "E0715" in p.stderr and want in p.stderr,
+              f"sglang on B200: {want} is refused (E0715)", p.stderr)
+    spec = os.path.join(tmp, "sglang-attn-32.yaml")
+    open(spec, "w").write(b200.replace("  engine: sglang\n", "  engine: sglang\n  memory: { kv_block: 32 }\n"))
+    p = run("check", spec)
+    check(p.returncode == 0, "sglang on B200: trtllm_mla's other page size, 32, is kept", p.stderr)
+
+
 def trtllm_versions(tmp):
     """A spec naming TensorRT-LLM 1.0.0 or 1.1.0 gets that release's entry and
     the spelling of its parser (plans/catalog/engines/trtllm-1.*.yaml): the
@@ -1346,6 +1392,7 @@ try:
     trtllm_kv_fp8(tmp)
     trtllm_chunked(tmp)
     sglang_versions(tmp)
+    sglang_attention_backend(tmp)
     vllm_sampler(tmp)
     overlap_schedule(tmp)
     cuda_graph_bs(tmp)

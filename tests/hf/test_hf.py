@@ -169,7 +169,8 @@ def check_diagnostics(tmp):
     for key, val, want in (("num_hidden_layers", "48", "E0103"), ("num_experts", 1.5, "E0103"),
                            ("hidden_size", -1, "E0105"), ("mlp_only_layers", [3], "E0151"),
                            ("decoder_sparse_step", 2, "E0151"), ("model_type", "bert", "E0151"),
-                           ("model_type", 7, "E0103")):
+                           ("model_type", 7, "E0103"), ("architectures", "LlamaForCausalLM", "E0103"),
+                           ("architectures", ["Llama For Causal LM"], "E0103"), ("architectures", [], "E0103")):
         cfg = dict(base, **{key: val})
         p = imp(cfg)
         ds = diags(p)
@@ -187,6 +188,11 @@ def check_diagnostics(tmp):
     y = p.stdout
     check(p.returncode == 0 and "  groups: 8\n  group_top_k: 4\n" in y and "mtp_layers: 1\n" in y,
           "DeepSeek-V3's n_group/topk_group and num_nextn_predict_layers are imported")
+    check('\narchitecture: "DeepseekV3ForCausalLM"\n' in y,
+          "architectures[0] is imported as architecture (the class engines pick kernels by)")
+    d = json.loads(imp(dict(dsv3, architectures=["Deepseek V3"])).stderr)["diagnostics"]
+    check(d and d[0]["code"] == "E0103" and d[0]["location"]["line"] > 0,
+          "a bad architectures entry is E0103 at the key's line", d[:1])
     cfg = dict(base)
     del cfg["num_attention_heads"]
     ds = diags(imp(cfg))
