@@ -381,29 +381,6 @@ static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   check_graph_bs(d, s, c);
 }
 
-/* What SGLang's trtllm_mla backend refuses or changes (E0715): it raises
- * ValueError for a kv_cache_dtype other than fp8_e4m3 and auto (0.5.6 adds
- * fp4_e2m1, which rankplan does not plan), and changes a page_size other
- * than 32 or 64 to 64 (server_args.py, _handle_attention_backend_compatibility). */
-static void check_attention_backend(Diags *d, const Spec *s) {
-  const char *b = engine_attention_backend(s);
-  if (!b) return;
-  const SInt *kb = &s->deployment.memory.kv_block;
-  const char *why = "SGLang runs DeepseekV3ForCausalLM models on compute capability 10 GPUs with its trtllm_mla "
-                    "attention backend";
-  if (kb->set && kb->v != 32 && kb->v != 64) {
-    Diag *g = diag_at(d, DIAG_E0715, kb->loc, "%s, which takes KV pages of 32 or 64 tokens: it would run "
-                      "`kv_block: %lld` as 64", why, (long long)kb->v);
-    diag_help(g, "write `kv_block: 64` (or 32), or leave it out: the plan then counts SGLang's 64");
-  }
-  DType kv = (DType)s->model.dtype.kv_cache.v, act = (DType)s->model.dtype.activations.v;
-  if (kv != act && kv != DT_FP8) {
-    Diag *g = diag_at(d, DIAG_E0715, s->model.dtype.loc, "%s, which refuses a `%s` KV cache: it takes fp8 or "
-                      "the model's dtype (`auto`, here `%s`)", why, dtype_name(kv), dtype_name(act));
-    diag_help(g, "write `kv_cache: fp8` or `kv_cache: %s`", dtype_name(act));
-  }
-}
-
 static void check_hostnames(Diags *d, const HardwareSpec *h) {
   if (h->hostnames.set && h->hostname_pattern.set) {
     Diag *g = diag_at(d, DIAG_E0707, h->hostname_pattern.loc,
@@ -541,7 +518,7 @@ void engine_check(Diags *d, const Spec *s) {
   check_hostnames(d, &s->hardware);
   check_chunked(d, s);
   check_vllm_budget(d, s);
-  check_attention_backend(d, s);
+  engine_attn_check(d, s);
   const DeploymentSpec *dep = &s->deployment;
   Engine e = (Engine)dep->engine.v;
   if (e == ENGINE_GENERIC) {
@@ -608,25 +585,8 @@ bool engine_gpu_is_sm100(const HardwareSpec *h) {
   return false;
 }
 
-/* SGLang 0.5.4 and 0.5.6 (server_args.py, _handle_model_specific_adjustments)
- * set attention_backend = "trtllm_mla" for DeepseekV3ForCausalLM when
- * is_sm100_supported() and no backend is named; 0.4.7 and 0.4.10.post2 pick
- * flashinfer for MLA there (model_runner.py). A spec without a version, or
- * one naming a commit, gets the catalog's newest entry, which keeps it. */
-const char *engine_attention_backend(const Spec *s) {
-  const SStr *v = &s->deployment.engine_version, *a = &s->model.architecture;
-  if ((Engine)s->deployment.engine.v != ENGINE_SGLANG) return NULL;
-  if (v->set && v->v && strchr(v->v, '.') && engine_version_cmp(v->v, "0.5.4") < 0) return NULL;
-  if (!a->set || strcmp(a->v, "DeepseekV3ForCausalLM") != 0 || !engine_gpu_is_sm100(&s->hardware)) return NULL;
-  return "trtllm_mla";
-}
-
-/* trtllm_mla "only supports page_size of 32 or 64" and changes another to
- * 64 (server_args.py, 0.5.4 and 0.5.6), so 64 is what SGLang runs. */
-int64_t engine_kv_block(const Spec *s) {
-  const SInt *b = &s->deployment.memory.kv_block;
-  if (b->set) return b->v;
-  return engine_attention_backend(s) ? 64 : 16;
+bool engine_gpu_is_sm100_0(const HardwareSpec *h) {
+  return names_word(h->name.v, "b200") || names_word(h->preset.v, "b200"); /* also GB200 */
 }
 
 const char *engine_kv_word(const EngineCaps *c, const char *kv_dtype, const char *activations_dtype,

@@ -203,24 +203,42 @@ bool engine_gpu_is_hopper(const HardwareSpec *h);
 
 /* Whether the spec's GPU is of compute capability 10 (its name or preset
  * holds "B200" or "B300": the HGX boards and the GB200/GB300 racks), where
- * SGLang's is_sm100_supported holds. */
+ * SGLang's is_sm100_supported and vLLM's `major == 10` hold; and whether it
+ * is exactly 10.0 (B200, GB200; the B300 and GB300 are 10.3: NVIDIA's CUDA
+ * GPU compute capability table, https://developer.nvidia.com/cuda-gpus),
+ * where vLLM 0.11's is_device_capability(100) holds. */
 bool engine_gpu_is_sm100(const HardwareSpec *h);
+bool engine_gpu_is_sm100_0(const HardwareSpec *h);
 
-/* The attention backend the plan pins because the engine picks it by the
- * model's architecture and the GPU, and it constrains the KV cache
- * (docs/engines.md, "Attention backends"): "trtllm_mla" for SGLang from
- * 0.5.4 on, a DeepseekV3ForCausalLM model and a compute capability 10
- * GPU; NULL otherwise (the engine's choice, unconstrained here). */
+/* The attention backend an engine picks for the spec's model and GPU when
+ * it constrains the KV block (engine_attn.c; docs/engines.md, "Attention
+ * backends"). backend NULL: none does, the block is the spec's (16 by
+ * default). Otherwise a stated block is kept when it is one of only[]
+ * (where only[0] > 0) or a multiple of unit; another one the engine changes
+ * to `page` (changes: E0715) or runs on the slower `fallback` backend
+ * (W0704). pinned: the launch files name the backend (SGLang's
+ * --attention-backend) and the plan's launch.attention_backend holds it. */
+typedef struct {
+  const char *backend, *fallback, *why;
+  int64_t page, unit, only[2];
+  bool changes, pinned;
+} EngineAttn;
+void engine_attn(const Spec *s, EngineAttn *out);
+
+/* The pinned backend's name, NULL when none is pinned. */
 const char *engine_attention_backend(const Spec *s);
 
 /* The KV block (page) in tokens the engine runs: deployment.memory.kv_block
- * when set, else the attention backend's (64 for trtllm_mla), else 16. */
+ * when set, else the backend's page, else 16. */
 int64_t engine_kv_block(const Spec *s);
 
+/* E0715 and W0704: the stated block or KV dtype against the backend. */
+void engine_attn_check(Diags *d, const Spec *s);
+
 /* The engine's --kv-cache-dtype word for rankplan's dtype kv_dtype under
- * the plan's attention backend (NULL: the engine's choice): trtllm_mla
- * takes the model's dtype only as `auto`; otherwise the entry's word.
- * NULL when the entry has none. */
+ * the plan's pinned attention backend (NULL: none): trtllm_mla takes the
+ * model's dtype only as `auto`; otherwise the entry's word. NULL when the
+ * entry has none. */
 const char *engine_kv_word(const EngineCaps *c, const char *kv_dtype, const char *activations_dtype,
                            const char *attention_backend);
 

@@ -1191,6 +1191,49 @@ def sglang_attention_backend(tmp):
     check(p.returncode == 0, "sglang on B200: trtllm_mla's other page size, 32, is kept", p.stderr)
 
 
+def vllm_mla_blocks(tmp):
+    """vLLM's MLA attention backends take certain KV blocks (vllm/platforms/
+    cuda.py and vllm/v1/attention/backends/mla/ of the 0.11.x and 0.19.x
+    wheels): 0.11 forces 64 on Hopper (FlashMLA) and 128 on compute
+    capability 10.0 (CUTLASS MLA); 0.19 runs FlashInfer MLA (32 or 64) on
+    compute capability 10 unless --block-size rules it out, and FlashMLA
+    (64) for an fp8 KV cache on Hopper. The plan counts, and --block-size
+    writes, the block vLLM runs (docs/engines.md, "Attention backends")."""
+    base = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read()
+    def spec(ver, gpu="h200-sxm", kv="bf16", block=None):
+        t = base.replace("  engine: sglang\n", f'  engine: {{ name: vllm, version: "{ver}" }}\n')
+        t = t.replace("preset: h200-sxm", f"preset: {gpu}").replace("kv_cache: bf16", f"kv_cache: {kv}")
+        t = t.replace("serving:\n", "serving:\n  kv_transfer: nixl\n") if "kv_transfer" not in t else t
+        return t.replace("  engine: {", f"  memory: {{ kv_block: {block} }}\n  engine: {{") if block else t
+    cases = [("019-b200", spec("0.19", "b200"), 32), ("019-b300", spec("0.19", "b300"), 32),
+             ("019-h200", spec("0.19"), 16), ("019-h200-fp8", spec("0.19", kv="fp8"), 64),
+             ("011-h200", spec("0.11"), 64), ("0112-b200", spec("0.11.2", "b200"), 128),
+             ("011-b300", spec("0.11", "b300"), 16)]
+    for tag, text, block in cases:
+        name = f"vllm-mla-{tag}"
+        d, plan = compile_variant(tmp, name, text, "vllm")
+        if not plan:
+            continue
+        read_back(name, plan, d)
+        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                if c.kind() == "vllm"]
+        check(plan["launch"]["kv_block"] == block and "attention_backend" not in plan["launch"] and cmds and
+              all(c.one("--block-size") == str(block) for c in cmds),
+              f"{name}: the plan counts and --block-size writes {block}",
+              (plan["launch"]["kv_block"], [c.one("--block-size") for c in cmds][:1]))
+    for tag, text, code, want in (("011-h200-16", spec("0.11", block=16), "E0715", "`kv_block: 16` as 64"),
+                                  ("0110-h200-128", spec("0.11.0", block=128), "E0715", "`kv_block: 128` as 64"),
+                                  ("0112-h200-128", spec("0.11.2", block=128), None, ""),
+                                  ("019-b200-16", spec("0.19", "b200", block=16), "W0704", "runs TRITON_MLA instead"),
+                                  ("019-b200-64", spec("0.19", "b200", block=64), None, "")):
+        f = os.path.join(tmp, f"vllm-mla-{tag}.yaml")
+        open(f, "w").write(text)
+        p = run("check", f)
+        ok = (p.returncode == (1 if code and code.startswith("E") else 0) and
+              (code in p.stderr and want in p.stderr if code else "E0715" not in p.stderr and "W0704" not in p.stderr))
+        check(ok, f"vllm {tag}: {code or 'no E0715 or W0704'} {want}".rstrip(), p.stderr)
+
+
 def trtllm_versions(tmp):
     """A spec naming TensorRT-LLM 1.0.0 or 1.1.0 gets that release's entry and
     the spelling of its parser (plans/catalog/engines/trtllm-1.*.yaml): the
@@ -1393,6 +1436,7 @@ try:
     trtllm_chunked(tmp)
     sglang_versions(tmp)
     sglang_attention_backend(tmp)
+    vllm_mla_blocks(tmp)
     vllm_sampler(tmp)
     overlap_schedule(tmp)
     cuda_graph_bs(tmp)

@@ -1,0 +1,148 @@
+/*
+ * engine_attn.c: the attention backend an engine picks for a model and a
+ * GPU where it constrains the KV block or the KV dtype (engines.h,
+ * EngineAttn; docs/engines.md, "Attention backends").
+ *
+ * Input: a parsed Spec. Output: the backend's constraints, the block the
+ * plan counts, and E0715 / W0704 for a stated block or dtype the engine
+ * would change, refuse or run on a slower backend. Each rule below names
+ * the engine source it was read from; a model, GPU or release not covered
+ * gets no constraint and the spec's block (16 by default).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engines.h"
+
+/* SGLang from 0.5.4 sets attention_backend = "trtllm_mla" for
+ * DeepseekV3ForCausalLM when is_sm100_supported() (compute capability
+ * major 10) and no backend is named (server_args.py of the 0.5.4 and 0.5.6
+ * wheels, _handle_model_specific_adjustments; at 001067f
+ * arg_groups/overrides.py, _deepseek_family_overrides). trtllm_mla "only
+ * supports page_size of 32 or 64", changing another to 64, and raises for
+ * a kv_cache_dtype other than fp8_e4m3 and auto
+ * (_handle_attention_backend_compatibility). 0.4.7 and 0.4.10.post2 run MLA
+ * on these GPUs with flashinfer (model_runner.py), which takes any page. */
+static void attn_sglang(const Spec *s, EngineAttn *o) {
+  const SStr *v = &s->deployment.engine_version, *a = &s->model.architecture;
+  if (v->set && v->v && strchr(v->v, '.') && engine_version_cmp(v->v, "0.5.4") < 0) return;
+  if (!a->set || strcmp(a->v, "DeepseekV3ForCausalLM") != 0 || !engine_gpu_is_sm100(&s->hardware)) return;
+  *o = (EngineAttn){.backend = "trtllm_mla", .page = 64, .only = {32, 64}, .changes = true, .pinned = true,
+                    .why = "SGLang runs DeepseekV3ForCausalLM models on compute capability 10 GPUs with its "
+                           "trtllm_mla attention backend"};
+}
+
+/* vLLM 0.11.x, MLA models, VLLM_ATTENTION_BACKEND unset
+ * (vllm/platforms/cuda.py, CudaPlatform.check_and_update_config): on
+ * compute capability exactly 10.0 CUTLASS MLA, "Forcing kv cache block
+ * size to 128"; on Hopper, where the wheel's FlashMLA runs, "Forcing kv
+ * cache block size to 64 for FlashMLA backend". 0.11.0 forces any other
+ * size; 0.11.1 and 0.11.2 keep a multiple. Elsewhere (the B300's 10.3
+ * included) nothing is forced. */
+static void attn_vllm011(const Spec *s, EngineAttn *o) {
+  const SStr *v = &s->deployment.engine_version;
+  bool exact = !v->set || !v->v || engine_version_cmp(v->v, "0.11.1") < 0;
+  int64_t page = 0;
+  if (engine_gpu_is_sm100_0(&s->hardware)) page = 128;
+  else if (engine_gpu_is_hopper(&s->hardware)) page = 64;
+  if (!page) return;
+  *o = (EngineAttn){.backend = page == 128 ? "CUTLASS_MLA" : "FLASHMLA", .page = page, .unit = page,
+                    .only = {exact ? page : 0, 0}, .changes = true,
+                    .why = page == 128 ? "vLLM 0.11 runs MLA models on compute capability 10.0 GPUs with CUTLASS MLA"
+                                       : "vLLM 0.11 runs MLA models on Hopper GPUs with FlashMLA"};
+}
+
+/* vLLM 0.19.x, MLA models (vllm/platforms/cuda.py, _get_backend_priorities
+ * and get_attn_backend_cls; vllm/v1/attention/backends/mla/): the first
+ * valid backend of the priority list; a --block-size the backend's kernel
+ * sizes do not divide rules it out ("--block-size N precluded
+ * higher-priority backend(s) ... may result in reduced performance"), and
+ * without one vLLM sets the backend's smallest size
+ * (update_block_size_for_backend). Compute capability 10: FLASHINFER_MLA
+ * (blocks 32 or 64, qk_nope_head_dim 64, 128 or 192), else CUTLASS_MLA
+ * (128). Hopper: FLASH_ATTN_MLA (multiples of 16; no fp8 KV), else with an
+ * fp8 KV cache FLASHMLA (64). What they rule out runs on TRITON_MLA. */
+static void attn_vllm019(const Spec *s, EngineAttn *o) {
+  int64_t nope = s->model.attention.qk_nope_head_dim.v;
+  bool fp8 = s->model.dtype.kv_cache.v == DT_FP8;
+  if (engine_gpu_is_sm100(&s->hardware)) {
+    bool fi = nope == 64 || nope == 128 || nope == 192;
+    *o = (EngineAttn){.backend = fi ? "FLASHINFER_MLA" : "CUTLASS_MLA", .page = fi ? 32 : 128, .unit = fi ? 32 : 128,
+                      .fallback = "TRITON_MLA",
+                      .why = fi ? "vLLM 0.19 runs MLA models on compute capability 10 GPUs with FlashInfer MLA"
+                                : "vLLM 0.19 runs this MLA model on compute capability 10 GPUs with CUTLASS MLA"};
+  } else if (engine_gpu_is_hopper(&s->hardware) && fp8) {
+    *o = (EngineAttn){.backend = "FLASHMLA", .page = 64, .unit = 64, .fallback = "TRITON_MLA",
+                      .why = "vLLM 0.19 runs MLA models with an fp8 KV cache on Hopper GPUs with FlashMLA"};
+  }
+}
+
+void engine_attn(const Spec *s, EngineAttn *out) {
+  *out = (EngineAttn){0};
+  Engine e = (Engine)s->deployment.engine.v;
+  if (e == ENGINE_SGLANG) attn_sglang(s, out);
+  if (e != ENGINE_VLLM || s->model.attention.kind.v != ATTN_MLA || engine_gpu_is_amd(&s->hardware)) return;
+  if (engine_vllm_019(s->deployment.engine_version.v)) attn_vllm019(s, out);
+  else attn_vllm011(s, out);
+}
+
+const char *engine_attention_backend(const Spec *s) {
+  EngineAttn a;
+  engine_attn(s, &a);
+  return a.pinned ? a.backend : NULL;
+}
+
+int64_t engine_kv_block(const Spec *s) {
+  const SInt *b = &s->deployment.memory.kv_block;
+  if (b->set) return b->v;
+  EngineAttn a;
+  engine_attn(s, &a);
+  return a.backend ? a.page : 16;
+}
+
+static bool attn_keeps(const EngineAttn *a, int64_t block) {
+  if (a->only[0] > 0) return block == a->only[0] || block == a->only[1];
+  return a->unit > 0 && block % a->unit == 0;
+}
+
+/* The sizes a backend keeps, as words for a message ("32 or 64", "64",
+ * "a multiple of 32"). */
+static const char *attn_sizes(const EngineAttn *a, char *buf, size_t n) {
+  if (a->only[0] > 0 && a->only[1] > 0) snprintf(buf, n, "%lld or %lld", (long long)a->only[0], (long long)a->only[1]);
+  else if (a->only[0] > 0) snprintf(buf, n, "%lld", (long long)a->only[0]);
+  else snprintf(buf, n, "a multiple of %lld", (long long)a->unit);
+  return buf;
+}
+
+/* trtllm_mla raises for a kv_cache_dtype other than fp8_e4m3 and auto (the
+ * model's dtype); the vLLM backends here take every dtype rankplan plans. */
+static void attn_check_dtype(Diags *d, const Spec *s, const EngineAttn *a) {
+  DType kv = (DType)s->model.dtype.kv_cache.v, act = (DType)s->model.dtype.activations.v;
+  if (!a->pinned || kv == act || kv == DT_FP8) return;
+  Diag *g = diag_at(d, DIAG_E0715, s->model.dtype.loc, "%s, which refuses a `%s` KV cache: it takes fp8 or the "
+                    "model's dtype (`auto`, here `%s`)", a->why, dtype_name(kv), dtype_name(act));
+  diag_help(g, "write `kv_cache: fp8` or `kv_cache: %s`", dtype_name(act));
+}
+
+void engine_attn_check(Diags *d, const Spec *s) {
+  EngineAttn a;
+  engine_attn(s, &a);
+  if (!a.backend) return;
+  attn_check_dtype(d, s, &a);
+  const SInt *kb = &s->deployment.memory.kv_block;
+  if (!kb->set || attn_keeps(&a, kb->v)) return;
+  char sizes[48];
+  attn_sizes(&a, sizes, sizeof sizes);
+  if (a.changes) {
+    Diag *g = diag_at(d, DIAG_E0715, kb->loc, "%s, which takes KV blocks of %s tokens: it would run `kv_block: %lld` "
+                      "as %lld", a.why, sizes, (long long)kb->v, (long long)a.page);
+    diag_help(g, "write `kv_block: %lld`, or leave it out: the plan then counts the engine's %lld", (long long)a.page,
+              (long long)a.page);
+    return;
+  }
+  Diag *g = diag_at(d, DIAG_W0704, kb->loc, "%s, which takes KV blocks of %s tokens: `kv_block: %lld` rules it out "
+                    "and the engine runs %s instead, which it warns may be slower", a.why, sizes, (long long)kb->v,
+                    a.fallback);
+  diag_help(g, "leave `kv_block` out (the plan then counts %lld, as vLLM picks without --block-size) or write a "
+               "size %s takes", (long long)a.page, a.backend);
+}
