@@ -77,10 +77,29 @@ static void attn_vllm019(const Spec *s, EngineAttn *o) {
   }
 }
 
+/* TensorRT-LLM's PyTorch backend, MLA models whose latent KV is 576 wide
+ * (kv_lora_rank + qk_rope_head_dim: DeepSeek-V2/V3, Kimi-K2) on compute
+ * capability 9.0 under its default TRTLLM attention backend: FlashMLA
+ * (tensorrt_llm/_torch/model_config.py, ModelConfig.enable_flash_mla), and
+ * py_executor_creator.py sets tokens_per_block = 64, "Change
+ * tokens_per_block to: 64 for using FlashMLA", whatever the YAML says.
+ * Read in the stored versions of both files (model_config.py at 008e0af;
+ * the override is in py_executor_creator.py from before April 2025, PR
+ * #3571, through 2026), not at the catalog entries' own commits. */
+static void attn_trtllm(const Spec *s, EngineAttn *o) {
+  const ModelSpec *m = &s->model;
+  if (m->attention.kv_lora_rank.v + m->attention.qk_rope_head_dim.v != 576 || !engine_gpu_is_hopper(&s->hardware))
+    return;
+  *o = (EngineAttn){.backend = "FlashMLA", .page = 64, .only = {64, 0}, .changes = true,
+                    .why = "TensorRT-LLM runs MLA models with a 576-wide latent KV on Hopper GPUs with FlashMLA"};
+}
+
 void engine_attn(const Spec *s, EngineAttn *out) {
   *out = (EngineAttn){0};
   Engine e = (Engine)s->deployment.engine.v;
   if (e == ENGINE_SGLANG) attn_sglang(s, out);
+  if (e == ENGINE_TRTLLM && s->model.attention.kind.v == ATTN_MLA && !engine_gpu_is_amd(&s->hardware))
+    attn_trtllm(s, out);
   if (e != ENGINE_VLLM || s->model.attention.kind.v != ATTN_MLA || engine_gpu_is_amd(&s->hardware)) return;
   if (engine_vllm_019(s->deployment.engine_version.v)) attn_vllm019(s, out);
   else attn_vllm011(s, out);
