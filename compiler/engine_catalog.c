@@ -243,10 +243,27 @@ static bool read_pd_kv(Rd *r, const YNode *root, EngineCaps *c) {
   return !y || read_yaml_keys(r, y, c);
 }
 
+/* `block_sizes`: the KV block sizes the engine's flag accepts, a list of
+ * 1 to ENGINE_MAX_BLOCK_SIZES distinct counts in 1..2^20, ascending. */
+static bool read_block_sizes(Rd *r, const YNode *l, EngineCaps *c) {
+  if (l->kind != YN_SEQ || l->n == 0 || l->n > ENGINE_MAX_BLOCK_SIZES)
+    return fail(r, l, "`block_sizes` must be a list of 1 to 16 block sizes");
+  for (size_t i = 0; i < l->n; i++) {
+    const YNode *v = l->items[i];
+    char *end = NULL;
+    long long x = v->kind == YN_SCALAR ? strtoll(v->str, &end, 10) : 0;
+    if (!end || *end || end == v->str || x < 1 || x > (1 << 20) || (i && x <= c->block_sizes[i - 1]))
+      return fail(r, v, "expected a block size in 1..1048576, above the one before it");
+    c->block_sizes[i] = x;
+  }
+  c->nblock_sizes = l->n;
+  return true;
+}
+
 static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
   static const char *const top[] = {"engine", "version", "versions", "source", "command", "layer_split",
                                     "dims", "rules", "pd", "kv_dtypes", "kv_transfer", "samplers",
-                                    "flags", "yaml_keys"};
+                                    "flags", "yaml_keys", "block_sizes"};
   if (root->kind != YN_MAP) return fail(r, root, "an engine entry is a mapping");
   if (!keys_ok(r, root, top, RP_ARRAY_LEN(top))) return false;
   char *name = str_of(r, root, "engine", true);
@@ -269,9 +286,9 @@ static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
     if (r->err) return false;
     if (engine_version_cmp(c->min, c->below) >= 0) return fail(r, vr, "`versions.min` must be below `below`");
   }
-  const YNode *dims = map_of(r, root, "dims");
+  const YNode *dims = map_of(r, root, "dims"), *bs = yaml_map_get(root, "block_sizes");
   return dims && read_dims(r, dims, c) && read_rules(r, yaml_map_get(root, "rules"), &c->rules) &&
-         read_pd_kv(r, root, c);
+         read_pd_kv(r, root, c) && (!bs || read_block_sizes(r, bs, c));
 }
 
 EngineCaps *engine_caps_parse(const char *shown, const char *text, size_t len, Engine e, char **err) {

@@ -381,6 +381,24 @@ static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   check_graph_bs(d, s, c);
 }
 
+/* deployment.memory.kv_block against the sizes the entry's block flag
+ * accepts (E0716): vLLM 0.11's --block-size is a Literal of six sizes. */
+static void check_block_size(Diags *d, const Spec *s, const EngineCaps *c) {
+  int64_t b = engine_kv_block(s);
+  if (c->nblock_sizes == 0) return;
+  for (size_t i = 0; i < c->nblock_sizes; i++)
+    if (c->block_sizes[i] == b) return;
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < c->nblock_sizes; i++) sb_printf(&sb, "%s%lld", i ? ", " : "", (long long)c->block_sizes[i]);
+  const SInt *kb = &s->deployment.memory.kv_block;
+  Diag *g = diag_at(d, DIAG_E0716, kb->set ? kb->loc : s->deployment.loc,
+                    "engine `%s` %s takes KV blocks of %s tokens only, not %lld", engine_name(c->engine), c->version,
+                    sb.buf, (long long)b);
+  diag_help(g, "write `kv_block:` one of %s", sb.buf);
+  sb_free(&sb);
+}
+
 static void check_hostnames(Diags *d, const HardwareSpec *h) {
   if (h->hostnames.set && h->hostname_pattern.set) {
     Diag *g = diag_at(d, DIAG_E0707, h->hostname_pattern.loc,
@@ -556,6 +574,7 @@ void engine_check(Diags *d, const Spec *s) {
   check_prompt_budget(d, s, c);
   check_pd(d, c, dep);
   check_kv(d, c, s);
+  check_block_size(d, s, c);
   engine_caps_free(c);
 }
 

@@ -44,6 +44,8 @@ typedef struct {
   char *key, *value;
 } EngineKV;
 
+#define ENGINE_MAX_BLOCK_SIZES 16
+
 typedef struct {
   bool roles[3];  /* PoolRole: whether a size above 1 runs in that role */
   char *flag;     /* the engine's spelling, NULL when it has none */
@@ -68,7 +70,9 @@ typedef struct EngineCaps {
   EngineKV *flags;      /* rankplan term -> the engine's flag */
   EngineKV *samplers;   /* serving.sampler -> the environment setting that
                            selects it; none: the key is refused */
-  size_t nyaml_keys;
+  size_t nyaml_keys, nblock_sizes;
+  int64_t block_sizes[ENGINE_MAX_BLOCK_SIZES]; /* the KV block sizes its flag
+                                                  accepts, ascending; none listed: any */
   EngineKV *yaml_keys;  /* rankplan term -> `section.field` of the engine's
                            arguments YAML (the file its `config` flag names),
                            for settings the engine takes there only */
