@@ -13,23 +13,32 @@
 #include <string.h>
 
 #include "engines.h"
+#include "memory.h"
+#include "model.h"
 
-/* SGLang from 0.5.4 sets attention_backend = "trtllm_mla" for
- * DeepseekV3ForCausalLM when is_sm100_supported() (compute capability
- * major 10) and no backend is named (server_args.py of the 0.5.4 and 0.5.6
+/* SGLang from 0.5.4, when is_sm100_supported() (compute capability major
+ * 10) and no backend is named (server_args.py of the 0.5.4 and 0.5.6
  * wheels, _handle_model_specific_adjustments; at 001067f
- * arg_groups/overrides.py, _deepseek_family_overrides). trtllm_mla "only
- * supports page_size of 32 or 64", changing another to 64, and raises for
- * a kv_cache_dtype other than fp8_e4m3 and auto
- * (_handle_attention_backend_compatibility). 0.4.7 and 0.4.10.post2 run MLA
- * on these GPUs with flashinfer (model_runner.py), which takes any page. */
+ * arg_groups/overrides.py): DeepseekV3ForCausalLM runs trtllm_mla, which
+ * "only supports page_size of 32 or 64", changing another (an unset one
+ * included) to 64, and raises for a kv_cache_dtype other than fp8_e4m3 and
+ * auto; GptOssForCausalLM runs trtllm_mha, "only supports page_size of 16,
+ * 32 or 64", another (an unset one included) becoming 64
+ * (_handle_attention_backend_compatibility). 0.4.7 and 0.4.10.post2 pick
+ * flashinfer there (model_runner.py), which takes any page. */
 static void attn_sglang(const Spec *s, EngineAttn *o) {
   const SStr *v = &s->deployment.engine_version, *a = &s->model.architecture;
   if (v->set && v->v && strchr(v->v, '.') && engine_version_cmp(v->v, "0.5.4") < 0) return;
-  if (!a->set || strcmp(a->v, "DeepseekV3ForCausalLM") != 0 || !engine_gpu_is_sm100(&s->hardware)) return;
-  *o = (EngineAttn){.backend = "trtllm_mla", .page = 64, .only = {32, 64}, .changes = true, .pinned = true,
-                    .why = "SGLang runs DeepseekV3ForCausalLM models on compute capability 10 GPUs with its "
-                           "trtllm_mla attention backend"};
+  if (!a->set || !engine_gpu_is_sm100(&s->hardware)) return;
+  if (strcmp(a->v, "DeepseekV3ForCausalLM") == 0)
+    *o = (EngineAttn){.backend = "trtllm_mla", .page = 64, .only = {32, 64}, .changes = true, .pinned = true,
+                      .auto_kv = true,
+                      .why = "SGLang runs DeepseekV3ForCausalLM models on compute capability 10 GPUs with its "
+                             "trtllm_mla attention backend"};
+  else if (strcmp(a->v, "GptOssForCausalLM") == 0)
+    *o = (EngineAttn){.backend = "trtllm_mha", .page = 64, .only = {16, 32, 64}, .changes = true, .pinned = true,
+                      .why = "SGLang runs GptOssForCausalLM models on compute capability 10 GPUs with its "
+                             "trtllm_mha attention backend"};
 }
 
 /* vLLM 0.11.x, MLA models, VLLM_ATTENTION_BACKEND unset
@@ -116,18 +125,21 @@ int64_t engine_kv_block(const Spec *s) {
   if (b->set) return b->v;
   EngineAttn a;
   engine_attn(s, &a);
-  return a.backend ? a.page : 16;
+  if (a.backend) return a.page;
+  return (Engine)s->deployment.engine.v == ENGINE_SGLANG ? 1 : 16;
 }
 
 static bool attn_keeps(const EngineAttn *a, int64_t block) {
-  if (a->only[0] > 0) return block == a->only[0] || block == a->only[1];
+  if (a->only[0] > 0) return block == a->only[0] || block == a->only[1] || block == a->only[2];
   return a->unit > 0 && block % a->unit == 0;
 }
 
 /* The sizes a backend keeps, as words for a message ("32 or 64", "64",
  * "a multiple of 32"). */
 static const char *attn_sizes(const EngineAttn *a, char *buf, size_t n) {
-  if (a->only[0] > 0 && a->only[1] > 0) snprintf(buf, n, "%lld or %lld", (long long)a->only[0], (long long)a->only[1]);
+  if (a->only[2] > 0)
+    snprintf(buf, n, "%lld, %lld or %lld", (long long)a->only[0], (long long)a->only[1], (long long)a->only[2]);
+  else if (a->only[1] > 0) snprintf(buf, n, "%lld or %lld", (long long)a->only[0], (long long)a->only[1]);
   else if (a->only[0] > 0) snprintf(buf, n, "%lld", (long long)a->only[0]);
   else snprintf(buf, n, "a multiple of %lld", (long long)a->unit);
   return buf;
@@ -137,13 +149,37 @@ static const char *attn_sizes(const EngineAttn *a, char *buf, size_t n) {
  * model's dtype); the vLLM backends here take every dtype rankplan plans. */
 static void attn_check_dtype(Diags *d, const Spec *s, const EngineAttn *a) {
   DType kv = (DType)s->model.dtype.kv_cache.v, act = (DType)s->model.dtype.activations.v;
-  if (!a->pinned || kv == act || kv == DT_FP8) return;
+  if (!a->auto_kv || kv == act || kv == DT_FP8) return;
   Diag *g = diag_at(d, DIAG_E0715, s->model.dtype.loc, "%s, which refuses a `%s` KV cache: it takes fp8 or the "
                     "model's dtype (`auto`, here `%s`)", a->why, dtype_name(kv), dtype_name(act));
   diag_help(g, "write `kv_cache: fp8` or `kv_cache: %s`", dtype_name(act));
 }
 
+/* SGLang asserts "chunked_prefill_size must be divisible by page_size"
+ * (server_args.py, check_server_args, 0.4.7 to 0.5.6) after dividing the
+ * size by dp under attention dp (_handle_data_parallelism); from 0.5.4 a
+ * decode-mode server, or chunked prefill turned off, skips it (E0717). */
+static void check_sglang_chunk(Diags *d, const Spec *s) {
+  const SStr *v = &s->deployment.engine_version;
+  int64_t chunk = mem_engine_sglang_chunk(s), page = engine_kv_block(s);
+  if ((Engine)s->deployment.engine.v != ENGINE_SGLANG || chunk <= 0 || page <= 0) return;
+  bool old = v->set && v->v && strchr(v->v, '.') && engine_version_cmp(v->v, "0.5.4") < 0;
+  for (size_t i = 0; i < s->deployment.npools; i++) {
+    const PoolSpec *p = &s->deployment.pools[i];
+    int64_t dp = model_is_moe(&s->model) && p->dp.v > 1 ? p->dp.v : 1, c = chunk / dp;
+    if ((!old && p->role.v == ROLE_DECODE) || c <= 0 || c % page == 0) continue;
+    const SInt *t = &s->serving.max_num_batched_tokens;
+    Diag *g = diag_at(d, DIAG_E0717, t->set ? t->loc : p->loc, "SGLang asserts that its chunked-prefill size "
+                      "is a multiple of the page size: pool `%s` runs %lld tokens%s, not a multiple of %lld",
+                      p->name.v, (long long)c, dp > 1 ? " per attention dp rank" : "", (long long)page);
+    diag_help(g, "write `serving.max_num_batched_tokens` as a multiple of %lld (%lld x dp %lld), e.g. %lld",
+              (long long)(page * dp), (long long)page, (long long)dp, (long long)((chunk / (page * dp) + 1) * page * dp));
+    return;
+  }
+}
+
 void engine_attn_check(Diags *d, const Spec *s) {
+  check_sglang_chunk(d, s);
   EngineAttn a;
   engine_attn(s, &a);
   if (!a.backend) return;

@@ -224,8 +224,9 @@ bool engine_gpu_is_sm100_0(const HardwareSpec *h);
  * --attention-backend) and the plan's launch.attention_backend holds it. */
 typedef struct {
   const char *backend, *fallback, *why;
-  int64_t page, unit, only[2];
+  int64_t page, unit, only[3];
   bool changes, pinned;
+  bool auto_kv; /* takes the model's dtype only as `auto` and else fp8 only (trtllm_mla) */
 } EngineAttn;
 void engine_attn(const Spec *s, EngineAttn *out);
 
@@ -233,7 +234,10 @@ void engine_attn(const Spec *s, EngineAttn *out);
 const char *engine_attention_backend(const Spec *s);
 
 /* The KV block (page) in tokens the engine runs: deployment.memory.kv_block
- * when set, else the backend's page, else 16. */
+ * when set, else the backend's page, else the engine's default: SGLang's
+ * page_size 1 (server_args.py: `page_size: int = 1` in 0.4.7, None then 1
+ * on CUDA from 0.4.10.post2), 16 for the others (vLLM's CacheConfig
+ * DEFAULT_BLOCK_SIZE; rankplan's generic block). */
 int64_t engine_kv_block(const Spec *s);
 
 /* E0715 and W0704: the stated block or KV dtype against the backend. */

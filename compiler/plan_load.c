@@ -1239,8 +1239,9 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
     return fail(ld, "launch: kv_transfer and engine_version are lowercase words");
   if (L->sampler && (!L->sampler[0] || strspn(L->sampler, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(L->sampler)))
     return fail(ld, "launch.sampler: expected a lowercase word, got \"%s\"", L->sampler);
-  if (L->attention_backend && strcmp(L->attention_backend, "trtllm_mla") != 0)
-    return fail(ld, "launch.attention_backend: expected trtllm_mla, got \"%s\"", L->attention_backend);
+  if (L->attention_backend && strcmp(L->attention_backend, "trtllm_mla") != 0 &&
+      strcmp(L->attention_backend, "trtllm_mha") != 0)
+    return fail(ld, "launch.attention_backend: expected trtllm_mla or trtllm_mha, got \"%s\"", L->attention_backend);
   if (!launch_int(ld, o, "port", 1024, 65535, false, &L->port) ||
       !launch_int(ld, o, "max_model_len", 1, (int64_t)1 << 30, false, &L->max_model_len) ||
       !launch_int(ld, o, "max_num_seqs", 1, (int64_t)1 << 30, true, &L->max_num_seqs) ||

@@ -1145,32 +1145,42 @@ def sglang_versions(tmp):
           "sglang 0.5.2: pp 2 is refused (its loader gives the last stage the whole remainder)", p.stderr)
 
 
+def emitted_cmds(tmp, name, text, target):
+    """Compiles spec text to TARGET's launch files, reads them back against
+    the plan, and returns the plan and its engine commands ((None, [])
+    after a failed compile)."""
+    d, plan = compile_variant(tmp, name, text, target)
+    if not plan:
+        return None, []
+    read_back(name, plan, d)
+    return plan, [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
+                  if c.kind() == target]
+
+
 def sglang_attention_backend(tmp):
     """SGLang from 0.5.4 runs DeepseekV3ForCausalLM on compute capability 10
     GPUs with trtllm_mla, which takes pages of 32 or 64 tokens (another
     size runs as 64) and a KV dtype of fp8_e4m3 or auto only (server_args.py
     of 0.5.4 and 0.5.6): on B200 the plan pins the backend, counts pages of
     64 and writes bf16 as `auto`; on H200, or under a release before 0.5.4,
-    nothing changes (docs/engines.md, "Attention backends")."""
+    the page is SGLang's own default, 1 (docs/engines.md, "Attention
+    backends")."""
     base = open(os.path.join(EX, "deepseek-v3-pd.yaml")).read()
     b200 = base.replace("preset: h200-sxm", "preset: b200")
     fp8 = b200.replace("kv_cache: bf16", "kv_cache: fp8")
     v = lambda t, ver: t.replace("  engine: sglang\n", f'  engine: {{ name: sglang, version: "{ver}" }}\n')
     cases = [("b200", b200, "trtllm_mla", 64, "auto"), ("b200-056", v(b200, "0.5.6"), "trtllm_mla", 64, "auto"),
              ("b200-054-fp8", v(fp8, "0.5.4"), "trtllm_mla", 64, "fp8_e4m3"),
-             ("b200-0410", v(b200, "0.5.2"), None, 16, "auto"), ("h200", base, None, 16, "bf16")]
+             ("b200-0410", v(b200, "0.5.2"), None, 1, "auto"), ("h200", base, None, 1, "bf16")]
     for tag, text, backend, page, kv in cases:
         name = f"sglang-attn-{tag}"
-        d, plan = compile_variant(tmp, name, text, "sglang")
+        plan, cmds = emitted_cmds(tmp, name, text, "sglang")
         if not plan:
             continue
         L = plan["launch"]
         check(L.get("attention_backend") == backend and L["kv_block"] == page,
               f"{name}: the plan's attention backend {backend} and KV pages of {page}",
               (L.get("attention_backend"), L["kv_block"]))
-        read_back(name, plan, d)
-        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
-                if c.kind() == "sglang"]
         check(cmds and all(c.one("--attention-backend") == backend and c.one("--page-size") == str(page) and
                            c.one("--kv-cache-dtype") == kv for c in cmds),
               f"{name}: --attention-backend {backend}, --page-size {page}, --kv-cache-dtype {kv}",
@@ -1185,6 +1195,27 @@ def sglang_attention_backend(tmp):
         p = run("check", spec)
         check(p.returncode == 1 and "E0715" in p.stderr and want in p.stderr,
               f"sglang on B200: {want} is refused (E0715)", p.stderr)
+    oss = ("version: 1\nmodel: { preset: gpt-oss-120b }\nhardware: { preset: b200, nodes: 1, gpus_per_node: 8 }\n"
+           "workload: { input_tokens: 2000, output_tokens: 500 }\ndeployment:\n  mode: aggregated\n"
+           "  engine: sglang\n  pools: [ { name: main, replicas: 2, tp: 4 } ]\n")
+    for tag, text, backend, page in (("oss-b200", oss, "trtllm_mha", 64),
+                                     ("oss-b200-16", oss.replace("  engine: sglang\n",
+                                                                 "  engine: sglang\n  memory: { kv_block: 16 }\n"),
+                                      "trtllm_mha", 16),
+                                     ("oss-h200", oss.replace("preset: b200", "preset: h200-sxm"), None, 1)):
+        name = f"sglang-attn-{tag}"
+        plan, cmds = emitted_cmds(tmp, name, text, "sglang")
+        if not plan:
+            continue
+        check(plan["launch"].get("attention_backend") == backend and plan["launch"]["kv_block"] == page and cmds and
+              all(c.one("--attention-backend") == backend and c.one("--page-size") == str(page) for c in cmds),
+              f"{name}: gpt-oss runs {backend} with pages of {page}",
+              (plan["launch"].get("attention_backend"), plan["launch"]["kv_block"]))
+    spec = os.path.join(tmp, "sglang-attn-oss-8.yaml")
+    open(spec, "w").write(oss.replace("  engine: sglang\n", "  engine: sglang\n  memory: { kv_block: 8 }\n"))
+    p = run("check", spec)
+    check(p.returncode == 1 and "E0715" in p.stderr and "16, 32 or 64" in p.stderr,
+          "sglang gpt-oss on B200: trtllm_mha runs `kv_block: 8` as 64 (E0715)", p.stderr)
     spec = os.path.join(tmp, "sglang-attn-32.yaml")
     open(spec, "w").write(b200.replace("  engine: sglang\n", "  engine: sglang\n  memory: { kv_block: 32 }\n"))
     p = run("check", spec)
@@ -1211,12 +1242,9 @@ def vllm_mla_blocks(tmp):
              ("011-b300", spec("0.11", "b300"), 16)]
     for tag, text, block in cases:
         name = f"vllm-mla-{tag}"
-        d, plan = compile_variant(tmp, name, text, "vllm")
+        plan, cmds = emitted_cmds(tmp, name, text, "vllm")
         if not plan:
             continue
-        read_back(name, plan, d)
-        cmds = [c for f in sorted(glob.glob(os.path.join(d, "node-*.sh"))) for c in commands(open(f).read())
-                if c.kind() == "vllm"]
         check(plan["launch"]["kv_block"] == block and "attention_backend" not in plan["launch"] and cmds and
               all(c.one("--block-size") == str(block) for c in cmds),
               f"{name}: the plan counts and --block-size writes {block}",

@@ -690,7 +690,7 @@ try:
         ("a sampler that is a number", mutate(P8, launch_set("sampler", 1)),
          "launch.sampler: expected a string, got an integer"),
         ("an attention backend rankplan does not plan for", mutate(P8, launch_set("attention_backend", "fa3; x")),
-         'launch.attention_backend: expected trtllm_mla, got "fa3; x"'),
+         'launch.attention_backend: expected trtllm_mla or trtllm_mha, got "fa3; x"'),
         ("a privileged port", mutate(P8, launch_set("port", 80)),
          "launch.port: expected 1024..65535, got 80"),
         ("a kv_block unlike the ranks'", mutate(P8, launch_set("kv_block", 32)),
