@@ -4,10 +4,11 @@
  * EngineAttn; docs/engines.md, "Attention backends").
  *
  * Input: a parsed Spec. Output: the backend's constraints, the block the
- * plan counts, and E0715 / W0704 for a stated block or dtype the engine
- * would change, refuse or run on a slower backend. Each rule below names
+ * plan counts, E0715 / W0704 for a stated block or dtype the engine would
+ * change, refuse or run on a slower backend, and E0717 for an SGLang
+ * chunked-prefill size its page does not divide. Each rule below names
  * the engine source it was read from; a model, GPU or release not covered
- * gets no constraint and the spec's block (16 by default).
+ * gets no constraint and the spec's block, else the engine's default.
  */
 #include <stdio.h>
 #include <string.h>
@@ -155,19 +156,22 @@ static void attn_check_dtype(Diags *d, const Spec *s, const EngineAttn *a) {
   diag_help(g, "write `kv_cache: fp8` or `kv_cache: %s`", dtype_name(act));
 }
 
-/* SGLang asserts "chunked_prefill_size must be divisible by page_size"
- * (server_args.py, check_server_args, 0.4.7 to 0.5.6) after dividing the
- * size by dp under attention dp (_handle_data_parallelism); from 0.5.4 a
- * decode-mode server, or chunked prefill turned off, skips it (E0717). */
-static void check_sglang_chunk(Diags *d, const Spec *s) {
+int64_t engine_sglang_chunk_share(const Spec *s, PoolRole role, int64_t dp) {
   const SStr *v = &s->deployment.engine_version;
+  if ((Engine)s->deployment.engine.v != ENGINE_SGLANG) return 0;
   int64_t chunk = mem_engine_sglang_chunk(s), page = engine_kv_block(s);
-  if ((Engine)s->deployment.engine.v != ENGINE_SGLANG || chunk <= 0 || page <= 0) return;
   bool old = v->set && v->v && strchr(v->v, '.') && engine_version_cmp(v->v, "0.5.4") < 0;
+  int64_t c = chunk / (model_is_moe(&s->model) && dp > 1 ? dp : 1);
+  if (chunk <= 0 || page <= 0 || (!old && role == ROLE_DECODE) || c <= 0 || c % page == 0) return 0;
+  return c;
+}
+
+static void check_sglang_chunk(Diags *d, const Spec *s) {
   for (size_t i = 0; i < s->deployment.npools; i++) {
     const PoolSpec *p = &s->deployment.pools[i];
-    int64_t dp = model_is_moe(&s->model) && p->dp.v > 1 ? p->dp.v : 1, c = chunk / dp;
-    if ((!old && p->role.v == ROLE_DECODE) || c <= 0 || c % page == 0) continue;
+    int64_t c = engine_sglang_chunk_share(s, (PoolRole)p->role.v, p->dp.v), page = engine_kv_block(s);
+    if (!c) continue;
+    int64_t dp = model_is_moe(&s->model) && p->dp.v > 1 ? p->dp.v : 1, chunk = mem_engine_sglang_chunk(s);
     const SInt *t = &s->serving.max_num_batched_tokens;
     Diag *g = diag_at(d, DIAG_E0717, t->set ? t->loc : p->loc, "SGLang asserts that its chunked-prefill size "
                       "is a multiple of the page size: pool `%s` runs %lld tokens%s, not a multiple of %lld",

@@ -240,7 +240,15 @@ const char *engine_attention_backend(const Spec *s);
  * DEFAULT_BLOCK_SIZE; rankplan's generic block). */
 int64_t engine_kv_block(const Spec *s);
 
-/* E0715 and W0704: the stated block or KV dtype against the backend. */
+/* SGLang asserts "chunked_prefill_size must be divisible by page_size"
+ * (server_args.py, check_server_args, 0.4.7 to 0.5.6) after dividing the
+ * size by dp under attention dp (_handle_data_parallelism); from 0.5.4 a
+ * decode-mode server skips it. The per-rank share a pool of role and dp
+ * would run when the page does not divide it (E0717), else 0. */
+int64_t engine_sglang_chunk_share(const Spec *s, PoolRole role, int64_t dp);
+
+/* E0715, W0704 and E0717: the stated block or KV dtype against the
+ * backend, and SGLang's chunk against its page. */
 void engine_attn_check(Diags *d, const Spec *s);
 
 /* The engine's --kv-cache-dtype word for rankplan's dtype kv_dtype under

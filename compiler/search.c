@@ -470,6 +470,16 @@ static const char *search__fp8_refusal(const Ctx *c, const CostLayout *l, char *
   return buf;
 }
 
+/* SGLang's chunked-prefill share per attention dp rank against its page
+ * (engine_sglang_chunk_share). */
+static const char *search__chunk_refusal(const Ctx *c, PoolRole role, const CostLayout *l, char *buf, size_t n) {
+  int64_t share = engine_sglang_chunk_share(c->s, role, l->dp);
+  if (!share) return NULL;
+  snprintf(buf, n, "engine sglang: a chunked-prefill share of %lld tokens per dp rank is not a multiple of the "
+           "%lld-token page (E0717)", (long long)share, (long long)engine_kv_block(c->s));
+  return buf;
+}
+
 /* Whether layout l of role is in the search space, before any rule,
  * memory ledger or cost evaluation: the spec's constraints first
  * (search_space.h), then the rules the search needs (search_layout_valid).
@@ -505,6 +515,7 @@ static bool search__admit(Ctx *c, PoolRole role, const CostLayout *l) {
   }
   if (!why) why = search__prompt_refusal(c, role, l, buf, sizeof buf);
   if (!why) why = search__fp8_refusal(c, l, buf, sizeof buf);
+  if (!why) why = search__chunk_refusal(c, role, l, buf, sizeof buf);
   if (!why)
     search_layout_valid(c->m, l, role, c->s->deployment.allow_tp_across_domain.v, &why);
   if (!why) return true;

@@ -166,8 +166,7 @@ def rows_checked_with(tmp, doc, rows, code):
     bad = []
     for r in rows[:5]:
         mode = "disaggregated" if any(q["role"] == "decode" for q in r["pools"]) else "aggregated"
-        spec = dict(doc, deployment={"mode": mode, "engine": doc["deployment"]["engine"],
-                                     "pools": deployment_of(r)})
+        spec = dict(doc, deployment=dict(doc["deployment"], mode=mode, pools=deployment_of(r)))
         f = os.path.join(tmp, "row.yaml")
         with open(f, "w") as out:
             yaml.safe_dump(spec, out)
@@ -231,9 +230,33 @@ def fp8_blocks():
             bad = rows_checked_with(tmp, doc, rows, "E0221")
             check(not bad, f"search {eng['name']}: its top rows pass check's fp8 block rule (no E0221)", bad)
 
+def chunk_pages():
+    """SGLang asserts its chunked-prefill share per attention dp rank is a
+    multiple of the page (E0717; decode servers skip it from 0.5.4): with
+    64-token pages and a budget of 8,256 tokens (129 pages) the prefill-
+    running pools rank only at a dp whose share is whole pages, and each
+    top row passes `check` without E0717."""
+    doc = {"version": 1, "name": "chunk", "model": {"preset": "deepseek-v3"},
+           "hardware": {"preset": "h200-sxm", "nodes": 2, "gpus_per_node": 8},
+           "workload": {"input_tokens": 2000, "output_tokens": 500, "rate": "4 req/s"},
+           "slo": {"ttft": "3 s", "tpot": "80 ms"},
+           "serving": {"max_num_batched_tokens": 8256, "max_model_len": 32768},
+           "deployment": {"mode": "search", "engine": {"name": "sglang", "version": "0.5.6"},
+                          "memory": {"kv_block": 64}}}
+    with tempfile.TemporaryDirectory() as tmp:
+        p, rows = search_rows(tmp, doc)
+        dps = sorted({q["parallel"].get("dp", 1) for r in rows for q in r["pools"] if q["role"] != "decode"})
+        check(rows and all((8256 // d) % 64 == 0 for d in dps),
+              "search sglang: prefill-running pools rank only at a dp whose chunk share is whole 64-token pages",
+              dps or p.stderr[-300:])
+        bad = rows_checked_with(tmp, doc, rows, "E0717")
+        check(not bad, "search sglang: its top rows pass check's chunk/page rule (no E0717)", bad)
+
+
 main()
 launchable()
 nodes_binding()
 prompt_budget()
 fp8_blocks()
+chunk_pages()
 sys.exit(searchlib.rptest.finish())
