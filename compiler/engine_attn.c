@@ -127,7 +127,8 @@ int64_t engine_kv_block(const Spec *s) {
   EngineAttn a;
   engine_attn(s, &a);
   if (a.backend) return a.page;
-  return (Engine)s->deployment.engine.v == ENGINE_SGLANG ? 1 : 16;
+  Engine e = (Engine)s->deployment.engine.v;
+  return e == ENGINE_SGLANG ? 1 : e == ENGINE_TRTLLM ? 32 : 16;
 }
 
 static bool attn_keeps(const EngineAttn *a, int64_t block) {

@@ -236,8 +236,9 @@ const char *engine_attention_backend(const Spec *s);
 /* The KV block (page) in tokens the engine runs: deployment.memory.kv_block
  * when set, else the backend's page, else the engine's default: SGLang's
  * page_size 1 (server_args.py: `page_size: int = 1` in 0.4.7, None then 1
- * on CUDA from 0.4.10.post2), 16 for the others (vLLM's CacheConfig
- * DEFAULT_BLOCK_SIZE; rankplan's generic block). */
+ * on CUDA from 0.4.10.post2), TensorRT-LLM's tokens_per_block 32 (the LLM
+ * API's KvCacheConfig, tensorrt_llm/llmapi/llm_args.py), vLLM's 16
+ * (CacheConfig.DEFAULT_BLOCK_SIZE), and 16 under generic. */
 int64_t engine_kv_block(const Spec *s);
 
 /* SGLang asserts "chunked_prefill_size must be divisible by page_size"
