@@ -33,7 +33,6 @@ static void attn_sglang(const Spec *s, EngineAttn *o) {
   if (!a->set || !engine_gpu_is_sm100(&s->hardware)) return;
   if (strcmp(a->v, "DeepseekV3ForCausalLM") == 0)
     *o = (EngineAttn){.backend = "trtllm_mla", .page = 64, .only = {32, 64}, .changes = true, .pinned = true,
-                      .auto_kv = true,
                       .why = "SGLang runs DeepseekV3ForCausalLM models on compute capability 10 GPUs with its "
                              "trtllm_mla attention backend"};
   else if (strcmp(a->v, "GptOssForCausalLM") == 0)
@@ -147,11 +146,23 @@ static const char *attn_sizes(const EngineAttn *a, char *buf, size_t n) {
   return buf;
 }
 
-/* trtllm_mla raises for a kv_cache_dtype other than fp8_e4m3 and auto (the
- * model's dtype); the vLLM backends here take every dtype rankplan plans. */
+/* trtllm_mla raises for a kv_cache_dtype other than fp8_e4m3 and auto
+ * (the model's dtype), and SGLang 0.5.4 and 0.5.6 list no bf16 there; the
+ * other backends here take every dtype rankplan plans. */
+static bool backend_auto_kv(const char *backend) { return backend && strcmp(backend, "trtllm_mla") == 0; }
+
+const char *engine_kv_word(const EngineCaps *c, const char *kv_dtype, const char *activations_dtype,
+                           const char *attention_backend) {
+  if (backend_auto_kv(attention_backend)) {
+    if (strcmp(kv_dtype, activations_dtype) == 0) return "auto";
+    if (strcmp(kv_dtype, "fp8") != 0) return NULL;
+  }
+  return engine_kv(c->kv_dtypes, c->nkv_dtypes, kv_dtype);
+}
+
 static void attn_check_dtype(Diags *d, const Spec *s, const EngineAttn *a) {
   DType kv = (DType)s->model.dtype.kv_cache.v, act = (DType)s->model.dtype.activations.v;
-  if (!a->auto_kv || kv == act || kv == DT_FP8) return;
+  if (!backend_auto_kv(a->backend) || kv == act || kv == DT_FP8) return;
   Diag *g = diag_at(d, DIAG_E0715, s->model.dtype.loc, "%s, which refuses a `%s` KV cache: it takes fp8 or the "
                     "model's dtype (`auto`, here `%s`)", a->why, dtype_name(kv), dtype_name(act));
   diag_help(g, "write `kv_cache: fp8` or `kv_cache: %s`", dtype_name(act));

@@ -590,31 +590,26 @@ static bool names_word(const char *name, const char *w) {
 
 static bool names_a100(const char *name) { return names_word(name, "a100"); }
 
-bool engine_gpu_is_hopper(const HardwareSpec *h) {
-  static const char *const w[] = {"h100", "h20", "h800"}; /* "h20" also names H200 and GH200 */
-  for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+/* Whether the hardware's display name or preset holds one of the n words. */
+static bool gpu_names_any(const HardwareSpec *h, const char *const *w, size_t n) {
+  for (size_t i = 0; i < n; i++)
     if (names_word(h->name.v, w[i]) || names_word(h->preset.v, w[i])) return true;
   return false;
+}
+
+bool engine_gpu_is_hopper(const HardwareSpec *h) {
+  static const char *const w[] = {"h100", "h20", "h800"}; /* "h20" also names H200 and GH200 */
+  return gpu_names_any(h, w, RP_ARRAY_LEN(w));
 }
 
 bool engine_gpu_is_sm100(const HardwareSpec *h) {
   static const char *const w[] = {"b200", "b300"}; /* also GB200 and GB300 */
-  for (size_t i = 0; i < sizeof w / sizeof *w; i++)
-    if (names_word(h->name.v, w[i]) || names_word(h->preset.v, w[i])) return true;
-  return false;
+  return gpu_names_any(h, w, RP_ARRAY_LEN(w));
 }
 
 bool engine_gpu_is_sm100_0(const HardwareSpec *h) {
-  return names_word(h->name.v, "b200") || names_word(h->preset.v, "b200"); /* also GB200 */
-}
-
-const char *engine_kv_word(const EngineCaps *c, const char *kv_dtype, const char *activations_dtype,
-                           const char *attention_backend) {
-  if (attention_backend && strcmp(attention_backend, "trtllm_mla") == 0) {
-    if (strcmp(kv_dtype, activations_dtype) == 0) return "auto";
-    if (strcmp(kv_dtype, "fp8") != 0) return NULL;
-  }
-  return engine_kv(c->kv_dtypes, c->nkv_dtypes, kv_dtype);
+  static const char *const w[] = {"b200"}; /* also GB200 */
+  return gpu_names_any(h, w, RP_ARRAY_LEN(w));
 }
 
 bool engine_limits_per_dp(const Spec *s) {

@@ -216,8 +216,8 @@ bool engine_gpu_is_sm100_0(const HardwareSpec *h);
 
 /* The attention backend an engine picks for the spec's model and GPU when
  * it constrains the KV block (engine_attn.c; docs/engines.md, "Attention
- * backends"). backend NULL: none does, the block is the spec's (16 by
- * default). Otherwise a stated block is kept when it is one of only[]
+ * backends"). backend NULL: none does, the block is the spec's, else the
+ * engine's default (engine_kv_block). Otherwise a stated block is kept when it is one of only[]
  * (where only[0] > 0) or a multiple of unit; another one the engine changes
  * to `page` (changes: E0715) or runs on the slower `fallback` backend
  * (W0704). pinned: the launch files name the backend (SGLang's
@@ -226,7 +226,6 @@ typedef struct {
   const char *backend, *fallback, *why;
   int64_t page, unit, only[3];
   bool changes, pinned;
-  bool auto_kv; /* takes the model's dtype only as `auto` and else fp8 only (trtllm_mla) */
 } EngineAttn;
 void engine_attn(const Spec *s, EngineAttn *out);
 
