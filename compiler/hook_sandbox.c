@@ -189,7 +189,7 @@ static int deny(lua_State *L, const char *what) {
   Run *r = run_of(L);
   if (!r->kill) {
     r->kill = KILL_DENIED;
-    snprintf(r->denied, sizeof r->denied, "%s", what);
+    snprintf(r->denied, sizeof r->denied, "%.*s", (int)sizeof r->denied - 1, what);
   }
   lua_sethook(L, hk_count_hook, LUA_MASKCOUNT | LUA_MASKRET, 1);
   return luaL_error(L, "%s is not available in the hook sandbox", what);

@@ -617,7 +617,7 @@ static bool load_nodes(Ld *ld, Plan *p, PjV *root) {
     char path[48];
     snprintf(path, sizeof path, "nodes[%zu]", i);
     if (!pj_is_object(n)) return fail(ld, "%s: expected an object, got %s", path, jtype(n));
-    int64_t id, gpus;
+    int64_t id = 0, gpus = 0;
     if (!get_int(ld, n, path, "node", 0, INT32_MAX, &id)) return false;
     if (!p->partial && id != (int64_t)i)
       return fail(ld, "%s.node: expected %zu (nodes are listed in order), got %lld", path, i,

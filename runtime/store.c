@@ -974,20 +974,20 @@ static RtResult status_result(int s, const char *key) {
 
 RtResult rt_store_set(RtStore *st, const char *key, const void *val,
                       size_t n) {
-  int s;
+  int s = RT_STORE_ST_OK;
   RTCHECK(request(st, RT_STORE_OP_SET, key, val, n, 0, &s, NULL, NULL));
   return status_result(s, key);
 }
 
 RtResult rt_store_create(RtStore *st, const char *key, const void *val,
                          size_t n) {
-  int s;
+  int s = RT_STORE_ST_OK;
   RTCHECK(request(st, RT_STORE_OP_CREATE, key, val, n, 0, &s, NULL, NULL));
   return status_result(s, key);
 }
 
 RtResult rt_store_get(RtStore *st, const char *key, char **val, size_t *n) {
-  int s;
+  int s = RT_STORE_ST_OK;
   char *v = NULL;
   RTCHECK(request(st, RT_STORE_OP_GET, key, NULL, 0, 0, &s, &v, n));
   if (s != RT_STORE_ST_OK) {
@@ -1004,7 +1004,7 @@ RtResult rt_store_wait(RtStore *st, const char *key, double timeout,
   if (timeout > 86400) timeout = 86400;
   unsigned char ms[4];
   put_be32(ms, (uint32_t)(timeout * 1000.0));
-  int s;
+  int s = RT_STORE_ST_OK;
   char *v = NULL;
   RTCHECK(request(st, RT_STORE_OP_WAIT, key, ms, 4, timeout, &s, &v, n));
   if (s != RT_STORE_ST_OK) {
@@ -1019,7 +1019,7 @@ RtResult rt_store_add(RtStore *st, const char *key, int64_t delta,
                       int64_t *out) {
   unsigned char be[8];
   put_be64(be, (uint64_t)delta);
-  int s;
+  int s = RT_STORE_ST_OK;
   char *v = NULL;
   size_t n = 0;
   RTCHECK(request(st, RT_STORE_OP_ADD, key, be, 8, 0, &s, &v, &n));
