@@ -47,13 +47,26 @@ ngpu=$(grep -c '^GPU ' "$out/gpus.txt")
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv \
   > "$out/gpu-memory.csv" 2>&1
 cat "$out/gpu-memory.csv"
-grep -h 'define NCCL_\(MAJOR\|MINOR\|PATCH\) ' "$cuda/include/nccl.h" /usr/include/nccl.h 2>/dev/null |
-  awk '{printf "%s ", $3} END {print ""}' | sed 's/^/nccl.h version: /'
 
-# 1. Build.
+# 1. Build. NCCL is taken from NCCL_HOME, else from the CUDA directory or
+# the system, else from the nvidia-nccl wheel that PyTorch installs (its
+# lib holds only libnccl.so.2; meson.build links that file).
 t0=$(date +%s)
+nccl_home=${NCCL_HOME:-}
+if [ -z "$nccl_home" ] && [ ! -f "$cuda/include/nccl.h" ] && [ ! -f /usr/include/nccl.h ]; then
+  nccl_home=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) || nccl_home=
+fi
+say "NCCL: ${nccl_home:-$cuda or the system directories}"
+set -- -Dcudart_home="$cuda"
+[ -n "$nccl_home" ] && set -- "$@" -Dnccl_home="$nccl_home"
+grep -h 'define NCCL_\(MAJOR\|MINOR\|PATCH\) ' "${nccl_home:-$cuda}/include/nccl.h" \
+  "$cuda/include/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 3 |
+  awk '{printf "%s ", $3} END {print ""}' | sed 's/^/nccl.h version: /'
+meson=${MESON:-meson}
+command -v "$meson" > /dev/null 2>&1 || meson="python3 -m mesonbuild.mesonmain"
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=release -Dnccl=enabled -Dcuda=enabled \
+  # shellcheck disable=SC2086 # $meson may be "python3 -m mesonbuild.mesonmain"
+  $meson setup "$build" --buildtype=release -Dnccl=enabled -Dcuda=enabled "$@" \
     -Dtests=disabled > "$out/meson-setup.log" 2>&1 ||
     { fail "meson setup (see $out/meson-setup.log)"; tail -n 30 "$out/meson-setup.log"; exit 1; }
 fi
