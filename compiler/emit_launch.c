@@ -181,8 +181,14 @@ static double frac_min(Launch *l, size_t pool, bool kv_free) {
   return best;
 }
 
-double lfrac_static(Launch *l, size_t pool) { return frac_min(l, pool, false); }
-double lfrac_kv_free(Launch *l, size_t pool) { return frac_min(l, pool, true); }
+/* The pool's memory fraction flag: the plan's (its ledger's,
+ * pools[].memory_fraction); for plans without one, the ranks' weights and
+ * KV cache over their capacity (SGLang) or KV cache over what weights,
+ * activations and workspace leave (TensorRT-LLM), floored to 4 decimals. */
+double lfrac_pool(Launch *l, size_t pool) {
+  double mf = l->p->pools[pool].memory_fraction;
+  return mf > 0 ? mf : frac_min(l, pool, strcmp(l->L->engine, "trtllm") == 0);
+}
 void lflag_frac(Launch *l, StrBuf *sb, double f, bool exact) {
   StrBuf v;
   sb_init(&v);

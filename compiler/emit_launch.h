@@ -110,8 +110,7 @@ const char *lkv_dtype(Launch *l);
 
 /* Memory fractions of pool `pool` from its ledger, floored to 4 decimals
  * (docs/engines.md, "Memory fractions"); lerr when one is not in (0, 1]. */
-double lfrac_static(Launch *l, size_t pool);   /* (weights + KV) / capacity */
-double lfrac_kv_free(Launch *l, size_t pool);  /* KV / (capacity - weights - activations - workspace) */
+double lfrac_pool(Launch *l, size_t pool); /* the pool's SGLang or TensorRT-LLM memory fraction flag */
 /* The engine's memory-fraction flag with f: exactly as the double reads
  * back (exact), or with 4 decimals. */
 void lflag_frac(Launch *l, StrBuf *sb, double f, bool exact);

@@ -36,7 +36,7 @@ bool lrun_sglang(Launch *l, const Inst *in, size_t j, StrBuf *sb) {
   if (L->attention_backend) lflag(l, sb, "attention_backend", L->attention_backend);
   lflag(l, sb, "kv_cache_dtype", lkv_dtype(l));
   lflag_i(l, sb, "block_size", L->kv_block);
-  lflag_frac(l, sb, lfrac_static(l, in->pool), false);
+  lflag_frac(l, sb, lfrac_pool(l, in->pool), true);
   lserving(l, sb);
   if (engine_flag(l->c, "nccl_port")) lflag_i(l, sb, "nccl_port", r->port0 + 2); /* releases before 0.4.9 lack it */
   if (in->nruns > 1 && !l->dynamo) {

@@ -66,8 +66,10 @@ static void trtllm_yaml(Launch *l, const Inst *in) {
   /* the YAML's kv_cache_config replaces the one the flags built (llm_utils.py
    * update_llm_args_with_extra_dict: llm_args | llm_args_dict), so it
    * repeats the memory fraction */
-  sb_printf(y, "kv_cache_config:\n  tokens_per_block: %lld\n  free_gpu_memory_fraction: %.4f\n",
-            (long long)l->L->kv_block, lfrac_kv_free(l, in->pool));
+  sb_printf(y, "kv_cache_config:\n  tokens_per_block: %lld\n  free_gpu_memory_fraction: ",
+            (long long)l->L->kv_block);
+  sb_put_exact(y, lfrac_pool(l, in->pool));
+  sb_putc(y, '\n');
   kv_dtype_yaml(l, y);
   graph_yaml(l, y);
   if (disagg(in)) {
@@ -92,7 +94,7 @@ static void trtllm_flags(Launch *l, const Inst *in, StrBuf *sb) {
   if (L->moe) ldim(l, sb, ED_EP, in->ep);
   lredundant_flag(l, sb, in); /* no TensorRT-LLM entry names one: refused */
   lflag_i(l, sb, "gpus_per_node", in->runs[0].n);
-  lflag_frac(l, sb, lfrac_kv_free(l, in->pool), false);
+  lflag_frac(l, sb, lfrac_pool(l, in->pool), true);
   lserving(l, sb);
   StrBuf y;
   sb_init(&y);

@@ -109,6 +109,10 @@ typedef struct {
   int64_t (*mem)[MEM__COUNT];
   int64_t *kv_bytes_per_token, *kv_draft_bytes_per_token, *kv_blocks;
   int64_t kv_block_tokens;
+  /* The memory fraction flag that gives this ledger's KV pool under
+   * SGLang or TensorRT-LLM, the least over pp stages (mem_engine_fraction);
+   * 0 under the other engines. */
+  double engine_fraction;
   /* B_memory: the requests one instance holds in KV memory at input +
    * output tokens, the fewest over its pp stages (requests_fit * dp of the
    * ledger, expert replicas counted). */

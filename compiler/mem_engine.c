@@ -294,7 +294,30 @@ void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int6
   L->kv_pool = cks(st, L->usable, used);
 }
 
+/* The memory fraction flag that gives the ledger's KV pool, floored to 4
+ * decimals as the flag is written, or the planned fraction itself where
+ * the ledger took nothing more from the pool (no reserve, no activations
+ * moved out of SGLang's share above the fraction); 0 for other engines.
+ * SGLang holds fraction * (memory free before the weights load) for the
+ * weights and the pool: (weights + KV pool) / (total - comm), total being
+ * CUDA's. TensorRT-LLM gives the pool fraction * (total - its profiled
+ * peak): KV pool / (total - weights - comm - activations - workspace). */
+double mem_engine_fraction(const Spec *s, const MemLedger *L) {
+  Engine e = engine_of(s);
+  if ((e != ENGINE_SGLANG && e != ENGINE_TRTLLM) || L->kv_pool <= 0) return 0;
+  double num = (double)L->kv_pool, den = (double)L->engine_total - (double)L->comm;
+  if (e == ENGINE_SGLANG) num += (double)L->weights;
+  else den -= (double)L->weights + (double)L->activations + (double)L->workspace;
+  if (den <= 0) return 0;
+  if (L->reserve == 0 && (e == ENGINE_TRTLLM || L->weights + L->kv_pool == L->usable))
+    return L->utilization; /* as planned */
+  double f = floor(num / den * 10000.0) / 10000.0;
+  return f > 0 && f <= 1 ? f : 0;
+}
+
 int64_t mem_engine_sglang_short(CkState *st, const MemLedger *L) {
-  int64_t above = cks(st, cks(st, L->capacity, L->comm), L->usable);
+  /* the room above the fraction: CUDA's total (what SGLang sees), not the
+   * device's nvidia-smi capacity */
+  int64_t above = cks(st, cks(st, L->engine_total, L->comm), L->usable);
   return cks(st, cka(st, L->activations, L->workspace), above);
 }

@@ -543,7 +543,7 @@ static void mem__headroom_sglang(Diags *d, const SNum *u, const LayPool *P, cons
   int64_t short_by = mem_engine_sglang_short(&ck, m);
   if (!ck.ok || short_by <= 0) return;
   double gib = (double)((int64_t)1 << 30), need = (double)m->activations + (double)m->workspace;
-  double room = (double)m->capacity - (double)m->comm, share = (double)m->engine_total - (double)m->comm;
+  double share = (double)m->engine_total - (double)m->comm, room = share;
   Diag *g = diag_at(d, DIAG_W0207, u->loc,
                     "`utilization` %.3g leaves %.2f GiB of a GPU of pool `%s` above SGLang's static share "
                     "(mem_fraction_static), below the %.2f GiB of activations and workspace its forward "
@@ -596,6 +596,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
     P->kv_blocks = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_block_tokens = engine_kv_block(s);
     P->requests_fit_instance = INT64_MAX;
+    P->engine_fraction = 0;
     for (int64_t st = 0; st < pp; st++) {
       MemLedger m;
       memset(&m, 0, sizeof m);
@@ -620,6 +621,8 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
       P->kv_bytes_per_token[st] = m.kv_bytes_per_token;
       P->kv_draft_bytes_per_token[st] = m.kv_draft_bytes_per_token;
       P->kv_blocks[st] = m.kv_blocks;
+      double f = mem_engine_fraction(s, &m);
+      if (f > 0 && (P->engine_fraction == 0 || f < P->engine_fraction)) P->engine_fraction = f;
       int64_t fit = ckm(&ck, m.requests_fit, P->size[CO_DP]);
       if (fit < P->requests_fit_instance) P->requests_fit_instance = fit;
       P->kv_block_tokens = m.kv_block_tokens ? m.kv_block_tokens : P->kv_block_tokens;

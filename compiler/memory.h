@@ -120,6 +120,7 @@ void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, bool tp_gr
  * activations and workspace, which live there; <= 0 when they fit. The
  * ledger takes a shortfall from the KV pool, and W0207 reports it. */
 int64_t mem_engine_sglang_short(CkState *st, const MemLedger *L);
+double mem_engine_fraction(const Spec *s, const MemLedger *L);
 /* usable and kv_pool from engine_total and the other entries; tp, pp and
  * dp are the pool's (SGLang's default fraction depends on them). */
 void mem_engine_kv_pool(CkState *st, const Spec *s, int64_t tp, int64_t pp, int64_t dp,

@@ -170,6 +170,7 @@ typedef struct {
   int64_t instance_size;     /* tp * cp * dp * pp */
   int64_t first_rank, nranks;
   int64_t *layer_partition;  /* size[CO_PP] entries: layers per pp stage */
+  double memory_fraction;    /* optional: the pool's SGLang or TensorRT-LLM memory fraction flag; 0: none */
   /* The optional `expert_map` (an expert_placement hook ran): ep rank e of
    * every instance holds the routed experts expert_map[e * expert_slots ..
    * (e + 1) * expert_slots), ascending, none twice. expert_slots 0 and

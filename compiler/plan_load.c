@@ -749,6 +749,11 @@ static bool load_pools(Ld *ld, Plan *p, PjV *root) {
                     pj_is_integer(e) ? "one below 1" : jtype(e));
       P->layer_partition[j] = (int64_t)pj_integer_value(e);
     }
+    PjV *mf = pj_object_get(o, "memory_fraction");
+    if (mf && (!pj_is_number(mf) || !(pj_number_value(mf) > 0 && pj_number_value(mf) <= 1)))
+      return fail(ld, "%s.memory_fraction: expected a number in (0, 1], got %s", path,
+                  pj_is_number(mf) ? "one outside it" : jtype(mf));
+    P->memory_fraction = mf ? pj_number_value(mf) : 0;
     if (!load_expert_map(ld, o, path, P)) return false;
   }
   if (next != p->world_size)

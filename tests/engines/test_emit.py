@@ -207,6 +207,11 @@ def plan_view(plan):
 
 
 def pool_fraction(plan, pool, kind):
+    """The memory fraction flag of a pool: the plan's memory_fraction (its
+    ledger's), which holds at least the ranks' weights and KV cache: the
+    engine multiplies it by CUDA's total less start-up memory, below the
+    device capacity the ranks' figures are shares of. Plans without it:
+    the ranks' own ratio, floored to 4 decimals."""
     p = plan["pools"][pool]
     best = 2.0
     for r in plan["ranks"][p["ranks"][0]:p["ranks"][1]]:
@@ -216,7 +221,12 @@ def pool_fraction(plan, pool, kind):
         else:
             f = m["kv_cache"] / (m["capacity"] - m["weights"] - m["activations"] - m["workspace"])
         best = min(best, floor4(f))
-    return best
+    if "memory_fraction" not in p:
+        return best
+    mf = p["memory_fraction"]
+    check(best <= mf <= 1, f"{plan['name']}: pool {p['name']}: memory_fraction {mf} holds the ranks' "
+          f"{'weights and KV cache' if kind == 'static' else 'KV cache'} ({best} of their capacity)")
+    return mf
 
 
 def check_instance_flags(name, plan, c, pool, inst_ranks, nodes_of, dynamo=False):

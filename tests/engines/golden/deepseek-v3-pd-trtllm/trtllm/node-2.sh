@@ -18,7 +18,7 @@ mpirun -np 16 -x CUDA_VISIBLE_DEVICES -H "${host_2}":8,"${host_3}":8 \
     --pp_size 1 \
     --ep_size 16 \
     --gpus_per_node 8 \
-    --kv_cache_free_gpu_memory_fraction 0.8986 \
+    --kv_cache_free_gpu_memory_fraction 0.9 \
     --max_seq_len 8192 \
     --max_batch_size 128 \
     --max_num_tokens 8192 \

@@ -17,7 +17,7 @@ CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 \
     --ep-size 8 \
     --kv-cache-dtype bf16 \
     --page-size 1 \
-    --mem-fraction-static 0.7579 \
+    --mem-fraction-static 0.769 \
     --served-model-name deepseek-ai/DeepSeek-V3 \
     --context-length 163840 \
     --max-running-requests 256 \
