@@ -158,25 +158,24 @@ def memory():
             "torch_allocated_bytes": torch.cuda.memory_reserved()}
 
 
-def summary(rows, bw, peak):
-    print(f"decode products (bf16, in CUDA graphs), fraction of {bw:.0f} GB/s read:")
-    print("  tp  matrix       K      N " + " ".join(f"{'M=' + str(m):>7}" for m in DECODE_M))
+def table(rows, ms, key, width):
+    """One line per tp and matrix: rows' `key` at each M of ms."""
+    print("  tp  matrix       K      N " + " ".join(f"{'M=' + str(m):>{width}}" for m in ms))
     for tp in (1, 2, 4, 8):
         for name, k, n in shapes(tp):
-            r = [x for x in rows if x["tp"] == tp and x["matrix"] == name and x["m"] in DECODE_M]
-            print(f"  {tp:2d}  {name:8s} {k:6d} {n:6d} " +
-                  " ".join(f"{x['hbm_fraction']:7.3f}" for x in r))
+            r = [x for x in rows if x["tp"] == tp and x["matrix"] == name and x["m"] in ms]
+            print(f"  {tp:2d}  {name:8s} {k:6d} {n:6d} " + " ".join(f"{x[key]:{width}.3f}" for x in r))
+
+
+def summary(rows, bw, peak):
+    print(f"decode products (bf16, in CUDA graphs), fraction of {bw:.0f} GB/s read:")
+    table(rows, DECODE_M, "hbm_fraction", 7)
     for m in DECODE_M:
         fixed, b = fit([x for x in rows if x["m"] == m])
         print(f"  M={m}: t = {fixed * 1e6:.2f} us + bytes / ({b / 1e9:.0f} GB/s = "
               f"{b / 1e9 / bw:.3f} of nominal), least squares over the 16 matrices")
     print(f"prefill products (bf16), fraction of {peak:.1f} TFLOP/s:")
-    print("  tp  matrix       K      N " + " ".join(f"{'M=' + str(m):>8}" for m in PREFILL_M))
-    for tp in (1, 2, 4, 8):
-        for name, k, n in shapes(tp):
-            r = [x for x in rows if x["tp"] == tp and x["matrix"] == name and x["m"] in PREFILL_M]
-            print(f"  {tp:2d}  {name:8s} {k:6d} {n:6d} " +
-                  " ".join(f"{x['mfu']:8.3f}" for x in r))
+    table(rows, PREFILL_M, "mfu", 8)
 
 
 DECODE_M = [1, 8, 32, 64, 128, 256]
