@@ -374,7 +374,7 @@ static int rendezvous(Cli *c, const Plan *plan) {
 
 /* Token ranges in kv_reshard were computed for one request length: the
  * default input length is theirs, and another one is refused. */
-static int request_length(RtLaunchOpts *o, const Plan *pl) {
+static int request_length(RtLaunchOpts *o, const Plan *pl, bool worker) {
   int64_t ranges_T = -1;
   if (o->requests > 0 && rt_kv_plan_check(pl, &ranges_T) != RT_OK) {
     fprintf(stderr, "rankrun: %s: %s\n", o->plan_path, rt_errmsg());
@@ -387,7 +387,7 @@ static int request_length(RtLaunchOpts *o, const Plan *pl) {
             (long long)o->input_tokens, (long long)ranges_T);
     return RP_EXIT_USAGE;
   }
-  if (o->requests > 0 && pl->nreshard == 0)
+  if (o->requests > 0 && pl->nreshard == 0 && !worker) /* the launcher says it, not every rank */
     fprintf(stderr, "rankrun: note: the plan has no kv_reshard (no prefill and "
             "decode pools): --requests only allocates the ledger's memory\n");
   return RP_OPT_GO;
@@ -419,7 +419,7 @@ int main(int argc, char **argv) {
   }
   if (code == RP_OPT_GO) code = check_templates(&c.o, plan);
   if (code == RP_OPT_GO) code = rendezvous(&c, plan);
-  if (code == RP_OPT_GO) code = request_length(&c.o, plan);
+  if (code == RP_OPT_GO) code = request_length(&c.o, plan, c.worker);
   if (code == RP_OPT_GO)
     code = c.worker ? rt_worker_main(&c.o, plan) : rt_launch(&c.o, plan);
   free(c.o.rdzv_host);

@@ -375,10 +375,18 @@ static void preflight_text(StrBuf *sb, const RtReport *r) {
   free(ks);
 }
 
+static void kv_mem_text(StrBuf *sb, const RtReport *r);
+
 /* The KV transfer test: totals, per request, and the memory each rank took. */
 static void kv_text(StrBuf *sb, const RtReport *r) {
   const RtKvReport *k = &r->kv;
   double all = gbs(k->bytes, k->secs_same_node + k->secs_cross_node);
+  if (k->bytes == 0) { /* nothing to time: an aggregated plan, or no transfer finished */
+    sb_printf(sb, "kv: %d requests of %lld tokens, no KV moved\n", k->requests,
+              (long long)k->input_tokens);
+    kv_mem_text(sb, r);
+    return;
+  }
   sb_printf(sb, "kv: %d requests of %lld tokens, %lld bytes moved, %lld "
             "cells verified, %.3f GB/s (%s %.3f GB/s, ratio %.2f)\n",
             k->requests, (long long)k->input_tokens, (long long)k->bytes,
@@ -407,6 +415,12 @@ static void kv_text(StrBuf *sb, const RtReport *r) {
                   gbs(k->req_link_bytes[c][i], k->req_link_secs[c][i]));
     sb_putc(sb, '\n');
   }
+  kv_mem_text(sb, r);
+}
+
+/* The memory each local rank took, against its ledger. */
+static void kv_mem_text(StrBuf *sb, const RtReport *r) {
+  const RtKvReport *k = &r->kv;
   if (k->mem_scale != 1.0)
     sb_printf(sb, "  host memory scaled by %g (--host-memory-scale)\n",
               k->mem_scale);

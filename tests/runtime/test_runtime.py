@@ -91,6 +91,19 @@ def cli():
     check(p.returncode == 2 and "needs --probe" in p.stderr, "--probe-copy-bytes without --probe exits 2", p.stderr)
 
 
+# --- --requests on a plan without prefill and decode pools ------------------------
+@scenario("aggregated-requests")
+def aggregated_requests():
+    small = need_plan(SMALL)
+    ls, rcs = run_nodes(small, 2, "--requests", "2", "--input-tokens", "16", "--host-memory-scale", "0.0002")
+    text = ls[0].out + ls[0].stderr()
+    kv = [l for l in text.splitlines() if l.startswith("kv:")]
+    check(rcs == [0, 0] and kv == ["kv: 2 requests of 16 tokens, no KV moved"]
+          and "rank 0 memory: weights" in text and text.count("no kv_reshard") == 1,
+          "an aggregated plan's --requests: the launcher notes once that nothing moves, the report says no KV "
+          "moved (no bandwidth or ratio of nothing) and lists the ledger's memory", (rcs, text[-3000:]))
+
+
 # --- dry run ---------------------------------------------------------------------
 @scenario("dry-run")
 def dry_run():
