@@ -215,9 +215,9 @@ static void emit_pools(StrBuf *sb, const Layout *L) {
       put_i64(sb, P->layer_partition[i]);
     }
     PUTS("]");
-    if (P->engine_fraction > 0) { /* the engine's memory fraction flag for this pool */
+    if (P->memory_fraction > 0) { /* the engine's memory fraction flag for this pool */
       PUTS(",\"memory_fraction\":");
-      sb_put_exact(sb, P->engine_fraction);
+      sb_put_exact(sb, P->memory_fraction);
     }
     if (P->expert_map) {
       PUTS(",\"expert_map\":{\"slots_per_rank\":");

@@ -112,7 +112,7 @@ typedef struct {
   /* The memory fraction flag that gives this ledger's KV pool under
    * SGLang or TensorRT-LLM, the least over pp stages (mem_engine_fraction);
    * 0 under the other engines. */
-  double engine_fraction;
+  double memory_fraction;
   /* B_memory: the requests one instance holds in KV memory at input +
    * output tokens, the fewest over its pp stages (requests_fit * dp of the
    * ledger, expert replicas counted). */

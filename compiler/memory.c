@@ -596,7 +596,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
     P->kv_blocks = rp_calloc((size_t)pp, sizeof(int64_t));
     P->kv_block_tokens = engine_kv_block(s);
     P->requests_fit_instance = INT64_MAX;
-    P->engine_fraction = 0;
+    P->memory_fraction = 0;
     for (int64_t st = 0; st < pp; st++) {
       MemLedger m;
       memset(&m, 0, sizeof m);
@@ -622,7 +622,7 @@ bool lay_memory(Diags *d, const Spec *s, Layout *L) {
       P->kv_draft_bytes_per_token[st] = m.kv_draft_bytes_per_token;
       P->kv_blocks[st] = m.kv_blocks;
       double f = mem_engine_fraction(s, &m);
-      if (f > 0 && (P->engine_fraction == 0 || f < P->engine_fraction)) P->engine_fraction = f;
+      if (f > 0 && (P->memory_fraction == 0 || f < P->memory_fraction)) P->memory_fraction = f;
       int64_t fit = ckm(&ck, m.requests_fit, P->size[CO_DP]);
       if (fit < P->requests_fit_instance) P->requests_fit_instance = fit;
       P->kv_block_tokens = m.kv_block_tokens ? m.kv_block_tokens : P->kv_block_tokens;
