@@ -61,6 +61,14 @@ static void attn_vllm011(const Spec *s, EngineAttn *o) {
                                        : "vLLM 0.11 runs MLA models on Hopper GPUs with FlashMLA"};
 }
 
+/* What vLLM raises when no attention backend it would run takes the
+ * block: 0.19's selector (vllm/platforms/cuda.py and rocm.py,
+ * get_attn_backend_cls), and 0.11's FLASH_ATTN and TRITON_ATTN at the KV
+ * cache's shape (vllm/v1/attention/backends/flash_attn.py and
+ * triton_attn.py, get_kv_cache_shape). */
+#define VLLM019_REFUSAL "No valid attention backend found for ..."
+#define VLLM011_REFUSAL "Block size must be a multiple of 16."
+
 /* vLLM 0.19.x, MLA models (vllm/platforms/cuda.py, _get_backend_priorities
  * and get_attn_backend_cls; vllm/v1/attention/backends/mla/): the first
  * valid backend of the priority list; a --block-size the backend's kernel
@@ -69,21 +77,67 @@ static void attn_vllm011(const Spec *s, EngineAttn *o) {
  * without one vLLM sets the backend's smallest size
  * (update_block_size_for_backend). Compute capability 10: FLASHINFER_MLA
  * (blocks 32 or 64, qk_nope_head_dim 64, 128 or 192), else CUTLASS_MLA
- * (128). Hopper: FLASH_ATTN_MLA (multiples of 16; no fp8 KV), else with an
- * fp8 KV cache FLASHMLA (64). What they rule out runs on TRITON_MLA. */
+ * (128). Hopper: FLASH_ATTN_MLA (multiples of 16, capability 9 only; no
+ * fp8 KV), else with an fp8 KV cache FLASHMLA (64). What they rule out
+ * runs on TRITON_MLA (multiples of 16), as every MLA model does on the
+ * other NVIDIA GPUs and, AITER being off unless VLLM_ROCM_USE_AITER is
+ * set (vllm/envs.py), on AMD ones (platforms/rocm.py). No MLA backend
+ * takes a block that is not a multiple of 16. */
 static void attn_vllm019(const Spec *s, EngineAttn *o) {
   int64_t nope = s->model.attention.qk_nope_head_dim.v;
-  bool fp8 = s->model.dtype.kv_cache.v == DT_FP8;
+  bool fp8 = s->model.dtype.kv_cache.v == DT_FP8, hopper = engine_gpu_is_hopper(&s->hardware);
   if (engine_gpu_is_sm100(&s->hardware)) {
     bool fi = nope == 64 || nope == 128 || nope == 192;
     *o = (EngineAttn){.backend = fi ? "FLASHINFER_MLA" : "CUTLASS_MLA", .page = fi ? 32 : 128, .unit = fi ? 32 : 128,
-                      .fallback = "TRITON_MLA",
                       .why = fi ? "vLLM 0.19 runs MLA models on compute capability 10 GPUs with FlashInfer MLA"
                                 : "vLLM 0.19 runs this MLA model on compute capability 10 GPUs with CUTLASS MLA"};
-  } else if (engine_gpu_is_hopper(&s->hardware) && fp8) {
-    *o = (EngineAttn){.backend = "FLASHMLA", .page = 64, .unit = 64, .fallback = "TRITON_MLA",
+  } else if (hopper && fp8) {
+    *o = (EngineAttn){.backend = "FLASHMLA", .page = 64, .unit = 64,
                       .why = "vLLM 0.19 runs MLA models with an fp8 KV cache on Hopper GPUs with FlashMLA"};
+  } else {
+    *o = (EngineAttn){.backend = hopper ? "FLASH_ATTN_MLA" : "TRITON_MLA", .page = 16, .unit = 16,
+                      .why = hopper ? "vLLM 0.19 runs MLA models on Hopper GPUs with FLASH_ATTN_MLA"
+                                    : "vLLM 0.19 runs MLA models on this GPU with TRITON_MLA"};
   }
+  if (o->unit > 16) o->fallback = "TRITON_MLA";
+  o->fallback_unit = 16;
+  o->refusal = VLLM019_REFUSAL;
+}
+
+/* vLLM 0.19.x, other attention: on NVIDIA GPUs FLASH_ATTN first, FLASHINFER
+ * on compute capability 10 (_get_backend_priorities), both, like
+ * TRITON_ATTN after them, taking multiples of 16; a block they do not
+ * take leaves FLEX_ATTENTION (flex_attention.py: any block, no fp8 KV
+ * cache, no attention sinks, which gpt-oss has). On AMD GPUs ROCM_ATTN
+ * first and every other backend (rocm.py) takes multiples of 16 too. */
+static void attn_vllm019_mha(const Spec *s, EngineAttn *o) {
+  const HardwareSpec *h = &s->hardware;
+  const SStr *a = &s->model.architecture;
+  bool sinks = a->set && a->v && strcmp(a->v, "GptOssForCausalLM") == 0;
+  bool amd = engine_gpu_is_amd(h), sm100 = engine_gpu_is_sm100(h);
+  *o = (EngineAttn){.backend = amd ? "ROCM_ATTN" : sm100 ? "FLASHINFER" : "FLASH_ATTN", .page = 16, .unit = 16,
+                    .refusal = VLLM019_REFUSAL,
+                    .why = amd     ? "vLLM 0.19 runs attention on AMD GPUs with ROCM_ATTN"
+                           : sm100 ? "vLLM 0.19 runs attention on compute capability 10 GPUs with FlashInfer"
+                                   : "vLLM 0.19 runs attention on this GPU with FLASH_ATTN"};
+  if (!amd && !sinks && s->model.dtype.kv_cache.v != DT_FP8) o->fallback = "FLEX_ATTENTION";
+}
+
+/* vLLM 0.11.x, other attention on the NVIDIA GPUs before compute
+ * capability 10 (platforms/cuda.py, get_attn_backend_cls): FLASH_ATTN,
+ * or TRITON_ATTN for attention sinks or an fp8 KV cache off Hopper; both
+ * raise for a block that is not a multiple of 16. Compute capability 10.0
+ * prefers FlashInfer, and the AMD GPUs are not covered. */
+static void attn_vllm011_mha(const Spec *s, EngineAttn *o) {
+  const HardwareSpec *h = &s->hardware;
+  if (engine_gpu_is_sm100(h) || engine_gpu_is_amd(h)) return;
+  const SStr *a = &s->model.architecture;
+  bool sinks = a->set && a->v && strcmp(a->v, "GptOssForCausalLM") == 0;
+  bool triton = (sinks || s->model.dtype.kv_cache.v == DT_FP8) && !engine_gpu_is_hopper(h);
+  *o = (EngineAttn){.backend = triton ? "TRITON_ATTN" : "FLASH_ATTN", .page = 16, .unit = 16,
+                    .refusal = VLLM011_REFUSAL,
+                    .why = triton ? "vLLM 0.11 runs this model on this GPU with TRITON_ATTN"
+                                  : "vLLM 0.11 runs attention on this GPU with FLASH_ATTN"};
 }
 
 /* TensorRT-LLM's PyTorch backend, MLA models whose latent KV is 576 wide
@@ -106,12 +160,14 @@ static void attn_trtllm(const Spec *s, EngineAttn *o) {
 void engine_attn(const Spec *s, EngineAttn *out) {
   *out = (EngineAttn){0};
   Engine e = (Engine)s->deployment.engine.v;
+  bool mla = s->model.attention.kind.v == ATTN_MLA, amd = engine_gpu_is_amd(&s->hardware);
   if (e == ENGINE_SGLANG) attn_sglang(s, out);
-  if (e == ENGINE_TRTLLM && s->model.attention.kind.v == ATTN_MLA && !engine_gpu_is_amd(&s->hardware))
-    attn_trtllm(s, out);
-  if (e != ENGINE_VLLM || s->model.attention.kind.v != ATTN_MLA || engine_gpu_is_amd(&s->hardware)) return;
-  if (engine_vllm_019(s->deployment.engine_version.v)) attn_vllm019(s, out);
-  else attn_vllm011(s, out);
+  if (e == ENGINE_TRTLLM && mla && !amd) attn_trtllm(s, out);
+  if (e != ENGINE_VLLM) return;
+  bool v019 = engine_vllm_019(s->deployment.engine_version.v);
+  if (v019) (mla ? attn_vllm019 : attn_vllm019_mha)(s, out);
+  else if (mla && !amd) attn_vllm011(s, out);
+  else if (!mla) attn_vllm011_mha(s, out);
 }
 
 const char *engine_attention_backend(const Spec *s) {
@@ -208,6 +264,14 @@ void engine_attn_check(Diags *d, const Spec *s) {
     Diag *g = diag_at(d, DIAG_E0715, kb->loc, "%s, which takes KV blocks of %s tokens: it would run `kv_block: %lld` "
                       "as %lld", a.why, sizes, (long long)kb->v, (long long)a.page);
     diag_help(g, "write `kv_block: %lld`, or leave it out: the plan then counts the engine's %lld", (long long)a.page,
+              (long long)a.page);
+    return;
+  }
+  if (!a.fallback || (a.fallback_unit > 0 && kb->v % a.fallback_unit != 0)) {
+    Diag *g = diag_at(d, DIAG_E0715, kb->loc, "%s, which takes KV blocks of %s tokens, and no other attention backend "
+                      "it would run takes `kv_block: %lld`: it refuses to start (\"%s\")", a.why, sizes,
+                      (long long)kb->v, a.refusal ? a.refusal : "");
+    diag_help(g, "write `kv_block:` a size %s takes, or leave it out: the plan then counts %lld", a.backend,
               (long long)a.page);
     return;
   }

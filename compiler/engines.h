@@ -220,11 +220,14 @@ bool engine_gpu_is_sm100_0(const HardwareSpec *h);
  * engine's default (engine_kv_block). Otherwise a stated block is kept when it is one of only[]
  * (where only[0] > 0) or a multiple of unit; another one the engine changes
  * to `page` (changes: E0715) or runs on the slower `fallback` backend
- * (W0704). pinned: the launch files name the backend (SGLang's
- * --attention-backend) and the plan's launch.attention_backend holds it. */
+ * (W0704), when the fallback takes it (a multiple of fallback_unit, any
+ * block where that is 0). A block no backend takes is refused at start-up
+ * (E0715, quoting `refusal`). pinned: the launch files name the backend
+ * (SGLang's --attention-backend) and the plan's launch.attention_backend
+ * holds it. */
 typedef struct {
-  const char *backend, *fallback, *why;
-  int64_t page, unit, only[3];
+  const char *backend, *fallback, *why, *refusal;
+  int64_t page, unit, only[3], fallback_unit;
   bool changes, pinned;
 } EngineAttn;
 void engine_attn(const Spec *s, EngineAttn *out);
