@@ -245,25 +245,43 @@ static bool read_pd_kv(Rd *r, const YNode *root, EngineCaps *c) {
 
 /* `block_sizes`: the KV block sizes the engine's flag accepts, a list of
  * 1 to ENGINE_MAX_BLOCK_SIZES distinct counts in 1..2^20, ascending. */
-static bool read_block_sizes(Rd *r, const YNode *l, EngineCaps *c) {
-  if (l->kind != YN_SEQ || l->n == 0 || l->n > ENGINE_MAX_BLOCK_SIZES)
-    return fail(r, l, "`block_sizes` must be a list of 1 to 16 block sizes");
+static bool read_sizes(Rd *r, const YNode *l, const char *bad, int64_t *out, size_t *n) {
+  if (l->kind != YN_SEQ || l->n == 0 || l->n > ENGINE_MAX_BLOCK_SIZES) return fail(r, l, bad);
   for (size_t i = 0; i < l->n; i++) {
     const YNode *v = l->items[i];
     char *end = NULL;
     long long x = v->kind == YN_SCALAR ? strtoll(v->str, &end, 10) : 0;
-    if (!end || *end || end == v->str || x < 1 || x > (1 << 20) || (i && x <= c->block_sizes[i - 1]))
+    if (!end || *end || end == v->str || x < 1 || x > (1 << 20) || (i && x <= out[i - 1]))
       return fail(r, v, "expected a block size in 1..1048576, above the one before it");
-    c->block_sizes[i] = x;
+    out[i] = x;
   }
-  c->nblock_sizes = l->n;
+  *n = l->n;
   return true;
+}
+
+/* `block_sizes_from: { version: V, add: [...] }`: from release V, inside
+ * the entry's range, the flag also accepts these sizes (vLLM 0.11.1 adds
+ * 256 to 0.11.0's six). */
+static bool read_block_sizes(Rd *r, const YNode *root, EngineCaps *c) {
+  const YNode *bs = yaml_map_get(root, "block_sizes"), *f = yaml_map_get(root, "block_sizes_from");
+  if (bs && !read_sizes(r, bs, "`block_sizes` must be a list of 1 to 16 block sizes", c->block_sizes, &c->nblock_sizes)) return false;
+  if (!f) return true;
+  static const char *const fk[] = {"version", "add"};
+  if (!bs || f->kind != YN_MAP || !keys_ok(r, f, fk, 2))
+    return r->err ? false : fail(r, f, "`block_sizes_from` must be a mapping of version and add, beside `block_sizes`");
+  c->block_sizes_from = str_of(r, f, "version", true);
+  const YNode *add = yaml_map_get(f, "add");
+  if (r->err || !add) return r->err ? false : fail(r, f, "`block_sizes_from` needs `add`");
+  if (!c->min || engine_version_cmp(c->block_sizes_from, c->min) <= 0 ||
+      engine_version_cmp(c->block_sizes_from, c->below) >= 0)
+    return fail(r, f, "`block_sizes_from.version` must lie inside `versions`, above its `min`");
+  return read_sizes(r, add, "`block_sizes_from.add` must be a list of 1 to 16 block sizes", c->block_sizes_added, &c->nblock_sizes_added);
 }
 
 static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
   static const char *const top[] = {"engine", "version", "versions", "source", "command", "layer_split",
                                     "dims", "rules", "pd", "kv_dtypes", "kv_transfer", "samplers",
-                                    "flags", "yaml_keys", "block_sizes"};
+                                    "flags", "yaml_keys", "block_sizes", "block_sizes_from"};
   if (root->kind != YN_MAP) return fail(r, root, "an engine entry is a mapping");
   if (!keys_ok(r, root, top, RP_ARRAY_LEN(top))) return false;
   char *name = str_of(r, root, "engine", true);
@@ -286,9 +304,9 @@ static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
     if (r->err) return false;
     if (engine_version_cmp(c->min, c->below) >= 0) return fail(r, vr, "`versions.min` must be below `below`");
   }
-  const YNode *dims = map_of(r, root, "dims"), *bs = yaml_map_get(root, "block_sizes");
+  const YNode *dims = map_of(r, root, "dims");
   return dims && read_dims(r, dims, c) && read_rules(r, yaml_map_get(root, "rules"), &c->rules) &&
-         read_pd_kv(r, root, c) && (!bs || read_block_sizes(r, bs, c));
+         read_pd_kv(r, root, c) && read_block_sizes(r, root, c);
 }
 
 EngineCaps *engine_caps_parse(const char *shown, const char *text, size_t len, Engine e, char **err) {
@@ -414,6 +432,7 @@ void engine_caps_free(EngineCaps *c) {
   free(c->version);
   free(c->min);
   free(c->below);
+  free(c->block_sizes_from);
   free(c->source);
   free(c->command);
   free(c->layer_split);

@@ -381,21 +381,33 @@ static void check_kv(Diags *d, const EngineCaps *c, const Spec *s) {
   check_graph_bs(d, s, c);
 }
 
+static bool block_listed(const int64_t *l, size_t n, int64_t b) {
+  for (size_t i = 0; i < n; i++)
+    if (l[i] == b) return true;
+  return false;
+}
+
 /* deployment.memory.kv_block against the sizes the entry's block flag
- * accepts (E0716): vLLM 0.11's --block-size is a Literal of six sizes. */
+ * accepts (E0716): vLLM 0.11's --block-size is a Literal of six sizes, and
+ * of seven from 0.11.1 (block_sizes_from), which a spec stating
+ * `version: "0.11"` does not assume. */
 static void check_block_size(Diags *d, const Spec *s, const EngineCaps *c) {
   int64_t b = engine_kv_block(s);
-  if (c->nblock_sizes == 0) return;
-  for (size_t i = 0; i < c->nblock_sizes; i++)
-    if (c->block_sizes[i] == b) return;
+  if (c->nblock_sizes == 0 || block_listed(c->block_sizes, c->nblock_sizes, b)) return;
+  const SStr *v = &s->deployment.engine_version;
+  bool added = block_listed(c->block_sizes_added, c->nblock_sizes_added, b);
+  if (added && v->set && v->v && engine_version_cmp(v->v, c->block_sizes_from) >= 0) return;
   StrBuf sb;
   sb_init(&sb);
   for (size_t i = 0; i < c->nblock_sizes; i++) sb_printf(&sb, "%s%lld", i ? ", " : "", (long long)c->block_sizes[i]);
   const SInt *kb = &s->deployment.memory.kv_block;
   Diag *g = diag_at(d, DIAG_E0716, kb->set ? kb->loc : s->deployment.loc,
-                    "engine `%s` %s takes KV blocks of %s tokens only, not %lld", engine_name(c->engine), c->version,
-                    sb.buf, (long long)b);
-  diag_help(g, "write `kv_block:` one of %s", sb.buf);
+                    "engine `%s` %s takes KV blocks of %s tokens only, not %lld", engine_name(c->engine),
+                    v->set && v->v ? v->v : c->version, sb.buf, (long long)b);
+  if (added)
+    diag_help(g, "release %s and later take %lld too: state `engine: { version: \"%s\" }` if that is what runs",
+              c->block_sizes_from, (long long)b, c->block_sizes_from);
+  else diag_help(g, "write `kv_block:` one of %s", sb.buf);
   sb_free(&sb);
 }
 

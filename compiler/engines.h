@@ -73,6 +73,10 @@ typedef struct EngineCaps {
   size_t nyaml_keys, nblock_sizes;
   int64_t block_sizes[ENGINE_MAX_BLOCK_SIZES]; /* the KV block sizes its flag
                                                   accepts, ascending; none listed: any */
+  char *block_sizes_from; /* a release inside the range from which the flag
+                             also accepts block_sizes_added; NULL: none */
+  int64_t block_sizes_added[ENGINE_MAX_BLOCK_SIZES];
+  size_t nblock_sizes_added;
   EngineKV *yaml_keys;  /* rankplan term -> `section.field` of the engine's
                            arguments YAML (the file its `config` flag names),
                            for settings the engine takes there only */
