@@ -44,7 +44,7 @@
     "fraction of MoE dispatch/combine time hidden behind compute (two micro-batches)") \
   X(expert_imbalance, 1.0, 1.0, 64.0,                                            \
     "tokens of the busiest ep rank over the mean (1: perfectly balanced routing)")  \
-  X(step_overhead_s, 0.5e-3, 0.0, 1.0,                                           \
+  X(step_overhead_s, 0.408e-3, 0.0, 1.0,                                         \
     "fixed time per decode step of one pipeline stage (launch, scheduling)")     \
   X(seq_overhead_s, 12.8e-6, 0.0, 1.0,                                           \
     "time per sequence a decode step's CPU work adds (input preparation, "       \
