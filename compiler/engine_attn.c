@@ -104,6 +104,13 @@ static void attn_vllm019(const Spec *s, EngineAttn *o) {
   o->refusal = VLLM019_REFUSAL;
 }
 
+/* gpt-oss's attention has sinks (GptOssForCausalLM), which vLLM's
+ * FLEX_ATTENTION does not take and 0.11 runs with TRITON_ATTN off Hopper. */
+static bool attn_sinks(const Spec *s) {
+  const SStr *a = &s->model.architecture;
+  return a->set && a->v && strcmp(a->v, "GptOssForCausalLM") == 0;
+}
+
 /* vLLM 0.19.x, other attention: on NVIDIA GPUs FLASH_ATTN first, FLASHINFER
  * on compute capability 10 (_get_backend_priorities), both, like
  * TRITON_ATTN after them, taking multiples of 16; a block they do not
@@ -112,9 +119,7 @@ static void attn_vllm019(const Spec *s, EngineAttn *o) {
  * first and every other backend (rocm.py) takes multiples of 16 too. */
 static void attn_vllm019_mha(const Spec *s, EngineAttn *o) {
   const HardwareSpec *h = &s->hardware;
-  const SStr *a = &s->model.architecture;
-  bool sinks = a->set && a->v && strcmp(a->v, "GptOssForCausalLM") == 0;
-  bool amd = engine_gpu_is_amd(h), sm100 = engine_gpu_is_sm100(h);
+  bool sinks = attn_sinks(s), amd = engine_gpu_is_amd(h), sm100 = engine_gpu_is_sm100(h);
   *o = (EngineAttn){.backend = amd ? "ROCM_ATTN" : sm100 ? "FLASHINFER" : "FLASH_ATTN", .page = 16, .unit = 16,
                     .refusal = VLLM019_REFUSAL,
                     .why = amd     ? "vLLM 0.19 runs attention on AMD GPUs with ROCM_ATTN"
@@ -131,9 +136,7 @@ static void attn_vllm019_mha(const Spec *s, EngineAttn *o) {
 static void attn_vllm011_mha(const Spec *s, EngineAttn *o) {
   const HardwareSpec *h = &s->hardware;
   if (engine_gpu_is_sm100(h) || engine_gpu_is_amd(h)) return;
-  const SStr *a = &s->model.architecture;
-  bool sinks = a->set && a->v && strcmp(a->v, "GptOssForCausalLM") == 0;
-  bool triton = (sinks || s->model.dtype.kv_cache.v == DT_FP8) && !engine_gpu_is_hopper(h);
+  bool triton = (attn_sinks(s) || s->model.dtype.kv_cache.v == DT_FP8) && !engine_gpu_is_hopper(h);
   *o = (EngineAttn){.backend = triton ? "TRITON_ATTN" : "FLASH_ATTN", .page = 16, .unit = 16,
                     .refusal = VLLM011_REFUSAL,
                     .why = triton ? "vLLM 0.11 runs this model on this GPU with TRITON_ATTN"
