@@ -229,6 +229,7 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   m->sync_gpn = engine_vllm_ray_sync_gpn(s);
   m->eager_prefill = es.eager_prefill;
   m->whole_prompts = es.whole_prompts;
+  m->whole_tokens = es.whole_prompts ? es.tokens : 0;
   if ((Engine)s->deployment.engine.v == ENGINE_SGLANG) {
     m->graph_bs[0] = mem_engine_sglang_graph_bs(s, 1);
     m->graph_bs[1] = mem_engine_sglang_graph_bs(s, 4);
@@ -1040,7 +1041,8 @@ double cost_decode_ctx(const CostModel *m) { return (double)m->tin + (double)m->
 
 double cost_headroom(const Spec *s) {
   double h = s->search.headroom.v;
-  return h > 0.0 && h <= 1.0 ? h : 0.9;
+  if (s->search.headroom.set && h > 0.0 && h <= 1.0) return h;
+  return s->workload.concurrency.set ? 1.0 : 0.9;
 }
 
 /* How far batch B is over the SLO (<= 0: it meets it; +inf: the batch
@@ -1265,12 +1267,53 @@ static bool cost__agg_mixed_at(const CostModel *m, int64_t B, CostAggArg *a) {
 /* Decode steps of time tpot when a share up of the instance's time runs
  * prefills at rate mu (1 / the prefill's time): an alternating engine's
  * steps wait behind them, tpot / (1 - up); up >= 1 leaves none. */
-static double cost__stretch(const CostModel *m, double tpot, double up, double mu) {
+static double cost__stretch(double tpot, double up) {
   if (up <= 0.0) return tpot;
-  /* whole prompts beside the decodes: the R = up mu prefill steps a
-   * second advance them too (docs/cost-model.md, "Whole prompts") */
-  if (m->whole_prompts && mu > 0.0) return up < 1.0 ? tpot / (1.0 - up + up * tpot * mu) : 1.0 / mu;
   return up < 1.0 ? tpot / (1.0 - up) : (double)INFINITY;
+}
+
+/* The mean step of an instance at batch B that runs whole prompts beside
+ * its decodes (docs/cost-model.md, "Whole prompts"), prompts arriving at
+ * R a second: a step takes every prompt that arrived while the one before
+ * it ran, so with lambda = R t arrivals per step of mean t a share
+ * q = 1 - e^-lambda of the steps carry lambda / q prompts (at least one)
+ * beside the decodes, at most what the token budget leaves (one prompt
+ * whatever the budget), and t = (1 - q) t(B, 0) + q t(B, prompts): a
+ * fixed point, reached in a few rounds (t(B, c) moves by a fraction of
+ * itself with q). Every step advances every decode by a token, so t is the
+ * TPOT. */
+static double cost__whole_step(const CostModel *m, const CostDecodePrep *p, int64_t B, double R,
+                               double t0) {
+  CkState st = {true};
+  int64_t tq = ckm(&st, cost_sched_batch(B, p->l.pp, p->l.dp), 1 + m->draft), S = m->new_tokens;
+  int64_t room = st.ok && m->whole_tokens - S > tq ? m->whole_tokens - tq : S;
+  double t = t0;
+  for (int i = 0; i < 16 && R > 0.0 && S > 0; i++) {
+    double lam = R * t / (double)p->l.dp, q = 1.0 - exp(-lam);
+    if (!(q > 0.0)) break;
+    double k = fmax(1.0, lam / q), c = fmin(ceil(k * (double)S), (double)room);
+    CostChunk ch = cost__carry_chunks(m, &p->l, (int64_t)c, 0);
+    CostDecode s;
+    if (!cost_step_ranks(m, p, B, ch.slow, ch.mean, &s) || !(s.tpot > 0)) break;
+    double next = (1.0 - q) * t0 + q * s.tpot;
+    bool done = fabs(next - t) <= 1e-7 * t;
+    t = next;
+    if (done) break;
+  }
+  return t;
+}
+
+/* R_cap of such an instance: the rate at which its B decodes, each T_out
+ * steps of the mean step at that rate, finish as fast as prompts arrive,
+ * R T_out t(R) = B (bisection: t grows with R). */
+static double cost__whole_rcap(const CostModel *m, const CostDecodePrep *p, int64_t B, double t0) {
+  double hi = (double)B / ((double)m->tout * t0), lo = 0.0;
+  for (int i = 0; i < 24; i++) {
+    double r = 0.5 * (lo + hi);
+    if (r * (double)m->tout * cost__whole_step(m, p, B, r, t0) > (double)B) hi = r;
+    else lo = r;
+  }
+  return lo;
 }
 
 static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
@@ -1278,17 +1321,15 @@ static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
   CostDecode dc;
   if (!cost_decode_at(m, a->prep, B, &dc)) return false;
   double D = (double)B / dc.tpot;
-  /* a request's cycle: its prefill and T_out / D of decoding, less the
-   * decode step its own prefill step also runs where whole prompts ride
-   * beside the decodes */
-  double cycle = 1.0 / a->pre->mu + (double)m->tout / D - (m->whole_prompts ? dc.tpot : 0.0);
-  /* at B >= T_out the prompt steps alone emit the output: the prefill binds */
-  a->rcap = cycle > 1.0 / a->pre->mu ? 1.0 / cycle : a->pre->mu;
+  if (m->whole_prompts) a->rcap = cost__whole_rcap(m, a->prep, B, dc.tpot);
+  else a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
+  if (!(a->rcap > 0.0)) return false;
   double rt = cost_md1_max_rho(a->rcap, cost__ttft_room(m, a->pre->latency));
   a->ttft_bound = rt < a->headroom;
   a->rho = a->ttft_bound ? rt : a->headroom;
   double up = a->rho * a->rcap / a->pre->mu;
-  a->tpot_eff = cost__stretch(m, dc.tpot, up, a->pre->mu);
+  a->tpot_eff = m->whole_prompts ? cost__whole_step(m, a->prep, B, a->rho * a->rcap, dc.tpot)
+                                 : cost__stretch(dc.tpot, up);
   return a->rho > 0.0;
 }
 
@@ -1502,7 +1543,7 @@ static bool cost__tpot_at(const CostModel *m, const CostTpotCtx *t, int64_t B, d
   }
   CostDecode dc;
   if (!cost_decode_at(m, &t->p, B, &dc)) return false;
-  *tpot = cost__stretch(m, dc.tpot, up, t->mu);
+  *tpot = m->whole_prompts ? cost__whole_step(m, &t->p, B, up * t->mu, dc.tpot) : cost__stretch(dc.tpot, up);
   return true;
 }
 

@@ -162,6 +162,7 @@ typedef struct {
                                       0.19 under Ray, engine_vllm_ray_sync_gpn); 0: none */
   bool eager_prefill;              /* the engine runs a prefill without CUDA graphs */
   bool whole_prompts;              /* aggregated steps carry whole prompts beside the decodes (engines.h) */
+  int64_t whole_tokens;            /* their per-step token budget (max_num_tokens), 0 when unknown */
   int64_t graph_bs[2];             /* SGLang's CUDA-graph batch at --tp-size below 4 and
                                       from 4 (mem_engine_sglang_graph_bs); 0: not known */
   int64_t prefill_tokens;          /* most prompt tokens one prefill pass takes (the

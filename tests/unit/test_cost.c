@@ -566,13 +566,12 @@ static void test_mixed_step(void) {
   T_CHECK(in.cap <= 1023);
 }
 
-/* Whole prompts beside the decodes (TensorRT-LLM's in-flight batching
- * without chunked prefill; docs/cost-model.md, "Whole prompts"): Llama-3.1-
- * 70B at B = 64, 4,000 tokens in and 500 out. An alternating engine serves
- * R_cap = 1 / (t_p + T_out / D) with D = B / t; here each prompt's step
- * also advances the decodes, one step fewer per request: 1 / (t_p + T_out
- * / D - t). At the planned share u = rho R_cap t_p, TPOT = t / (1 - u + u
- * t / t_p), where the alternating form gives t / (1 - u). */
+/* Whole prompts beside the decodes (docs/cost-model.md, "Whole prompts"):
+ * at the rate R a step of mean t carries, with probability q = 1 - e^-R t,
+ * max(1, R t / q) prompts beside the 64 decodes, so t = (1 - q) t(64, 0) +
+ * q t(64, those prompts' tokens); R_cap is the rate at which 64 decodes of
+ * T_out such steps finish, R_cap T_out t(R_cap) = 64. The alternating form
+ * is unchanged: prompts alone, decodes stretched by 1 / (1 - u). */
 static void test_whole_prompts(void) {
   Spec s = llama70b(4);
   CostModel m = model_of(&s);
@@ -582,25 +581,25 @@ static void test_whole_prompts(void) {
   m.slo_ttft = 1000.0;
   T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 0.9, NULL, &alt));
   m.whole_prompts = true;
-  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 0.9, NULL, &whole));
+  m.whole_tokens = 8192;
+  T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 1.0, NULL, &whole));
   CostDecodePrep p;
-  CostDecode dc;
+  CostDecode dc, one;
   T_CHECK(cost_decode_prep(&m, &l, cost_decode_ctx(&m), &p));
   T_CHECK(cost_decode_at(&m, &p, 64, &dc));
-  double tp = 1.0 / whole.pre.mu, t = dc.tpot;
-  T_NEAR(whole.pre.mu, alt.pre.mu, 0.0);
-  T_NEAR(alt.rcap, 1.0 / (tp + 500.0 * t / 64.0), 1e-12 * alt.rcap);
-  T_NEAR(whole.rcap, 1.0 / (tp + 500.0 * t / 64.0 - t), 1e-12 * whole.rcap);
-  double u = whole.rho * whole.rcap * tp, ua = alt.rho * alt.rcap * tp;
-  T_NEAR(whole.tpot, t / (1.0 - u + u * t / tp), 1e-12 * whole.tpot);
-  T_NEAR(alt.tpot, t / (1.0 - ua), 1e-12 * alt.tpot);
-  T_CHECK(whole.tpot < t / (1.0 - u));
-  /* a batch above T_out: the prompt steps alone emit every output token,
-   * so the prefill rate binds (the cycle formula would go negative) */
+  double tp = 1.0 / alt.pre.mu, t = dc.tpot, ua = alt.rho * alt.rcap * tp;
+  T_NEAR(alt.rcap, 1.0 / (tp + 500.0 * t / 64.0), 1e-12);
+  T_NEAR(alt.tpot, t / (1.0 - ua), 1e-12);
+  T_NEAR(whole.rcap * 500.0 * whole.tpot, 64.0, 1e-3);
+  double lam = whole.rcap * whole.tpot, q = 1.0 - exp(-lam);
+  int64_t c = (int64_t)ceil(fmax(1.0, lam / q) * (double)m.new_tokens);
+  T_CHECK(cost_step_at(&m, &p, 64, c < 8192 - 64 ? c : 8192 - 64, &one));
+  T_NEAR(whole.tpot, (1.0 - q) * t + q * one.tpot, 1e-3);
+  T_CHECK(whole.tpot > t && whole.tpot < one.tpot);
+  /* a batch above T_out stays finite */
   m.tout = 32;
   T_CHECK(cost_instance_eval(&m, ROLE_BOTH, &l, 64, 0.9, NULL, &whole));
-  T_NEAR(whole.rcap, whole.pre.mu, 0.0);
-  T_CHECK(whole.tpot > 0 && isfinite(whole.tpot));
+  T_CHECK(whole.tpot > 0 && isfinite(whole.tpot) && whole.rcap > 0);
 }
 
 /* Instance `l` of m at batch 256 and 1,000 output tokens: its R_cap is
