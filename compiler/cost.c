@@ -1283,12 +1283,13 @@ static double cost__stretch(double tpot, double up) {
  * itself with q). Every step advances every decode by a token, so t is the
  * TPOT. */
 static double cost__whole_step(const CostModel *m, const CostDecodePrep *p, int64_t B, double R,
-                               double t0) {
+                               double t0, double start) {
   CkState st = {true};
   int64_t tq = ckm(&st, cost_sched_batch(B, p->l.pp, p->l.dp), 1 + m->draft), S = m->new_tokens;
   int64_t room = st.ok && m->whole_tokens - S > tq ? m->whole_tokens - tq : S;
-  double t = t0;
-  for (int i = 0; i < 16 && R > 0.0 && S > 0; i++) {
+  double t = start > t0 ? start : t0;
+  if (!(R > 0.0) || S < 1) return t0;
+  for (int i = 0; i < 16; i++) {
     double lam = R * t / (double)p->l.dp, q = 1.0 - exp(-lam);
     if (!(q > 0.0)) break;
     double k = fmax(1.0, lam / q), c = fmin(ceil(k * (double)S), (double)room);
@@ -1296,7 +1297,7 @@ static double cost__whole_step(const CostModel *m, const CostDecodePrep *p, int6
     CostDecode s;
     if (!cost_step_ranks(m, p, B, ch.slow, ch.mean, &s) || !(s.tpot > 0)) break;
     double next = (1.0 - q) * t0 + q * s.tpot;
-    bool done = fabs(next - t) <= 1e-7 * t;
+    bool done = fabs(next - t) <= 1e-6 * t;
     t = next;
     if (done) break;
   }
@@ -1307,10 +1308,11 @@ static double cost__whole_step(const CostModel *m, const CostDecodePrep *p, int6
  * steps of the mean step at that rate, finish as fast as prompts arrive,
  * R T_out t(R) = B (bisection: t grows with R). */
 static double cost__whole_rcap(const CostModel *m, const CostDecodePrep *p, int64_t B, double t0) {
-  double hi = (double)B / ((double)m->tout * t0), lo = 0.0;
-  for (int i = 0; i < 24; i++) {
+  double hi = (double)B / ((double)m->tout * t0), lo = 0.0, t = t0;
+  for (int i = 0; i < 20; i++) { /* 2^-20 of the range: below print precision */
     double r = 0.5 * (lo + hi);
-    if (r * (double)m->tout * cost__whole_step(m, p, B, r, t0) > (double)B) hi = r;
+    t = cost__whole_step(m, p, B, r, t0, t); /* from the last round's step */
+    if (r * (double)m->tout * t > (double)B) hi = r;
     else lo = r;
   }
   return lo;
@@ -1328,7 +1330,7 @@ static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
   a->ttft_bound = rt < a->headroom;
   a->rho = a->ttft_bound ? rt : a->headroom;
   double up = a->rho * a->rcap / a->pre->mu;
-  a->tpot_eff = m->whole_prompts ? cost__whole_step(m, a->prep, B, a->rho * a->rcap, dc.tpot)
+  a->tpot_eff = m->whole_prompts ? cost__whole_step(m, a->prep, B, a->rho * a->rcap, dc.tpot, dc.tpot)
                                  : cost__stretch(dc.tpot, up);
   return a->rho > 0.0;
 }
@@ -1543,7 +1545,8 @@ static bool cost__tpot_at(const CostModel *m, const CostTpotCtx *t, int64_t B, d
   }
   CostDecode dc;
   if (!cost_decode_at(m, &t->p, B, &dc)) return false;
-  *tpot = m->whole_prompts ? cost__whole_step(m, &t->p, B, up * t->mu, dc.tpot) : cost__stretch(dc.tpot, up);
+  *tpot = m->whole_prompts ? cost__whole_step(m, &t->p, B, up * t->mu, dc.tpot, dc.tpot)
+                           : cost__stretch(dc.tpot, up);
   return true;
 }
 
