@@ -264,7 +264,9 @@ static bool read_sizes(Rd *r, const YNode *l, const char *bad, int64_t *out, siz
  * 256 to 0.11.0's six). */
 static bool read_block_sizes(Rd *r, const YNode *root, EngineCaps *c) {
   const YNode *bs = yaml_map_get(root, "block_sizes"), *f = yaml_map_get(root, "block_sizes_from");
-  if (bs && !read_sizes(r, bs, "`block_sizes` must be a list of 1 to 16 block sizes", c->block_sizes, &c->nblock_sizes)) return false;
+  if (bs && !read_sizes(r, bs, "`block_sizes` must be a list of 1 to 16 block sizes", c->block_sizes,
+                        &c->nblock_sizes))
+    return false;
   if (!f) return true;
   static const char *const fk[] = {"version", "add"};
   if (!bs || f->kind != YN_MAP || !keys_ok(r, f, fk, 2))
@@ -275,7 +277,8 @@ static bool read_block_sizes(Rd *r, const YNode *root, EngineCaps *c) {
   if (!c->min || engine_version_cmp(c->block_sizes_from, c->min) <= 0 ||
       engine_version_cmp(c->block_sizes_from, c->below) >= 0)
     return fail(r, f, "`block_sizes_from.version` must lie inside `versions`, above its `min`");
-  return read_sizes(r, add, "`block_sizes_from.add` must be a list of 1 to 16 block sizes", c->block_sizes_added, &c->nblock_sizes_added);
+  return read_sizes(r, add, "`block_sizes_from.add` must be a list of 1 to 16 block sizes", c->block_sizes_added,
+                    &c->nblock_sizes_added);
 }
 
 static bool read_entry(Rd *r, const YNode *root, Engine e, EngineCaps *c) {
