@@ -1322,9 +1322,10 @@ static bool cost__agg_at(const CostModel *m, int64_t B, CostAggArg *a) {
   if (m->chunk_tokens > 0) return cost__agg_mixed_at(m, B, a);
   CostDecode dc;
   if (!cost_decode_at(m, a->prep, B, &dc)) return false;
-  double D = (double)B / dc.tpot;
+  /* alternating: a request's cycle is its prefill and T_out / D of
+   * decoding, D = B / TPOT(B) the instance's output tokens/s */
   if (m->whole_prompts) a->rcap = cost__whole_rcap(m, a->prep, B, dc.tpot);
-  else a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout / D);
+  else a->rcap = 1.0 / (1.0 / a->pre->mu + (double)m->tout * dc.tpot / (double)B);
   if (!(a->rcap > 0.0)) return false;
   double rt = cost_md1_max_rho(a->rcap, cost__ttft_room(m, a->pre->latency));
   a->ttft_bound = rt < a->headroom;
