@@ -27,7 +27,9 @@ cache, so no read is served from L2. Times are the median of 7 timed
 repetitions of 20 products after 3 warm-up repetitions.
 
 usage: gpu_kernels.py [--out FILE.json] [--bandwidth GB/s] [--bf16 TFLOP/s]
-(defaults: the H200 SXM catalog entry's 4800 GB/s and 989.5 TFLOP/s,
+                      [--fp8] [--fp8-tflops TFLOP/s]
+       gpu_kernels.py --from FILE.json   (reprints an --fp8 run's summary)
+(defaults: the H200 SXM catalog entry's 4800 GB/s, 989.5 and 1979 TFLOP/s,
 plans/catalog/hardware/h200-sxm.yaml)."""
 import argparse
 import json
@@ -35,7 +37,10 @@ import statistics
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # --from needs no GPU and no PyTorch
+    torch = None
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 8192, 64, 8, 128, 28672
 
@@ -119,6 +124,61 @@ def products(ms, l2, bw, peak):
     return rows
 
 
+FP8_M = [16, 32, 64, 128, 192, 256, 384, 512, 768, 1024]
+LAYERS = 80  # Llama-3.3-70B's num_hidden_layers (its config.json)
+# The cost model's defaults (docs/cost-model.md, "Constants"), for the
+# comparison line only.
+HBM_EFF, MFU_DECODE, STALL = 0.80, 0.50, 5e-6
+
+
+def fp8_products(l2, bw, peak):
+    """torch._scaled_mm rows per tp, matrix and M (FP8_M)."""
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    rows = []
+    for tp in (1, 2, 4, 8):
+        for name, k, n in shapes(tp):
+            copies = max(1, -(-4 * l2 // (k * n)))
+            ws = [torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn) for _ in range(copies)]
+            for m in FP8_M:
+                x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+                i = [0]
+
+                def step():
+                    torch._scaled_mm(x, ws[i[0] % len(ws)].t(), one, one, out_dtype=torch.bfloat16)
+                    i[0] += 1
+                t = graph_timed(step)
+                nbytes, flops = k * n + m * k + 2 * m * n, 2 * m * k * n
+                rows.append({"tp": tp, "matrix": name, "k": k, "n": n, "m": m, "s": t, "bytes": nbytes,
+                             "roof_s": max(nbytes / bw / 1e9, flops / peak / 1e12),
+                             "hbm_fraction": nbytes / t / 1e9 / bw, "mfu": flops / t / 1e12 / peak})
+            del ws
+            torch.cuda.empty_cache()
+    return rows
+
+
+def fp8_summary(rows, bw, peak):
+    print(f"fp8 products (in CUDA graphs), fraction of {bw:.0f} GB/s read:")
+    table(rows, FP8_M, "hbm_fraction", 7)
+    print(f"fp8 products, fraction of {peak:.0f} TFLOP/s:")
+    table(rows, FP8_M, "mfu", 7)
+    for m in FP8_M:
+        r = [x for x in rows if x["m"] == m]
+        print(f"  M={m:4d}: median over the {len(r)} matrices {statistics.median(x['mfu'] for x in r):.3f} of the rate, "
+              f"{statistics.median(x['roof_s'] / x['s'] for x in r):.3f} of the roofline")
+    print(f"tp 2, one layer's four products x {LAYERS} layers (a decode step's linear part); 'model' is the\n"
+          f"  cost model's form with its defaults: max(weights / ({HBM_EFF} x {bw:.0f} GB/s), FLOPs / ({MFU_DECODE}"
+          f" x {peak:.0f} TFLOP/s)) + {STALL * 1e6:.0f} us per product")
+    prev = None
+    for m in FP8_M:
+        r = [x for x in rows if x["tp"] == 2 and x["m"] == m]
+        t, roof = LAYERS * sum(x["s"] for x in r), LAYERS * sum(x["roof_s"] for x in r)
+        w, fl = LAYERS * sum(x["k"] * x["n"] for x in r), LAYERS * sum(2 * m * x["k"] * x["n"] for x in r)
+        model = max(w / (HBM_EFF * bw * 1e9), fl / (MFU_DECODE * peak * 1e12)) + LAYERS * len(r) * STALL
+        grow = "" if prev is None else f", {(t - prev[1]) / (m - prev[0]) * 1e3:.4f} ms per token since M={prev[0]}"
+        print(f"  M={m:4d}: {t * 1e3:7.3f} ms (roofline {roof * 1e3:7.3f} ms, model {model * 1e3:7.3f} ms){grow}")
+        prev = (m, t)
+
+
 def boundaries():
     a = torch.zeros(1, device="cuda")
     n = 2000
@@ -187,14 +247,22 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--bandwidth", type=float, default=4800.0, help="nominal GB/s")
     ap.add_argument("--bf16", type=float, default=989.5, help="nominal dense bf16 TFLOP/s")
+    ap.add_argument("--fp8", action="store_true", help="also the fp8 products (item 5)")
+    ap.add_argument("--fp8-tflops", type=float, default=1979.0, help="nominal dense fp8 TFLOP/s")
+    ap.add_argument("--from", dest="src", default=None,
+                    help="reprint the fp8 summary from an --out FILE.json of an --fp8 run (no GPU)")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    if a.src:
+        res = json.load(open(a.src))
+        fp8_summary(res["fp8_products"], res["nominal_gbs"], res.get("nominal_fp8_tflops", a.fp8_tflops))
+        return 0
+    if torch is None or not torch.cuda.is_available():
         print("gpu_kernels: no CUDA device", file=sys.stderr)
         return 2
     p = torch.cuda.get_device_properties(0)
     l2 = getattr(p, "L2_cache_size", 64 << 20)
     res = {"device": p.name, "torch": torch.__version__, "cuda": torch.version.cuda,
-           "l2_bytes": l2, "nominal_gbs": a.bandwidth, "nominal_bf16_tflops": a.bf16}
+           "l2_bytes": l2, "nominal_gbs": a.bandwidth, "nominal_bf16_tflops": a.bf16, "nominal_fp8_tflops": a.fp8_tflops}
     res["memory"] = memory()
     print(f"{p.name}, torch {torch.__version__}, CUDA {torch.version.cuda}, L2 {l2 >> 20} MiB")
     m = res["memory"]
@@ -208,6 +276,9 @@ def main():
           f"{b['eager_cpu_s_per_kernel'] * 1e6:.2f} us CPU per kernel issued eagerly")
     res["products"] = products(DECODE_M + PREFILL_M, l2, a.bandwidth, a.bf16)
     summary(res["products"], a.bandwidth, a.bf16)
+    if a.fp8:
+        res["fp8_products"] = fp8_products(l2, a.bandwidth, a.fp8_tflops)
+        fp8_summary(res["fp8_products"], a.bandwidth, a.fp8_tflops)
     if a.out:
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
