@@ -63,11 +63,14 @@ static void attn_vllm011(const Spec *s, EngineAttn *o) {
 
 /* What vLLM raises when no attention backend it would run takes the
  * block: 0.19's selector (vllm/platforms/cuda.py and rocm.py,
- * get_attn_backend_cls), and 0.11's FLASH_ATTN and TRITON_ATTN at the KV
+ * get_attn_backend_cls), 0.11.0's FLASH_ATTN and TRITON_ATTN at the KV
  * cache's shape (vllm/v1/attention/backends/flash_attn.py and
- * triton_attn.py, get_kv_cache_shape). */
+ * triton_attn.py, get_kv_cache_shape), and 0.11.1's model runner when no
+ * kernel block size of the backend divides the block
+ * (vllm/v1/worker/gpu_model_runner.py, "No common block size for N."). */
 #define VLLM019_REFUSAL "No valid attention backend found for ..."
 #define VLLM011_REFUSAL "Block size must be a multiple of 16."
+#define VLLM0111_REFUSAL "No common block size for ..."
 
 /* vLLM 0.19.x, MLA models (vllm/platforms/cuda.py, _get_backend_priorities
  * and get_attn_backend_cls; vllm/v1/attention/backends/mla/): the first
@@ -128,19 +131,34 @@ static void attn_vllm019_mha(const Spec *s, EngineAttn *o) {
   if (!amd && !sinks && s->model.dtype.kv_cache.v != DT_FP8) o->fallback = "FLEX_ATTENTION";
 }
 
-/* vLLM 0.11.x, other attention on the NVIDIA GPUs before compute
- * capability 10 (platforms/cuda.py, get_attn_backend_cls): FLASH_ATTN,
- * or TRITON_ATTN for attention sinks or an fp8 KV cache off Hopper; both
- * raise for a block that is not a multiple of 16. Compute capability 10.0
- * prefers FlashInfer, and the AMD GPUs are not covered. */
+/* vLLM 0.11.x, other attention. 0.11.0 (platforms/cuda.py and rocm.py,
+ * get_attn_backend_cls): FlashInfer on compute capability exactly 10.0,
+ * which shapes any block (no rule here); on the other NVIDIA GPUs, the
+ * B300's 10.3 included, FLASH_ATTN, or TRITON_ATTN for attention sinks or
+ * an fp8 KV cache off Hopper; on AMD GPUs, AITER being off unless
+ * VLLM_ROCM_USE_AITER is set, TRITON_ATTN. FLASH_ATTN and TRITON_ATTN
+ * raise for a block that is not a multiple of 16 when they shape the
+ * cache. 0.11.1 and 0.11.2 (_get_backend_priorities): FlashInfer first on
+ * compute capability 10, else FLASH_ATTN, FlashInfer for an fp8 KV cache
+ * off Hopper (FLASH_ATTN's fp8 needs Hopper), TRITON_ATTN for sinks there;
+ * AMD as 0.11.0. Their kernel block sizes ([16, 32, 64] or multiples of
+ * 16) must divide the block, else the model runner raises
+ * (gpu_model_runner.py, select_common_block_size). */
 static void attn_vllm011_mha(const Spec *s, EngineAttn *o) {
   const HardwareSpec *h = &s->hardware;
-  if (engine_gpu_is_sm100(h) || engine_gpu_is_amd(h)) return;
-  bool triton = (attn_sinks(s) || s->model.dtype.kv_cache.v == DT_FP8) && !engine_gpu_is_hopper(h);
-  *o = (EngineAttn){.backend = triton ? "TRITON_ATTN" : "FLASH_ATTN", .page = 16, .unit = 16,
-                    .refusal = VLLM011_REFUSAL,
-                    .why = triton ? "vLLM 0.11 runs this model on this GPU with TRITON_ATTN"
-                                  : "vLLM 0.11 runs attention on this GPU with FLASH_ATTN"};
+  const SStr *v = &s->deployment.engine_version;
+  bool later = v->set && v->v && engine_version_cmp(v->v, "0.11.1") >= 0;
+  if (!later && engine_gpu_is_sm100_0(h)) return;
+  bool sinks = attn_sinks(s), odd = (sinks || s->model.dtype.kv_cache.v == DT_FP8) && !engine_gpu_is_hopper(h);
+  const char *b = "FLASH_ATTN", *why = "vLLM 0.11 runs attention on this GPU with FLASH_ATTN";
+  if (engine_gpu_is_amd(h)) b = "TRITON_ATTN", why = "vLLM 0.11 runs attention on AMD GPUs with TRITON_ATTN";
+  else if (later && engine_gpu_is_sm100(h))
+    b = "FLASHINFER", why = "vLLM 0.11.1 and later run attention on compute capability 10 GPUs with FlashInfer";
+  else if (odd && later && !sinks)
+    b = "FLASHINFER", why = "vLLM 0.11.1 and later run an fp8 KV cache on this GPU with FlashInfer";
+  else if (odd) b = "TRITON_ATTN", why = "vLLM 0.11 runs this model on this GPU with TRITON_ATTN";
+  *o = (EngineAttn){.backend = b, .page = 16, .unit = 16, .refusal = later ? VLLM0111_REFUSAL : VLLM011_REFUSAL,
+                    .why = why};
 }
 
 /* TensorRT-LLM's PyTorch backend, MLA models whose latent KV is 576 wide
