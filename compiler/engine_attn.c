@@ -265,8 +265,9 @@ static void check_sglang_chunk(Diags *d, const Spec *s) {
     Diag *g = diag_at(d, DIAG_E0717, t->set ? t->loc : p->loc, "SGLang asserts that its chunked-prefill size "
                       "is a multiple of the page size: pool `%s` runs %lld tokens%s, not a multiple of %lld",
                       p->name.v, (long long)c, dp > 1 ? " per attention dp rank" : "", (long long)page);
+    int64_t e = (chunk / (page * dp) + 1) * page * dp;
     diag_help(g, "write `serving.max_num_batched_tokens` as a multiple of %lld (%lld x dp %lld), e.g. %lld",
-              (long long)(page * dp), (long long)page, (long long)dp, (long long)((chunk / (page * dp) + 1) * page * dp));
+              (long long)(page * dp), (long long)page, (long long)dp, (long long)e);
     return;
   }
 }
