@@ -226,6 +226,7 @@ static void cost__sched_init(const Spec *s, CostModel *m) {
   engine_sched(s, &es);
   m->chunk_tokens = es.mixed ? es.tokens : 0;
   m->overlap = es.overlap;
+  m->overlap_exposed_s = es.overlap_exposed_s;
   m->sync_gpn = engine_vllm_ray_sync_gpn(s);
   m->eager_prefill = es.eager_prefill;
   m->whole_prompts = es.whole_prompts;
@@ -990,10 +991,11 @@ bool cost_step_ranks(const CostModel *m, const CostDecodePrep *p, int64_t B, int
   /* The engine's CPU work per step, a fixed part and a part per sequence
    * of the scheduler's batch (docs/cost-model.md, "Engine overhead per
    * step"): exposed in full, or only what the GPU's step does not cover
-   * when the engine overlaps the two. */
+   * when the engine overlaps the two, and at least what the engine's
+   * overlap is known to leave exposed. */
   double cpu = (double)l->pp * (m->k.step_overhead_s + m->k.seq_overhead_s * (double)w.bdp);
   bool overlap = m->overlap && !engine_spans_nodes(m->sync_gpn, l->tp * l->cp, l->pp, l->dp);
-  double exposed = overlap ? fmax(0.0, cpu - gpu) : cpu;
+  double exposed = overlap ? fmax((double)l->pp * m->overlap_exposed_s, cpu - gpu) : cpu;
   out->step = gpu + exposed;
   out->overhead = exposed + eager + stalls * (1.0 + (double)m->draft / (nd + nm));
   out->tpot = out->step / m->accepted;

@@ -157,6 +157,7 @@ typedef struct {
                                       prefix-cache hit, at least 1) */
   double chunk_ctx;                /* mean context a prompt-chunk token attends to */
   bool overlap;                    /* the engine hides step_overhead_s behind the GPU's step */
+  double overlap_exposed_s;        /* what the overlap still leaves exposed a step (engines.h) */
   int64_t sync_gpn;                /* an engine larger than this many GPUs runs
                                       synchronously whatever `overlap` says (vLLM
                                       0.19 under Ray, engine_vllm_ray_sync_gpn); 0: none */

@@ -108,6 +108,8 @@ typedef struct {
   bool whole_prompts;  /* a step carries whole prompts beside the running
                           decodes (TensorRT-LLM's in-flight batching without
                           chunked prefill): each such step also advances them */
+  double overlap_exposed_s; /* CPU time per step and pipeline stage that the
+                               overlap still leaves exposed, 0: none known */
 } EngineSched;
 void engine_sched(const Spec *s, EngineSched *out);
 

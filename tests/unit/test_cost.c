@@ -741,6 +741,16 @@ static void test_overlap(void) {
   T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
   T_NEAR(c.step, 1.0, 1e-12);
   T_NEAR(c.overhead, 1.0 - b.step, 1e-12);
+  /* what the engine's overlap leaves exposed is a floor, per pipeline
+   * stage (TensorRT-LLM's 0.58 ms); CPU work beyond the step still wins */
+  m.overlap_exposed_s = 580e-6;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
+  T_NEAR(c.step, 1.0, 1e-12);
+  m.k.step_overhead_s = a.overhead;
+  T_CHECK(cost_decode_step(&m, &l, 16, 4250, &c));
+  T_NEAR(c.step, b.step + 580e-6, 1e-12);
+  T_NEAR(c.overhead, 580e-6, 1e-12);
+  m.overlap_exposed_s = 0.0;
   /* vLLM 0.19 runs an engine larger than a node under Ray, synchronously:
    * tp 8 on nodes of 4 exposes the CPU work again; on nodes of 8 it hides */
   m.k.step_overhead_s = a.overhead;
@@ -904,7 +914,7 @@ static void test_engine_sched(void) {
   T_CHECK(es.tokens == 2048 && es.seqs == 256);
   s.deployment.engine.v = ENGINE_SGLANG;
   engine_sched(&s, &es);
-  T_CHECK(!es.mixed && es.overlap);
+  T_CHECK(!es.mixed && es.overlap && es.overlap_exposed_s == 0.0);
   s.deployment.engine.v = ENGINE_TRTLLM;
   engine_sched(&s, &es);
   /* whole prompts beside the decodes unless chunked prefill is chosen */
@@ -915,6 +925,8 @@ static void test_engine_sched(void) {
   s.serving.max_num_seqs = (SInt)SI(64);
   engine_sched(&s, &es);
   T_CHECK(es.mixed && es.overlap && es.tokens == 8192 && es.seqs == 64);
+  /* TensorRT-LLM's overlap leaves 0.58 ms a step exposed (issue #13957) */
+  T_NEAR(es.overlap_exposed_s, 580e-6, 0.0);
   /* serving.overlap_schedule overrides the engine's default either way */
   s.serving.overlap_schedule.v = false;
   s.serving.overlap_schedule.set = true;
