@@ -676,6 +676,18 @@ int64_t engine_trtllm_graph_bs(const Spec *s) {
   return s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 128;
 }
 
+/* The sizes, as TorchLlmArgs lists them (same file): without a maximum
+ * 1 to 31, 32, 64 and 128 (34); padded, 1, 2, 4 and every 8 up to 128,
+ * the powers of two from 256 below the maximum and the maximum itself. */
+int64_t engine_trtllm_graph_count(const Spec *s) {
+  if (!s->serving.cuda_graph_max_bs.set) return 34;
+  int64_t max = s->serving.cuda_graph_max_bs.v, c = max < 128 ? max : 128;
+  int64_t n = (c >= 1) + (c >= 2) + (c >= 4) + c / 8;
+  for (int64_t p = 256; p < max; p *= 2) n++;
+  bool listed = max <= 128 && (max == 1 || max == 2 || max == 4 || max % 8 == 0);
+  return n + !listed;
+}
+
 int64_t engine_trtllm_graph_cover(const Spec *s) {
   return s->serving.cuda_graph_max_bs.set ? s->serving.cuda_graph_max_bs.v : 32;
 }

@@ -128,6 +128,8 @@ int64_t engine_vllm_graph_sizes(const Spec *s);
  * the launch files writing it padded; else 32, the default sizes being
  * unpadded; docs/memory.md, "CUDA graphs"). */
 int64_t engine_trtllm_graph_bs(const Spec *s);
+/* How many decode graphs it captures: the sizes up to that batch. */
+int64_t engine_trtllm_graph_count(const Spec *s);
 int64_t engine_trtllm_graph_cover(const Spec *s);
 
 /* Whether a vLLM spec or plan of engine version `version` (NULL or unset:

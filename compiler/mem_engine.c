@@ -116,6 +116,11 @@ void mem_engine_overheads(CkState *st, const Spec *s, int64_t groups, bool tp_gr
   }
   L->workspace = MEM_WORKSPACE_BYTES;
   L->comm = ckm(st, groups, MEM_COMM_BYTES_PER_GROUP);
+  if (e == ENGINE_TRTLLM) {
+    /* its decode graphs' data, in the peak its fraction is taken after */
+    int64_t per = ckm(st, ckm(st, engine_trtllm_graph_count(s), MEM_TRTLLM_GRAPH_BYTES), L->shard.layers);
+    L->workspace = cka(st, L->workspace, per / MEM_TRTLLM_GRAPH_LAYERS);
+  }
 }
 
 /* floor(total * util) without leaving int64: util is in (0, 1], and the

@@ -181,6 +181,15 @@ int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp);
 #define MEM_VLLM019_GRAPH_FIRST ((int64_t)268 << 20)      /* 268 MiB */
 #define MEM_VLLM019_GRAPH_PER_SIZE ((int64_t)(20 + 14) << 20) /* 34 MiB a size, both modes */
 
+/* TensorRT-LLM's decode CUDA graphs share one memory pool (graph.pool())
+ * and each adds its graph's own data outside it: "Each CUDA graph metadata
+ * takes about 10 MiB for DeepSeek R1" (TensorRT-LLM PR #12895, April
+ * 2026: 220 MiB for its 22 graphs, 490 MiB for 49). Taken per layer of
+ * the rank, DeepSeek-R1's 61 (a graph's data grows with its kernels):
+ * docs/memory.md, "CUDA graphs". */
+#define MEM_TRTLLM_GRAPH_BYTES ((int64_t)10 << 20) /* 10 MiB a graph at 61 layers */
+#define MEM_TRTLLM_GRAPH_LAYERS 61
+
 /* Communication buffer bytes one rank holds per communicator with more
  * than one member (docs/memory.md). */
 #define MEM_COMM_BYTES_PER_GROUP ((int64_t)64 << 20)

@@ -462,6 +462,18 @@ static void test_trtllm(void) {
   FX_I(s.deployment.memory.reserve, GIB);
   T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.kv_pool, (int64_t)((double)(81080 * MIB - used - GIB) * 0.90));
+  /* the workspace holds the decode graphs' data: 34 graphs by default, 10
+   * MiB each at DeepSeek-R1's 61 layers, here Llama-3.1-8B's 32 */
+  T_EQ_INT(engine_trtllm_graph_count(&s), 34);
+  T_EQ_INT(L.workspace, 32 * MIB + 34 * 10 * MIB * 32 / 61);
+  /* padded up to cuda_graph_max_bs: 1, 2, 4, every 8 to 128, the powers of
+   * two from 256 below it and itself */
+  static const int64_t max[] = {1, 3, 4, 8, 12, 128, 200, 256, 4096};
+  static const int64_t want[] = {1, 3, 3, 4, 5, 19, 20, 20, 24};
+  for (size_t i = 0; i < RP_ARRAY_LEN(max); i++) {
+    FX_I(s.serving.cuda_graph_max_bs, max[i]);
+    T_EQ_INT(engine_trtllm_graph_count(&s), want[i]);
+  }
 }
 
 /* TensorRT-LLM's RoPE table under MLA: DeepSeek-V3's 163,840 positions
