@@ -683,7 +683,7 @@ int64_t engine_trtllm_graph_count(const Spec *s) {
   if (!s->serving.cuda_graph_max_bs.set) return 34;
   int64_t max = s->serving.cuda_graph_max_bs.v, c = max < 128 ? max : 128;
   int64_t n = (c >= 1) + (c >= 2) + (c >= 4) + c / 8;
-  for (int64_t p = 256; p < max; p *= 2) n++;
+  for (int64_t p = 256; p < max && p <= INT64_MAX / 2; p *= 2) n++; /* no doubling past int64 */
   bool listed = max <= 128 && (max == 1 || max == 2 || max == 4 || max % 8 == 0);
   return n + !listed;
 }
