@@ -160,7 +160,8 @@ static double row_concurrency(const LedgerRow *r) {
  * SGLang's decode batch ("Capture cuda graph bs [1, 2, ..., B]"),
  * cuda_graph_max_bs at the pool's --tp-size, where it is known; vLLM's
  * largest captured step in tokens; TensorRT-LLM's largest decode batch,
- * cuda_graph_config.max_batch_size, 128 when unset (docs/memory.md). */
+ * cuda_graph_config.max_batch_size, 128 when unset, and how many graphs
+ * that captures, whose data the ledger counts (docs/memory.md). */
 static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
   Engine e = (Engine)s->deployment.engine.v;
   if ((PoolRole)p->role.v == ROLE_PREFILL) return;
@@ -171,11 +172,11 @@ static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
     return;
   }
   if (e == ENGINE_TRTLLM) {
-    int64_t b = engine_trtllm_graph_bs(s);
+    int64_t b = engine_trtllm_graph_bs(s), n = engine_trtllm_graph_count(s);
     fprintf(out,
             "  %-12s CUDA graphs: decode batches up to %lld per attention dp rank "
-            "(cuda_graph_config.max_batch_size)\n",
-            name, (long long)b);
+            "(cuda_graph_config.max_batch_size), %lld graphs\n",
+            name, (long long)b, (long long)n);
     return;
   }
   if (e != ENGINE_SGLANG) return;
