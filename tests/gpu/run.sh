@@ -22,7 +22,10 @@
 #     ratio (target >= 0.8). With one GPU no KV can move through NCCL (a
 #     communicator cannot hold two ranks on one GPU: "Duplicate GPU
 #     detected"), so it runs a two-rank plan instead whose rank 1 has no
-#     GPU, and checks that the deployment fails cleanly and names it.
+#     GPU, and checks that the deployment fails cleanly and names it;
+#  6. with PyTorch importable and a GPU visible: tests/bench/gpu_kernels.py
+#     --fp8, gpu_graph_memory.py and gpu_decode_step.py, their outputs in
+#     $OUT (SKIP without PyTorch).
 # Exit: 0 when nothing failed, 1 otherwise.
 # usage: tests/gpu/run.sh [BUILD_DIR]   (run from the repository root)
 set -u
@@ -226,6 +229,28 @@ PY
     fail "KV benchmark over NCCL (log $out/kv-run.log)"
     tail -n 10 "$out/kv-run.log"
   fi
+fi
+
+# 6. With PyTorch: the kernel figures behind the cost model's constants
+# (docs/benchmarks.md, "GPU: kernel figures"): products, CUDA graph
+# memory and a whole decode step, each with its JSON in $out.
+bench() {
+  name=$1
+  shift
+  if python3 "tests/bench/$name.py" "$@" --out "$out/$name.json" > "$out/$name.txt" 2>&1; then
+    say "PASS: tests/bench/$name.py (output $out/$name.txt)"
+    tail -n 8 "$out/$name.txt"
+  else
+    fail "tests/bench/$name.py (log $out/$name.txt)"
+    tail -n 10 "$out/$name.txt"
+  fi
+}
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' > /dev/null 2>&1; then
+  bench gpu_kernels --fp8
+  bench gpu_graph_memory
+  bench gpu_decode_step
+else
+  say "SKIP: kernel figures: PyTorch with CUDA is not importable (tests/bench/gpu_*.py need it)"
 fi
 
 say "gpu run: $fails failure(s) in $(( $(date +%s) - t_start )) s (outputs in $out)"
