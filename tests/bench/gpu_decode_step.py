@@ -32,15 +32,11 @@ usage: gpu_decode_step.py [--out FILE.json]
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
-try:
-    import torch
-except ImportError:
-    torch = None
+from gpu_common import capture, timed, torch, warm_up, write_json  # torch: None without PyTorch
 
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB, CTX = 32, 4096, 32, 8, 128, 14336, 128256, 1024
 BATCHES = [1, 8, 32, 64, 128, 256]
@@ -73,26 +69,10 @@ def step(layers, head, fnorm, x, attend=True):
     return F.linear(norm(x, fnorm), head)
 
 
-def timed_graph(fn, reps=10, trials=9):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    start, end, out = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), []
-    for t in range(trials + 2):
-        start.record()
-        for _ in range(reps):
-            g.replay()
-        end.record()
-        end.synchronize()
-        if t >= 2:
-            out.append(start.elapsed_time(end) / reps)
-    return statistics.median(out)
+def timed_graph(fn):
+    """Milliseconds of one replay of fn captured in a CUDA graph."""
+    warm_up(fn, 2)
+    return timed(capture(fn).replay, reps=10, trials=9, warm=2) * 1e3
 
 
 def measure(out_path):
@@ -121,9 +101,7 @@ def measure(out_path):
         print(f"  M={b:3d}: {ms:7.3f} ms ({backend} attention), {bare:7.3f} ms without it; weights "
               f"{weights / 1e9:.2f} GB + KV {kv / 1e9:.2f} GB read: {(weights + kv) / ms / 1e6:.0f} GB/s; "
               f"the attention's KV at {kv / max(ms - bare, 1e-9) / 1e6:.0f} GB/s")
-    if out_path:
-        with open(out_path, "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(out_path, res)
     return 0
 
 

@@ -22,14 +22,10 @@ layer counts.
 usage: gpu_graph_memory.py [--out FILE.json]
 """
 import argparse
-import json
 import statistics
 import sys
 
-try:
-    import torch
-except ImportError:
-    torch = None
+from gpu_common import capture, line_fit, torch, warm_up, write_json  # torch: None without PyTorch
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, CTX = 4096, 32, 8, 128, 14336, 256
 SIZES = list(range(1, 32)) + [32, 64, 128]
@@ -73,18 +69,14 @@ def capture_all(layers):
         for p in layers:
             x = layer_step(p, x)
         return x
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
+    def every():  # each size once, no output kept alive
         for b in SIZES:
             step(b)
-    torch.cuda.current_stream().wait_stream(s)
+    warm_up(every, 1)
     pool, graphs, rows = torch.cuda.graph_pool_handle(), [], []
     for b in list(reversed(SIZES)) * REPEAT:  # largest first, as engines capture: the pool is sized once
         u0, r0 = used()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=pool):
-            step(b)
+        g = capture(lambda: step(b), pool=pool)  # noqa: B023 (captured at once)
         u1, r1 = used()
         graphs.append(g)
         rows.append({"batch": b, "outside": (u1 - u0) - (r1 - r0), "inside": r1 - r0})
@@ -114,14 +106,11 @@ def main():
         torch.cuda.empty_cache()
     xs = [r["layers"] for r in res["runs"]]
     ys = [r["outside_mean"] for r in res["runs"]]
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    res["per_layer_bytes"], res["fixed_bytes"] = slope, my - slope * mx
-    print(f"least squares: {slope / 2**20:.4f} MiB a layer a graph + {(my - slope * mx) / 2**20:.3f} MiB; "
-          f"61 layers: {(my + slope * (61 - mx)) / 2**20:.2f} MiB a graph")
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
+    fixed, slope = line_fit(xs, ys)
+    res["per_layer_bytes"], res["fixed_bytes"] = slope, fixed
+    print(f"least squares: {slope / 2**20:.4f} MiB a layer a graph + {fixed / 2**20:.3f} MiB; "
+          f"61 layers: {(fixed + slope * 61) / 2**20:.2f} MiB a graph")
+    write_json(a.out, res)
     return 0
 
 

@@ -37,10 +37,7 @@ import statistics
 import sys
 import time
 
-try:
-    import torch
-except ImportError:  # --from needs no GPU and no PyTorch
-    torch = None
+from gpu_common import capture, line_fit, timed, torch, warm_up, write_json  # torch: None without PyTorch
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 8192, 64, 8, 128, 28672
 
@@ -52,43 +49,17 @@ def shapes(tp):
             ("gate_up", HIDDEN, 2 * INTER // tp), ("down", INTER // tp, HIDDEN)]
 
 
-def timed(fn, reps=20, trials=7, warm=3):
-    """Median seconds of one call of fn, by CUDA events."""
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    out = []
-    for t in range(warm + trials):
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        e.synchronize()
-        if t >= warm:
-            out.append(s.elapsed_time(e) / 1e3 / reps)
-    return statistics.median(out)
-
-
 def graph_timed(fn, reps=20):
     """Median seconds of one call of fn, fn captured reps times in one CUDA
     graph (as engines run decode steps), so no CPU issue time is counted."""
-    st = torch.cuda.Stream()
-    st.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(st):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(st)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    return timed(g.replay, reps=1, trials=9) / reps
+    warm_up(fn, 3)
+    return timed(capture(fn, reps).replay, reps=1, trials=9) / reps
 
 
 def fit(rows):
     """Least-squares t = fixed + bytes / bw over rows: (fixed s, bw B/s)."""
-    xs, ys = [r["bytes"] for r in rows], [r["s"] for r in rows]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return my - b * mx, 1 / b
+    fixed, b = line_fit([r["bytes"] for r in rows], [r["s"] for r in rows])
+    return fixed, 1 / b
 
 
 def weights(k, n, l2):
@@ -182,17 +153,8 @@ def fp8_summary(rows, bw, peak):
 def boundaries():
     a = torch.zeros(1, device="cuda")
     n = 2000
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            a.add_(1)
-    torch.cuda.current_stream().wait_stream(s)
-    with torch.cuda.graph(g):
-        for _ in range(n):
-            a.add_(1)
-    graph_s = timed(g.replay, reps=5) / n
+    warm_up(lambda: a.add_(1), 3)
+    graph_s = timed(capture(lambda: a.add_(1), n).replay, reps=5) / n
     torch.cuda.synchronize()
     eager = []
     for _ in range(7):
@@ -279,9 +241,7 @@ def main():
     if a.fp8:
         res["fp8_products"] = fp8_products(l2, a.bandwidth, a.fp8_tflops)
         fp8_summary(res["fp8_products"], a.bandwidth, a.fp8_tflops)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(a.out, res)
     return 0
 
 
