@@ -210,15 +210,20 @@ int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp) {
   return sglang_table(s, sgl_tp, &chunk, &bs) ? bs : 0;
 }
 
+double mem_engine_sglang_graph_mib(const Spec *s, int64_t tp, int64_t dp) {
+  int64_t bs = mem_engine_sglang_graph_bs(s, mem_engine_sglang_tp_size(s, tp, dp));
+  double r = (double)bs * 2;
+  if (model_is_moe(&s->model) && dp > 1) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
+  return r;
+}
+
 /* 0.5.4 and 0.5.6: the reserve in MiB from the chunked-prefill size and
  * the CUDA-graph batch (server_args.py, _handle_gpu_memory_settings). */
-static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t sgl_tp, int64_t pp, int64_t dp,
-                                bool dp_attn) {
-  int64_t chunk = mem_engine_sglang_chunk(s);         /* the spec's --chunked-prefill-size, else the table's */
-  int64_t bs = mem_engine_sglang_graph_bs(s, sgl_tp); /* the spec's --cuda-graph-max-bs, else the table's */
-  double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + (double)bs * 2 +
+static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t tp, int64_t pp, int64_t dp) {
+  int64_t chunk = mem_engine_sglang_chunk(s); /* the spec's --chunked-prefill-size, else the table's */
+  int64_t sgl_tp = mem_engine_sglang_tp_size(s, tp, dp);
+  double r = 512 + (double)(chunk > 2048 ? chunk : 2048) * 1.5 + mem_engine_sglang_graph_mib(s, tp, dp) +
              (double)(sgl_tp * pp) / 8 * 1024;
-  if (dp_attn) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
   if (mib > 60 * 1024 && r < 10 * 1024) r = 10 * 1024;
   if (s->workload.draft_tokens.v > 0) r += 2 * 1024; /* EAGLE / NEXTN */
   return r;
@@ -240,7 +245,7 @@ double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t
   if (mib <= 0) return 0;
   if (rule == SGL_RULE_047) return sglang_frac_047((double)mib, sgl_tp * pp, spec, engine_gpu_is_amd(&s->hardware));
   double r = rule == SGL_RULE_0410 ? sglang_reserve_0410(mib, sgl_tp * pp, spec, dp_attn)
-                                   : sglang_reserve_05(s, mib, sgl_tp, pp, dp, dp_attn);
+                                   : sglang_reserve_05(s, mib, tp, pp, dp);
   double f = nearbyint(((double)mib - r) / (double)mib * 1000) / 1000;
   return f > 0 && f <= 1 ? f : 0;
 }

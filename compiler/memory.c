@@ -536,23 +536,30 @@ static int64_t mem__graph_need(const Spec *s, int64_t *sizes) {
 
 /* W0207 under SGLang: a spec's memory.utilization whose share above
  * SGLang's static fraction cannot hold the forward's activations and
- * workspace, let alone the CUDA graphs SGLang captures there after
- * allocating the KV pool. */
-static void mem__headroom_sglang(Diags *d, const SNum *u, const LayPool *P, const MemLedger *m) {
+ * workspace and the CUDA graphs SGLang captures there after allocating
+ * the KV pool, these counted as SGLang's own default fraction reserves
+ * for them (mem_engine_sglang_graph_mib). Only the forward's shortfall is
+ * taken from the KV pool (mem_engine_kv_pool); the graphs' would be an
+ * out-of-memory error at start-up. */
+static void mem__headroom_sglang(Diags *d, const Spec *s, const SNum *u, const LayPool *P, const MemLedger *m) {
   CkState ck = {true};
   int64_t short_by = mem_engine_sglang_short(&ck, m);
-  if (!ck.ok || short_by <= 0) return;
-  double gib = (double)((int64_t)1 << 30), need = (double)m->activations + (double)m->workspace;
-  double share = (double)m->engine_total - (double)m->comm, room = share;
+  if (!ck.ok) return;
+  double gib = (double)((int64_t)1 << 30), fwd = (double)m->activations + (double)m->workspace;
+  double graphs = mem_engine_sglang_graph_mib(s, P->size[CO_TP], P->size[CO_DP]) * (double)(1 << 20);
+  double share = (double)m->engine_total - (double)m->comm, room = share - (double)m->usable;
+  if (short_by <= 0 && room >= fwd + graphs) return;
+  double best = share > 0 ? floor((share - fwd - graphs) / share * 1000.0) / 1000.0 : 0.0;
   Diag *g = diag_at(d, DIAG_W0207, u->loc,
                     "`utilization` %.3g leaves %.2f GiB of a GPU of pool `%s` above SGLang's static share "
-                    "(mem_fraction_static), below the %.2f GiB of activations and workspace its forward "
-                    "needs there",
-                    u->v, (need - (double)short_by) / gib, P->name, need / gib);
-  diag_help(g, "SGLang captures its CUDA graphs in that share too and may run out of memory there or in a "
-               "long prefill; use a utilization of %.3f or less, less still for the graphs (docs/memory.md, "
-               "\"CUDA graphs\"). The ledger takes the shortfall from the KV pool",
-            share > 0 ? floor((room - need) / share * 1000.0) / 1000.0 : 0.0);
+                    "(mem_fraction_static), below the %.2f GiB its forward's activations and workspace "
+                    "(%.2f GiB) and its CUDA graphs (%.2f GiB, what SGLang's own default fraction reserves "
+                    "for them) need there",
+                    u->v, room / gib, P->name, (fwd + graphs) / gib, fwd / gib, graphs / gib);
+  diag_help(g, "SGLang captures its CUDA graphs in that share after allocating the KV pool and may run out of "
+               "memory there or in a long prefill; use a utilization of %.3f or less, less still for models "
+               "whose capture logs more than that reserve (docs/memory.md, \"CUDA graphs\").%s",
+            best > 0 ? best : 0.0, short_by > 0 ? " The ledger takes the forward's shortfall from the KV pool" : "");
 }
 
 /* W0207: a spec's memory.utilization that leaves less of the device
@@ -561,7 +568,7 @@ static void mem__headroom_sglang(Diags *d, const SNum *u, const LayPool *P, cons
  * forward needs there (mem__headroom_sglang). */
 static void mem__headroom(Diags *d, const Spec *s, const LayPool *P, const MemLedger *m) {
   const SNum *u = &s->deployment.memory.utilization;
-  if (u->set && (Engine)s->deployment.engine.v == ENGINE_SGLANG) mem__headroom_sglang(d, u, P, m);
+  if (u->set && (Engine)s->deployment.engine.v == ENGINE_SGLANG) mem__headroom_sglang(d, s, u, P, m);
   if (!u->set || (Engine)s->deployment.engine.v != ENGINE_VLLM) return;
   int64_t sizes;
   double gib = (double)((int64_t)1 << 30), have = (double)m->engine_total * (1.0 - u->v);

@@ -137,6 +137,11 @@ int64_t mem_engine_sglang_chunk(const Spec *s);
  * else the release's default for the GPU's memory (0.5.4 onwards,
  * docs/memory.md); 0 when neither is known. */
 int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp);
+/* What SGLang's own default fraction reserves for its CUDA graphs, in
+ * MiB (server_args.py, _handle_gpu_memory_settings, 0.5.4 onwards): 2 per
+ * unit of cuda_graph_max_bs, plus 3 per unit and dp rank with attention
+ * dp (4.5 above 300); 0 where the batch is not known. */
+double mem_engine_sglang_graph_mib(const Spec *s, int64_t tp, int64_t dp);
 /* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
  * which runs attention dp (emit_sglang.c). */
 int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp);

@@ -211,6 +211,27 @@ static void test_sglang_default_fraction(void) {
   T_NEAR(L.utilization, 0.9, 1e-12);
 }
 
+/* What SGLang's default fraction reserves for its CUDA graphs, which
+ * W0207 also asks of a spec-set utilization: 2 MiB per unit of
+ * cuda_graph_max_bs (an H100 below tp 4: 256; at tp 4: 512; the spec's
+ * when set), plus 3 MiB per unit and dp rank with attention dp (an MoE
+ * pool with dp > 1), 4.5 above a batch of 300. A dense model's dp is
+ * replicas, not attention dp. */
+static void test_sglang_graph_reserve(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_SGLANG, 2);
+  T_NEAR(mem_engine_sglang_graph_mib(&s, 2, 1), 256 * 2, 1e-12);
+  T_NEAR(mem_engine_sglang_graph_mib(&s, 4, 1), 512 * 2, 1e-12);
+  T_NEAR(mem_engine_sglang_graph_mib(&s, 2, 4), 256 * 2, 1e-12);
+  s.model.moe.present = true;
+  FX_I(s.model.moe.experts, 8);
+  FX_I(s.model.moe.top_k, 2);
+  T_NEAR(mem_engine_sglang_graph_mib(&s, 1, 2), 256 * 2 + 256 * 2 * 3, 1e-12);
+  T_NEAR(mem_engine_sglang_graph_mib(&s, 2, 2), 512 * 2 + 512 * 2 * 4.5, 1e-12);
+  FX_I(s.serving.cuda_graph_max_bs, 48);
+  T_NEAR(mem_engine_sglang_graph_mib(&s, 2, 2), 48 * 2 + 48 * 2 * 3, 1e-12);
+}
+
 /* serving.sampler: flashinfer: FlashInfer's top-k/top-p path holds 14 B
  * per (sequence, vocabulary entry) where the PyTorch-native one holds 38
  * (unset counts the latter); the pool grows by the difference. */
@@ -544,6 +565,7 @@ int main(void) {
   T_RUN(test_sglang);
   T_RUN(test_sglang_startup);
   T_RUN(test_sglang_default_fraction);
+  T_RUN(test_sglang_graph_reserve);
   T_RUN(test_sglang_fraction_by_version);
   T_RUN(test_vllm_flashinfer_sampler);
   T_RUN(test_vllm019);
