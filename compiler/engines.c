@@ -657,10 +657,13 @@ int64_t engine_vllm_graph_tokens(const Spec *s) {
 }
 
 /* vLLM 0.19's default capture sizes up to max: 1, 2 and 4, every 8 below
- * 256, every 16 from 256 (vllm/config/vllm.py, _set_cudagraph_sizes). */
+ * 256, every 16 from 256 (vllm/config/vllm.py, _set_cudagraph_sizes);
+ * 0.11's: 1, 2 and 4, then every 8 up to max (vllm/config/__init__.py,
+ * VllmConfig._set_cudagraph_sizes, the one-value cuda_graph_sizes). */
 int64_t engine_vllm_graph_sizes(const Spec *s) {
   int64_t max = engine_vllm_graph_tokens(s);
   int64_t n = (max >= 1) + (max >= 2) + (max >= 4);
+  if (!engine_vllm_019(s->deployment.engine_version.v)) return n + (max >= 8 ? max / 8 : 0);
   if (max >= 8) n += ((max < 255 ? max : 255) - 8) / 8 + 1;
   if (max >= 256) n += (max - 256) / 16 + 1;
   return n;

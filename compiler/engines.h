@@ -118,8 +118,8 @@ void engine_sched(const Spec *s, EngineSched *out);
  * min(2 * max_num_seqs, 512) with the spec's or the default max_num_seqs
  * (vllm/config of 0.11.0; docs/memory.md, "CUDA graphs"). */
 int64_t engine_vllm_graph_tokens(const Spec *s);
-/* How many step sizes vLLM 0.19 captures by default up to that largest
- * one (51 at 512; docs/memory.md, "CUDA graphs"). */
+/* How many step sizes the spec's vLLM captures by default up to that
+ * largest one (0.19: 51 at 512; 0.11: 67; docs/memory.md, "CUDA graphs"). */
 int64_t engine_vllm_graph_sizes(const Spec *s);
 
 /* TensorRT-LLM's CUDA graphs for one attention dp rank's decode batch:

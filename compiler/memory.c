@@ -523,15 +523,17 @@ static bool mem__add_replicas(Diags *d, const Spec *s, const LayPool *P, int64_t
 }
 
 /* What vLLM's CUDA graphs need above the share it sizes (docs/memory.md,
- * "CUDA graphs"): 0.11's largest logged capture, or 0.19's own estimate
- * for the spec's capture sizes at the largest per-graph figures logged. */
+ * "CUDA graphs"): 0.19's own estimate for the spec's capture sizes at the
+ * largest per-graph figures logged; for 0.11, the same for its sizes, at
+ * most the largest capture a 0.11 log shows. */
 static int64_t mem__graph_need(const Spec *s, int64_t *sizes) {
-  *sizes = 0;
-  if (!engine_vllm_019(s->deployment.engine_version.v)) return MEM_VLLM_GRAPHS_LOGGED_MAX;
   *sizes = engine_vllm_graph_sizes(s);
   CkState ck = {true};
   int64_t need = cka(&ck, MEM_VLLM019_GRAPH_FIRST, ckm(&ck, *sizes > 1 ? *sizes - 1 : 0, MEM_VLLM019_GRAPH_PER_SIZE));
-  return ck.ok ? need : INT64_MAX;
+  if (!ck.ok) need = INT64_MAX;
+  if (!engine_vllm_019(s->deployment.engine_version.v) && need > MEM_VLLM_GRAPHS_LOGGED_MAX)
+    need = MEM_VLLM_GRAPHS_LOGGED_MAX;
+  return need;
 }
 
 /* W0207 under SGLang: a spec's memory.utilization whose share above
@@ -574,11 +576,13 @@ static void mem__headroom(Diags *d, const Spec *s, const LayPool *P, const MemLe
   double gib = (double)((int64_t)1 << 30), have = (double)m->engine_total * (1.0 - u->v);
   double need = (double)mem__graph_need(s, &sizes);
   if (!(have < need)) return;
-  char what[96];
-  if (sizes > 0)
+  char what[128];
+  if (engine_vllm_019(s->deployment.engine_version.v))
     snprintf(what, sizeof what, "vLLM 0.19's estimate for its %lld CUDA-graph sizes", (long long)sizes);
-  else
+  else if (need >= (double)MEM_VLLM_GRAPHS_LOGGED_MAX)
     snprintf(what, sizeof what, "the largest CUDA-graph capture vLLM 0.11 logs there");
+  else
+    snprintf(what, sizeof what, "vLLM 0.19's estimate for vLLM 0.11's %lld CUDA-graph sizes", (long long)sizes);
   Diag *g = diag_at(d, DIAG_W0207, u->loc,
                     "`utilization` %.3g leaves %.2f GiB of a GPU of pool `%s` outside vLLM's share, "
                     "below the %.2f GiB of %s",

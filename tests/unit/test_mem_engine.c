@@ -293,6 +293,15 @@ static void test_vllm019(void) {
     FX_I(s.serving.cuda_graph_max_bs, max[i]);
     T_EQ_INT(engine_vllm_graph_sizes(&s), want[i]);
   }
+  /* 0.11's: 1, 2 and 4, then every 8 up to the largest (67 at 512) */
+  s.deployment.engine_version = (SStr){.v = "0.11", .set = true};
+  static const int64_t want011[] = {1, 2, 4, 28, 34, 35, 37};
+  for (size_t i = 0; i < RP_ARRAY_LEN(max); i++) {
+    FX_I(s.serving.cuda_graph_max_bs, max[i]);
+    T_EQ_INT(engine_vllm_graph_sizes(&s), want011[i]);
+  }
+  FX_I(s.serving.cuda_graph_max_bs, 512);
+  T_EQ_INT(engine_vllm_graph_sizes(&s), 67);
 }
 
 /* The default fraction by SGLang release (server_args.py of each, read
