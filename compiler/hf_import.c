@@ -70,8 +70,8 @@ static const char *const ignored_keys[] = {
     "final_logit_softcapping", "floor_scale", "hidden_act", "hidden_activation",
     "image_token_index", "initial_context_length", "initializer_range",
     "mm_tokens_per_image", "norm_topk_prob", "output_router_logits",
-    "pad_token_id", "partial_rotary_factor", "pretraining_tp", "query_pre_attn_scalar",
-    "rms_norm_eps", "rope_local_base_freq", "rope_parameters", "rope_scaling", "rope_theta",
+    "pad_token_id", "pretraining_tp", "query_pre_attn_scalar",
+    "rms_norm_eps", "rope_theta",
     "routed_scaling_factor", "router_aux_loss_coef", "router_jitter_noise", "scoring_func",
     "seq_aux", "swiglu_limit", "transformers_version", "use_cache"};
 
@@ -658,6 +658,95 @@ static void read_windows(H *h, ModelSpec *m) {
   free(t);
 }
 
+/* ---------------------------------------------------------------------- */
+/* The rotary embedding (model.rope). */
+
+/* A number of obj (pre its path) in (lo, hi], or -1 when absent or null. */
+static double rope_num(H *h, json_t *obj, const char *pre, const char *key, double lo, double hi) {
+  json_t *v = get_in(h, obj, pre, key);
+  if (!v || json_is_null(v)) return -1;
+  if (!json_is_number(v)) {
+    type_err(h, pre, key, "a number", v);
+    return -1;
+  }
+  double x = json_number_value(v);
+  if (!(x > lo && x <= hi)) {
+    diag_at(h->d, DIAG_E0105, json_loc(h, pre, key), "`%s%s` in the config is %g, outside (%g, %g]", pre, key, x,
+            lo, hi);
+    h->ok = false;
+    return -1;
+  }
+  return x;
+}
+
+/* rope_scaling (transformers 4) or rope_parameters (5; the full-attention
+ * layers' entry where it is keyed by layer type): the scaling that sizes
+ * the engines' tables. Types that do not are left as none, with a note
+ * where the import cannot tell (docs/models.md, "RoPE"). */
+static void read_rope_scaling(H *h, ModelSpec *m, json_t *rs, const char *pre) {
+  const char *t = rd_str_in(h, rs, pre, "rope_type");
+  if (!t) t = rd_str_in(h, rs, pre, "type");
+  if (!t || strcmp(t, "default") == 0) return;
+  RopeScaling sc = strcmp(t, "linear") == 0 ? ROPE_LINEAR : strcmp(t, "dynamic") == 0 ? ROPE_DYNAMIC
+                   : strcmp(t, "yarn") == 0 || strcmp(t, "deepseek_yarn") == 0 ? ROPE_YARN
+                   : strcmp(t, "llama3") == 0 ? ROPE_LLAMA3 : ROPE_NONE;
+  if (sc == ROPE_NONE) {
+    not_modelled(h, "`%srope_type` `%s`: the RoPE table is counted unscaled", pre, t);
+    return;
+  }
+  double f = rope_num(h, rs, pre, "factor", 0, 1024);
+  if (f < 0) {
+    unsupported(h, "`%sfactor` is not given for the rope type `%s`", pre, t);
+    return;
+  }
+  m->rope.scaling = (SEnum){sc, h->loc, true};
+  m->rope.factor = (SNum){f, h->loc, true};
+  if (sc != ROPE_YARN) return;
+  int64_t orig = 0;
+  json_t *o = get_in(h, rs, pre, "original_max_position_embeddings");
+  if (o && json_is_integer(o) && json_integer_value(o) >= 1 && json_integer_value(o) <= HF_TOKENS_MAX)
+    orig = json_integer_value(o);
+  if (orig) set_int(&m->rope.original_max_position_embeddings, h->loc, orig);
+  else unsupported(h, "`%soriginal_max_position_embeddings` is not a positive integer for the rope type `%s`", pre, t);
+}
+
+/* partial_rotary_factor (GLM) as the rotated dimensions, as the engines
+ * round it (int(head_dim x factor)). */
+static void read_rotary_dim(H *h, ModelSpec *m) {
+  double f = rope_num(h, h->cfg, h->pre, "partial_rotary_factor", 0, 1);
+  if (f > 0 && f < 1 && m->attention.kind.v != ATTN_MLA && m->attention.head_dim.v > 0) {
+    int64_t d = (int64_t)((double)m->attention.head_dim.v * f);
+    set_int(&m->rope.rotary_dim, h->loc, d > 0 ? d : 1);
+  }
+}
+
+static void read_rope(H *h, ModelSpec *m) {
+  read_rotary_dim(h, m);
+  json_t *rs = get(h, "rope_scaling"), *rp = get(h, "rope_parameters");
+  char *pre = NULL;
+  if ((!rs || json_is_null(rs)) && rp && json_is_object(rp)) {
+    json_t *full = json_object_get(rp, "full_attention");
+    pre = rp_sprintf("%srope_parameters.%s", h->pre, json_is_object(full) ? "full_attention." : "");
+    rs = json_is_object(full) ? full : rp;
+    json_t *slide = json_object_get(rp, "sliding_attention");
+    char *sp = rp_sprintf("%srope_parameters.sliding_attention.", h->pre);
+    double lt = json_is_object(slide) ? rope_num(h, slide, sp, "rope_theta", 0, 1e30) : -1;
+    double gt = json_is_object(full) ? rope_num(h, full, pre, "rope_theta", 0, 1e30) : -1;
+    free(sp);
+    if (lt > 0 && gt > 0 && lt != gt && m->attention.sliding_window.set) set_bool(&m->rope.local_base, h->loc, true);
+  } else {
+    pre = rp_sprintf("%srope_scaling.", h->pre);
+  }
+  if (rs && json_is_object(rs)) read_rope_scaling(h, m, rs, pre);
+  else if (rs && !json_is_null(rs)) type_err(h, h->pre, "rope_scaling", "an object", rs);
+  free(pre);
+  double local = rope_num(h, h->cfg, h->pre, "rope_local_base_freq", 0, 1e30);
+  json_t *theta = json_object_get(h->cfg, "rope_theta");
+  if (local > 0 && m->attention.sliding_window.set &&
+      !(theta && json_is_number(theta) && json_number_value(theta) == local))
+    set_bool(&m->rope.local_base, h->loc, true);
+}
+
 /* The encoders of a multimodal checkpoint. */
 static void read_towers(H *h) {
   static const char *const towers[] = {"vision_config", "audio_config"};
@@ -832,6 +921,7 @@ static void read_model(H *h, ModelSpec *m) {
   read_dtype(h, m);
   read_quant(h, m);
   read_windows(h, m);
+  read_rope(h, m);
   read_towers(h);
 }
 
@@ -918,6 +1008,17 @@ static void y_attention(StrBuf *sb, const ModelSpec *m) {
   }
 }
 
+static void y_rope(StrBuf *sb, const ModelSpec *m) {
+  static const char *const names[] = {"none", "linear", "dynamic", "yarn", "llama3"};
+  bool sc = m->rope.scaling.set && m->rope.scaling.v != ROPE_NONE;
+  if (!m->rope.rotary_dim.set && !sc && !m->rope.local_base.v) return;
+  sb_puts(sb, "rope:\n");
+  y_int(sb, "  ", "rotary_dim", &m->rope.rotary_dim);
+  if (sc) sb_printf(sb, "  scaling: %s\n  factor: %.17g\n", names[m->rope.scaling.v], m->rope.factor.v);
+  y_int(sb, "  ", "original_max_position_embeddings", &m->rope.original_max_position_embeddings);
+  y_true(sb, "  ", "local_base", &m->rope.local_base);
+}
+
 static void y_body(StrBuf *sb, const ModelSpec *m) {
   sb_puts(sb, "name: ");
   sb_json_str(sb, m->name.v);
@@ -955,6 +1056,7 @@ static void y_body(StrBuf *sb, const ModelSpec *m) {
   y_int(sb, "", "max_context", &m->max_context);
   y_int(sb, "", "max_position_embeddings", &m->max_position_embeddings);
   if (m->mtp_layers.v > 0) y_int(sb, "", "mtp_layers", &m->mtp_layers);
+  y_rope(sb, m);
 }
 
 /* One comment line: untrusted text (a file name, a quant_method, a module

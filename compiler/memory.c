@@ -241,18 +241,41 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
  * create_rope_const_params, a per-model cache since TensorRT-LLM PR
  * #3378; RopeEmbeddingUtils in tensorrt_llm/functional.py). generic:
  * none. */
+/* Positions of the scaled table: vLLM and SGLang build linear and dynamic
+ * scaling's table over max_position_embeddings x factor positions and
+ * yarn's over original_max_position_embeddings x factor
+ * (rotary_embedding/linear_scaling_rope.py, dynamic_ntk_scaling_rope.py,
+ * yarn_scaling_rope.py: torch.arange of the product, so its ceiling);
+ * TensorRT-LLM over max_position_embeddings (RopeParams.max_positions in
+ * tensorrt_llm/_torch/attention_backend/interface.py). */
+static int64_t rope_rows(const ModelSpec *m, Engine e, int64_t pos) {
+  RopeScaling sc = (RopeScaling)m->rope.scaling.v;
+  double f = m->rope.factor.set ? m->rope.factor.v : 1.0;
+  if (e == ENGINE_TRTLLM || (sc != ROPE_LINEAR && sc != ROPE_DYNAMIC && sc != ROPE_YARN)) return pos;
+  double base = sc == ROPE_YARN ? (double)m->rope.original_max_position_embeddings.v : (double)pos;
+  double rows = ceil(base * f);
+  return rows < 9.2e18 ? (int64_t)rows : INT64_MAX;
+}
+
+/* The rotary embedding's cos/sin tables (docs/memory.md, "The RoPE
+ * cache"): one over rope_rows positions and the rotated dimensions, and a
+ * second, unscaled, for sliding layers with their own base
+ * (rope.local_base: Gemma 3), in the engine's dtype. */
 static void ledger_rope(CkState *st, const Spec *s, MemLedger *L) {
   const ModelSpec *m = &s->model;
   Engine e = (Engine)s->deployment.engine.v;
   if ((e != ENGINE_VLLM && e != ENGINE_SGLANG && e != ENGINE_TRTLLM) || L->shard.layers <= 0) return;
   bool mla = (AttnKind)m->attention.kind.v == ATTN_MLA;
   int64_t pos = m->max_position_embeddings.set ? m->max_position_embeddings.v : m->max_context.v;
-  int64_t dim = mla ? m->attention.qk_rope_head_dim.v : model_head_dim(m);
+  int64_t dim = mla ? m->attention.qk_rope_head_dim.v
+                    : m->rope.rotary_dim.set ? m->rope.rotary_dim.v : model_head_dim(m);
   int64_t an = 4, ad = 1;
   if (e == ENGINE_TRTLLM && mla) an = 8;
   if (e == ENGINE_VLLM || (e == ENGINE_SGLANG && engine_gpu_is_amd(&s->hardware)))
     model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
-  L->w_rope = ceil_div(ckm(st, ckm(st, pos, dim), an), ad);
+  int64_t rows = rope_rows(m, e, pos);
+  if (m->rope.local_base.v) rows = cka(st, rows, pos);
+  L->w_rope = ceil_div(ckm(st, ckm(st, rows, dim), an), ad);
   L->weights = cka(st, L->weights, L->w_rope);
 }
 

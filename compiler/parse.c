@@ -46,6 +46,7 @@ static const char *const engine_names[] = {"generic", "vllm", "sglang", "trtllm"
 static const char *const role_names[] = {"prefill", "decode", "both"};
 static const char *const layer_attn_names[] = {"full", "sliding", "chunked"};
 static const char *const shared_placement_names[] = {"tp", "replicated"};
+static const char *const rope_scaling_names[] = {"none", "linear", "dynamic", "yarn", "llama3"};
 
 const char *dtype_name(DType t) {
   return (unsigned)t < RP_ARRAY_LEN(dtype_names) ? dtype_names[t] : "?";
@@ -908,6 +909,61 @@ static void parse_model_moe_ffn(P *p, const YNode *m, SrcLoc sec, const char *pa
   rd_lim(p, f, fs, pf, "intermediate_size", &mo->ffn.intermediate_size, f != NULL, 0, 1, &LIM_DIM);
 }
 
+/* model.rope's keys against the model's shape and each other. */
+static void parse_rope_shape(P *p, const YNode *r, const char *path, const char *pr, const ModelSpec *mo) {
+  const SInt *rd = &mo->rope.rotary_dim;
+  RopeScaling sc = (RopeScaling)mo->rope.scaling.v;
+  if (rd->set && mo->attention.kind.v == ATTN_MLA)
+    diag_help(diag_at(p->d, DIAG_E0101, rd->loc, "`%s.rotary_dim` does not apply to MLA attention", pr),
+              "an MLA model rotates `qk_rope_head_dim` dimensions of each head; remove `rotary_dim`");
+  else if (rd->set && mo->attention.head_dim.v > 0 && rd->v > mo->attention.head_dim.v)
+    diag_at(p->d, DIAG_E0105, rd->loc, "`%lld` is out of range for `%s.rotary_dim`: expected at most head_dim (%lld)",
+            (long long)rd->v, pr, (long long)mo->attention.head_dim.v);
+  if (mo->rope.factor.set && sc == ROPE_NONE && !yaml_map_get(r, "scaling"))
+    diag_help(diag_at(p->d, DIAG_E0102, mo->rope.factor.loc, "`%s.factor` needs `%s.scaling`", pr, pr),
+              "name the scaling rope_scaling.rope_type gives (linear, dynamic, yarn or llama3)");
+  if (mo->rope.original_max_position_embeddings.set && sc != ROPE_YARN)
+    diag_help(diag_at(p->d, DIAG_E0102, mo->rope.original_max_position_embeddings.loc,
+                      "`%s.original_max_position_embeddings` is read only with `%s.scaling: yarn`", pr, pr),
+              "remove it, or set the scaling the model's config.json gives");
+  if (mo->rope.local_base.v && !mo->attention.sliding_window.set)
+    diag_help(diag_at(p->d, DIAG_E0102, mo->rope.local_base.loc,
+                      "`%s.local_base` needs sliding-window layers (`%s.attention.sliding_window`)", pr, path),
+              "a second RoPE base applies to the sliding layers only (Gemma 3's rope_local_base_freq)");
+}
+
+/* model.rope (optional): the rotated head dimensions, the context
+ * scaling (Hugging Face rope_scaling) and a second base for the sliding
+ * layers. factor is required with a scaling, original_max_position_
+ * embeddings with yarn; rotary_dim is at most the head dim and not set on
+ * MLA models (they rotate qk_rope_head_dim); local_base needs sliding
+ * layers. */
+static void parse_model_rope(P *p, const YNode *m, SrcLoc sec, const char *path, ModelSpec *mo) {
+  const char *pr = join_path(p, path, "rope");
+  SrcLoc rs;
+  const YNode *r = section(p, m, "rope", pr, sec, &rs);
+  mo->rope.loc = rs;
+  check_keys(p, r, pr, KEYS("rotary_dim", "scaling", "factor", "original_max_position_embeddings", "local_base"));
+  rd_lim(p, r, rs, pr, "rotary_dim", &mo->rope.rotary_dim, false, 0, 1, &LIM_DIM);
+  rd_enum(p, r, rs, pr, "scaling", &mo->rope.scaling, false, ROPE_NONE, rope_scaling_names,
+          RP_ARRAY_LEN(rope_scaling_names));
+  RopeScaling sc = (RopeScaling)mo->rope.scaling.v;
+  rd_frac(p, r, rs, pr, "factor", &mo->rope.factor, 1.0, 0.0, 1024.0);
+  rd_lim(p, r, rs, pr, "original_max_position_embeddings", &mo->rope.original_max_position_embeddings, false, 0,
+         1, &LIM_TOKENS);
+  rd_bool(p, r, rs, pr, "local_base", &mo->rope.local_base, false);
+  if (!r) return;
+  if (sc != ROPE_NONE && !mo->rope.factor.set && !yaml_map_get(r, "factor"))
+    diag_help(diag_at(p->d, DIAG_E0102, mo->rope.scaling.loc, "`%s.scaling: %s` needs `%s.factor`", pr,
+                      rope_scaling_names[sc], pr),
+              "copy rope_scaling.factor from the model's config.json");
+  if (sc == ROPE_YARN && !yaml_map_get(r, "original_max_position_embeddings"))
+    diag_help(diag_at(p->d, DIAG_E0102, mo->rope.scaling.loc,
+                      "`%s.scaling: yarn` needs `%s.original_max_position_embeddings`", pr, pr),
+              "copy rope_scaling.original_max_position_embeddings from the model's config.json");
+  parse_rope_shape(p, r, path, pr, mo);
+}
+
 /* The weights dtype word a model mapping writes (`dtype: W` or
  * `dtype: {weights: W}`), or NULL. */
 static const YNode *weights_word(const YNode *m) {
@@ -971,12 +1027,13 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   if (top)
     check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                 "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "max_position_embeddings", "mtp_layers", "source", "revision", "architecture",
-                                "draft"));
+                                "max_position_embeddings", "rope", "mtp_layers", "source", "revision",
+                                "architecture", "draft"));
   else
     check_keys(p, m, path, KEYS("preset", "hf_config", "name", "layers", "hidden_size", "vocab_size",
                                 "tie_embeddings", "attention", "ffn", "moe", "dtype", "max_context",
-                                "max_position_embeddings", "mtp_layers", "source", "revision", "architecture"));
+                                "max_position_embeddings", "rope", "mtp_layers", "source", "revision",
+                                "architecture"));
   const char *pa = join_path(p, path, "attention");
   rd_str(p, m, sec, path, "name", &mo->name, false, mo->preset.v ? mo->preset.v : "");
   rd_lim(p, m, sec, path, "layers", &mo->layers, true, 1, 1, &LIM_LAYERS);
@@ -995,6 +1052,7 @@ static void parse_model_map(P *p, const YNode *parent, const char *key, const ch
   parse_model_moe_ffn(p, m, sec, path, mo);
   parse_model_dtype(p, m, sec, path, mo);
   parse_layer_types(p, a, as, pa, mo);
+  parse_model_rope(p, m, sec, path, mo);
   mo->source_preset = entry && mo->source.set && !yaml_map_get(written, "source");
   check_preset_source(p, written, entry, path, mo);
   p->quiet_missing = quiet;

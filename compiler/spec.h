@@ -39,6 +39,9 @@ typedef enum { LAYER_FULL, LAYER_SLIDING, LAYER_CHUNKED } LayerAttn;
 /* Where a MoE layer's shared experts live: split over tp like a dense FFN,
  * or whole on every rank (docs/memory.md, "Shared experts"). */
 typedef enum { SHARED_TP, SHARED_REPLICATED } SharedPlacement;
+/* Hugging Face rope_scaling.rope_type, as far as it sizes the engines'
+ * cos/sin table (docs/memory.md, "The RoPE cache"). */
+typedef enum { ROPE_NONE, ROPE_LINEAR, ROPE_DYNAMIC, ROPE_YARN, ROPE_LLAMA3 } RopeScaling;
 
 const char *dtype_name(DType t);
 const char *attn_kind_name(AttnKind k);
@@ -102,6 +105,16 @@ typedef struct ModelSpec {
    * max_position_embeddings); default max_context. vLLM and SGLang cache
    * cos and sin for every one of them (docs/memory.md, "The RoPE cache"). */
   SInt max_position_embeddings;
+  /* model.rope: what sizes the rotary embedding's cos/sin tables the
+   * engines build (docs/memory.md, "The RoPE cache"). */
+  struct {
+    SrcLoc loc;
+    SInt rotary_dim;                      /* rotated head dimensions; default the head dim */
+    SEnum scaling;                        /* RopeScaling; default none */
+    SNum factor;                          /* rope_scaling.factor */
+    SInt original_max_position_embeddings; /* yarn's */
+    SBool local_base;                     /* sliding layers rotate with their own base: a second table */
+  } rope;
   /* Multi-token-prediction modules of the checkpoint (DeepSeek-V3's
    * num_nextn_predict_layers); default 0. Loaded, and counted, only when
    * the workload drafts tokens (workload.draft_tokens). */

@@ -231,6 +231,46 @@ def check_diagnostics(tmp):
     check(p.returncode == 0 and f"  chunk_size: 8192\n  layer_types: [{c}]\n" in p.stdout,
           "Llama 4: attention_chunk_size 8192 on the RoPE layers, every 4th (NoPE) layer full")
     check_window_configs(imp, diags)
+    check_rope_configs(imp, diags)
+
+
+def check_rope_configs(imp, diags):
+    """The RoPE keys that size the engines' tables (model.rope): Gemma 3's
+    second base, rope_scaling's type and factor (transformers 4) or
+    rope_parameters (5), partial_rotary_factor; the bad ones named."""
+    gem = json.loads((FIX / "gemma-3-1b-it.json").read_text())
+    p = imp(gem)
+    check(p.returncode == 0 and p.stdout.endswith("rope:\n  local_base: true\n"),
+          "Gemma 3: rope_local_base_freq beside rope_theta is rope.local_base")
+    p = imp(dict(gem, rope_scaling={"factor": 8.0, "rope_type": "linear"}))
+    check(p.returncode == 0 and "rope:\n  scaling: linear\n  factor: 8\n  local_base: true\n" in p.stdout,
+          "Gemma 3 4B-27B's linear scaling x 8 is imported with the local base")
+    v5 = {k: v for k, v in gem.items() if k not in ("rope_scaling", "rope_local_base_freq", "rope_theta")}
+    v5["rope_parameters"] = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}
+    p = imp(v5)
+    check(p.returncode == 0 and "rope:\n  scaling: linear\n  factor: 8\n  local_base: true\n" in p.stdout,
+          "transformers 5's rope_parameters keyed by layer type give the same")
+    dsv3 = json.loads((FIX / "DeepSeek-V3.json").read_text())
+    p = imp(dsv3)
+    check(p.returncode == 0 and "rope:\n  scaling: yarn\n  factor: 40\n  original_max_position_embeddings: 4096\n"
+          in p.stdout, "DeepSeek-V3's yarn scaling (type, factor, original length) is imported")
+    qwen = json.loads((FIX / "Qwen3-8B.json").read_text())
+    p = imp(dict(qwen, partial_rotary_factor=0.5))
+    check(p.returncode == 0 and "rope:\n  rotary_dim: 64\n" in p.stdout,
+          "partial_rotary_factor 0.5 of 128 is rotary_dim 64")
+    ds = diags(imp(dict(qwen, rope_scaling={"rope_type": "linear"})))
+    check(any(c == "E0151" and "`rope_scaling.factor`" in m for c, m in ds), "a scaling without its factor is E0151")
+    ds = diags(imp(dict(qwen, rope_scaling={"rope_type": "yarn", "factor": 4.0})))
+    check(any(c == "E0151" and "`rope_scaling.original_max_position_embeddings`" in m for c, m in ds),
+          "yarn without original_max_position_embeddings is E0151")
+    ds = diags(imp(dict(qwen, rope_scaling={"rope_type": "linear", "factor": "8"})))
+    check(any(c == "E0103" and "`rope_scaling.factor`" in m for c, m in ds), "a factor that is no number is E0103")
+    ds = diags(imp(dict(qwen, rope_scaling={"rope_type": "longrope", "factor": 4.0})))
+    check(any(c == "W0151" and "`rope_scaling.rope_type` `longrope`" in m for c, m in ds),
+          "a rope type that does not size the table as modelled is W0151")
+    ds = diags(imp(dict(qwen, partial_rotary_factor=1.5)))
+    check(any(c == "E0105" and "`partial_rotary_factor`" in m for c, m in ds), "partial_rotary_factor above 1 is E0105")
 
 
 def check_window_configs(imp, diags):

@@ -524,6 +524,48 @@ static void test_trtllm_mla_rope(void) {
   T_EQ_INT(L.w_rope, (int64_t)163840 * 64 * 2);
 }
 
+/* model.rope sizes the tables: Gemma-3-27B-like (head_dim 128, 131,072
+ * positions, linear scaling x 8 and a local base for its sliding layers)
+ * under vLLM holds 131,072 x 8 + 131,072 positions in bf16 (288 MiB);
+ * SGLang the same in fp32; TensorRT-LLM 2 x 131,072 in fp32 (its table
+ * is max_position_embeddings long whatever the scaling). yarn scales
+ * original_max_position_embeddings; llama3 keeps the positions; a partial
+ * rotary dimension shrinks every table. */
+static void test_rope_tables(void) {
+  Spec s;
+  fx_h100(&s, ENGINE_VLLM, 1);
+  FX_I(s.model.max_position_embeddings, 131072);
+  FX_I(s.model.rope.scaling, ROPE_LINEAR);
+  FX_I(s.model.rope.factor, 8.0);
+  FX_I(s.model.rope.local_base, true);
+  FX_I(s.model.attention.sliding_window, 1024);
+  MemLedger L;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)(131072 * 8 + 131072) * 128 * 2);
+  s.deployment.engine.v = ENGINE_SGLANG;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)(131072 * 8 + 131072) * 128 * 4);
+  s.deployment.engine.v = ENGINE_TRTLLM;
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)(131072 * 2) * 128 * 4);
+  s.deployment.engine.v = ENGINE_VLLM;
+  FX_I(s.model.rope.local_base, false);
+  FX_I(s.model.rope.scaling, ROPE_YARN); /* Qwen3's documented yarn: 32,768 x 4 */
+  FX_I(s.model.rope.factor, 4.0);
+  FX_I(s.model.rope.original_max_position_embeddings, 32768);
+  FX_I(s.model.max_position_embeddings, 40960);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)131072 * 128 * 2);
+  FX_I(s.model.rope.scaling, ROPE_DYNAMIC);
+  FX_I(s.model.rope.factor, 2.5); /* the ceiling of 40,960 x 2.5 */
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)102400 * 128 * 2);
+  FX_I(s.model.rope.scaling, ROPE_LLAMA3);
+  FX_I(s.model.rope.rotary_dim, 64);
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)40960 * 64 * 2);
+}
+
 /* Whose the serving limits are (engine_limits_per_dp): each dp rank's
  * under vLLM, TensorRT-LLM and SGLang's dense --dp-size replicas; the
  * instance's, shared out, under SGLang's attention dp (a MoE model) and
@@ -584,6 +626,7 @@ int main(void) {
   T_RUN(test_generic);
   T_RUN(test_trtllm);
   T_RUN(test_trtllm_mla_rope);
+  T_RUN(test_rope_tables);
   T_RUN(test_limits_per_dp);
   T_DONE();
 }
