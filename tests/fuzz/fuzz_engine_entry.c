@@ -1,6 +1,6 @@
 /*
  * fuzz_engine_entry.c: libFuzzer target for an engine catalog entry
- * (plans/catalog/engines/*.yaml, or a user's own with --catalog DIR;
+ * (plans/catalog/engines/NAME.yaml, or a user's own with --catalog DIR;
  * engine_catalog.c, engine_caps_parse). Each input is read as the entry of
  * each engine in turn; its `engine:` key matches at most one of them. The
  * reader must give an entry or an error naming the file, never both; an
