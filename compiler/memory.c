@@ -257,6 +257,13 @@ static int64_t rope_rows(const ModelSpec *m, Engine e, int64_t pos) {
   return rows < 9.2e18 ? (int64_t)rows : INT64_MAX;
 }
 
+/* Model classes whose vLLM code builds its RoPE table in fp32 whatever the
+ * activations: gpt-oss (vllm/model_executor/models/gpt_oss.py, get_rope(...,
+ * dtype=torch.float32), in the 0.11.0 and 0.19.0 wheels). */
+static bool vllm_rope_fp32(const ModelSpec *m) {
+  return m->architecture.v && strcmp(m->architecture.v, "GptOssForCausalLM") == 0;
+}
+
 /* The rotary embedding's cos/sin tables (docs/memory.md, "The RoPE
  * cache"): one over rope_rows positions and the rotated dimensions, and a
  * second, unscaled, for sliding layers with their own base
@@ -271,7 +278,7 @@ static void ledger_rope(CkState *st, const Spec *s, MemLedger *L) {
                     : m->rope.rotary_dim.set ? m->rope.rotary_dim.v : model_head_dim(m);
   int64_t an = 4, ad = 1;
   if (e == ENGINE_TRTLLM && mla) an = 8;
-  if (e == ENGINE_VLLM || (e == ENGINE_SGLANG && engine_gpu_is_amd(&s->hardware)))
+  if ((e == ENGINE_VLLM && !vllm_rope_fp32(m)) || (e == ENGINE_SGLANG && engine_gpu_is_amd(&s->hardware)))
     model_dtype_size((DType)m->dtype.activations.v, &an, &ad);
   int64_t rows = rope_rows(m, e, pos);
   if (m->rope.local_base.v) rows = cka(st, rows, pos);

@@ -530,7 +530,7 @@ static void test_trtllm_mla_rope(void) {
  * SGLang the same in fp32; TensorRT-LLM 2 x 131,072 in fp32 (its table
  * is max_position_embeddings long whatever the scaling). yarn scales
  * original_max_position_embeddings; llama3 keeps the positions; a partial
- * rotary dimension shrinks every table. */
+ * rotary dimension shrinks every table; gpt-oss's class gets vLLM's fp32. */
 static void test_rope_tables(void) {
   Spec s;
   fx_h100(&s, ENGINE_VLLM, 1);
@@ -564,6 +564,10 @@ static void test_rope_tables(void) {
   FX_I(s.model.rope.rotary_dim, 64);
   T_CHECK(ledger(&s, &L));
   T_EQ_INT(L.w_rope, (int64_t)40960 * 64 * 2);
+  /* gpt-oss's vLLM code builds its table in fp32 */
+  s.model.architecture = (SStr){.v = "GptOssForCausalLM", .set = true};
+  T_CHECK(ledger(&s, &L));
+  T_EQ_INT(L.w_rope, (int64_t)40960 * 64 * 4);
 }
 
 /* Whose the serving limits are (engine_limits_per_dp): each dp rank's
