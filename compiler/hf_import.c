@@ -682,7 +682,7 @@ static double rope_num(H *h, json_t *obj, const char *pre, const char *key, doub
 /* rope_scaling (transformers 4) or rope_parameters (5; the full-attention
  * layers' entry where it is keyed by layer type): the scaling that sizes
  * the engines' tables. Types that do not are left as none, with a note
- * where the import cannot tell (docs/models.md, "RoPE"). */
+ * where the import cannot tell (docs/models.md, model.rope). */
 static void read_rope_scaling(H *h, ModelSpec *m, json_t *rs, const char *pre) {
   const char *t = rd_str_in(h, rs, pre, "rope_type");
   if (!t) t = rd_str_in(h, rs, pre, "type");
@@ -1009,12 +1009,12 @@ static void y_attention(StrBuf *sb, const ModelSpec *m) {
 }
 
 static void y_rope(StrBuf *sb, const ModelSpec *m) {
-  static const char *const names[] = {"none", "linear", "dynamic", "yarn", "llama3"};
   bool sc = m->rope.scaling.set && m->rope.scaling.v != ROPE_NONE;
   if (!m->rope.rotary_dim.set && !sc && !m->rope.local_base.v) return;
   sb_puts(sb, "rope:\n");
   y_int(sb, "  ", "rotary_dim", &m->rope.rotary_dim);
-  if (sc) sb_printf(sb, "  scaling: %s\n  factor: %.17g\n", names[m->rope.scaling.v], m->rope.factor.v);
+  if (sc) sb_printf(sb, "  scaling: %s\n  factor: %.17g\n", rope_scaling_name((RopeScaling)m->rope.scaling.v),
+                    m->rope.factor.v);
   y_int(sb, "  ", "original_max_position_embeddings", &m->rope.original_max_position_embeddings);
   y_true(sb, "  ", "local_base", &m->rope.local_base);
 }

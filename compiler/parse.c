@@ -48,6 +48,9 @@ static const char *const layer_attn_names[] = {"full", "sliding", "chunked"};
 static const char *const shared_placement_names[] = {"tp", "replicated"};
 static const char *const rope_scaling_names[] = {"none", "linear", "dynamic", "yarn", "llama3"};
 
+const char *rope_scaling_name(RopeScaling r) {
+  return (unsigned)r < RP_ARRAY_LEN(rope_scaling_names) ? rope_scaling_names[r] : "?";
+}
 const char *dtype_name(DType t) {
   return (unsigned)t < RP_ARRAY_LEN(dtype_names) ? dtype_names[t] : "?";
 }

@@ -49,6 +49,7 @@ const char *mode_name(DeployMode m);
 const char *engine_name(Engine e);
 const char *role_name(PoolRole r);
 const char *layer_attn_name(LayerAttn t);
+const char *rope_scaling_name(RopeScaling r);
 
 typedef struct ModelSpec {
   SrcLoc loc;   /* the `model:` mapping */
