@@ -242,6 +242,7 @@ def check_rope_configs(imp, diags):
     p = imp(gem)
     check(p.returncode == 0 and p.stdout.endswith("rope:\n  local_base: true\n"),
           "Gemma 3: rope_local_base_freq beside rope_theta is rope.local_base")
+    # the scaling the text config of google/gemma-3-4b-it, -12b-it and -27b-it states
     p = imp(dict(gem, rope_scaling={"factor": 8.0, "rope_type": "linear"}))
     check(p.returncode == 0 and "rope:\n  scaling: linear\n  factor: 8\n  local_base: true\n" in p.stdout,
           "Gemma 3 4B-27B's linear scaling x 8 is imported with the local base")

@@ -524,7 +524,7 @@ static void test_trtllm_mla_rope(void) {
   T_EQ_INT(L.w_rope, (int64_t)163840 * 64 * 2);
 }
 
-/* model.rope sizes the tables: Gemma-3-27B-like (head_dim 128, 131,072
+/* model.rope sizes the tables: a Gemma-3-style model (head_dim 128, 131,072
  * positions, linear scaling x 8 and a local base for its sliding layers)
  * under vLLM holds 131,072 x 8 + 131,072 positions in bf16 (288 MiB);
  * SGLang the same in fp32; TensorRT-LLM 2 x 131,072 in fp32 (its table
