@@ -250,7 +250,7 @@ int64_t engine_sglang_chunk_share(const Spec *s, PoolRole role, int64_t dp) {
   if ((Engine)s->deployment.engine.v != ENGINE_SGLANG) return 0;
   int64_t chunk = mem_engine_sglang_chunk(s), page = engine_kv_block(s);
   bool old = v->set && v->v && strchr(v->v, '.') && engine_version_cmp(v->v, "0.5.4") < 0;
-  int64_t c = chunk / (model_is_moe(&s->model) && dp > 1 ? dp : 1);
+  int64_t c = chunk / (mem_engine_sglang_dp_attn(s, dp) ? dp : 1);
   if (chunk <= 0 || page <= 0 || (!old && role == ROLE_DECODE) || c <= 0 || c % page == 0) return 0;
   return c;
 }

@@ -213,7 +213,7 @@ int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp) {
 double mem_engine_sglang_graph_mib(const Spec *s, int64_t tp, int64_t dp) {
   int64_t bs = mem_engine_sglang_graph_bs(s, mem_engine_sglang_tp_size(s, tp, dp));
   double r = (double)bs * 2;
-  if (model_is_moe(&s->model) && dp > 1) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
+  if (mem_engine_sglang_dp_attn(s, dp)) r += (double)(bs * dp) * (bs > 300 ? 4.5 : 3);
   return r;
 }
 
@@ -229,8 +229,10 @@ static double sglang_reserve_05(const Spec *s, int64_t mib, int64_t tp, int64_t 
   return r;
 }
 
+bool mem_engine_sglang_dp_attn(const Spec *s, int64_t dp) { return model_is_moe(&s->model) && dp > 1; }
+
 int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp) {
-  return model_is_moe(&s->model) && dp > 1 ? tp * dp : tp;
+  return mem_engine_sglang_dp_attn(s, dp) ? tp * dp : tp;
 }
 
 /* SGLang's default mem_fraction_static by release (sglang_rule): the
@@ -239,7 +241,7 @@ int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp) {
  * at its --tp-size (mem_engine_sglang_tp_size). */
 double mem_engine_sglang_fraction(const Spec *s, int64_t tp, int64_t pp, int64_t dp) {
   int64_t mib = s->hardware.gpu.memory.v >> 20;
-  bool dp_attn = model_is_moe(&s->model) && dp > 1, spec = s->workload.draft_tokens.v > 0;
+  bool dp_attn = mem_engine_sglang_dp_attn(s, dp), spec = s->workload.draft_tokens.v > 0;
   int64_t sgl_tp = mem_engine_sglang_tp_size(s, tp, dp);
   SglRule rule = sglang_rule(s);
   if (mib <= 0) return 0;

@@ -226,21 +226,6 @@ static void ledger_weights(CkState *st, const ModelSpec *m, const Par *q, bool l
   L->weights = cka(st, L->weights, L->w_mtp_proj);
 }
 
-/* The engine's rotary-embedding cache, counted with the weights as the
- * engines count what loading the model takes (docs/memory.md, "The RoPE
- * cache"): cos and sin of every position of max_position_embeddings over
- * the rotary dimensions (the head dimension; MLA's qk_rope_head_dim), one
- * buffer a process that every layer of the stage shares. vLLM casts it to
- * the model's dtype (vllm/model_executor/layers/rotary_embedding/base.py);
- * SGLang keeps it in fp32 on CUDA and casts it elsewhere
- * (python/sglang/srt/layers/rotary_embedding, RotaryEmbedding.__init__).
- * TensorRT-LLM keeps it in fp32, one (cos, sin) pair per frequency, and
- * for MLA (qk_rope_head_dim set) twice over: RopeParams.from_config sets
- * duplicate_data, which concatenates the frequencies with themselves
- * (tensorrt_llm/_torch/attention_backend/interface.py,
- * create_rope_const_params, a per-model cache since TensorRT-LLM PR
- * #3378; RopeEmbeddingUtils in tensorrt_llm/functional.py). generic:
- * none. */
 /* Positions of the scaled table: vLLM and SGLang build linear and dynamic
  * scaling's table over max_position_embeddings x factor positions and
  * yarn's over original_max_position_embeddings x factor
@@ -264,10 +249,24 @@ static bool vllm_rope_fp32(const ModelSpec *m) {
   return m->architecture.v && strcmp(m->architecture.v, "GptOssForCausalLM") == 0;
 }
 
-/* The rotary embedding's cos/sin tables (docs/memory.md, "The RoPE
- * cache"): one over rope_rows positions and the rotated dimensions, and a
- * second, unscaled, for sliding layers with their own base
- * (rope.local_base: Gemma 3), in the engine's dtype. */
+/* The engine's rotary-embedding cache, counted with the weights as the
+ * engines count what loading the model takes (docs/memory.md, "The RoPE
+ * cache"): cos and sin of every position of rope_rows over the rotary
+ * dimensions (model.rope.rotary_dim, else the head dimension; MLA's
+ * qk_rope_head_dim), one buffer a process that every layer of the stage
+ * shares, and a second, unscaled, where the sliding layers have their own
+ * base (model.rope.local_base: Gemma 3). vLLM casts it to the model's
+ * dtype (vllm/model_executor/layers/rotary_embedding/base.py) unless the
+ * model's code asks for fp32 (vllm_rope_fp32);
+ * SGLang keeps it in fp32 on CUDA and casts it elsewhere
+ * (python/sglang/srt/layers/rotary_embedding, RotaryEmbedding.__init__).
+ * TensorRT-LLM keeps it in fp32, one (cos, sin) pair per frequency, and
+ * for MLA (qk_rope_head_dim set) twice over: RopeParams.from_config sets
+ * duplicate_data, which concatenates the frequencies with themselves
+ * (tensorrt_llm/_torch/attention_backend/interface.py,
+ * create_rope_const_params, a per-model cache since TensorRT-LLM PR
+ * #3378; RopeEmbeddingUtils in tensorrt_llm/functional.py). generic:
+ * none. */
 static void ledger_rope(CkState *st, const Spec *s, MemLedger *L) {
   const ModelSpec *m = &s->model;
   Engine e = (Engine)s->deployment.engine.v;
@@ -556,14 +555,13 @@ static bool mem__add_replicas(Diags *d, const Spec *s, const LayPool *P, int64_t
  * "CUDA graphs"): 0.19's own estimate for the spec's capture sizes at the
  * largest per-graph figures logged; for 0.11, the same for its sizes, at
  * most the largest capture a 0.11 log shows. */
-static int64_t mem__graph_need(const Spec *s, int64_t *sizes) {
+static int64_t mem__graph_need(const Spec *s, int64_t *sizes, bool *capped) {
   *sizes = engine_vllm_graph_sizes(s);
   CkState ck = {true};
   int64_t need = cka(&ck, MEM_VLLM019_GRAPH_FIRST, ckm(&ck, *sizes > 1 ? *sizes - 1 : 0, MEM_VLLM019_GRAPH_PER_SIZE));
   if (!ck.ok) need = INT64_MAX;
-  if (!engine_vllm_019(s->deployment.engine_version.v) && need > MEM_VLLM_GRAPHS_LOGGED_MAX)
-    need = MEM_VLLM_GRAPHS_LOGGED_MAX;
-  return need;
+  *capped = !engine_vllm_019(s->deployment.engine_version.v) && need > MEM_VLLM_GRAPHS_LOGGED_MAX;
+  return *capped ? MEM_VLLM_GRAPHS_LOGGED_MAX : need;
 }
 
 /* W0207 under SGLang: a spec's memory.utilization whose share above
@@ -603,13 +601,14 @@ static void mem__headroom(Diags *d, const Spec *s, const LayPool *P, const MemLe
   if (u->set && (Engine)s->deployment.engine.v == ENGINE_SGLANG) mem__headroom_sglang(d, s, u, P, m);
   if (!u->set || (Engine)s->deployment.engine.v != ENGINE_VLLM) return;
   int64_t sizes;
+  bool capped;
   double gib = (double)((int64_t)1 << 30), have = (double)m->engine_total * (1.0 - u->v);
-  double need = (double)mem__graph_need(s, &sizes);
+  double need = (double)mem__graph_need(s, &sizes, &capped);
   if (!(have < need)) return;
   char what[128];
   if (engine_vllm_019(s->deployment.engine_version.v))
     snprintf(what, sizeof what, "vLLM 0.19's estimate for its %lld CUDA-graph sizes", (long long)sizes);
-  else if (need >= (double)MEM_VLLM_GRAPHS_LOGGED_MAX)
+  else if (capped)
     snprintf(what, sizeof what, "the largest CUDA-graph capture vLLM 0.11 logs there");
   else
     snprintf(what, sizeof what, "vLLM 0.19's estimate for vLLM 0.11's %lld CUDA-graph sizes", (long long)sizes);

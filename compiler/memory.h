@@ -142,8 +142,10 @@ int64_t mem_engine_sglang_graph_bs(const Spec *s, int64_t sgl_tp);
  * unit of cuda_graph_max_bs, plus 3 per unit and dp rank with attention
  * dp (4.5 above 300); 0 where the batch is not known. */
 double mem_engine_sglang_graph_mib(const Spec *s, int64_t tp, int64_t dp);
-/* SGLang's --tp-size for a pool: tp, times dp for an MoE pool with dp > 1,
- * which runs attention dp (emit_sglang.c). */
+/* Whether SGLang runs an MoE pool of dp > 1 with attention dp
+ * (emit_sglang.c). */
+bool mem_engine_sglang_dp_attn(const Spec *s, int64_t dp);
+/* SGLang's --tp-size for a pool: tp, times dp under attention dp. */
 int64_t mem_engine_sglang_tp_size(const Spec *s, int64_t tp, int64_t dp);
 
 /* vLLM's sampler warm-up: bytes per (sequence x vocabulary entry) live at
