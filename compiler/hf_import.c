@@ -695,8 +695,9 @@ static void read_rope_scaling(H *h, ModelSpec *m, json_t *rs, const char *pre) {
     return;
   }
   double f = rope_num(h, rs, pre, "factor", 0, 1024);
-  if (f < 0) {
-    unsupported(h, "`%sfactor` is not given for the rope type `%s`", pre, t);
+  if (f < 0) { /* a bad factor was reported at its place */
+    json_t *given = json_object_get(rs, "factor");
+    if (!given || json_is_null(given)) unsupported(h, "`%sfactor` is not given for the rope type `%s`", pre, t);
     return;
   }
   m->rope.scaling = (SEnum){sc, h->loc, true};

@@ -265,8 +265,11 @@ def check_rope_configs(imp, diags):
     ds = diags(imp(dict(qwen, rope_scaling={"rope_type": "yarn", "factor": 4.0})))
     check(any(c == "E0151" and "`rope_scaling.original_max_position_embeddings`" in m for c, m in ds),
           "yarn without original_max_position_embeddings is E0151")
-    ds = diags(imp(dict(qwen, rope_scaling={"rope_type": "linear", "factor": "8"})))
-    check(any(c == "E0103" and "`rope_scaling.factor`" in m for c, m in ds), "a factor that is no number is E0103")
+    bad = json.dumps(dict(qwen, rope_scaling={"rope_type": "linear", "factor": "8"}), indent=2)
+    d = json.loads(imp(bad).stderr)["diagnostics"]
+    line = bad.splitlines().index('    "factor": "8"') + 1
+    check([(x["code"], x["location"]["line"]) for x in d if "rope_scaling" in x["message"]] == [("E0103", line)],
+          "a factor that is no number is one E0103, at its line", d)
     ds = diags(imp(dict(qwen, rope_scaling={"rope_type": "longrope", "factor": 4.0})))
     check(any(c == "W0151" and "`rope_scaling.rope_type` `longrope`" in m for c, m in ds),
           "a rope type that does not size the table as modelled is W0151")
