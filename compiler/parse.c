@@ -1132,13 +1132,39 @@ static const YNode *hw_what_if(P *p, const YNode *m) {
   return out;
 }
 
+/* A catalog entry's plain count at `key` (under `sub` when given), or 0
+ * where it is absent or not plain digits (its own parse reports those). */
+static int64_t entry_count(const YNode *entry, const char *sub, const char *key) {
+  const YNode *m = entry && sub ? yaml_map_get(entry, sub) : entry;
+  const YNode *v = m && m->kind == YN_MAP ? yaml_map_get(m, key) : NULL;
+  if (!v || v->kind != YN_SCALAR || v->len == 0 || v->len > 9) return 0;
+  for (size_t i = 0; i < v->len; i++)
+    if (v->str[i] < '0' || v->str[i] > '9') return 0;
+  return atoll(v->str);
+}
+
+/* A catalog entry whose NVLink domain is its node (h100-sxm: 8 of 8) keeps
+ * the domain inside the node when the spec writes fewer gpus_per_node: a
+ * board of 4 H100 joins its 4, not 8 over two nodes' NICs. The spec's own
+ * `scale_up.domain` wins; a rack-scale entry (domain past its node, the
+ * NVL72 racks) and a bridged card (domain inside its node) keep theirs
+ * (docs/spec.md, "Presets"). */
+static void preset_domain_in_node(const YNode *entry, HardwareSpec *h) {
+  int64_t node = entry_count(entry, NULL, "gpus_per_node"), dom = entry_count(entry, "scale_up", "domain");
+  const YNode *u = entry && entry->kind == YN_MAP ? yaml_map_get(entry, "scale_up") : NULL;
+  const YNode *d = u && u->kind == YN_MAP ? yaml_map_get(u, "domain") : NULL;
+  if (!d || node <= 0 || dom != node || !h->scale_up.domain.set || !h->gpus_per_node.set) return;
+  if (h->scale_up.domain.loc.file != d->loc.file || h->scale_up.domain.loc.line != d->loc.line) return;
+  if (h->gpus_per_node.v < dom) h->scale_up.domain.v = h->gpus_per_node.v;
+}
+
 static void parse_hardware(P *p, const YNode *root) {
   HardwareSpec *h = &p->s->hardware;
   SrcLoc sec;
   const YNode *m = section(p, root, "hardware", "hardware", root->loc, &sec);
   h->loc = sec;
   if (m && p->hw_preset) m = hw_what_if(p, m);
-  const YNode *entry;
+  const YNode *entry = NULL;
   if (m) m = apply_preset(p, m, "hardware", "hardware", &h->preset, &entry);
   else h->preset.loc = sec;
   p->quiet_missing = yaml_map_get(m, "preset") && !h->preset.set;
@@ -1184,6 +1210,7 @@ static void parse_hardware(P *p, const YNode *root) {
   if (m && !yaml_map_get(m, "scale_up")) missing(p, m, "hardware", "scale_up");
   check_keys(p, u, "hardware.scale_up", KEYS("domain", "bandwidth", "latency", "nvls_ratio"));
   rd_lim(p, u, us, "hardware.scale_up", "domain", &h->scale_up.domain, false, h->gpus_per_node.v, 1, &LIM_GPUS);
+  preset_domain_in_node(entry, h);
   rd_qty(p, u, us, "hardware.scale_up", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_up.bandwidth, u != NULL, 0, false);
   rd_qty(p, u, us, "hardware.scale_up", "latency", UNIT_TIME, NULL, &h->scale_up.latency, false, 0, true);
   /* NVLS moves at most twice the line rate's bus bandwidth (each GPU sends
@@ -1792,6 +1819,25 @@ static void check_cluster_size(Diags *d, const HardwareSpec *h) {
   diag_help(g, "%s", LIM_GPUS.why);
 }
 
+/* A scale-up domain tiles the nodes: a divisor of gpus_per_node (NVLink
+ * bridges, one node's NVSwitch) or a whole number of nodes (an NVL72
+ * rack). One that does neither would count GPUs of two nodes, joined only
+ * by their NICs, as one NVLink domain (a preset's 4-way bridge over nodes
+ * of 6 GPUs, say). */
+static void check_domain_tiles(Diags *d, const HardwareSpec *h) {
+  int64_t dom = h->scale_up.domain.v, gpn = h->gpus_per_node.v;
+  if (!h->scale_up.domain.set || !h->gpus_per_node.set || dom <= 0 || gpn <= 0) return;
+  if (dom <= gpn ? gpn % dom == 0 : dom % gpn == 0) return;
+  Diag *g = diag_at(d, DIAG_E0105, h->scale_up.domain.loc,
+                    "`%lld` is out of range for `hardware.scale_up.domain`: expected a divisor of "
+                    "`gpus_per_node` (%lld) or a whole number of nodes",
+                    (long long)dom, (long long)gpn);
+  diag_note(g, "gpus_per_node is at %s:%d:%d", h->gpus_per_node.loc.file,
+            h->gpus_per_node.loc.line, h->gpus_per_node.loc.col);
+  diag_help(g, "a domain is the GPUs one NVLink fabric joins; write `scale_up: { domain: N }` with the "
+               "GPUs of one bridge group or switch, or the GPUs per node that match the preset");
+}
+
 /* Pool names unique (E0114): sorted, so a hostile spec with many pools
  * stays O(n log n). */
 static void check_pool_names(Diags *d, const DeploymentSpec *dp) {
@@ -1909,5 +1955,6 @@ void spec_check_structure(Diags *d, Spec *s) {
   check_pool_names(d, dp);
   check_pool_roles(d, dp);
   check_cluster_size(d, &s->hardware);
+  check_domain_tiles(d, &s->hardware);
   check_pools_fit(d, s);
 }
