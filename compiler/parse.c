@@ -1132,32 +1132,6 @@ static const YNode *hw_what_if(P *p, const YNode *m) {
   return out;
 }
 
-/* A catalog entry's plain count at `key` (under `sub` when given), or 0
- * where it is absent or not plain digits (its own parse reports those). */
-static int64_t entry_count(const YNode *entry, const char *sub, const char *key) {
-  const YNode *m = entry && sub ? yaml_map_get(entry, sub) : entry;
-  const YNode *v = m && m->kind == YN_MAP ? yaml_map_get(m, key) : NULL;
-  if (!v || v->kind != YN_SCALAR || v->len == 0 || v->len > 9) return 0;
-  for (size_t i = 0; i < v->len; i++)
-    if (v->str[i] < '0' || v->str[i] > '9') return 0;
-  return atoll(v->str);
-}
-
-/* A catalog entry whose NVLink domain is its node (h100-sxm: 8 of 8) keeps
- * the domain inside the node when the spec writes fewer gpus_per_node: a
- * board of 4 H100 joins its 4, not 8 over two nodes' NICs. The spec's own
- * `scale_up.domain` wins; a rack-scale entry (domain past its node, the
- * NVL72 racks) and a bridged card (domain inside its node) keep theirs
- * (docs/spec.md, "Presets"). */
-static void preset_domain_in_node(const YNode *entry, HardwareSpec *h) {
-  int64_t node = entry_count(entry, NULL, "gpus_per_node"), dom = entry_count(entry, "scale_up", "domain");
-  const YNode *u = entry && entry->kind == YN_MAP ? yaml_map_get(entry, "scale_up") : NULL;
-  const YNode *d = u && u->kind == YN_MAP ? yaml_map_get(u, "domain") : NULL;
-  if (!d || node <= 0 || dom != node || !h->scale_up.domain.set || !h->gpus_per_node.set) return;
-  if (h->scale_up.domain.loc.file != d->loc.file || h->scale_up.domain.loc.line != d->loc.line) return;
-  if (h->gpus_per_node.v < dom) h->scale_up.domain.v = h->gpus_per_node.v;
-}
-
 static void parse_hardware(P *p, const YNode *root) {
   HardwareSpec *h = &p->s->hardware;
   SrcLoc sec;
@@ -1210,7 +1184,6 @@ static void parse_hardware(P *p, const YNode *root) {
   if (m && !yaml_map_get(m, "scale_up")) missing(p, m, "hardware", "scale_up");
   check_keys(p, u, "hardware.scale_up", KEYS("domain", "bandwidth", "latency", "nvls_ratio"));
   rd_lim(p, u, us, "hardware.scale_up", "domain", &h->scale_up.domain, false, h->gpus_per_node.v, 1, &LIM_GPUS);
-  preset_domain_in_node(entry, h);
   rd_qty(p, u, us, "hardware.scale_up", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_up.bandwidth, u != NULL, 0, false);
   rd_qty(p, u, us, "hardware.scale_up", "latency", UNIT_TIME, NULL, &h->scale_up.latency, false, 0, true);
   /* NVLS moves at most twice the line rate's bus bandwidth (each GPU sends
