@@ -5,7 +5,7 @@ Every entry loads through `rankplan compile` as a spec's preset, with the
 memory the plan records equal to the entry's; every figure of an entry is
 stated in its header comment, next to a source (the figure itself, or the
 "with sparsity" figure it is half of); a memory in MiB cites the device
-report (nvidia-smi or rocm-smi) it comes from, and one in GB says it is
+report (nvidia-smi, rocm-smi, or HIP's total through PyTorch) it comes from, and one in GB says it is
 the datasheet figure; CUDA's total (cuda_memory), where given, is stated
 in GiB as logged and is at most the device's memory; a scale-up domain larger than a node is a whole
 number of nodes. And the rack-scale entries place as a rack: on
@@ -87,7 +87,7 @@ def lint(name, text, entry):
     mem = str(entry["gpu"]["memory"])
     num, unit = mem.split()
     if unit == "MiB":
-        check(stated(head, num) and re.search(r"nvidia-smi|rocm-smi", head) is not None,
+        check(stated(head, num) and re.search(r"nvidia-smi|rocm-smi|HIP's total", head) is not None,
               f"{name}: memory {mem} is stated with the device report it comes from")
     else:
         check(stated(head, num) and "datasheet figure" in head,
