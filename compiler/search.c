@@ -1179,12 +1179,7 @@ static void search__mla_tp_opt(SearchOut *out) {
   out->tp_opt = cost_attn_tp_opt((double)m->b_attn * (double)m->layers, (double)dp->gpus, kv_total);
 }
 
-/* Where a domain smaller than a node capped tp below the GPUs and heads
- * the search had (PCIe cards are domains of 1, bridged cards of 2 or 4),
- * says so: a tp group across the node's cards is a layout engines run,
- * over the scale-out link, once the spec allows it. A domain of whole
- * nodes gets no note: tp across nodes is rarely what a deployment wants. */
-static void search__domain_note(Diag *g, const Spec *s, const CostModel *m, int64_t G) {
+void search_domain_note(Diag *g, const Spec *s, const CostModel *m, int64_t G) {
   int64_t lim = G < s->hardware.gpus_per_node.v ? G : s->hardware.gpus_per_node.v;
   if (s->deployment.allow_tp_across_domain.v || m->domain >= lim || m->domain >= m->heads) return;
   diag_note(g,
@@ -1203,7 +1198,7 @@ static bool search__verdict(Diags *d, const Spec *s, const SearchOut *out, bool 
                       "no parallel layout of `%s` fits memory and meets the TTFT/TPOT SLO on "
                       "its own within %lld GPUs",
                       s->model.name.v ? s->model.name.v : "model", (long long)G);
-    search__domain_note(g, s, m, G);
+    search_domain_note(g, s, m, G);
     diag_help(g, "raise `search.gpu_budget` or the cluster size, or relax `slo`");
     return false;
   }
@@ -1217,7 +1212,7 @@ static bool search__verdict(Diags *d, const Spec *s, const SearchOut *out, bool 
     diag_note(g, "closest: %s at ttft %.1f ms, tpot %.2f ms", ls, b->ttft * 1e3, b->tpot * 1e3);
     free(ls);
   }
-  search__domain_note(g, s, m, G);
+  search_domain_note(g, s, m, G);
   diag_help(g, "relax `slo`, lower `workload.rate`, or add GPUs");
   return false;
 }

@@ -142,6 +142,13 @@ void search_group(SearchOut *out);
  * the spec's section with it compiles the winner. Caller frees. */
 char *search_deployment_yaml(const Spec *s, const SearchOut *out);
 
+/* Where a domain smaller than a node capped tp below the GPUs and heads
+ * the search had (PCIe cards are domains of 1, bridged cards of 2 or 4),
+ * notes so on g: a tp group across the node's cards is a layout engines
+ * run, over the scale-out link, once the spec allows it. A domain of whole
+ * nodes gets no note: tp across nodes is rarely what a deployment wants. */
+void search_domain_note(Diag *g, const Spec *s, const CostModel *m, int64_t G);
+
 /* W0502 when the winner serves less than workload.rate (nothing when the
  * spec gives no rate or no result is feasible). */
 void search_load_check(Diags *d, const Spec *s, const SearchOut *out);

@@ -194,4 +194,25 @@ with tempfile.TemporaryDirectory() as tmp:
     check(agg and agg[0]["pools"][0]["binding"] == "cuda-graphs",
           "search: an SGLang decode batch held at its CUDA-graph batch binds as cuda-graphs", agg[:1])
 
+# A node of PCIe cards (rtx-pro-6000, one GPU per scale-up domain): the
+# search tries no tp above the domain unless the spec allows it, and the
+# W0502 of a winner that serves less than the rate says so in a note; with
+# the key set the note goes and tp 2 to 8 layouts are ranked.
+with tempfile.TemporaryDirectory() as tmp:
+    spec = pathlib.Path(tmp) / "pcie.yaml"
+    base = ("version: 1\nmodel: { preset: llama-3.1-70b }\n"
+            "hardware: { preset: rtx-pro-6000, nodes: 1 }\n"
+            "workload: { input_tokens: 2000, output_tokens: 500, rate: 20 req/s }\n"
+            "slo: { ttft: 2 s, tpot: 200 ms }\n")
+    note = "tp was searched only up to the scale-up domain of 1 GPU"
+    spec.write_text(base + "deployment: { engine: vllm, mode: search }\n")
+    p = rp("search", str(spec))
+    check("W0502" in p.stderr and note in p.stderr and "allow_tp_across_domain: true" in p.stderr,
+          "search: W0502 on PCIe cards notes the domain cap on tp and the key that lifts it", p.stderr)
+    check(re.search(r"tp[2-8]", p.stdout) is None, "search: no tp above the domain without the key", p.stdout)
+    spec.write_text(base + "deployment: { engine: vllm, mode: search, allow_tp_across_domain: true }\n")
+    p = rp("search", str(spec))
+    check(note not in p.stderr and re.search(r"tp[2-8]", p.stdout) is not None,
+          "search: with allow_tp_across_domain the note goes and wider tp is ranked", p.stdout + p.stderr)
+
 sys.exit(searchlib.rptest.finish())
