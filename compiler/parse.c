@@ -1132,14 +1132,39 @@ static const YNode *hw_what_if(P *p, const YNode *m) {
   return out;
 }
 
+/* Under --what-if gpu=ENTRY, an entry that states no scale_out (h20 and
+ * the AMD platforms leave the NICs to the spec) plans with the spec's own
+ * `scale_out`, the cluster's network; an entry that states one keeps it. */
+static const YNode *hw_what_if_nic(P *p, const YNode *merged, const YNode *own) {
+  if (!p->hw_preset || !merged || yaml_map_get(merged, "scale_out")) return merged;
+  for (size_t i = 0; own && i < own->n; i++)
+    if (strcmp(own->pairs[i].key->str, "scale_out") == 0) {
+      YNode *one = yaml_arena_alloc(p->a, sizeof *one);
+      *one = (YNode){.kind = YN_MAP, .loc = own->loc, .n = 1};
+      one->pairs = yaml_arena_alloc(p->a, sizeof *one->pairs);
+      one->pairs[0] = own->pairs[i];
+      return merge(p, merged, one, NULL);
+    }
+  return merged;
+}
+
+/* E0102 for a missing `scale_out`; under --what-if it names the entry. */
+static void hw_missing_nic(P *p, const YNode *m) {
+  Diag *g = missing(p, m, "hardware", "scale_out");
+  if (g && p->hw_preset)
+    diag_note(g, "`--what-if gpu=%s`: the entry states no scale_out (its platform has no NIC figure) "
+                 "and the spec writes none; write `hardware.scale_out` with the cluster's NIC rate",
+              p->hw_preset);
+}
+
 static void parse_hardware(P *p, const YNode *root) {
   HardwareSpec *h = &p->s->hardware;
   SrcLoc sec;
   const YNode *m = section(p, root, "hardware", "hardware", root->loc, &sec);
   h->loc = sec;
+  const YNode *entry = NULL, *own = m;
   if (m && p->hw_preset) m = hw_what_if(p, m);
-  const YNode *entry = NULL;
-  if (m) m = apply_preset(p, m, "hardware", "hardware", &h->preset, &entry);
+  if (m) m = hw_what_if_nic(p, apply_preset(p, m, "hardware", "hardware", &h->preset, &entry), own);
   else h->preset.loc = sec;
   p->quiet_missing = yaml_map_get(m, "preset") && !h->preset.set;
   check_keys(p, m, "hardware", KEYS("preset", "name", "gpu", "nodes", "gpus_per_node", "nodes_per_rack",
@@ -1193,7 +1218,7 @@ static void parse_hardware(P *p, const YNode *root) {
   SrcLoc os;
   const YNode *o = section(p, m, "scale_out", "hardware.scale_out", sec, &os);
   h->scale_out.loc = os;
-  if (m && !yaml_map_get(m, "scale_out")) missing(p, m, "hardware", "scale_out");
+  if (m && !yaml_map_get(m, "scale_out")) hw_missing_nic(p, m);
   check_keys(p, o, "hardware.scale_out", KEYS("bandwidth", "latency"));
   rd_qty(p, o, os, "hardware.scale_out", "bandwidth", UNIT_BANDWIDTH, NULL, &h->scale_out.bandwidth, o != NULL, 0, false);
   rd_qty(p, o, os, "hardware.scale_out", "latency", UNIT_TIME, NULL, &h->scale_out.latency, false, 0, true);

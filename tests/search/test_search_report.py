@@ -164,6 +164,23 @@ check(p.returncode == 1 and "E0111" in p.stderr, "what-if: an unknown GPU entry 
 for bad in ("gpu=", "tp=2", "nodes=0", "nodes=2,,4"):
     p = rp("search", LLAMA, "--what-if", bad)
     check(p.returncode == 2, f"what-if {bad!r} is a usage error", p.stderr)
+# An entry without a scale_out (the AMD platforms, h20) plans with the
+# spec's own, the cluster's NICs; a spec that writes none gets E0102 naming
+# the entry, not a bare missing key at its own hardware line.
+with tempfile.TemporaryDirectory() as tmp:
+    spec = pathlib.Path(tmp) / "nic.yaml"
+    base = ("version: 1\nmodel: { preset: deepseek-v3 }\n"
+            "workload: { input_tokens: 2000, output_tokens: 1000, rate: 2 req/s }\n"
+            "slo: { ttft: 3 s, tpot: 50 ms }\ndeployment: { engine: sglang, mode: search }\n")
+    spec.write_text(base + "hardware: { preset: h200-sxm, nodes: 2, scale_out: { bandwidth: 200 Gb/s } }\n")
+    p = rp("search", str(spec), "--format", "json", "--what-if", "gpu=mi355x,h20")
+    doc = json.loads(p.stdout) if p.returncode == 0 else {"rows": []}
+    check([r["value"] for r in doc["rows"]] == ["mi355x", "h20"] and doc["rows"][0]["winner"] is not None,
+          "what-if gpu=mi355x: the entry without scale_out takes the spec's", p.stdout + p.stderr)
+    spec.write_text(base + "hardware: { preset: h200-sxm, nodes: 2 }\n")
+    p = rp("search", str(spec), "--what-if", "gpu=h200-sxm,mi355x")
+    check(p.returncode == 1 and "E0102" in p.stderr and "--what-if gpu=mi355x" in p.stderr,
+          "what-if gpu=mi355x on a spec without scale_out: E0102 names the entry", p.stderr)
 p = rp("search", LLAMA, "--what-if", "nodes=2,4")
 check(p.returncode == 0 and "serves req/s" in p.stdout and "of 20" in p.stdout, "what-if text table", p.stdout)
 
