@@ -544,8 +544,22 @@ static void check_vllm_budget(Diags *d, const Spec *s) {
             (long long)q->v);
 }
 
+/* TensorRT-LLM builds for NVIDIA GPUs only ("TensorRT LLM supports the
+ * full spectrum of NVIDIA GPU architectures": Blackwell, Hopper, Ada
+ * Lovelace, Ampere; nvidia.github.io/TensorRT-LLM/supported-hardware.html),
+ * so a spec on an AMD GPU is E0718; vLLM and SGLang ship ROCm builds. */
+bool engine_vendor_ok(Diags *d, const Spec *s) {
+  if ((Engine)s->deployment.engine.v != ENGINE_TRTLLM || !engine_gpu_is_amd(&s->hardware)) return true;
+  Diag *g = diag_at(d, DIAG_E0718, s->deployment.engine.loc,
+                    "engine `trtllm` runs on NVIDIA GPUs only; `hardware` is an AMD GPU (%s)",
+                    s->hardware.name.v && s->hardware.name.v[0] ? s->hardware.name.v : s->hardware.preset.v);
+  diag_help(g, "name `vllm` or `sglang`, whose ROCm builds run AMD Instinct GPUs, or an NVIDIA GPU");
+  return false;
+}
+
 void engine_check(Diags *d, const Spec *s) {
   check_hostnames(d, &s->hardware);
+  engine_vendor_ok(d, s);
   check_chunked(d, s);
   check_vllm_budget(d, s);
   engine_attn_check(d, s);

@@ -180,6 +180,11 @@ int64_t engine_prompt_budget(const Spec *s);
  * search's own stop before it ranks nothing. */
 bool engine_prompts_admitted(Diags *d, const Spec *s, const EngineCaps *c);
 
+/* False after E0718 when the spec's engine does not run on its GPU's
+ * vendor (TensorRT-LLM on an AMD GPU); engine_check and the search call
+ * it. */
+bool engine_vendor_ok(Diags *d, const Spec *s);
+
 /* The width each etp rank's share of the expert intermediate size must be
  * a multiple of, 0 when the engine sets none: vLLM and SGLang load
  * block-quantised fp8 experts (rankplan's fp8, MODEL_FP8_BLOCK) only in

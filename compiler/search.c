@@ -1239,7 +1239,10 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
   if (!cost_model_init(d, s, k, m) || !search__has_targets(d, s, m)) return false;
   Ctx c;
   search__ctx_init(&c, d, s, o, out);
-  if (c.caps && !engine_prompts_admitted(d, s, c.caps)) return search__stop(&c);
+  out->gpu_budget = c.G;
+  out->headroom = c.rho;
+  out->max_candidates = c.max;
+  if (!engine_vendor_ok(d, s) || (c.caps && !engine_prompts_admitted(d, s, c.caps))) return search__stop(&c);
   HookSession fhs;
   bool filter_ok = true;
   if (s->deployment.hooks.filter.set) {
@@ -1247,9 +1250,6 @@ bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOption
     c.filter = &fhs;
     c.failed = !filter_ok;
   }
-  out->gpu_budget = c.G;
-  out->headroom = c.rho;
-  out->max_candidates = c.max;
   bool agg = o->aggregated, dis = o->disaggregated;
   search__modes(s, &agg, &dis);
   RoleVec pre = {0}, dec = {0}, both = {0};

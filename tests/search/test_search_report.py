@@ -14,6 +14,16 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import searchlib  # noqa: E402
 from searchlib import SRC, check, rp  # noqa: E402
+
+
+def spec_text(hardware, deployment, model="preset: llama-3.1-70b", serving=None,
+              workload="input_tokens: 2000, output_tokens: 500, rate: 1 req/s", slo="ttft: 3 s, tpot: 100 ms"):
+    """A search spec's YAML, each section a flow mapping's contents."""
+    t = (f"version: 1\nmodel: {{ {model} }}\nhardware: {{ {hardware} }}\n"
+         f"workload: {{ {workload} }}\nslo: {{ {slo} }}\n")
+    if serving:
+        t += f"serving: {{ {serving} }}\n"
+    return t + f"deployment: {{ {deployment} }}\n"
 LLAMA = str(SRC / "plans" / "examples" / "llama-3.1-70b-pd.yaml")
 # The example at 19 req/s, a load its 32 GPUs serve in full (at its own
 # 20 req/s the deployment serving the most reaches 19.76): the sort and
@@ -169,18 +179,32 @@ for bad in ("gpu=", "tp=2", "nodes=0", "nodes=2,,4"):
 # the entry, not a bare missing key at its own hardware line.
 with tempfile.TemporaryDirectory() as tmp:
     spec = pathlib.Path(tmp) / "nic.yaml"
-    base = ("version: 1\nmodel: { preset: deepseek-v3 }\n"
-            "workload: { input_tokens: 2000, output_tokens: 1000, rate: 2 req/s }\n"
-            "slo: { ttft: 3 s, tpot: 50 ms }\ndeployment: { engine: sglang, mode: search }\n")
-    spec.write_text(base + "hardware: { preset: h200-sxm, nodes: 2, scale_out: { bandwidth: 200 Gb/s } }\n")
+    nic = dict(model="preset: deepseek-v3", deployment="engine: sglang, mode: search", slo="ttft: 3 s, tpot: 50 ms",
+               workload="input_tokens: 2000, output_tokens: 1000, rate: 2 req/s")
+    spec.write_text(spec_text("preset: h200-sxm, nodes: 2, scale_out: { bandwidth: 200 Gb/s }", **nic))
     p = rp("search", str(spec), "--format", "json", "--what-if", "gpu=mi355x,h20")
     doc = json.loads(p.stdout) if p.returncode == 0 else {"rows": []}
     check([r["value"] for r in doc["rows"]] == ["mi355x", "h20"] and doc["rows"][0]["winner"] is not None,
           "what-if gpu=mi355x: the entry without scale_out takes the spec's", p.stdout + p.stderr)
-    spec.write_text(base + "hardware: { preset: h200-sxm, nodes: 2 }\n")
+    spec.write_text(spec_text("preset: h200-sxm, nodes: 2", **nic))
     p = rp("search", str(spec), "--what-if", "gpu=h200-sxm,mi355x")
     check(p.returncode == 1 and "E0102" in p.stderr and "--what-if gpu=mi355x" in p.stderr,
           "what-if gpu=mi355x on a spec without scale_out: E0102 names the entry", p.stderr)
+# TensorRT-LLM runs on NVIDIA GPUs only: the search refuses it on an AMD
+# GPU (E0718) rather than ranking layouts no node can run, and a what-if
+# row on an AMD entry has no winner for that reason.
+with tempfile.TemporaryDirectory() as tmp:
+    spec = pathlib.Path(tmp) / "trt.yaml"
+    trt = dict(deployment='engine: { name: trtllm, version: "1.1.0" }, mode: search', serving="chunked_prefill: true")
+    spec.write_text(spec_text("preset: mi300x, nodes: 1, scale_out: { bandwidth: 400 Gb/s }", **trt))
+    p = rp("search", str(spec))
+    check(p.returncode == 1 and "E0718" in p.stderr and p.stdout == "",
+          "search: trtllm on an AMD GPU is E0718, nothing ranked", p.stdout + p.stderr)
+    spec.write_text(spec_text("preset: h100-sxm, nodes: 1, scale_out: { bandwidth: 400 Gb/s }", **trt))
+    p = rp("search", str(spec), "--format", "json", "--what-if", "gpu=h100-sxm,mi300x")
+    rows = json.loads(p.stdout)["rows"] if p.returncode == 0 else []
+    check([r["error"] for r in rows] == [None, "E0718"] and rows[1]["gpu_budget"] == 8,
+          "what-if gpu=mi300x under trtllm: no winner (E0718), the row's budget still shown", p.stdout + p.stderr)
 p = rp("search", LLAMA, "--what-if", "nodes=2,4")
 check(p.returncode == 0 and "serves req/s" in p.stdout and "of 20" in p.stdout, "what-if text table", p.stdout)
 
@@ -217,17 +241,15 @@ with tempfile.TemporaryDirectory() as tmp:
 # the key set the note goes and tp 2 to 8 layouts are ranked.
 with tempfile.TemporaryDirectory() as tmp:
     spec = pathlib.Path(tmp) / "pcie.yaml"
-    base = ("version: 1\nmodel: { preset: llama-3.1-70b }\n"
-            "hardware: { preset: rtx-pro-6000, nodes: 1 }\n"
-            "workload: { input_tokens: 2000, output_tokens: 500, rate: 20 req/s }\n"
-            "slo: { ttft: 2 s, tpot: 200 ms }\n")
+    pcie = dict(workload="input_tokens: 2000, output_tokens: 500, rate: 20 req/s", slo="ttft: 2 s, tpot: 200 ms")
     note = "tp was searched only up to the scale-up domain of 1 GPU"
-    spec.write_text(base + "deployment: { engine: vllm, mode: search }\n")
+    spec.write_text(spec_text("preset: rtx-pro-6000, nodes: 1", "engine: vllm, mode: search", **pcie))
     p = rp("search", str(spec))
     check("W0502" in p.stderr and note in p.stderr and "allow_tp_across_domain: true" in p.stderr,
           "search: W0502 on PCIe cards notes the domain cap on tp and the key that lifts it", p.stderr)
     check(re.search(r"tp[2-8]", p.stdout) is None, "search: no tp above the domain without the key", p.stdout)
-    spec.write_text(base + "deployment: { engine: vllm, mode: search, allow_tp_across_domain: true }\n")
+    spec.write_text(spec_text("preset: rtx-pro-6000, nodes: 1",
+                              "engine: vllm, mode: search, allow_tp_across_domain: true", **pcie))
     p = rp("search", str(spec))
     check(note not in p.stderr and re.search(r"tp[2-8]", p.stdout) is not None,
           "search: with allow_tp_across_domain the note goes and wider tp is ranked", p.stdout + p.stderr)
