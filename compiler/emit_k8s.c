@@ -5,7 +5,7 @@
  *
  * A LeaderWorkerSet group is one engine instance: `size` is the nodes per
  * instance, `replicas` the pool's replicas, each pod asks for the GPUs the
- * plan puts on one node of the instance (nvidia.com/gpu) and runs the
+ * plan puts on one node of the instance (nvidia.com/gpu, amd.com/gpu) and runs the
  * same engine command as that node's script, with the instance's head
  * named by LWS_LEADER_ADDRESS, a pod's own address by POD_IP (downward
  * API) and a worker's rank by LWS_WORKER_INDEX. The Service POOL-http
@@ -63,6 +63,11 @@ static void here_files(Launch *l, const StrBuf *cmd, StrBuf *pre) {
   }
 }
 
+/* The device plugin's resource: NVIDIA's, or AMD's `amd.com/gpu` (the
+ * ROCm device plugin, ROCm/k8s-device-plugin, example/pod/alexnet-gpu.yaml:
+ * "amd.com/gpu: 1 # requesting a GPU") for a plan on AMD GPUs. */
+static const char *k8s_gpu_resource(const PlanLaunch *L) { return L->amd ? "amd.com/gpu" : "nvidia.com/gpu"; }
+
 static void put_template(Launch *l, StrBuf *y, const char *key, const Inst *in, size_t run, LRunFn fn) {
   StrBuf cmd, pre;
   sb_init(&cmd);
@@ -78,11 +83,11 @@ static void put_template(Launch *l, StrBuf *y, const char *key, const Inst *in, 
   put_args(y, &cmd, pre.buf ? pre.buf : "", 12);
   sb_printf(y, "            env:\n              - name: POD_IP\n                valueFrom:\n                  fieldRef:\n"
                "                    fieldPath: status.podIP\n            ports:\n              - containerPort: %lld\n"
-               "            resources:\n              limits:\n                nvidia.com/gpu: %d\n"
+               "            resources:\n              limits:\n                %s: %d\n"
                "            volumeMounts:\n              - name: dshm\n                mountPath: /dev/shm\n"
                "        volumes:\n          - name: dshm\n            emptyDir:\n              medium: Memory\n"
                "              sizeLimit: %s\n",
-            (long long)in->http, in->runs[run].n, K8S_SHM_SIZE);
+            (long long)in->http, k8s_gpu_resource(l->L), in->runs[run].n, K8S_SHM_SIZE);
   sb_free(&cmd);
   sb_free(&pre);
 }

@@ -84,6 +84,7 @@ void launch_key_emit(StrBuf *sb, const Spec *s, const struct Layout *L) {
   sb_printf(sb, ",\"moe\":%s", s->model.moe.present ? "true" : "false");
   put_hosts(sb, &s->hardware);
   put_opt_str(sb, "image", &dep->image);
+  if (engine_gpu_is_amd(&s->hardware)) sb_puts(sb, ",\"gpu_vendor\":\"amd\""); /* absent: NVIDIA */
   sb_puts(sb, "},\n");
   engine_caps_free(c);
 }

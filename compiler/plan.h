@@ -263,6 +263,7 @@ typedef struct {
   size_t nhostnames;               /* 0: none given */
   char **hostnames;
   char *hostname_pattern, *image;  /* NULL when unset */
+  bool amd;                        /* launch.gpu_vendor "amd"; absent: NVIDIA GPUs */
 } PlanLaunch;
 
 typedef struct Plan {

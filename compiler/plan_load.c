@@ -1244,6 +1244,10 @@ static bool load_launch(Ld *ld, Plan *p, PjV *root) {
     return fail(ld, "launch: kv_transfer and engine_version are lowercase words");
   if (L->sampler && (!L->sampler[0] || strspn(L->sampler, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(L->sampler)))
     return fail(ld, "launch.sampler: expected a lowercase word, got \"%s\"", L->sampler);
+  PjV *vendor = pj_object_get(o, "gpu_vendor");
+  if (vendor && (!pj_is_string(vendor) || strcmp(pj_string_value(vendor), "amd") != 0))
+    return fail(ld, "launch.gpu_vendor: expected \"amd\" (absent: NVIDIA)");
+  L->amd = vendor != NULL;
   if (L->attention_backend && strcmp(L->attention_backend, "trtllm_mla") != 0 &&
       strcmp(L->attention_backend, "trtllm_mha") != 0)
     return fail(ld, "launch.attention_backend: expected trtllm_mla or trtllm_mha, got \"%s\"", L->attention_backend);

@@ -510,7 +510,8 @@ def check_k8s(name, plan, d):
         per = len(inst[(pi, 0)]) // len(nodes)
         t = x["spec"]["leaderWorkerTemplate"]
         tmpls = [t[k] for k in ("leaderTemplate", "workerTemplate") if k in t]
-        gpus = {c["resources"]["limits"]["nvidia.com/gpu"] for tm in tmpls for c in tm["spec"]["containers"]}
+        res = "amd.com/gpu" if L.get("gpu_vendor") == "amd" else "nvidia.com/gpu"
+        gpus = {c["resources"]["limits"][res] for tm in tmpls for c in tm["spec"]["containers"]}
         images = {c["image"] for tm in tmpls for c in tm["spec"]["containers"]}
         check(x["spec"]["replicas"] == p["replicas"] and t["size"] == len(nodes) and gpus == {per}
               and images == {L["image"]}, f"{name}: pool {p['name']}: replicas, group size, GPUs per pod and image "
@@ -773,6 +774,32 @@ def emit_example(tmp, spec):
         check_golden(name, target, d)
         check_again(name, target, plan_path, d, tmp)
     return True
+
+
+def k8s_amd(tmp):
+    """A plan on AMD GPUs (vLLM on mi300x): the plan records gpu_vendor amd
+    and its pods request amd.com/gpu, the ROCm device plugin's resource
+    (ROCm/k8s-device-plugin, example/pod/alexnet-gpu.yaml), never
+    nvidia.com/gpu; an NVIDIA plan writes no gpu_vendor."""
+    spec = os.path.join(tmp, "amd.yaml")
+    open(spec, "w").write(
+        "version: 1\nname: amd70\nmodel: { preset: llama-3.1-70b, source: meta-llama/Llama-3.1-70B-Instruct }\n"
+        "hardware: { preset: mi300x, nodes: 1, scale_out: { bandwidth: 400 Gb/s } }\n"
+        "workload: { input_tokens: 2000, output_tokens: 500, rate: 1 req/s }\nslo: { ttft: 3 s, tpot: 100 ms }\n"
+        "deployment:\n  mode: aggregated\n  engine: vllm\n  image: vllm-rocm:test\n"
+        "  pools:\n    - { name: main, role: both, replicas: 2, tp: 4 }\n")
+    d = os.path.join(tmp, "amd.k8s")
+    p = run("compile", spec, "--emit", "k8s", "-o", d)
+    check(p.returncode == 0, "amd: compile --emit k8s", p.stderr)
+    if p.returncode == 0:
+        plan = json.load(open(os.path.join(d, "plan.json")))
+        text = open(os.path.join(d, "k8s.yaml")).read()
+        check(plan["launch"].get("gpu_vendor") == "amd" and "amd.com/gpu: 4" in text and "nvidia.com" not in text,
+              "amd/k8s: the plan says gpu_vendor amd and the pods request amd.com/gpu", plan["launch"])
+        check_manifest("amd/k8s", plan, d)
+        check_k8s("amd/k8s", plan, d)
+    nv = json.load(open(os.path.join(EX, "llama-3.1-8b-pd-1node.plan.json")))
+    check("gpu_vendor" not in nv["launch"], "an NVIDIA plan writes no launch.gpu_vendor", nv["launch"])
 
 
 def k8s_trtllm(tmp):
@@ -1470,6 +1497,7 @@ try:
     n = sum(emit_example(tmp, s) for s in sorted(glob.glob(os.path.join(EX, "*.yaml"))))
     check(n >= 5, f"at least five examples name an engine ({n})")
     k8s_trtllm(tmp)
+    k8s_amd(tmp)
     trtllm_kv_fp8(tmp)
     trtllm_chunked(tmp)
     sglang_versions(tmp)

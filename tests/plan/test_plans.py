@@ -705,6 +705,10 @@ try:
          "launch.moe: expected a boolean, got nothing"),
         ("a chunked_prefill that is a string", mutate(P8, launch_set("chunked_prefill", "yes")),
          "launch.chunked_prefill: expected a boolean, got a string"),
+        ("a GPU vendor the targets do not know", mutate(P8, launch_set("gpu_vendor", "intel")),
+         'launch.gpu_vendor: expected "amd" (absent: NVIDIA)'),
+        ("a GPU vendor that is a number", mutate(P8, launch_set("gpu_vendor", 1)),
+         'launch.gpu_vendor: expected "amd" (absent: NVIDIA)'),
     ]
     for what, text, want_msg in guarantee_cases:
         refused(what, text, want_msg)
@@ -885,6 +889,22 @@ try:
     check(p.returncode == 1 and "rank 24 is not in the plan" in p.stderr, "explain --rank out of range exits 1")
     p = run("explain", plan, "--groups", "tensor")
     check(p.returncode == 2 and "unknown group kind" in p.stderr, "explain --groups unknown kind exits 2")
+
+    # ---- a plan on AMD GPUs: launch.gpu_vendor -------------------------------
+    # The emit golden (tests/golden/err/engine-trtllm-on-amd) refuses
+    # TensorRT-LLM there; under vLLM the plan says "amd", is schema-valid and
+    # loads, and the schema refuses another vendor word.
+    amd = os.path.join(tmp, "amd.yaml")
+    open(amd, "w").write(open(os.path.join(EX, "llama-3.1-8b-pd-1node.yaml")).read().replace(
+        "  preset: h100-sxm\n", "  preset: mi300x\n  scale_out: { bandwidth: 400 Gb/s }\n"))
+    plan = os.path.join(tmp, "amd.plan.json")
+    p = run("compile", amd, "-o", plan)
+    doc = json.load(open(plan)) if p.returncode == 0 else {"launch": {}}
+    check(p.returncode == 0 and doc["launch"].get("gpu_vendor") == "amd" and schema_errors(doc) == []
+          and run("explain", plan).returncode == 0,
+          "amd: the plan records launch.gpu_vendor amd, schema-valid, and loads", p.stderr[-400:])
+    doc["launch"]["gpu_vendor"] = "intel"
+    check(schema_errors(doc) != [], "amd: the schema refuses a gpu_vendor other than amd")
 
     # ---- KV of drafts: MTP modules and a draft model -------------------------
     # A rank's kv.bytes_per_token counts the KV of the MTP modules it holds
