@@ -321,16 +321,17 @@ bool compile_estimates(const Spec *spec, const Layout *L, const CostConsts *k,
   return true;
 }
 
-void compile_load_check(Diags *d, const Spec *spec, double served, const char *who,
-                        const char *help) {
+Diag *compile_load_check(Diags *d, const Spec *spec, double served, const char *who,
+                         const char *help) {
   double rate = spec->workload.rate.v;
-  if (!spec->workload.rate.set || !(rate > 0) || !(served < rate * (1 - 1e-9))) return;
+  if (!spec->workload.rate.set || !(rate > 0) || !(served < rate * (1 - 1e-9))) return NULL;
   /* `search -o` compiles its winner after its own W0502 said this */
   for (size_t i = 0; i < d->list.len; i++)
-    if (d->list.items[i]->code == DIAG_W0502) return;
+    if (d->list.items[i]->code == DIAG_W0502) return NULL;
   Diag *g = diag_at(d, DIAG_W0502, spec->workload.rate.loc,
                     "%s serves %.2f of the %g req/s offered (workload.rate)", who, served, rate);
   diag_help(g, "%s", help ? help : "add replicas, or let `rankplan search` size the pools for the load");
+  return g;
 }
 
 /* A TensorRT-LLM pool decoding more requests per attention dp rank than

@@ -37,8 +37,9 @@ Layout *compile_layout(const Spec *spec, Diags *d);
 
 /* W0502 at workload.rate when served (req/s; from a plan's estimates or a
  * search row) is less than the offered rate: "`who` serves X of Y req/s".
- * Nothing when the spec gives no rate. help: NULL for the default. */
-void compile_load_check(Diags *d, const Spec *spec, double served, const char *who,
+ * Nothing when the spec gives no rate. help: NULL for the default.
+ * Returns the warning, for its caller's notes, or NULL when none was made. */
+Diag *compile_load_check(Diags *d, const Spec *spec, double served, const char *who,
                         const char *help);
 
 /* W0503 at a pool whose decode batch per scheduler (the estimates' batch

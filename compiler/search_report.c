@@ -43,19 +43,18 @@ void search_load_check(Diags *d, const Spec *s, const SearchOut *out) {
   char *ls = search_layout_str(w);
   char *who = rp_sprintf("the best deployment, %s on %lld of %lld GPUs,", ls, (long long)w->gpus,
                          (long long)out->gpu_budget);
-  size_t before = d->list.len;
-  compile_load_check(d, s, w->req_s, who,
-                     w->binding == BIND_NODES
-                         ? "more instances of its size fit the GPUs but not the engine's packing on the nodes "
-                           "(an instance takes whole nodes, or an even share of one): add nodes "
-                           "(hardware.nodes), or keep to instance sizes that divide a node (`search.both.gpus`, "
-                           "`search.decode.gpus`)"
-                     : w->gpus < out->gpu_budget
-                         ? "it leaves GPUs idle: `--sort cluster-gpu` ranks by goodput per GPU of "
-                           "the budget, `--min-gpus` finds the fewest GPUs that serve the rate"
-                         : "add GPUs (`--gpus`, `search.gpu_budget`, hardware.nodes), or relax "
-                           "`slo`");
-  if (d->list.len > before) search_domain_note(d->list.items[d->list.len - 1], s, &out->model, out->gpu_budget);
+  const char *help =
+      w->binding == BIND_NODES
+          ? "more instances of its size fit the GPUs but not the engine's packing on the nodes "
+            "(an instance takes whole nodes, or an even share of one): add nodes "
+            "(hardware.nodes), or keep to instance sizes that divide a node (`search.both.gpus`, "
+            "`search.decode.gpus`)"
+      : w->gpus < out->gpu_budget
+          ? "it leaves GPUs idle: `--sort cluster-gpu` ranks by goodput per GPU of "
+            "the budget, `--min-gpus` finds the fewest GPUs that serve the rate"
+          : "add GPUs (`--gpus`, `search.gpu_budget`, hardware.nodes), or relax `slo`";
+  Diag *g = compile_load_check(d, s, w->req_s, who, help);
+  if (g) search_domain_note(g, s, &out->model, out->gpu_budget);
   free(ls);
   free(who);
 }
