@@ -5,8 +5,8 @@ Every entry loads through `rankplan compile` as a spec's preset, with the
 memory the plan records equal to the entry's; every figure of an entry is
 stated in its header comment, next to a source (the figure itself, or the
 "with sparsity" figure it is half of); a memory in MiB cites the device
-report (nvidia-smi, rocm-smi, or HIP's total through PyTorch) it comes from, and one in GB says it is
-the datasheet figure; CUDA's total (cuda_memory), where given, is stated
+report (nvidia-smi, rocm-smi, or HIP's total through PyTorch) it comes from, and every entry's
+memory is such a report (issue: capacities as the device reports them); CUDA's total (cuda_memory), where given, is stated
 in GiB as logged and is at most the device's memory; a scale-up domain larger than a node is a whole
 number of nodes. And the rack-scale entries place as a rack: on
 gb200-nvl72 a tp 8 group spans two 4-GPU trays inside the NVLink domain of
@@ -86,12 +86,9 @@ def lint(name, text, entry):
     check("http" in head, f"{name}: the header cites a source URL")
     mem = str(entry["gpu"]["memory"])
     num, unit = mem.split()
-    if unit == "MiB":
-        check(stated(head, num) and re.search(r"nvidia-smi|rocm-smi|HIP's total", head) is not None,
-              f"{name}: memory {mem} is stated with the device report it comes from")
-    else:
-        check(stated(head, num) and "datasheet figure" in head,
-              f"{name}: memory {mem} is stated and called the datasheet figure")
+    check(unit == "MiB" and stated(head, num)
+          and re.search(r"nvidia-smi|rocm-smi|HIP's total", head) is not None,
+          f"{name}: memory {mem} is a device report in MiB, stated with the report it comes from")
     cuda = get(entry, ("gpu", "cuda_memory"))
     if cuda is not None:
         # CUDA's total, logged in GiB to 0.01 and written to the MiB
