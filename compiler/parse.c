@@ -1357,7 +1357,9 @@ static void parse_pools(P *p, const YNode *m, DeploymentSpec *dp) {
   const YNode *pools = yaml_map_get(m, "pools");
   if (!pools && m && dp->mode.v != MODE_SEARCH) {
     Diag *g = missing(p, m, "deployment", "pools");
-    if (g) diag_note(g, "a spec for `rankplan search` alone can say `mode: search` instead and leave the pools to it");
+    if (g)
+      diag_note(g, "a spec for `rankplan search` alone can say `mode: search` instead and leave the pools to it "
+                   "(`search.disaggregated: false` keeps the search to aggregated pools)");
   }
   if (pools && pools->kind != YN_SEQ) {
     Diag *g = diag_at(p->d, DIAG_E0103, pools->loc, "expected a sequence of pools for `deployment.pools`, got a %s",
@@ -1594,13 +1596,30 @@ static void parse_search_role(P *p, const YNode *m, SrcLoc sec, PoolRole role) {
   }
 }
 
+/* search.aggregated / search.disaggregated: E0120 when, with the spec's
+ * mode, neither serving mode is left to search. */
+static void check_search_modes(P *p) {
+  const SearchSpec *se = &p->s->search;
+  DeployMode dm = (DeployMode)p->s->deployment.mode.v;
+  bool agg = se->aggregated.v && dm != MODE_DISAGGREGATED;
+  bool dis = se->disaggregated.v && dm != MODE_AGGREGATED;
+  if (agg || dis) return;
+  const SBool *off = !se->aggregated.v && dm != MODE_DISAGGREGATED ? &se->aggregated : &se->disaggregated;
+  const char *key = off == &se->aggregated ? "aggregated" : "disaggregated";
+  Diag *g = diag_at(p->d, DIAG_E0120, off->loc, "`search.%s: false` leaves no serving mode to search", key);
+  if (dm == MODE_SEARCH) diag_note(g, "`search.aggregated` and `search.disaggregated` are both false");
+  else diag_note(g, "`deployment.mode: %s` searches that mode only", dm == MODE_AGGREGATED ? "aggregated" : "disaggregated");
+  diag_help(g, "remove `search.%s: false`", key);
+}
+
 static void parse_search(P *p, const YNode *root) {
   SearchSpec *se = &p->s->search;
   SrcLoc sec;
   const YNode *m = section(p, root, "search", "search", root->loc, &sec);
   se->loc = sec;
   check_keys(p, m, "search", KEYS("gpu_budget", "top", "headroom", "cp", "pp", "whole_nodes",
-                                   "separate_nodes", "prefill", "decode", "both"));
+                                   "separate_nodes", "aggregated", "disaggregated", "prefill", "decode",
+                                   "both"));
   int64_t all = 0;
   if (!ck_mul(p->s->hardware.nodes.v, p->s->hardware.gpus_per_node.v, &all)) all = I64MAX;
   rd_int(p, m, sec, "search", "gpu_budget", &se->gpu_budget, false, all, 1, I64MAX);
@@ -1610,6 +1629,9 @@ static void parse_search(P *p, const YNode *root) {
   rd_bool(p, m, sec, "search", "pp", &se->pp, true);
   rd_bool(p, m, sec, "search", "whole_nodes", &se->whole_nodes, false);
   rd_bool(p, m, sec, "search", "separate_nodes", &se->separate_nodes, false);
+  rd_bool(p, m, sec, "search", "aggregated", &se->aggregated, true);
+  rd_bool(p, m, sec, "search", "disaggregated", &se->disaggregated, true);
+  check_search_modes(p);
   for (int r = 0; r < 3; r++) parse_search_role(p, m, sec, (PoolRole)r);
 }
 

@@ -1228,8 +1228,9 @@ static bool search__stop(Ctx *c) {
 static void search__modes(const Spec *s, bool *agg, bool *dis) {
   if (*agg || *dis) return;
   DeployMode dm = (DeployMode)s->deployment.mode.v;
-  *agg = dm != MODE_DISAGGREGATED;
-  *dis = dm != MODE_AGGREGATED;
+  const SearchSpec *se = &s->search; /* set and false turns a mode off */
+  *agg = dm != MODE_DISAGGREGATED && !(se->aggregated.set && !se->aggregated.v);
+  *dis = dm != MODE_AGGREGATED && !(se->disaggregated.set && !se->disaggregated.v);
 }
 
 bool search_run(Diags *d, const Spec *s, const CostConsts *k, const SearchOptions *o,
@@ -1563,7 +1564,8 @@ static void search__head_json(json_t *root, const SearchOut *out) {
   json_object_set_new(b, "hit", json_boolean(out->budget_hit));
   json_object_set_new(root, "budget", b);
   json_t *lv = json_object();
-  /* null: that role was not searched (deployment.mode). */
+  /* null: that role was not searched (deployment.mode, search.aggregated,
+   * search.disaggregated). */
   json_object_set_new(lv, "prefill", out->layouts[0] < 0 ? json_null() : json_integer(out->layouts[0]));
   json_object_set_new(lv, "decode", out->layouts[1] < 0 ? json_null() : json_integer(out->layouts[1]));
   json_object_set_new(lv, "aggregated", out->layouts[2] < 0 ? json_null() : json_integer(out->layouts[2]));

@@ -247,6 +247,7 @@ typedef struct {
   SBool cp, pp;        /* set and false: no context / pipeline parallelism in any pool */
   SBool whole_nodes;   /* every instance's GPUs are whole nodes; default false */
   SBool separate_nodes; /* prefill and decode instances never share a node; default false */
+  SBool aggregated, disaggregated; /* set and false: that serving mode is not searched */
   SrcLoc role_loc[3];  /* search.prefill, .decode, .both (PoolRole order) */
   SearchDimSet dims[3][SDIM__COUNT];
 } SearchSpec;

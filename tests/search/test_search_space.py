@@ -137,6 +137,24 @@ with tempfile.TemporaryDirectory() as tmp:
     check(dis and all((r["pools"][0]["replicas"] * r["pools"][0]["gpus_per_instance"]) % 8 == 0 for r in dis),
           "separate_nodes: the prefill pool ends on a node boundary", out)
 
+    # Serving modes: aggregated or disaggregated only, under mode: search.
+    for key, kept in (("disaggregated", "aggregated"), ("aggregated", "disaggregated")):
+        rc, out, err = search(write(tmp, "m.yaml", spec(search=f"search:\n  {key}: false\n")))
+        doc = json.loads(out) if out else {"results": []}
+        check(rc == 0 and doc["results"] and all(r["mode"] == kept for r in doc["results"]),
+              f"search.{key}: false ranks {kept} deployments only", out + err)
+        pos = {"aggregated": "aggregated", "disaggregated": "prefill"}[key]
+        check(pos in doc.get("valid_layouts", {}) and doc["valid_layouts"][pos] is None,
+              f"search.{key}: false: no {pos} layouts searched", json.dumps(doc.get("valid_layouts")))
+    # ... and its winner is the best of that mode alone (the exhaustive
+    # compile's aggregated best, on the constrained space above).
+    rc, out, err = search(write(tmp, "ma.yaml", spec(search=CONSTRAINT + "  disaggregated: false\n")))
+    best_agg = max((g for g in (compile_goodput(tmp, [("serve", "both", r, tp)])
+                                for tp in TPS for r in range(1, 16 // tp + 1)) if g is not None))
+    w = json.loads(out)["results"][0] if rc == 0 else {}
+    check(abs(w.get("goodput_tok_s_per_gpu", -1) - round(best_agg, 2)) <= 0.01,
+          f"search.disaggregated: false: the winner is the best aggregated deployment ({best_agg:.2f})", out + err)
+
     # The filter hook runs on every candidate before the shortlist.
     hooks = f"  hooks: {{ filter: {FIX / 'filter_no_tp8.lua'} }}\n"
     rc, out, err = search(write(tmp, "f.yaml", spec(hooks=hooks)), "--explain")
@@ -158,9 +176,14 @@ with tempfile.TemporaryDirectory() as tmp:
         ("pp: false\n  prefill: { pp: [2, 4] }", "search.pp: false"),
         ("decode: { cp: 2 }", "context parallelism is for prefill pools"),
         ("prefill: { dcp: [2] }", "decode context parallelism is for decode pools"),
+        ("aggregated: false\n  disaggregated: false", "both false"),
+        ("aggregated: false", "`deployment.mode: aggregated` searches that mode only", "aggregated"),
+        ("disaggregated: false", "`deployment.mode: disaggregated` searches that mode only", "disaggregated"),
     ]
-    for body, words in bad:
-        p = write(tmp, "bad.yaml", spec(search="search:\n  " + body + "\n"))
+    for body, words, *mode in bad:
+        pools = pools_yaml([("serve", "both", 1, 8)] if mode == ["aggregated"] else
+                           [("prefill", "prefill", 1, 8), ("decode", "decode", 1, 8)]) if mode else ""
+        p = write(tmp, "bad.yaml", spec(mode=(mode or ["search"])[0], pools=pools, search="search:\n  " + body + "\n"))
         r = subprocess.run([RP, "check", p], capture_output=True, text=True, timeout=60)
         check(r.returncode == 1 and "E0120" in r.stderr and words in r.stderr and "bad.yaml:" in r.stderr,
               f"E0120: {words}", r.stderr)
