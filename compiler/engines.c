@@ -221,6 +221,25 @@ const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int6
   return pool_refusal(c, role, &z, moe, dim);
 }
 
+EngineCaps *engine_caps_of(const Spec *s) {
+  if ((Engine)s->deployment.engine.v == ENGINE_GENERIC) return NULL;
+  char *err = NULL;
+  bool none = false;
+  EngineCaps *c = engine_caps_load(s->catalog_dir, (Engine)s->deployment.engine.v, s->deployment.engine_version.v,
+                                   &err, &none);
+  free(err);
+  return c;
+}
+
+bool engine_runs_expert_split(const EngineCaps *c, const PoolSpec *p, int64_t ep, int64_t etp) {
+  if (!c) return true;
+  Sizes z = pool_sizes(p);
+  z.v[ED_EP] = ep;
+  z.v[ED_ETP] = etp;
+  EngineDim dim;
+  return !engine_layout_refusal(c, (PoolRole)p->role.v, z.v, true, &dim);
+}
+
 static const char *pd_name(PdRule r) {
   static const char *const n[] = {"any", "equal", "decode-multiple", "unverified", "divisible"};
   return n[r];

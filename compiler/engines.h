@@ -318,6 +318,13 @@ int engine_version_cmp(const char *a, const char *b);
  * order), with the dimension it names in *dim, or NULL when it can. */
 const char *engine_layout_refusal(const EngineCaps *c, PoolRole role, const int64_t v[ED__COUNT], bool moe,
                                   EngineDim *dim);
+/* deployment.engine's catalog entry (engine_caps_free it), or NULL for
+ * the generic engine or an entry that does not load, which engine_check
+ * reports (E0701/E0702). */
+EngineCaps *engine_caps_of(const Spec *s);
+/* Whether c runs MoE pool p with its experts split ep x etp over the same
+ * ranks (its other sizes as written); true when c is NULL. */
+bool engine_runs_expert_split(const EngineCaps *c, const PoolSpec *p, int64_t ep, int64_t etp);
 /* Whether c's `pd:` rules establish that the engine moves KV from a
  * prefill pool of tp/pp to a decode pool of tp/pp: the pairs `search`
  * forms. An unverified pair is not established (`check` accepts one a

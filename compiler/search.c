@@ -1098,18 +1098,6 @@ static void search__budget_hit(Diags *d, const Spec *s, const Ctx *c) {
  * k2 fastest; pairs are k_total^2 at most. */
 enum { SHORT_BEST = 24, SHORT_FAST = 8 };
 
-/* deployment.engine's catalog entry, or NULL for the generic engine (or an
- * entry that does not load, which validation reports as E0701/E0702). */
-static EngineCaps *search__engine(const Spec *s) {
-  if ((Engine)s->deployment.engine.v == ENGINE_GENERIC) return NULL;
-  char *err = NULL;
-  bool none = false;
-  EngineCaps *caps = engine_caps_load(s->catalog_dir, (Engine)s->deployment.engine.v,
-                                      s->deployment.engine_version.v, &err, &none);
-  free(err);
-  return caps;
-}
-
 static void search__free_ctx(Ctx *c, RoleVec *pre, RoleVec *dec, RoleVec *both, RoleVec *sp,
                              RoleVec *sd) {
   free(c->stages);
@@ -1154,7 +1142,7 @@ static void search__ctx_init(Ctx *c, Diags *d, const Spec *s, const SearchOption
   c->pack.nodes = (Engine)s->deployment.engine.v == ENGINE_GENERIC ? 0 : s->hardware.nodes.v;
   c->rej = &out->rejects;
   c->d = d;
-  c->caps = search__engine(s);
+  c->caps = engine_caps_of(s);
 }
 
 /* E0507 unless the workload has both lengths and the SLO both targets. */

@@ -235,12 +235,14 @@ static bool fp8_block_refused(Diags *d, const Spec *s, const PoolSpec *p, int64_
                     (long long)(ie / etp), (long long)block);
   int64_t ranks = mul_sat(mul_sat(dimv(&p->tp), dimv(&p->cp)), dimv(&p->dp));
   BlockFit f = {ie, block};
+  EngineCaps *c = engine_caps_of(s); /* only the splits the engine runs */
   StrBuf sb;
   sb_init(&sb);
   for (int64_t v = 1; v <= ranks; v++)
-    if (ranks % v == 0 && fit_block(&f, v))
+    if (ranks % v == 0 && fit_block(&f, v) && engine_runs_expert_split(c, p, ranks / v, v))
       sb_printf(&sb, "%sep %lld x etp %lld", sb.len ? ", " : "", (long long)(ranks / v), (long long)v);
   diag_help(g, "shard the experts by ep over the %lld ranks: %s", (long long)ranks, sb.len ? sb.buf : "none fits");
+  engine_caps_free(c);
   sb_free(&sb);
   return true;
 }
