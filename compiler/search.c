@@ -964,22 +964,41 @@ bool search_sort_parse(const char *s, SearchSort *k) {
 static SearchSort cmp_sort;
 static double cmp_rate;
 
-/* --min-gpus: serving the rate first, then the fewest GPUs (negated, so
- * that higher is better like the other keys). */
+/* The key of --sort (higher is better): --min-gpus negates the GPUs. */
 static double sort_key(const SearchResult *r) {
   switch (cmp_sort) {
   case SEARCH_SORT_CLUSTER_GPU: return r->goodput_cluster_gpu;
   case SEARCH_SORT_GOODPUT: return r->goodput_gpu * (double)r->gpus;
-  case SEARCH_SORT_MIN_GPUS:
-    return (r->req_s >= cmp_rate * (1 - 1e-9) ? 1e12 : 0.0) - (double)r->gpus;
+  case SEARCH_SORT_MIN_GPUS: return -(double)r->gpus;
   case SEARCH_SORT_USED_GPU: break;
   }
   return r->goodput_gpu;
 }
 
+/* With workload.rate, whether r serves all of it. Under every sort such a
+ * deployment ranks above one that serves less: goodput per used GPU
+ * counts a deployment that serves the rate with room to spare at the
+ * rate, and one that cannot at its capacity, so without this tier the
+ * second could outrank the first (docs/cost-model.md, "The offered
+ * load"). */
+static bool serves_rate_at(const SearchResult *r, double rate) {
+  return rate > 0 && r->req_s >= rate * (1 - 1e-9);
+}
+
+static bool serves_rate(const SearchResult *r) { return serves_rate_at(r, cmp_rate); }
+
+static const char *sort_words(SearchSort k) {
+  static const char *const w[] = {[SEARCH_SORT_USED_GPU] = "goodput per used GPU",
+                                  [SEARCH_SORT_CLUSTER_GPU] = "goodput per GPU of the budget",
+                                  [SEARCH_SORT_GOODPUT] = "goodput of the deployment",
+                                  [SEARCH_SORT_MIN_GPUS] = "the fewest GPUs that serve the offered rate"};
+  return w[k];
+}
+
 static int cmp_result(const void *a, const void *b) {
   const SearchResult *x = a, *y = b;
   if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
+  if (serves_rate(x) != serves_rate(y)) return serves_rate(x) ? -1 : 1;
   double kx = sort_key(x), ky = sort_key(y);
   if (kx != ky) return kx > ky ? -1 : 1;
   if (x->goodput_gpu != y->goodput_gpu) return x->goodput_gpu > y->goodput_gpu ? -1 : 1;
@@ -1318,7 +1337,13 @@ char *search_explain(const SearchOut *out, size_t i) {
   }
   const SearchResult *w = &out->results.items[0];
   double loss = w->goodput_gpu > 0 ? 100.0 * (1.0 - r->goodput_gpu / w->goodput_gpu) : 0.0;
-  if (r->goodput_gpu >= w->goodput_gpu) {
+  if (serves_rate_at(w, m->rate) && !serves_rate_at(r, m->rate)) {
+    sb_printf(&sb, "serves %.2f of the %.2f req/s offered, #1 all of it (goodput/GPU %.1f vs %.1f)", r->req_s,
+              m->rate, r->goodput_gpu, w->goodput_gpu);
+  } else if (r->goodput_gpu > w->goodput_gpu) {
+    sb_printf(&sb, "more goodput/GPU than #1 (%.1f vs %.1f tok/s/GPU), ranked lower by %s", r->goodput_gpu,
+              w->goodput_gpu, sort_words(out->sort));
+  } else if (r->goodput_gpu == w->goodput_gpu) {
     /* A tie on goodput/GPU: name the tie-break that ranked it lower. */
     sb_printf(&sb, "ties #1 on goodput/GPU (%.1f tok/s/GPU); ranked lower on ", r->goodput_gpu);
     if (r->ttft != w->ttft) sb_printf(&sb, "TTFT %.1f vs %.1f ms", r->ttft * 1e3, w->ttft * 1e3);
@@ -1410,12 +1435,8 @@ char *search_format_text(const SearchOut *out, const Spec *s, size_t top, bool e
                    "uses attention tp %lld\n",
               out->tp_opt, (long long)w->pools[w->npools - 1].lay.tp);
   }
-  static const char *const sort_words[] = {
-      [SEARCH_SORT_USED_GPU] = "goodput per used GPU",
-      [SEARCH_SORT_CLUSTER_GPU] = "goodput per GPU of the budget",
-      [SEARCH_SORT_GOODPUT] = "goodput of the deployment",
-      [SEARCH_SORT_MIN_GPUS] = "the fewest GPUs that serve the offered rate"};
-  sb_printf(&sb, "ranked by %s (--sort %s)\n", sort_words[out->sort], search_sort_name(out->sort));
+  sb_printf(&sb, "ranked by %s (--sort %s)%s\n", sort_words(out->sort), search_sort_name(out->sort),
+            m->rate > 0 && out->sort != SEARCH_SORT_MIN_GPUS ? ", deployments that serve the offered rate first" : "");
   sb_printf(&sb, "\n%3s  %-6s  %-44s %6s %9s %8s %9s %11s %11s %11s  %-9s %s\n", "#", "mode", "layout", "GPUs",
             "TTFT ms", "TPOT ms", "req/s", "tok/s", "goodput/GPU", "/budgetGPU", "binding", "pareto");
   size_t *idx = rp_malloc((out->results.len ? out->results.len : 1) * sizeof *idx);

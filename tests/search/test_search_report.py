@@ -72,6 +72,43 @@ ks = [r["goodput_tok_s_per_budget_gpu"] for r in doc["results"] if r["feasible"]
 check(ks == sorted(ks, reverse=True) and doc["sort"] == "cluster-gpu", "--sort cluster-gpu ranks by it")
 check(doc["results"][0]["throughput_req_s"] == 19 and "W0502" not in p.stderr,
       "--sort cluster-gpu: the winner serves the 19 req/s, no warning", p.stderr)
+# With a rate, deployments that serve all of it rank first under every sort
+# (docs/cost-model.md, "The offered load"): DeepSeek-R1 under SGLang on one
+# node of 8 H200 at 2 req/s, where a 6-GPU layout that serves 1.84 req/s
+# has more goodput per used GPU (at its capacity) than the 8-GPU layouts
+# that serve the whole rate (at the rate).
+with tempfile.TemporaryDirectory() as tmp:
+    dsr1 = pathlib.Path(tmp) / "dsr1.yaml"
+    wl = "input_tokens: 2000, output_tokens: 500, rate: {} req/s"
+    dsr1.write_text(spec_text("preset: h200-sxm, nodes: 1", "engine: sglang, mode: search", model="preset: deepseek-r1",
+                              workload=wl.format(2), slo="ttft: 2 s, tpot: 50 ms"))
+    for sort in ("used-gpu", "cluster-gpu", "goodput", "min-gpus"):
+        p = rp("search", str(dsr1), "--format", "json", "--top", "1000", "--sort", sort, "--explain")
+        res = [r for r in json.loads(p.stdout)["results"] if r["feasible"]]
+        full = [r["throughput_req_s"] >= 2 for r in res]
+        check(res and full[0] and full == sorted(full, reverse=True),
+              f"--sort {sort}: every deployment serving the 2 req/s ranks above every one serving less",
+              str([(r["layout"], r["throughput_req_s"]) for r in res[:12]]))
+    w = res[0] if res else {}
+    p = rp("search", str(dsr1), "--format", "json", "--top", "1000", "--explain")
+    res = json.loads(p.stdout)["results"]
+    w = res[0]
+    pp3 = [r for r in res if r["layout"] == "1xPD(tp1,pp3,dp2,etp2)"]
+    check(w["layout"] == "1xPD(tp1,dp8,etp8)" and w["throughput_req_s"] == 2 and w["goodput_tok_s_per_gpu"] == 125
+          and pp3 and round(pp3[0]["throughput_req_s"], 2) == 1.84 and round(pp3[0]["goodput_tok_s_per_gpu"]) == 153,
+          "the documented case: dp8 (2 req/s, 125 tok/s/GPU) ranks above pp3 (1.84, 153)",
+          json.dumps(w)[:300] + json.dumps(pp3)[:300])
+    check(pp3 and pp3[0]["explain"].startswith("serves 1.84 of the 2.00 req/s offered, #1 all of it"),
+          "--explain says the runner-up serves less of the rate", pp3[0]["explain"] if pp3 else "")
+    p = rp("search", str(dsr1), "--top", "1")
+    check("deployments that serve the offered rate first" in p.stdout and "W0502" not in p.stderr,
+          "the header names the order; the winner serves the rate, no W0502", p.stdout + p.stderr)
+    dsr1.write_text(dsr1.read_text().replace("rate: 2 req/s", "rate: 20 req/s"))
+    w = json.loads(rp("search", str(dsr1), "--format", "json", "--top", "1").stdout)["results"][0]
+    check(w["layout"] == "1xPD(tp1,dp8,etp8)" and round(w["throughput_req_s"], 2) == 16.57
+          and round(w["goodput_tok_s_per_gpu"]) == 1036,
+          "the documented capacity of dp8: 16.57 req/s, 1,036 tok/s/GPU", json.dumps(w)[:300])
+
 p = rp("search", LLAMA, "--format", "json", "--sort", "goodput", "--top", "1000")
 ks = [r["throughput_tok_s"] for r in json.loads(p.stdout)["results"] if r["feasible"]]
 check(ks == sorted(ks, reverse=True), "--sort goodput ranks by total goodput")
