@@ -298,10 +298,10 @@ static void test_catalog_models(void) {
   static const struct {
     const char *name;
     int64_t gpn, domain;
-  } hw[] = {{"a100-80g", 8, 8}, {"h100-sxm", 8, 8},    {"h100-pcie", 8, 1},   {"h100-nvl", 8, 2},
+  } hw[] = {{"a100-40g", 8, 8}, {"a100-80g", 8, 8}, {"h100-sxm", 8, 8},    {"h100-pcie", 8, 1},   {"h100-nvl", 8, 2},
             {"h200-sxm", 8, 8}, {"h200-nvl", 8, 4},    {"h20", 8, 8},         {"h800", 8, 8},
             {"b200", 8, 8},     {"b300", 8, 8},        {"gb200-nvl72", 4, 72}, {"gb300-nvl72", 4, 72},
-            {"l40s", 8, 1},     {"rtx-pro-6000", 8, 1}, {"mi300x", 8, 8},     {"mi325x", 8, 8},
+            {"l40s", 8, 1},     {"l4", 8, 1}, {"rtx-pro-6000", 8, 1}, {"mi300x", 8, 8},     {"mi325x", 8, 8},
             {"mi355x", 8, 8}};
   for (size_t i = 0; i < RP_ARRAY_LEN(hw); i++) {
     char *t = rp_sprintf("version: 1\nmodel: {preset: llama-3.1-8b}\n"
