@@ -258,12 +258,14 @@ static SearchBinding batch_binding(const CostInstance *in) {
 
 /* Why the cost model or the memory ledger dropped a layout, in the words
  * of the engine flags that set each figure (docs/cost-model.md). */
-typedef enum { REJ_KV_MEM, REJ_TTFT, REJ_TPOT } RejectTerm;
+typedef enum { REJ_KV_MEM, REJ_TTFT, REJ_TPOT, REJ_MEM, REJ__COUNT } RejectTerm;
 static const char *const reject_terms[] = {
     [REJ_KV_MEM] = ("the weights fit but not one max_model_len request's KV cache "
                     "(--max-model-len, --gpu-memory-utilization)"),
     [REJ_TTFT] = "one prompt's prefill alone takes longer than the TTFT SLO",
     [REJ_TPOT] = "a decode step at batch 1 already misses the TPOT SLO",
+    [REJ_MEM] = ("a pipeline stage's weights or one max_model_len request do not fit GPU memory "
+                 "(--gpu-memory-utilization, --max-model-len)"),
 };
 
 static void search__reject(Ctx *c, PoolRole role, const CostLayout *l, RejectTerm t) {
@@ -585,9 +587,7 @@ static void search__role(Ctx *c, PoolRole role, RoleVec *out) {
                 else if (role == ROLE_PREFILL && cp == 1 && !c->strict)
                   memmap_put(&c->prefill_mem, &l, pass ? bmem : -1);
                 if (!pass) {
-                  search_rejects_add(c->rej, "a pipeline stage's weights or one max_model_len "
-                                     "request do not fit GPU memory (--gpu-memory-utilization, "
-                                     "--max-model-len)", role, &l);
+                  search__reject(c, role, &l, REJ_MEM);
                   continue;
                 }
                 search__eval_layout(c, role, &l, bmem, out);
@@ -1196,6 +1196,40 @@ void search_domain_note(Diag *g, const Spec *s, const CostModel *m, int64_t G) {
             (long long)m->domain, m->domain == 1 ? "" : "s");
 }
 
+/* Whether a rejection is the model's memory or the SLO (reject_terms),
+ * not the space: a constraint, an engine rule or a model rule. */
+static bool search__reject_is_fit(const SearchReject *r) {
+  for (int t = 0; t < REJ__COUNT; t++)
+    if (strcmp(r->why, reject_terms[t]) == 0) return true;
+  return false;
+}
+
+/* E0508's notes: what decided the rejections, memory and the SLO before
+ * the space, then the most frequent first (ties in enumeration order), at
+ * most SEARCH_VERDICT_REASONS of them. */
+enum { SEARCH_VERDICT_REASONS = 4 };
+static void search__reject_notes(Diag *g, const SearchRejects *v) {
+  bool used[SEARCH_REJECT_MAX] = {false};
+  for (int k = 0; k < SEARCH_VERDICT_REASONS; k++) {
+    size_t best = v->len;
+    for (size_t i = 0; i < v->len; i++) {
+      if (used[i]) continue;
+      bool fi = search__reject_is_fit(&v->items[i]), fb = best < v->len && search__reject_is_fit(&v->items[best]);
+      if (best == v->len || fi > fb || (fi == fb && v->items[i].n > v->items[best].n)) best = i;
+    }
+    if (best == v->len) return;
+    used[best] = true;
+    const SearchReject *r = &v->items[best];
+    StrBuf sb;
+    sb_init(&sb);
+    search_layout_put(&sb, &r->first);
+    diag_note(g, "%lld %s layout%s rejected: %s (first: %s)", (long long)r->n,
+              r->role == ROLE_BOTH ? "aggregated" : role_name(r->role), r->n == 1 ? "" : "s", r->why,
+              sb.buf ? sb.buf : "");
+    sb_free(&sb);
+  }
+}
+
 /* The search's outcome: E0508 when no layout of a role fits on its own
  * (none), E0500 when no deployment meets the SLO, naming the closest. */
 static bool search__verdict(Diags *d, const Spec *s, const SearchOut *out, bool none, int64_t G) {
@@ -1205,6 +1239,7 @@ static bool search__verdict(Diags *d, const Spec *s, const SearchOut *out, bool 
                       "no parallel layout of `%s` fits memory and meets the TTFT/TPOT SLO on "
                       "its own within %lld GPUs",
                       s->model.name.v ? s->model.name.v : "model", (long long)G);
+    search__reject_notes(g, &out->rejects);
     search_domain_note(g, s, m, G);
     diag_help(g, "raise `search.gpu_budget` or the cluster size, or relax `slo`");
     return false;
