@@ -187,6 +187,20 @@ static void print_graph_line(const Spec *s, const PoolSpec *p, FILE *out) {
             (long long)b);
 }
 
+/* The KV figure in the words of the engine's own start-up log, for the
+ * engines whose logs word it differently from the line above: SGLang's
+ * memory pool (mem_cache/memory_pool.py) and TensorRT-LLM's KV cache
+ * manager ("[MemUsageChange] Allocated X GiB for max tokens in paged KV
+ * cache (N)."). vLLM's two lines are the line above. */
+static void print_log_words(const Spec *s, const char *name, int64_t tokens, FILE *out) {
+  Engine e = (Engine)s->deployment.engine.v;
+  if (e == ENGINE_SGLANG)
+    fprintf(out, "  %-12s SGLang logs it as: KV Cache is allocated. #tokens: %lld\n", name, (long long)tokens);
+  else if (e == ENGINE_TRTLLM)
+    fprintf(out, "  %-12s TensorRT-LLM logs it as: ... for max tokens in paged KV cache (%lld).\n", name,
+            (long long)tokens);
+}
+
 static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out) {
   if (!rows->len) return;
   /* Without an engine there is no start-up log to set the figures beside. */
@@ -205,6 +219,7 @@ static void print_engine_lines(const Spec *s, const LedgerRows *rows, FILE *out)
     if (tokens == INT64_MAX) continue;
     fprintf(out, "  %-12s KV cache: %lld tokens; maximum concurrency for %lld tokens per request: %.2fx\n",
             p->name.v ? p->name.v : "?", (long long)tokens, (long long)spec_max_model_len(s), conc);
+    print_log_words(s, p->name.v ? p->name.v : "?", tokens, out);
     print_graph_line(s, p, out);
   }
 }
