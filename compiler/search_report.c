@@ -50,9 +50,11 @@ void search_load_check(Diags *d, const Spec *s, const SearchOut *out) {
             "(hardware.nodes), or keep to instance sizes that divide a node (`search.both.gpus`, "
             "`search.decode.gpus`)"
       : w->gpus < out->gpu_budget
-          ? "it leaves GPUs idle: `--sort cluster-gpu` ranks by goodput per GPU of "
-            "the budget, `--min-gpus` finds the fewest GPUs that serve the rate"
-          : "add GPUs (`--gpus`, `search.gpu_budget`, hardware.nodes), or relax `slo`";
+          ? "no deployment within the budget serves the whole rate, and this one leaves GPUs idle: "
+            "`--sort cluster-gpu` ranks by goodput per GPU of the budget (the most served on all of "
+            "it); add GPUs (`--gpus`, `search.gpu_budget`, hardware.nodes) to serve all of it"
+          : "no deployment within the budget serves the whole rate: add GPUs (`--gpus`, "
+            "`search.gpu_budget`, hardware.nodes), or relax `slo`";
   Diag *g = compile_load_check(d, s, w->req_s, who, help);
   if (g) search_domain_note(g, s, &out->model, out->gpu_budget);
   free(ls);

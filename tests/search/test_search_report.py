@@ -63,8 +63,10 @@ p = rp("search", LLAMA, "--top", "3")
 check("also as " in p.stdout and "/budgetGPU" in p.stdout, "text: also-as lines and the per-budget-GPU column",
       p.stdout)
 check("#1 serves 18.12 of 20 req/s offered on 28 of 32 GPUs" in p.stdout, "text: the winner's served load", p.stdout)
-check("warning[W0502]" in p.stderr and "--sort cluster-gpu" in p.stderr,
-      "search warns when the winner leaves load unserved", p.stderr)
+check("warning[W0502]" in p.stderr and "--sort cluster-gpu" in p.stderr
+      and "no deployment within the budget serves the whole rate" in p.stderr and "--min-gpus" not in p.stderr,
+      "search warns when the winner leaves load unserved; its help names what can still help "
+      "(nothing in the budget serves the rate, so not --min-gpus)", p.stderr)
 
 p = rp("search", LLAMA19, "--format", "json", "--sort", "cluster-gpu", "--top", "1000")
 doc = json.loads(p.stdout)

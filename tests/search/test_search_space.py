@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,21 @@ with tempfile.TemporaryDirectory() as tmp:
     w = json.loads(out)["results"][0] if rc == 0 else {}
     check(abs(w.get("goodput_tok_s_per_gpu", -1) - round(best_agg, 2)) <= 0.01,
           f"search.disaggregated: false: the winner is the best aggregated deployment ({best_agg:.2f})", out + err)
+
+    # docs/spec.md's example ("Serving modes") runs and ranks aggregated
+    # deployments only.
+    doc_md = (SRC / "docs" / "spec.md").read_text()
+    ex = doc_md.split("# docs example: search-aggregated-only\n", 1)[1].split("```", 1)[0]
+    rc, out, err = search(write(tmp, "doc.yaml", ex))
+    res = json.loads(out)["results"] if rc == 0 and out else []
+    check(res and all(r["mode"] == "aggregated" for r in res), "docs/spec.md's serving-mode example", out + err)
+    # Not a boolean: the common reader's errors, at the value.
+    for value, code in (("3", "E0103"), ("yes", "E0110")):
+        p = write(tmp, "bad.yaml", spec(search=f"search:\n  aggregated: {value}\n"))
+        r = subprocess.run([RP, "check", p], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and code in r.stderr and "search.aggregated" in r.stderr
+              and re.search(r"bad\.yaml:\d+:\d+", r.stderr) is not None,
+              f"search.aggregated: {value} is {code} at file:line:col", r.stderr)
 
     # The filter hook runs on every candidate before the shortlist.
     hooks = f"  hooks: {{ filter: {FIX / 'filter_no_tp8.lua'} }}\n"
